@@ -1,0 +1,254 @@
+/* tiergnn/data.h - the dataset directory format, writers, readers, generator and importers.
+ *
+ * How to use (reading):
+ *     tg_dataset_t *ds;
+ *     if (tg_dataset_open(&ds, "data/cora", TG_OPEN_CHECK_SIZES) < 0) die(tg_errmsg());
+ *     printf("%llu nodes\n", (unsigned long long)ds->meta.num_nodes);
+ *     ... tg_dataset_load_indptr(ds, &indptr) ...
+ *     tg_dataset_close(ds);
+ *
+ * How to use (writing): tg_dsw_begin() creates OUT.tmp-<pid>/ beside OUT; the producer writes each
+ * array through a tg_filew_t (buffered, CRC-32 computed on the fly); tg_dsw_commit() writes the
+ * metadata, fsyncs everything and renames the directory into place. tg_dsw_abort() removes the
+ * temporary directory, so a failed import never leaves a half-written dataset behind.
+ *
+ * Layout (docs/FORMAT.md is the normative description):
+ *     OUT/meta.txt        "key = value" lines, format_version = 1
+ *     OUT/indptr.bin      u64[N+1]   CSC: in-neighbours of v are indices[indptr[v] .. indptr[v+1])
+ *     OUT/indices.bin     u32[E] or u64[E] (index_dtype)
+ *     OUT/features.bin    f32 or f16 [N][D], row-major, no padding
+ *     OUT/labels.bin      i32[N] (-1 = unlabelled), or i32[N][C] of 0/1 when multi_label
+ *     OUT/train_idx.bin, valid_idx.bin, test_idx.bin   index_dtype[count]
+ *
+ * Module: data/ owns the format, importers, generator and external sort. It knows nothing of
+ * training.
+ */
+#ifndef TIERGNN_DATA_H
+#define TIERGNN_DATA_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "tiergnn/util.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TG_FORMAT_VERSION 1
+#define TG_META_NAME "meta.txt"
+
+typedef enum { TG_F32 = 0, TG_F16 = 1 } tg_feat_dtype_t;
+typedef enum { TG_U32 = 0, TG_U64 = 1 } tg_index_dtype_t;
+
+/* The array files of a dataset, in a fixed order. */
+typedef enum {
+    TG_FILE_INDPTR = 0,
+    TG_FILE_INDICES,
+    TG_FILE_FEATURES,
+    TG_FILE_LABELS,
+    TG_FILE_TRAIN,
+    TG_FILE_VALID,
+    TG_FILE_TEST,
+    TG_FILE_COUNT
+} tg_file_id_t;
+
+/* File name of each array ("indptr.bin" ...). */
+const char *tg_file_name(tg_file_id_t id);
+
+typedef struct tg_file_info {
+    uint64_t size;  /* bytes */
+    uint32_t crc32; /* CRC-32 of the whole file */
+} tg_file_info_t;
+
+typedef struct tg_meta {
+    int format_version;
+    uint64_t num_nodes, num_edges;
+    uint32_t feat_dim;
+    tg_feat_dtype_t feat_dtype;
+    tg_index_dtype_t index_dtype;
+    uint32_t num_classes;
+    int multi_label;
+    uint64_t num_train, num_valid, num_test;
+    char source[256]; /* free text: how the dataset was made (generator flags, import source) */
+    tg_file_info_t files[TG_FILE_COUNT];
+} tg_meta_t;
+
+/* Bytes per element. */
+static inline size_t tg_feat_dtype_size(tg_feat_dtype_t t)
+{
+    return t == TG_F16 ? 2 : 4;
+}
+static inline size_t tg_index_dtype_size(tg_index_dtype_t t)
+{
+    return t == TG_U64 ? 8 : 4;
+}
+const char *tg_feat_dtype_name(tg_feat_dtype_t t);
+const char *tg_index_dtype_name(tg_index_dtype_t t);
+/* u32 when every node id fits, else u64. */
+tg_index_dtype_t tg_index_dtype_for(uint64_t num_nodes);
+/* Expected byte size of each file from the counts in m. */
+uint64_t tg_meta_expected_size(const tg_meta_t *m, tg_file_id_t id);
+
+/* Metadata text <-> struct. Parse errors name `path` and the line. */
+int tg_meta_parse(tg_meta_t *m, const char *text, const char *path);
+/* Returns a malloc'd NUL-terminated text. */
+int tg_meta_format(const tg_meta_t *m, char **text);
+int tg_meta_read(tg_meta_t *m, const char *dir);
+
+/* ---------------------------------------------------------------- f16 */
+
+float tg_f16_to_f32(uint16_t h);
+uint16_t tg_f32_to_f16(float f); /* round to nearest even */
+
+/* ---------------------------------------------------------------- buffered file writer */
+
+/* Sequential writer with a large buffer, computing size and CRC-32 as it goes. Errors (EIO,
+ * ENOSPC) name the file and offset. */
+typedef struct tg_filew {
+    int fd;
+    char *path;
+    char *buf;
+    size_t buf_len, buf_cap;
+    uint64_t written; /* bytes handed to the kernel */
+    uint32_t crc;
+} tg_filew_t;
+
+int tg_filew_open(tg_filew_t *w, const char *path, size_t buf_bytes);
+int tg_filew_write(tg_filew_t *w, const void *data, size_t len);
+/* Flushes, fsyncs and closes; fills info. Safe to call once. */
+int tg_filew_close(tg_filew_t *w, tg_file_info_t *info);
+/* Closes without flushing (error path). */
+void tg_filew_discard(tg_filew_t *w);
+static inline uint64_t tg_filew_size(const tg_filew_t *w)
+{
+    return w->written + w->buf_len;
+}
+
+/* ---------------------------------------------------------------- dataset writer */
+
+typedef struct tg_dsw {
+    char *out_dir; /* final path */
+    char *tmp_dir; /* OUT.tmp-<pid>, where files are written */
+    tg_meta_t meta;
+} tg_dsw_t;
+
+/* Creates the temporary directory. Fails if out_dir exists, unless overwrite (then it is replaced
+ * only at commit). Also fails early with a clear message if the parent is not writable. */
+int tg_dsw_begin(tg_dsw_t *w, const char *out_dir, int overwrite);
+/* Full path of file id inside the temporary directory (static per-writer buffer not used:
+ * writes into buf). */
+void tg_dsw_path(const tg_dsw_t *w, tg_file_id_t id, char *buf, size_t len);
+/* Opens a writer for one array file of the dataset. */
+int tg_dsw_open_file(tg_dsw_t *w, tg_file_id_t id, tg_filew_t *fw);
+/* Closes fw and records its size and CRC in w->meta.files[id]. */
+int tg_dsw_close_file(tg_dsw_t *w, tg_file_id_t id, tg_filew_t *fw);
+/* Checks each file's recorded size against the counts in w->meta, writes meta.txt, fsyncs,
+ * renames into place. On failure the temporary directory is removed. */
+int tg_dsw_commit(tg_dsw_t *w);
+/* Removes the temporary directory; frees. Safe after commit (then it only frees). */
+void tg_dsw_abort(tg_dsw_t *w);
+
+/* ---------------------------------------------------------------- dataset reader */
+
+enum {
+    TG_OPEN_CHECK_SIZES = 1,     /* stat each file against meta (cheap; default for training) */
+    TG_OPEN_CHECK_CHECKSUMS = 2, /* read every file and compare CRC-32 (slow; `verify`) */
+};
+
+typedef struct tg_dataset {
+    char *dir;
+    tg_meta_t meta;
+} tg_dataset_t;
+
+int tg_dataset_open(tg_dataset_t **out, const char *dir, unsigned flags);
+void tg_dataset_close(tg_dataset_t *ds);
+/* Full path of a file of the dataset into buf. */
+void tg_dataset_path(const tg_dataset_t *ds, tg_file_id_t id, char *buf, size_t len);
+/* Loads indptr (N+1 u64) into a malloc'd array; checks monotone and indptr[N] == E. */
+int tg_dataset_load_indptr(const tg_dataset_t *ds, uint64_t **indptr);
+/* Loads the whole indices array widened to u64 (in-memory strategy; E*8 bytes). */
+int tg_dataset_load_indices(const tg_dataset_t *ds, uint64_t **indices);
+/* Loads labels: N i32 (or N*C when multi_label). */
+int tg_dataset_load_labels(const tg_dataset_t *ds, int32_t **labels);
+/* Loads a split (TG_FILE_TRAIN/VALID/TEST) widened to u64; *n = count. */
+int tg_dataset_load_split(const tg_dataset_t *ds, tg_file_id_t which, uint64_t **ids, uint64_t *n);
+/* Reads rows [first, first+count) of the features, converted to f32, into out (count*D floats). */
+int tg_dataset_read_features(const tg_dataset_t *ds, uint64_t first, uint64_t count, float *out);
+
+/* Checks everything `tiergnn verify` promises: sizes, checksums, monotone indptr, index ranges,
+ * label ranges, split ids in range. Prints progress; returns 0 if all good, else the first
+ * problem as an error naming the file and offset. */
+int tg_dataset_verify(const char *dir);
+/* Prints `tiergnn info` (counts, degree statistics, sizes) to f. */
+int tg_dataset_info(const char *dir, FILE *f);
+
+/* ---------------------------------------------------------------- external edge sort */
+
+/* Collects (src, dst) edges in bounded memory and produces the CSC arrays (indptr, indices
+ * sorted by destination, then source). Runs that exceed mem_bytes spill to sorted run files in
+ * tmp_dir and are merged at the end. */
+typedef struct tg_edgesort tg_edgesort_t;
+
+typedef struct tg_edgesort_opts {
+    uint64_t num_nodes;
+    uint64_t mem_bytes;  /* in-memory run buffer size (default 256 MiB if 0) */
+    const char *tmp_dir; /* where run files go (required) */
+    int dedup;           /* drop repeated (src, dst) pairs */
+    int self_loops;      /* add (v, v) for every node v that lacks one */
+    int remove_self_loops; /* drop (v, v) edges from the input (before self_loops adds them) */
+} tg_edgesort_opts_t;
+
+int tg_edgesort_create(tg_edgesort_t **out, const tg_edgesort_opts_t *opts);
+/* Adds n edges src[i] -> dst[i]. Ids must be < num_nodes (checked; error names the index). */
+int tg_edgesort_add(tg_edgesort_t *es, const uint64_t *src, const uint64_t *dst, size_t n);
+/* Merges and writes indptr (u64[N+1]) and indices (index_dtype) through the given writers.
+ * *num_edges receives the final edge count. */
+int tg_edgesort_finish(tg_edgesort_t *es, tg_filew_t *indptr, tg_filew_t *indices,
+                       tg_index_dtype_t index_dtype, uint64_t *num_edges);
+void tg_edgesort_destroy(tg_edgesort_t *es);
+
+/* ---------------------------------------------------------------- generator */
+
+typedef struct tg_gen_opts {
+    uint64_t nodes;
+    double avg_degree;
+    uint32_t feat_dim;
+    uint32_t classes;
+    double train_frac, valid_frac, test_frac; /* defaults 0.6 / 0.2 / 0.2 */
+    double homophily;                         /* fraction of edges inside a community (0.8) */
+    double feat_noise;                        /* std of feature noise relative to signal (1.0) */
+    uint64_t seed;
+    tg_feat_dtype_t feat_dtype;
+    uint64_t mem_bytes; /* memory the generator may use (default: min(1 GiB, RAM/4)) */
+    int overwrite;
+} tg_gen_opts_t;
+
+void tg_gen_opts_default(tg_gen_opts_t *o);
+int tg_generate(const char *out_dir, const tg_gen_opts_t *o);
+
+/* ---------------------------------------------------------------- importers */
+
+typedef enum { TG_IMPORT_OGB, TG_IMPORT_NPY, TG_IMPORT_EDGELIST } tg_import_kind_t;
+
+typedef struct tg_import_opts {
+    tg_import_kind_t kind;
+    const char *src;   /* directory (ogb, npy) or file (edgelist) */
+    const char *split; /* ogb: split name (default: the only folder under split/, or "planetoid") */
+    int undirected, dedup, self_loops;
+    /* edgelist only: generated features and labels (as in tg_generate) */
+    uint32_t feat_dim, classes;
+    double train_frac, valid_frac, test_frac, feat_noise;
+    uint64_t seed;
+    tg_feat_dtype_t feat_dtype;
+    uint64_t mem_bytes;
+    int overwrite;
+} tg_import_opts_t;
+
+void tg_import_opts_default(tg_import_opts_t *o);
+int tg_import(const char *out_dir, const tg_import_opts_t *o);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

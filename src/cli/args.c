@@ -1,0 +1,144 @@
+/* Flag parsing for the sub-commands. */
+#include "cli.h"
+
+#include <string.h>
+
+#include "tiergnn/util.h"
+
+/* Looks `name` (length n) up in the spec; returns 1 = takes a value, 0 = boolean, -1 unknown. */
+static int spec_lookup(const char *spec, const char *name, size_t n)
+{
+    const char *p = spec;
+    while (*p) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        int val = len > 0 && p[len - 1] == '=';
+        size_t nlen = val ? len - 1 : len;
+        if (nlen == n && strncmp(p, name, n) == 0)
+            return val;
+        if (!e)
+            break;
+        p = e + 1;
+    }
+    return -1;
+}
+
+int tg_args_parse(tg_args_t *a, int argc, char **argv, const char *spec)
+{
+    memset(a, 0, sizeof *a);
+    int only_pos = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *s = argv[i];
+        if (only_pos || strncmp(s, "--", 2) != 0 || s[2] == 0) {
+            if (!only_pos && strcmp(s, "--") == 0) {
+                only_pos = 1;
+                continue;
+            }
+            if (a->npos >= TG_ARGS_MAX)
+                return tg_err(-EINVAL, "too many arguments");
+            a->pos[a->npos++] = s;
+            continue;
+        }
+        const char *name = s + 2;
+        const char *eq = strchr(name, '=');
+        size_t n = eq ? (size_t)(eq - name) : strlen(name);
+        int kind = spec_lookup(spec, name, n);
+        if (kind < 0)
+            return tg_err(-EINVAL, "unknown option '--%.*s'", (int)n, name);
+        for (int k = 0; k < a->nflags; k++)
+            if (strlen(a->flag[k]) == n && strncmp(a->flag[k], name, n) == 0)
+                return tg_err(-EINVAL, "option '--%.*s' given twice", (int)n, name);
+        if (a->nflags >= TG_ARGS_MAX)
+            return tg_err(-EINVAL, "too many options");
+        const char *val = NULL;
+        if (kind == 1) {
+            if (eq)
+                val = eq + 1;
+            else if (i + 1 < argc)
+                val = argv[++i];
+            else
+                return tg_err(-EINVAL, "option '--%.*s' needs a value", (int)n, name);
+        } else if (eq) {
+            return tg_err(-EINVAL, "option '--%.*s' takes no value", (int)n, name);
+        }
+        /* Store the name NUL-terminated: argv strings are writable by C's rules. */
+        if (eq)
+            *(char *)eq = 0;
+        a->flag[a->nflags] = name;
+        a->value[a->nflags] = val;
+        a->nflags++;
+    }
+    return 0;
+}
+
+static int find(const tg_args_t *a, const char *name)
+{
+    for (int k = 0; k < a->nflags; k++)
+        if (strcmp(a->flag[k], name) == 0)
+            return k;
+    return -1;
+}
+
+int tg_args_has(const tg_args_t *a, const char *name)
+{
+    return find(a, name) >= 0;
+}
+
+const char *tg_args_str(const tg_args_t *a, const char *name, const char *def)
+{
+    int k = find(a, name);
+    return k >= 0 && a->value[k] ? a->value[k] : def;
+}
+
+int tg_args_u64(const tg_args_t *a, const char *name, uint64_t def, uint64_t *out)
+{
+    const char *v = tg_args_str(a, name, NULL);
+    char what[80];
+    snprintf(what, sizeof what, "--%s", name);
+    if (!v) {
+        *out = def;
+        return 0;
+    }
+    return tg_parse_u64(v, out, what);
+}
+
+int tg_args_i64(const tg_args_t *a, const char *name, int64_t def, int64_t *out)
+{
+    const char *v = tg_args_str(a, name, NULL);
+    char what[80];
+    snprintf(what, sizeof what, "--%s", name);
+    if (!v) {
+        *out = def;
+        return 0;
+    }
+    return tg_parse_i64(v, out, what);
+}
+
+int tg_args_double(const tg_args_t *a, const char *name, double def, double *out)
+{
+    const char *v = tg_args_str(a, name, NULL);
+    char what[80];
+    snprintf(what, sizeof what, "--%s", name);
+    if (!v) {
+        *out = def;
+        return 0;
+    }
+    return tg_parse_double(v, out, what);
+}
+
+int tg_args_size(const tg_args_t *a, const char *name, uint64_t def, uint64_t *out)
+{
+    const char *v = tg_args_str(a, name, NULL);
+    if (!v) {
+        *out = def;
+        return 0;
+    }
+    int rc = tg_parse_size(v, out);
+    return rc < 0 ? tg_err_prefix(rc, "--%s", name) : rc;
+}
+
+int tg_cli_fail(void)
+{
+    fprintf(stderr, "tiergnn: %s\n", tg_errmsg()[0] ? tg_errmsg() : "failed");
+    return 1;
+}

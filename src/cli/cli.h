@@ -1,0 +1,46 @@
+/* cli.h - argument parsing shared by the sub-commands (src/cli/cmd_*.c).
+ *
+ * Each sub-command declares its flags as a spec string, e.g.
+ *     "nodes=,avg-degree=,feat-dim=,classes=,seed=,overwrite"
+ * where a trailing '=' means the flag takes a value (given as "--flag VALUE" or "--flag=VALUE").
+ * Unknown flags, missing values and repeated flags are errors that name the flag.
+ */
+#ifndef TG_CLI_H
+#define TG_CLI_H
+
+#include <stdint.h>
+
+#define TG_ARGS_MAX 64
+
+typedef struct tg_args {
+    int npos;
+    const char *pos[TG_ARGS_MAX];
+    int nflags;
+    const char *flag[TG_ARGS_MAX];  /* name without "--" */
+    const char *value[TG_ARGS_MAX]; /* NULL for boolean flags */
+} tg_args_t;
+
+/* Parses argv[0..argc) (argv[0] is the first argument after the sub-command name). */
+int tg_args_parse(tg_args_t *a, int argc, char **argv, const char *spec);
+int tg_args_has(const tg_args_t *a, const char *name);
+const char *tg_args_str(const tg_args_t *a, const char *name, const char *def);
+int tg_args_u64(const tg_args_t *a, const char *name, uint64_t def, uint64_t *out);
+int tg_args_i64(const tg_args_t *a, const char *name, int64_t def, int64_t *out);
+int tg_args_double(const tg_args_t *a, const char *name, double def, double *out);
+int tg_args_size(const tg_args_t *a, const char *name, uint64_t def, uint64_t *out);
+
+/* Common flags handled by main before dispatch: --quiet, --verbose. */
+
+/* Sub-commands: return the process exit status. argv[0] is the first argument after the name. */
+int tg_cmd_generate(int argc, char **argv);
+int tg_cmd_import(int argc, char **argv);
+int tg_cmd_info(int argc, char **argv);
+int tg_cmd_verify(int argc, char **argv);
+int tg_cmd_train(int argc, char **argv);
+int tg_cmd_eval(int argc, char **argv);
+int tg_cmd_infer(int argc, char **argv);
+
+/* Prints "tiergnn: <message>" to stderr and returns 1 (for `return tg_cli_fail();`). */
+int tg_cli_fail(void);
+
+#endif

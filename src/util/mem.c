@@ -1,0 +1,88 @@
+/* Memory budget accounting and RSS measurement. */
+#include "tiergnn/util.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void tg_budget_init(tg_budget_t *b, uint64_t limit)
+{
+    pthread_mutex_init(&b->mu, NULL);
+    b->limit = limit;
+    b->used = b->peak = 0;
+}
+
+void tg_budget_destroy(tg_budget_t *b)
+{
+    pthread_mutex_destroy(&b->mu);
+}
+
+int tg_budget_reserve(tg_budget_t *b, uint64_t bytes, const char *what)
+{
+    pthread_mutex_lock(&b->mu);
+    if (b->limit && b->used + bytes > b->limit) {
+        uint64_t used = b->used, limit = b->limit;
+        pthread_mutex_unlock(&b->mu);
+        char x[32], y[32], z[32];
+        return tg_err(-ENOMEM,
+                      "memory budget: %s needs %s but only %s of --mem %s is left (need at "
+                      "least --mem %s)",
+                      what, tg_fmt_bytes(bytes, x, sizeof x),
+                      tg_fmt_bytes(limit - used, y, sizeof y), tg_fmt_bytes(limit, z, sizeof z),
+                      tg_fmt_bytes(used + bytes, z, sizeof z));
+    }
+    b->used += bytes;
+    if (b->used > b->peak)
+        b->peak = b->used;
+    pthread_mutex_unlock(&b->mu);
+    return 0;
+}
+
+void tg_budget_release(tg_budget_t *b, uint64_t bytes)
+{
+    pthread_mutex_lock(&b->mu);
+    b->used = bytes > b->used ? 0 : b->used - bytes;
+    pthread_mutex_unlock(&b->mu);
+}
+
+static uint64_t status_field(const char *name)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f)
+        return 0;
+    char line[256];
+    uint64_t v = 0;
+    size_t n = strlen(name);
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, name, n) == 0 && line[n] == ':') {
+            v = strtoull(line + n + 1, NULL, 10) * 1024;
+            break;
+        }
+    }
+    fclose(f);
+    return v;
+}
+
+uint64_t tg_peak_rss_bytes(void)
+{
+    return status_field("VmHWM");
+}
+
+uint64_t tg_rss_bytes(void)
+{
+    return status_field("VmRSS");
+}
+
+uint64_t tg_phys_mem_bytes(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    return pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0;
+}
+
+void *tg_aligned_alloc(size_t align, size_t size)
+{
+    void *p = NULL;
+    if (posix_memalign(&p, align, size ? size : align))
+        return NULL;
+    return p;
+}

@@ -1,0 +1,98 @@
+#include "tg_test.h"
+
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zlib.h>
+
+int tg_test_failures = 0;
+const char *tg_test_current = "";
+
+int tg_test_done(void)
+{
+    if (tg_test_failures) {
+        fprintf(stderr, "%d check(s) failed\n", tg_test_failures);
+        return 1;
+    }
+    return 0;
+}
+
+const char *tg_test_tmpdir(const char *name)
+{
+    static char path[4096];
+    snprintf(path, sizeof path, "%s/%s-%d", TG_TEST_TMP, name, (int)getpid());
+    tg_rmtree(path);
+    if (tg_mkdir_p(path) < 0) {
+        fprintf(stderr, "cannot create %s: %s\n", path, tg_errmsg());
+        exit(1);
+    }
+    return path;
+}
+
+const char *tg_test_shared_dataset(const char *name)
+{
+    static char path[4096];
+    const char *env = getenv("TG_SHARED_DIR");
+    snprintf(path, sizeof path, "%s/datasets/%s", env ? env : TG_SHARED_DIR, name);
+    struct stat st;
+    if (stat(path, &st) || !S_ISDIR(st.st_mode))
+        return NULL;
+    return path;
+}
+
+int tg_test_cli(char **output, const char *fmt, ...)
+{
+    char args[8192], cmd[9000];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd, "%s %s 2>&1", TG_CLI_PATH, args);
+    FILE *p = popen(cmd, "r");
+    if (!p) {
+        perror("popen");
+        exit(1);
+    }
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    size_t n;
+    while (buf && (n = fread(buf + len, 1, cap - len - 1, p)) > 0) {
+        len += n;
+        if (cap - len < 2) {
+            cap *= 2;
+            buf = realloc(buf, cap);
+        }
+    }
+    if (buf)
+        buf[len] = 0;
+    int st = pclose(p);
+    int rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    if (output)
+        *output = buf;
+    else
+        free(buf);
+    return rc;
+}
+
+void tg_test_write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        perror(path);
+        exit(1);
+    }
+    fputs(text, f);
+    fclose(f);
+}
+
+void tg_test_write_gz(const char *path, const char *text)
+{
+    gzFile g = gzopen(path, "wb");
+    if (!g) {
+        perror(path);
+        exit(1);
+    }
+    gzputs(g, text);
+    gzclose(g);
+}

@@ -1,0 +1,94 @@
+/* Minimal test harness: checks fail loudly with file:line and the values, tests skip with 77.
+ *
+ *     TG_TEST(round_trip) { ... TG_CHECK(x == 3); TG_CHECK_OK(tg_foo()); }
+ *     int main(void) { TG_RUN(round_trip); return tg_test_done(); }
+ */
+#ifndef TG_TEST_H
+#define TG_TEST_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tiergnn/util.h"
+
+#define TG_SKIP 77
+
+extern int tg_test_failures;
+extern const char *tg_test_current;
+
+#define TG_TEST(name) static void test_##name(void)
+#define TG_RUN(name)                                                                               \
+    do {                                                                                           \
+        int before_ = tg_test_failures;                                                            \
+        tg_test_current = #name;                                                                   \
+        double t0_ = tg_now();                                                                     \
+        test_##name();                                                                             \
+        fprintf(stderr, "%s %s (%.2fs)\n", tg_test_failures == before_ ? "PASS" : "FAIL", #name,  \
+                tg_now() - t0_);                                                                   \
+    } while (0)
+
+#define TG_FAIL(...)                                                                               \
+    do {                                                                                           \
+        fprintf(stderr, "%s:%d: [%s] ", __FILE__, __LINE__, tg_test_current);                      \
+        fprintf(stderr, __VA_ARGS__);                                                              \
+        fputc('\n', stderr);                                                                       \
+        tg_test_failures++;                                                                        \
+    } while (0)
+
+#define TG_CHECK(cond)                                                                             \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            TG_FAIL("check failed: %s", #cond);                                                    \
+    } while (0)
+
+/* Expects a tiergnn call to return >= 0; prints the error message otherwise. */
+#define TG_CHECK_OK(call)                                                                          \
+    do {                                                                                           \
+        int rc_ = (call);                                                                          \
+        if (rc_ < 0)                                                                               \
+            TG_FAIL("%s returned %d: %s", #call, rc_, tg_errmsg());                                \
+    } while (0)
+
+/* Expects a tiergnn call to fail with a negative code and a message containing `needle`. */
+#define TG_CHECK_ERR(call, needle)                                                                 \
+    do {                                                                                           \
+        tg_err_clear();                                                                            \
+        int rc_ = (call);                                                                          \
+        if (rc_ >= 0)                                                                              \
+            TG_FAIL("%s succeeded, expected an error containing '%s'", #call, needle);             \
+        else if (!strstr(tg_errmsg(), needle))                                                     \
+            TG_FAIL("%s: message '%s' lacks '%s'", #call, tg_errmsg(), needle);                    \
+    } while (0)
+
+#define TG_CHECK_EQ_U64(a, b)                                                                      \
+    do {                                                                                           \
+        unsigned long long a_ = (unsigned long long)(a), b_ = (unsigned long long)(b);             \
+        if (a_ != b_)                                                                              \
+            TG_FAIL("%s == %s: %llu != %llu", #a, #b, a_, b_);                                     \
+    } while (0)
+
+#define TG_CHECK_NEAR(a, b, tol)                                                                   \
+    do {                                                                                           \
+        double a_ = (double)(a), b_ = (double)(b);                                                 \
+        if (!(fabs(a_ - b_) <= (tol)))                                                             \
+            TG_FAIL("%s ~= %s: %.9g vs %.9g (tol %g)", #a, #b, a_, b_, (double)(tol));             \
+    } while (0)
+
+int tg_test_done(void);
+
+/* A fresh empty directory for this test under the build tree; returns a static path. */
+const char *tg_test_tmpdir(const char *name);
+/* Path of ../shared/datasets/<name>, or NULL if absent (then the caller skips). */
+const char *tg_test_shared_dataset(const char *name);
+/* Runs the tiergnn CLI with a shell command line suffix ("generate out --nodes 10");
+ * captures stdout+stderr into *output (malloc'd, may be NULL). Returns the exit status. */
+int tg_test_cli(char **output, const char *fmt, ...) TG_PRINTF(2, 3);
+/* Writes a small text file (creating it). */
+void tg_test_write_file(const char *path, const char *text);
+/* Writes a gzip-compressed text file. */
+void tg_test_write_gz(const char *path, const char *text);
+
+#endif
