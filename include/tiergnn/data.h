@@ -192,10 +192,10 @@ typedef struct tg_edgesort tg_edgesort_t;
 
 typedef struct tg_edgesort_opts {
     uint64_t num_nodes;
-    uint64_t mem_bytes;  /* in-memory run buffer size (default 256 MiB if 0) */
-    const char *tmp_dir; /* where run files go (required) */
-    int dedup;           /* drop repeated (src, dst) pairs */
-    int self_loops;      /* add (v, v) for every node v that lacks one */
+    uint64_t mem_bytes;    /* in-memory run buffer size (default 256 MiB if 0) */
+    const char *tmp_dir;   /* where run files go (required) */
+    int dedup;             /* drop repeated (src, dst) pairs */
+    int self_loops;        /* add (v, v) for every node v that lacks one */
     int remove_self_loops; /* drop (v, v) edges from the input (before self_loops adds them) */
 } tg_edgesort_opts_t;
 

@@ -6,7 +6,8 @@
  *   an error it records a one-line message for a person with tg_err():
  *
  *       if (n != expect)
- *           return tg_err(-EINVAL, "%s: line %zu: expected %zu fields, got %zu", path, line, expect, n);
+ *           return tg_err(-EINVAL, "%s: line %zu: expected %zu fields, got %zu", path, line,
+ * expect, n);
  *
  *   Callers that add context use tg_err_prefix(); the CLI prints tg_errmsg() and exits non-zero.
  *   The message is thread-local: read it on the thread that saw the error.

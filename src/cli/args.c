@@ -14,10 +14,8 @@ static int spec_lookup(const char *spec, const char *name, size_t n)
         size_t len = e ? (size_t)(e - p) : strlen(p);
         int val = len > 0 && p[len - 1] == '=';
         size_t nlen = val ? len - 1 : len;
-        if (nlen == n && strncmp(p, name, n) == 0)
-            return val;
-        if (!e)
-            break;
+        if (nlen == n && strncmp(p, name, n) == 0) return val;
+        if (!e) break;
         p = e + 1;
     }
     return -1;
@@ -34,8 +32,7 @@ int tg_args_parse(tg_args_t *a, int argc, char **argv, const char *spec)
                 only_pos = 1;
                 continue;
             }
-            if (a->npos >= TG_ARGS_MAX)
-                return tg_err(-EINVAL, "too many arguments");
+            if (a->npos >= TG_ARGS_MAX) return tg_err(-EINVAL, "too many arguments");
             a->pos[a->npos++] = s;
             continue;
         }
@@ -43,13 +40,11 @@ int tg_args_parse(tg_args_t *a, int argc, char **argv, const char *spec)
         const char *eq = strchr(name, '=');
         size_t n = eq ? (size_t)(eq - name) : strlen(name);
         int kind = spec_lookup(spec, name, n);
-        if (kind < 0)
-            return tg_err(-EINVAL, "unknown option '--%.*s'", (int)n, name);
+        if (kind < 0) return tg_err(-EINVAL, "unknown option '--%.*s'", (int)n, name);
         for (int k = 0; k < a->nflags; k++)
             if (strlen(a->flag[k]) == n && strncmp(a->flag[k], name, n) == 0)
                 return tg_err(-EINVAL, "option '--%.*s' given twice", (int)n, name);
-        if (a->nflags >= TG_ARGS_MAX)
-            return tg_err(-EINVAL, "too many options");
+        if (a->nflags >= TG_ARGS_MAX) return tg_err(-EINVAL, "too many options");
         const char *val = NULL;
         if (kind == 1) {
             if (eq)
@@ -62,8 +57,7 @@ int tg_args_parse(tg_args_t *a, int argc, char **argv, const char *spec)
             return tg_err(-EINVAL, "option '--%.*s' takes no value", (int)n, name);
         }
         /* Store the name NUL-terminated: argv strings are writable by C's rules. */
-        if (eq)
-            *(char *)eq = 0;
+        if (eq) *(char *)eq = 0;
         a->flag[a->nflags] = name;
         a->value[a->nflags] = val;
         a->nflags++;
@@ -74,8 +68,7 @@ int tg_args_parse(tg_args_t *a, int argc, char **argv, const char *spec)
 static int find(const tg_args_t *a, const char *name)
 {
     for (int k = 0; k < a->nflags; k++)
-        if (strcmp(a->flag[k], name) == 0)
-            return k;
+        if (strcmp(a->flag[k], name) == 0) return k;
     return -1;
 }
 

@@ -54,8 +54,7 @@ int main(int argc, char **argv)
         return 2;
     }
     for (size_t k = 0; k < sizeof commands / sizeof commands[0]; k++)
-        if (!strcmp(argv[i], commands[k].name))
-            return commands[k].fn(argc - i - 1, argv + i + 1);
+        if (!strcmp(argv[i], commands[k].name)) return commands[k].fn(argc - i - 1, argv + i + 1);
     fprintf(stderr, "tiergnn: unknown command '%s'\n", argv[i]);
     usage(stderr);
     return 2;

@@ -22,17 +22,14 @@ int tg_err_prefix(int code, const char *fmt, ...)
     vsnprintf(pre, sizeof pre, fmt, ap);
     va_end(ap);
     memcpy(old, tg_errbuf, sizeof old);
-    if (!old[0])
-        snprintf(old, sizeof old, "%s", strerror(code < 0 ? -code : code));
+    if (!old[0]) snprintf(old, sizeof old, "%s", strerror(code < 0 ? -code : code));
     /* Build "pre: old" by hand: the result is cut to the buffer size on purpose. */
     size_t n = strlen(pre);
-    if (n > sizeof tg_errbuf - 3)
-        n = sizeof tg_errbuf - 3;
+    if (n > sizeof tg_errbuf - 3) n = sizeof tg_errbuf - 3;
     memcpy(tg_errbuf, pre, n);
     memcpy(tg_errbuf + n, ": ", 2);
     size_t m = strlen(old);
-    if (m > sizeof tg_errbuf - n - 3)
-        m = sizeof tg_errbuf - n - 3;
+    if (m > sizeof tg_errbuf - n - 3) m = sizeof tg_errbuf - n - 3;
     memcpy(tg_errbuf + n + 2, old, m);
     tg_errbuf[n + 2 + m] = 0;
     return code;

@@ -29,11 +29,10 @@ int tg_pwrite_full(int fd, const void *buf, size_t len, uint64_t off, const char
     while (len > 0) {
         ssize_t n = pwrite(fd, p, len, (off_t)off);
         if (n < 0) {
-            if (errno == EINTR)
-                continue;
+            if (errno == EINTR) continue;
             int e = errno;
-            return tg_err(-e, "%s: write at offset %llu failed: %s", path,
-                          (unsigned long long)off, strerror(e));
+            return tg_err(-e, "%s: write at offset %llu failed: %s", path, (unsigned long long)off,
+                          strerror(e));
         }
         if (n == 0)
             return tg_err(-EIO, "%s: write at offset %llu wrote nothing", path,
@@ -51,14 +50,14 @@ int tg_pread_full(int fd, void *buf, size_t len, uint64_t off, const char *path)
     while (len > 0) {
         ssize_t n = pread(fd, p, len, (off_t)off);
         if (n < 0) {
-            if (errno == EINTR)
-                continue;
+            if (errno == EINTR) continue;
             int e = errno;
-            return tg_err(-e, "%s: read at offset %llu failed: %s", path,
-                          (unsigned long long)off, strerror(e));
+            return tg_err(-e, "%s: read at offset %llu failed: %s", path, (unsigned long long)off,
+                          strerror(e));
         }
         if (n == 0)
-            return tg_err(-EIO, "%s: unexpected end of file at offset %llu (%zu more bytes expected)",
+            return tg_err(-EIO,
+                          "%s: unexpected end of file at offset %llu (%zu more bytes expected)",
                           path, (unsigned long long)off, len);
         p += n;
         len -= (size_t)n;
@@ -70,8 +69,7 @@ int tg_pread_full(int fd, void *buf, size_t len, uint64_t off, const char *path)
 int tg_fsync_dir(const char *dir)
 {
     int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (fd < 0)
-        return tg_err(-errno, "%s: cannot open directory: %s", dir, strerror(errno));
+    if (fd < 0) return tg_err(-errno, "%s: cannot open directory: %s", dir, strerror(errno));
     int rc = 0;
     if (fsync(fd) && errno != EINVAL)
         rc = tg_err(-errno, "%s: fsync failed: %s", dir, strerror(errno));
@@ -83,8 +81,7 @@ int tg_write_file_atomic(const char *path, const void *data, size_t len)
 {
     size_t pl = strlen(path);
     char *tmp = malloc(pl + 16);
-    if (!tmp)
-        return tg_err(-ENOMEM, "%s: out of memory", path);
+    if (!tmp) return tg_err(-ENOMEM, "%s: out of memory", path);
     snprintf(tmp, pl + 16, "%s.tmp", path);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
@@ -93,8 +90,7 @@ int tg_write_file_atomic(const char *path, const void *data, size_t len)
         return tg_err(-e, "%s: cannot create: %s", path, strerror(e));
     }
     int rc = tg_pwrite_full(fd, data, len, 0, path);
-    if (!rc && fsync(fd))
-        rc = tg_err(-errno, "%s: fsync failed: %s", path, strerror(errno));
+    if (!rc && fsync(fd)) rc = tg_err(-errno, "%s: fsync failed: %s", path, strerror(errno));
     close(fd);
     if (!rc && rename(tmp, path))
         rc = tg_err(-errno, "%s: rename failed: %s", path, strerror(errno));
@@ -115,11 +111,9 @@ int tg_write_file_atomic(const char *path, const void *data, size_t len)
 int tg_read_file(const char *path, char **data, size_t *len)
 {
     *data = NULL;
-    if (len)
-        *len = 0;
+    if (len) *len = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return tg_err(-errno, "%s: cannot open: %s", path, strerror(errno));
+    if (fd < 0) return tg_err(-errno, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st)) {
         int e = errno;
@@ -140,26 +134,21 @@ int tg_read_file(const char *path, char **data, size_t *len)
     }
     buf[n] = 0;
     *data = buf;
-    if (len)
-        *len = n;
+    if (len) *len = n;
     return 0;
 }
 
 int tg_rmtree(const char *path)
 {
     struct stat st;
-    if (lstat(path, &st))
-        return errno == ENOENT ? 0 : -errno;
-    if (!S_ISDIR(st.st_mode))
-        return unlink(path) ? -errno : 0;
+    if (lstat(path, &st)) return errno == ENOENT ? 0 : -errno;
+    if (!S_ISDIR(st.st_mode)) return unlink(path) ? -errno : 0;
     DIR *d = opendir(path);
-    if (!d)
-        return -errno;
+    if (!d) return -errno;
     struct dirent *de;
     int rc = 0;
     while ((de = readdir(d))) {
-        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-            continue;
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
         size_t n = strlen(path) + strlen(de->d_name) + 2;
         char *sub = malloc(n);
         if (!sub) {
@@ -168,24 +157,20 @@ int tg_rmtree(const char *path)
         }
         snprintf(sub, n, "%s/%s", path, de->d_name);
         int r = tg_rmtree(sub);
-        if (r && !rc)
-            rc = r;
+        if (r && !rc) rc = r;
         free(sub);
     }
     closedir(d);
-    if (rmdir(path) && !rc)
-        rc = -errno;
+    if (rmdir(path) && !rc) rc = -errno;
     return rc;
 }
 
 int tg_mkdir_p(const char *path)
 {
     char *p = strdup(path);
-    if (!p)
-        return tg_err(-ENOMEM, "out of memory");
+    if (!p) return tg_err(-ENOMEM, "out of memory");
     for (char *s = p + 1; *s; s++) {
-        if (*s != '/')
-            continue;
+        if (*s != '/') continue;
         *s = 0;
         if (mkdir(p, 0755) && errno != EEXIST) {
             int e = errno;

@@ -12,8 +12,7 @@ static void put(tg_json_t *j, const char *s, size_t n)
         while (cap < j->len + n + 1)
             cap *= 2;
         char *nb = realloc(j->buf, cap);
-        if (!nb)
-            return; /* drop output rather than crash; JSON lines are diagnostics */
+        if (!nb) return; /* drop output rather than crash; JSON lines are diagnostics */
         j->buf = nb;
         j->cap = cap;
     }
@@ -49,8 +48,7 @@ static void put_escaped(tg_json_t *j, const char *s)
 
 static void key(tg_json_t *j, const char *k)
 {
-    if (j->n++)
-        put(j, ",", 1);
+    if (j->n++) put(j, ",", 1);
     put_escaped(j, k);
     put(j, ":", 1);
 }

@@ -20,8 +20,7 @@ int tg_log_level(void)
 
 static void vlog(int level, const char *tag, const char *fmt, va_list ap)
 {
-    if (atomic_load(&tg_level) < level)
-        return;
+    if (atomic_load(&tg_level) < level) return;
     char line[2048];
     vsnprintf(line, sizeof line, fmt, ap);
     fprintf(stderr, "%s%s\n", tag, line);
@@ -92,8 +91,7 @@ static void draw(tg_progress_t *p, double now, int final)
     fmt_eta(final ? el : (rate > 0 ? (double)(p->total - TG_MIN(p->done, p->total)) / rate : -1),
             eta, sizeof eta);
     double frac = p->total ? (double)p->done / (double)p->total : 1.0;
-    if (frac > 1)
-        frac = 1;
+    if (frac > 1) frac = 1;
     const char *sep = p->suffix[0] ? " " : "";
     if (p->tty) {
         char bar[31];
@@ -104,8 +102,7 @@ static void draw(tg_progress_t *p, double now, int final)
         fprintf(stderr, "\r%s [%s] %5.1f%% %llu/%llu %s %.3g/s %s %s%s%s\033[K", p->label, bar,
                 100 * frac, (unsigned long long)p->done, (unsigned long long)p->total, p->unit,
                 rate, final ? "in" : "ETA", eta, sep, p->suffix);
-        if (final)
-            fputc('\n', stderr);
+        if (final) fputc('\n', stderr);
     } else {
         fprintf(stderr, "%s: %5.1f%% %llu/%llu %s %.3g/s %s %s%s%s\n", p->label, 100 * frac,
                 (unsigned long long)p->done, (unsigned long long)p->total, p->unit, rate,
@@ -117,18 +114,14 @@ static void draw(tg_progress_t *p, double now, int final)
 void tg_progress_update(tg_progress_t *p, uint64_t done, const char *suffix)
 {
     p->done = done;
-    if (suffix)
-        snprintf(p->suffix, sizeof p->suffix, "%s", suffix);
-    if (!p->active)
-        return;
+    if (suffix) snprintf(p->suffix, sizeof p->suffix, "%s", suffix);
+    if (!p->active) return;
     double now = tg_now();
     if (p->tty) {
-        if (now - p->t_last_draw < 0.1)
-            return;
+        if (now - p->t_last_draw < 0.1) return;
     } else {
         int decile = p->total ? (int)(10 * (double)done / (double)p->total) : 0;
-        if (decile <= p->last_decile || now - p->t_last_draw < 10.0)
-            return;
+        if (decile <= p->last_decile || now - p->t_last_draw < 10.0) return;
         p->last_decile = decile;
     }
     p->t_last_draw = now;
@@ -137,8 +130,7 @@ void tg_progress_update(tg_progress_t *p, uint64_t done, const char *suffix)
 
 void tg_progress_end(tg_progress_t *p)
 {
-    if (!p->active)
-        return;
+    if (!p->active) return;
     draw(p, tg_now(), 1);
     p->active = 0;
 }

@@ -32,8 +32,7 @@ int tg_budget_reserve(tg_budget_t *b, uint64_t bytes, const char *what)
                       tg_fmt_bytes(used + bytes, z, sizeof z));
     }
     b->used += bytes;
-    if (b->used > b->peak)
-        b->peak = b->used;
+    if (b->used > b->peak) b->peak = b->used;
     pthread_mutex_unlock(&b->mu);
     return 0;
 }
@@ -48,8 +47,7 @@ void tg_budget_release(tg_budget_t *b, uint64_t bytes)
 static uint64_t status_field(const char *name)
 {
     FILE *f = fopen("/proc/self/status", "r");
-    if (!f)
-        return 0;
+    if (!f) return 0;
     char line[256];
     uint64_t v = 0;
     size_t n = strlen(name);
@@ -82,7 +80,6 @@ uint64_t tg_phys_mem_bytes(void)
 void *tg_aligned_alloc(size_t align, size_t size)
 {
     void *p = NULL;
-    if (posix_memalign(&p, align, size ? size : align))
-        return NULL;
+    if (posix_memalign(&p, align, size ? size : align)) return NULL;
     return p;
 }

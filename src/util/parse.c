@@ -8,8 +8,7 @@
 
 int tg_parse_size(const char *s, uint64_t *out)
 {
-    if (!s || !*s)
-        return tg_err(-EINVAL, "empty size (expected e.g. 512M, 2G or a byte count)");
+    if (!s || !*s) return tg_err(-EINVAL, "empty size (expected e.g. 512M, 2G or a byte count)");
     char *end;
     errno = 0;
     double v = strtod(s, &end);
@@ -17,21 +16,30 @@ int tg_parse_size(const char *s, uint64_t *out)
         return tg_err(-EINVAL, "bad size '%s' (expected e.g. 512M, 2G or a byte count)", s);
     double m = 1;
     switch (toupper((unsigned char)*end)) {
-    case 'K': m = 1024.0; end++; break;
-    case 'M': m = 1024.0 * 1024; end++; break;
-    case 'G': m = 1024.0 * 1024 * 1024; end++; break;
-    case 'T': m = 1024.0 * 1024 * 1024 * 1024; end++; break;
-    default: break;
+    case 'K':
+        m = 1024.0;
+        end++;
+        break;
+    case 'M':
+        m = 1024.0 * 1024;
+        end++;
+        break;
+    case 'G':
+        m = 1024.0 * 1024 * 1024;
+        end++;
+        break;
+    case 'T':
+        m = 1024.0 * 1024 * 1024 * 1024;
+        end++;
+        break;
+    default:
+        break;
     }
-    if (m > 1 && (*end == 'i' || *end == 'I'))
-        end++;
-    if (*end == 'B' || *end == 'b')
-        end++;
-    if (*end)
-        return tg_err(-EINVAL, "bad size '%s' (expected e.g. 512M, 2G or a byte count)", s);
+    if (m > 1 && (*end == 'i' || *end == 'I')) end++;
+    if (*end == 'B' || *end == 'b') end++;
+    if (*end) return tg_err(-EINVAL, "bad size '%s' (expected e.g. 512M, 2G or a byte count)", s);
     v *= m;
-    if (v > 1.8e19)
-        return tg_err(-EINVAL, "size '%s' too large", s);
+    if (v > 1.8e19) return tg_err(-EINVAL, "size '%s' too large", s);
     *out = (uint64_t)v;
     return 0;
 }
@@ -56,8 +64,7 @@ int tg_parse_i64(const char *s, int64_t *out, const char *name)
         return tg_err(-EINVAL, "%s: expected an integer, got '%s'", name, s ? s : "");
     errno = 0;
     long long v = strtoll(s, &end, 10);
-    if (*end || errno)
-        return tg_err(-EINVAL, "%s: expected an integer, got '%s'", name, s);
+    if (*end || errno) return tg_err(-EINVAL, "%s: expected an integer, got '%s'", name, s);
     *out = v;
     return 0;
 }

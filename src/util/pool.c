@@ -8,8 +8,8 @@ struct tg_pool {
     pthread_t *th;
     pthread_mutex_t mu;
     pthread_cond_t cv_work, cv_done;
-    uint64_t gen;  /* incremented for each tg_pool_for */
-    int pending;   /* workers still running the current job */
+    uint64_t gen; /* incremented for each tg_pool_for */
+    int pending;  /* workers still running the current job */
     int stop;
     tg_pool_fn fn;
     void *ctx;
@@ -38,19 +38,16 @@ static void *worker(void *arg)
     for (;;) {
         while (!p->stop && p->gen == seen)
             pthread_cond_wait(&p->cv_work, &p->mu);
-        if (p->stop)
-            break;
+        if (p->stop) break;
         seen = p->gen;
         tg_pool_fn fn = p->fn;
         void *ctx = p->ctx;
         size_t b, e;
         range_of(p->n_items, p->n, wa.tid, &b, &e);
         pthread_mutex_unlock(&p->mu);
-        if (b < e)
-            fn(ctx, b, e, wa.tid);
+        if (b < e) fn(ctx, b, e, wa.tid);
         pthread_mutex_lock(&p->mu);
-        if (--p->pending == 0)
-            pthread_cond_signal(&p->cv_done);
+        if (--p->pending == 0) pthread_cond_signal(&p->cv_done);
     }
     pthread_mutex_unlock(&p->mu);
     return NULL;
@@ -62,8 +59,7 @@ int tg_pool_create(tg_pool_t **out, int nthreads)
     if (nthreads < 1 || nthreads > 1024)
         return tg_err(-EINVAL, "thread pool: thread count %d out of range 1..1024", nthreads);
     tg_pool_t *p = calloc(1, sizeof *p);
-    if (!p)
-        return tg_err(-ENOMEM, "thread pool: out of memory");
+    if (!p) return tg_err(-ENOMEM, "thread pool: out of memory");
     p->n = nthreads;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv_work, NULL);
@@ -96,15 +92,13 @@ int tg_pool_create(tg_pool_t **out, int nthreads)
 
 void tg_pool_destroy(tg_pool_t *p)
 {
-    if (!p)
-        return;
+    if (!p) return;
     pthread_mutex_lock(&p->mu);
     p->stop = 1;
     pthread_cond_broadcast(&p->cv_work);
     pthread_mutex_unlock(&p->mu);
     for (int i = 1; i < p->n; i++)
-        if (p->th)
-            pthread_join(p->th[i], NULL);
+        if (p->th) pthread_join(p->th[i], NULL);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv_work);
     pthread_cond_destroy(&p->cv_done);
@@ -120,8 +114,7 @@ int tg_pool_nthreads(const tg_pool_t *p)
 void tg_pool_for(tg_pool_t *p, size_t n, tg_pool_fn fn, void *ctx)
 {
     if (!p || p->n == 1 || n <= 1) {
-        if (n)
-            fn(ctx, 0, n, 0);
+        if (n) fn(ctx, 0, n, 0);
         return;
     }
     pthread_mutex_lock(&p->mu);
@@ -134,8 +127,7 @@ void tg_pool_for(tg_pool_t *p, size_t n, tg_pool_fn fn, void *ctx)
     pthread_mutex_unlock(&p->mu);
     size_t b, e;
     range_of(n, p->n, 0, &b, &e);
-    if (b < e)
-        fn(ctx, b, e, 0);
+    if (b < e) fn(ctx, b, e, 0);
     pthread_mutex_lock(&p->mu);
     while (p->pending > 0)
         pthread_cond_wait(&p->cv_done, &p->mu);
@@ -155,8 +147,7 @@ struct tg_queue {
 int tg_queue_create(tg_queue_t **out, size_t capacity)
 {
     *out = NULL;
-    if (capacity == 0)
-        return tg_err(-EINVAL, "queue: capacity must be at least 1");
+    if (capacity == 0) return tg_err(-EINVAL, "queue: capacity must be at least 1");
     tg_queue_t *q = calloc(1, sizeof *q);
     if (!q || !(q->items = calloc(capacity, sizeof(void *)))) {
         free(q);
@@ -172,8 +163,7 @@ int tg_queue_create(tg_queue_t **out, size_t capacity)
 
 void tg_queue_destroy(tg_queue_t *q)
 {
-    if (!q)
-        return;
+    if (!q) return;
     pthread_mutex_destroy(&q->mu);
     pthread_cond_destroy(&q->not_empty);
     pthread_cond_destroy(&q->not_full);

@@ -73,8 +73,7 @@ float tg_rng_uniformf(tg_rng_t *r)
 double tg_rng_normal(tg_rng_t *r)
 {
     double u1 = tg_rng_uniform(r), u2 = tg_rng_uniform(r);
-    if (u1 < 1e-300)
-        u1 = 1e-300;
+    if (u1 < 1e-300) u1 = 1e-300;
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 

@@ -36,8 +36,7 @@ const char *tg_test_shared_dataset(const char *name)
     const char *env = getenv("TG_SHARED_DIR");
     snprintf(path, sizeof path, "%s/datasets/%s", env ? env : TG_SHARED_DIR, name);
     struct stat st;
-    if (stat(path, &st) || !S_ISDIR(st.st_mode))
-        return NULL;
+    if (stat(path, &st) || !S_ISDIR(st.st_mode)) return NULL;
     return path;
 }
 
@@ -64,8 +63,7 @@ int tg_test_cli(char **output, const char *fmt, ...)
             buf = realloc(buf, cap);
         }
     }
-    if (buf)
-        buf[len] = 0;
+    if (buf) buf[len] = 0;
     int st = pclose(p);
     int rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
     if (output)

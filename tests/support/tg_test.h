@@ -26,7 +26,7 @@ extern const char *tg_test_current;
         tg_test_current = #name;                                                                   \
         double t0_ = tg_now();                                                                     \
         test_##name();                                                                             \
-        fprintf(stderr, "%s %s (%.2fs)\n", tg_test_failures == before_ ? "PASS" : "FAIL", #name,  \
+        fprintf(stderr, "%s %s (%.2fs)\n", tg_test_failures == before_ ? "PASS" : "FAIL", #name,   \
                 tg_now() - t0_);                                                                   \
     } while (0)
 
@@ -40,16 +40,14 @@ extern const char *tg_test_current;
 
 #define TG_CHECK(cond)                                                                             \
     do {                                                                                           \
-        if (!(cond))                                                                               \
-            TG_FAIL("check failed: %s", #cond);                                                    \
+        if (!(cond)) TG_FAIL("check failed: %s", #cond);                                           \
     } while (0)
 
 /* Expects a tiergnn call to return >= 0; prints the error message otherwise. */
 #define TG_CHECK_OK(call)                                                                          \
     do {                                                                                           \
         int rc_ = (call);                                                                          \
-        if (rc_ < 0)                                                                               \
-            TG_FAIL("%s returned %d: %s", #call, rc_, tg_errmsg());                                \
+        if (rc_ < 0) TG_FAIL("%s returned %d: %s", #call, rc_, tg_errmsg());                       \
     } while (0)
 
 /* Expects a tiergnn call to fail with a negative code and a message containing `needle`. */
@@ -66,8 +64,7 @@ extern const char *tg_test_current;
 #define TG_CHECK_EQ_U64(a, b)                                                                      \
     do {                                                                                           \
         unsigned long long a_ = (unsigned long long)(a), b_ = (unsigned long long)(b);             \
-        if (a_ != b_)                                                                              \
-            TG_FAIL("%s == %s: %llu != %llu", #a, #b, a_, b_);                                     \
+        if (a_ != b_) TG_FAIL("%s == %s: %llu != %llu", #a, #b, a_, b_);                           \
     } while (0)
 
 #define TG_CHECK_NEAR(a, b, tol)                                                                   \
