@@ -1,0 +1,268 @@
+/* tiergnn/nn.h - GNN models on mini-batch blocks: layers, loss, optimisers, checkpoints.
+ *
+ * How to use (training):
+ *     tg_model_config_t cfg;
+ *     tg_model_config_default(&cfg);            // 2-layer GraphSAGE, hidden 256, ReLU, dropout 0.5
+ *     cfg.type = TG_MODEL_SAGE; cfg.in_dim = 128; cfg.out_dim = 32; cfg.num_layers = 3;
+ *     tg_model_t *m;
+ *     if (tg_model_create(&m, &cfg, seed) < 0) die(tg_errmsg());
+ *     tg_optim_config_t oc;
+ *     tg_optim_config_default(&oc, TG_OPTIM_ADAM);   // lr 1e-3, betas 0.9/0.999, eps 1e-8
+ *     tg_model_set_optim(m, &oc);
+ *     tg_model_set_pool(m, pool);               // the --threads pool (lent, may be NULL)
+ *     for each batch b with features X (b->num_nodes x in_dim) and seed labels y:
+ *         tg_step_stats_t st;
+ *         int rc = tg_model_train_step(m, b, X, y, &st);   // -ERANGE: NaN/Inf loss, no update
+ *     tg_model_destroy(m);
+ *
+ * How to use (evaluation / inference):
+ *     tg_model_predict(m, b, X, logits, emb)    // eval mode (no dropout), logits of the seeds
+ *     tg_loss_eval(logits, y, n, C, multi_label, &st)   // loss / accuracy of given logits
+ *   Layer-wise full-neighbour inference over all N nodes: for l = 0 .. L-1, split the nodes into
+ *   chunks; for each chunk build a block (dst = the chunk, src = dst + all in-neighbours) and call
+ *   tg_model_layer_forward(m, l, blk, Hin_rows_of_src, Hout_rows_of_dst). The output of layer L-2
+ *   is the embedding ("last hidden representation"), the output of layer L-1 the logits.
+ *
+ * Batches: a model of L layers consumes a tg_batch_t with num_layers == L (see tiergnn/graph.h);
+ * block l feeds layer l. X row r holds the input features of batch->nodes[r]. Labels are those of
+ * the seeds, nodes[0 .. num_seeds): int32[num_seeds] class ids for single-label tasks,
+ * int32[num_seeds][out_dim] of 0/1 for multi-label tasks; -1 means "no label" and is ignored in
+ * the loss and in the counts.
+ *
+ * Layers (conventions every layer shares, the self node is dst i = src i of the block):
+ *   SAGE  h_i = x_i W_self + mean_{j in N(i)} x_j W_neigh + b     (mean = 0 when N(i) is empty)
+ *   GCN   h_i = sum_{j in N(i) + {i}} x_j W / sqrt(d_i d_j) + b, explicit self edges dropped and
+ *         one self loop added (as PyG's gcn_norm); d_i = 1 + in-degree of dst i in the block. A
+ *         source j that is also a dst (j < num_dst) uses its own d_j = 1 + in-degree(j); a source
+ *         that is not a dst has no in-edges in the block, so it uses 1 + its out-degree in the
+ *         block (the number of sampled dsts that read it, plus the self loop of A + I). On a
+ *         full-neighbour block of a symmetric graph every node is a dst and this is exactly
+ *         Kipf & Welling's D^-1/2 (A + I) D^-1/2 X W.
+ *   GAT   per head k: e_ij = LeakyReLU_0.2(a_dst_k . Wh_i + a_src_k . Wh_j) over j in N(i) + {i}
+ *         (explicit self edges dropped, one self loop added, as PyG GATConv), alpha = softmax_j,
+ *         attention dropout on alpha, h_i^k = sum_j alpha_ij Wh_j^k. Hidden layers concatenate
+ *         the heads (hidden = heads x per-head width, so hidden % heads == 0); the output layer
+ *         averages heads of width out_dim (or concatenates heads of width out_dim / heads when
+ *         gat_concat_last is set). Bias after concat/mean.
+ *   GIN   h_i = MLP((1 + eps) x_i + sum_{j in N(i)} x_j), MLP = Linear-ReLU-Linear (inner width
+ *         hidden), eps a learnable scalar per layer when gin_train_eps, else fixed at gin_eps.
+ *   MLP   h_i = x_i W + b (edges ignored): the no-graph reference.
+ *   A model applies dropout(p = dropout) to the input of every layer (training mode only) and the
+ *   activation between layers, not after the last one. Weights: Glorot (Xavier) uniform, biases
+ *   and GAT attention vectors: Glorot as well for attention, zero for biases.
+ *
+ * Loss: single-label: log-softmax + cross-entropy, mean over labelled seeds. Multi-label:
+ * sigmoid + binary cross-entropy, mean over labelled (seed, class) entries (torch's
+ * BCEWithLogitsLoss with reduction 'mean').
+ *
+ * Determinism: with the same seed, config and batches, training is bit-identical run to run, and
+ * the kernels split work by output row (each row owned by one thread, reductions over rows split
+ * by column), so results also do not depend on the thread count. Dropout masks come from a
+ * per-step seed drawn from the model's RNG; that RNG and the optimiser state are in checkpoints,
+ * so a resumed run continues bit-identically.
+ *
+ * Memory: parameters, gradients and optimiser moments each live in one flat float block;
+ * activations of a step come from an arena grown to the largest batch seen and reused. Neither
+ * goes through the data budget; tg_model_param_bytes / tg_model_act_bytes report them apart.
+ *
+ * Threads: a tg_model_t is used by one thread at a time. Its kernels split rows over the pool
+ * given with tg_model_set_pool; GEMMs run through OpenBLAS, whose own thread count is set to the
+ * pool's size (tg_nn_set_blas_threads) so BLAS and our kernels never run more threads than
+ * --threads at once.
+ *
+ * Module: nn/ knows nothing of disks, caches or strategies.
+ */
+#ifndef TIERGNN_NN_H
+#define TIERGNN_NN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "tiergnn/graph.h"
+#include "tiergnn/util.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- configuration */
+
+typedef enum {
+    TG_MODEL_SAGE = 0,
+    TG_MODEL_GCN = 1,
+    TG_MODEL_GAT = 2,
+    TG_MODEL_GIN = 3,
+    TG_MODEL_MLP = 4
+} tg_model_type_t;
+
+typedef enum { TG_ACT_RELU = 0, TG_ACT_ELU = 1 } tg_act_t;
+
+typedef struct tg_model_config {
+    tg_model_type_t type;
+    uint32_t in_dim;     /* input feature width */
+    uint32_t hidden;     /* width of every hidden layer's output (GAT: heads x per-head width) */
+    uint32_t out_dim;    /* classes (multi-label: number of labels) */
+    int num_layers;      /* >= 1; a batch for this model has this many blocks */
+    int heads;           /* GAT heads per layer (>= 1); ignored by other models */
+    int gat_concat_last; /* GAT output layer: 0 = mean of heads (GAT paper), 1 = concat */
+    float dropout;       /* on the input of every layer, training mode only; [0, 1) */
+    float attn_dropout;  /* GAT: on attention coefficients, training mode only; [0, 1) */
+    tg_act_t activation; /* between layers */
+    int multi_label;     /* 1: sigmoid + BCE per label; 0: softmax + cross-entropy */
+    int gin_train_eps;   /* GIN: 1 = eps is a learnable parameter */
+    float gin_eps;       /* GIN: initial (or fixed) eps */
+} tg_model_config_t;
+
+/* GraphSAGE, in_dim 0 (must be set), hidden 256, out_dim 0 (must be set), 2 layers, 1 head,
+ * dropout 0.5, attn_dropout 0, ReLU, single-label, GIN eps 0 learnable. */
+void tg_model_config_default(tg_model_config_t *cfg);
+/* Checks ranges and combinations; -EINVAL with a message naming the bad field. */
+int tg_model_config_check(const tg_model_config_t *cfg);
+
+/* "sage" "gcn" "gat" "gin" "mlp" <-> enum; parse returns -EINVAL naming the accepted values. */
+const char *tg_model_type_name(tg_model_type_t t);
+int tg_model_type_parse(const char *s, tg_model_type_t *out);
+/* "relu" "elu" */
+const char *tg_act_name(tg_act_t a);
+int tg_act_parse(const char *s, tg_act_t *out);
+
+/* ---------------------------------------------------------------- optimisers */
+
+typedef enum { TG_OPTIM_ADAM = 0, TG_OPTIM_SGD = 1 } tg_optim_type_t;
+
+typedef struct tg_optim_config {
+    tg_optim_type_t type;
+    float lr;
+    float weight_decay; /* L2 added to the gradient (g += wd * p), as torch.optim.Adam / SGD */
+    float beta1, beta2; /* Adam */
+    float eps;          /* Adam */
+    float momentum;     /* SGD: v = momentum * v + g; p -= lr * v (torch, dampening 0) */
+} tg_optim_config_t;
+
+/* Adam: lr 1e-3, betas 0.9/0.999, eps 1e-8, weight decay 0. SGD: lr 1e-2, momentum 0.9. */
+void tg_optim_config_default(tg_optim_config_t *oc, tg_optim_type_t type);
+const char *tg_optim_type_name(tg_optim_type_t t);
+int tg_optim_type_parse(const char *s, tg_optim_type_t *out); /* "adam" "sgd" */
+
+/* The optimiser over one flat parameter block of n floats. Owns its moment block(s). */
+typedef struct tg_optim {
+    tg_optim_config_t cfg;
+    size_t n;
+    uint64_t t; /* steps taken (Adam bias correction) */
+    float *m;   /* (n) Adam first moment / SGD momentum buffer */
+    float *v;   /* (n) Adam second moment; NULL for SGD */
+} tg_optim_t;
+
+/* Allocates zeroed state for n parameters. tg_optim_destroy frees it (safe on a zeroed struct). */
+int tg_optim_init(tg_optim_t *o, const tg_optim_config_t *cfg, size_t n);
+void tg_optim_destroy(tg_optim_t *o);
+/* One update p -= ... from gradient g (both (n)); g is not modified. Elementwise, so the pool
+ * split cannot change the result. pool may be NULL. */
+void tg_optim_step(tg_optim_t *o, float *p, const float *g, tg_pool_t *pool);
+
+/* ---------------------------------------------------------------- the model */
+
+typedef struct tg_model tg_model_t;
+
+/* Creates a model with Glorot-initialised weights drawn from seed (the same seed gives the same
+ * weights), an Adam optimiser with default settings, no pool. The config is copied. */
+int tg_model_create(tg_model_t **out, const tg_model_config_t *cfg, uint64_t seed);
+void tg_model_destroy(tg_model_t *m); /* NULL is fine */
+
+/* The model's config (valid for the model's lifetime). */
+const tg_model_config_t *tg_model_config(const tg_model_t *m);
+/* Replaces the optimiser (state reset to zero). */
+int tg_model_set_optim(tg_model_t *m, const tg_optim_config_t *oc);
+const tg_optim_config_t *tg_model_optim_config(const tg_model_t *m);
+/* Changes the learning rate only, keeping the optimiser state (for schedules). */
+void tg_model_set_lr(tg_model_t *m, float lr);
+/* Lends the thread pool the kernels run on (NULL: run on the calling thread) and sets OpenBLAS's
+ * thread count to its size. The pool must outlive its use by the model. */
+void tg_model_set_pool(tg_model_t *m, tg_pool_t *pool);
+
+/* Number of learnable scalars. */
+size_t tg_model_param_count(const tg_model_t *m);
+/* Bytes of parameters + gradients + optimiser state. */
+uint64_t tg_model_param_bytes(const tg_model_t *m);
+/* Bytes of the activation arena now (it grows to the largest batch seen, never shrinks). */
+uint64_t tg_model_act_bytes(const tg_model_t *m);
+
+/* The flat parameter block (tg_model_param_count floats): read/write access for tests, weight
+ * export and averaging. Valid until tg_model_destroy. */
+float *tg_model_params(tg_model_t *m);
+
+/* Per-step results. Single-label: loss = mean cross-entropy over labelled seeds, correct =
+ * labelled seeds whose argmax is the label, count = labelled seeds, tp/fp/fn = 0. Multi-label:
+ * loss = mean BCE over labelled entries, correct = entries where (logit > 0) == label, count =
+ * labelled entries, tp/fp/fn over labelled entries (micro-F1 = 2tp / (2tp + fp + fn)). */
+typedef struct tg_step_stats {
+    double loss;
+    uint64_t correct, count;
+    uint64_t tp, fp, fn;
+} tg_step_stats_t;
+
+/* One training step on batch b: forward in training mode (dropout on), loss over the seeds,
+ * backward, optimiser step. X: (b->num_nodes, in_dim) float; labels as described above.
+ * Errors: -EINVAL (batch does not fit the model: layer count, block chaining, a label out of
+ * range; message says which), -ENOMEM (arena growth), -ERANGE (loss or a gradient is NaN/Inf:
+ * parameters and optimiser state are left unchanged). A batch with no labelled seed is not an
+ * error: stats->count = 0, loss 0, and nothing is updated (no optimiser step). */
+int tg_model_train_step(tg_model_t *m, const tg_batch_t *b, const float *X, const int32_t *labels,
+                        tg_step_stats_t *stats);
+
+/* Forward in eval mode (no dropout) on batch b. logits: (b->num_seeds, out_dim), caller-owned.
+ * emb: NULL, or (b->num_seeds, tg_model_embed_dim(m)) caller-owned, receiving the seeds' input to
+ * the last layer (after the activation) - the last hidden representation; for a 1-layer model
+ * that is the input features. */
+int tg_model_predict(tg_model_t *m, const tg_batch_t *b, const float *X, float *logits, float *emb);
+uint32_t tg_model_embed_dim(const tg_model_t *m);
+
+/* Input and output widths of layer l (0 <= l < num_layers). */
+void tg_model_layer_dims(const tg_model_t *m, int layer, uint32_t *in_dim, uint32_t *out_dim);
+/* Layer l alone in eval mode on one block: Hin (blk->num_src, in_dim(l)) -> Hout (blk->num_dst,
+ * out_dim(l)), both caller-owned; the activation is applied when l < num_layers - 1, so Hout is
+ * directly the next layer's input. Uses and may grow the model's arena. */
+int tg_model_layer_forward(tg_model_t *m, int layer, const tg_block_t *blk, const float *Hin,
+                           float *Hout);
+
+/* Loss and counts of given logits (n, C) against labels as in tg_model_train_step (no model
+ * needed): for evaluation. -ERANGE if the loss is not finite, -EINVAL for a label >= C. */
+int tg_loss_eval(const float *logits, const int32_t *labels, uint32_t n, uint32_t C,
+                 int multi_label, tg_step_stats_t *stats);
+
+/* ---------------------------------------------------------------- checkpoints */
+
+/* Writes a header (magic "TGNNMDL1", format version, the model config, the optimiser config),
+ * the step count and RNG state, the parameters and the optimiser state, then a CRC-32 of all of
+ * it. Writes at the current position of f (the engine may put its own records around it);
+ * returns -EIO with a message naming `name` on a write error. */
+int tg_model_save(const tg_model_t *m, FILE *f, const char *name);
+/* Reads what tg_model_save wrote into an existing model. The checkpoint's model config must
+ * equal m's: otherwise -EINVAL with a message naming every field that differs ("checkpoint
+ * run/ckpt: model differs: hidden 128 in checkpoint vs 256 here; type gat vs sage"). The
+ * optimiser type must match too; its hyperparameters (lr, ...) stay as set on m, its state
+ * (moments, step count) and the model RNG are restored. On any error m is left unchanged.
+ * Bad magic/version/CRC or a short file: -EINVAL / -EIO naming `name`. */
+int tg_model_load(tg_model_t *m, FILE *f, const char *name);
+/* Creates a model from a checkpoint (config, optimiser config and all state from the file). */
+int tg_model_load_create(tg_model_t **out, FILE *f, const char *name);
+/* Path conveniences: save goes through path.tmp + fsync + rename. */
+int tg_model_save_path(const tg_model_t *m, const char *path);
+int tg_model_load_path(tg_model_t *m, const char *path);
+int tg_model_load_create_path(tg_model_t **out, const char *path);
+
+/* ---------------------------------------------------------------- kernels other modules use */
+
+/* Sets OpenBLAS's thread count (n >= 1). Process-wide. */
+void tg_nn_set_blas_threads(int n);
+/* dst[i] = src[idx[i]] for i < n, rows of dim floats; f16 rows are converted to f32. */
+void tg_nn_gather_f32(float *dst, const float *src, const uint64_t *idx, size_t n, size_t dim,
+                      tg_pool_t *pool);
+void tg_nn_gather_f16(float *dst, const uint16_t *src, const uint64_t *idx, size_t n, size_t dim,
+                      tg_pool_t *pool);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
