@@ -187,7 +187,14 @@ int tg_dataset_info(const char *dir, FILE *f);
 
 /* Collects (src, dst) edges in bounded memory and produces the CSC arrays (indptr, indices
  * sorted by destination, then source). Runs that exceed mem_bytes spill to sorted run files in
- * tmp_dir and are merged at the end. */
+ * tmp_dir and are merged at the end.
+ *
+ * Memory: mem_bytes bounds the sorter's own buffers (the run buffer and the radix-sort scratch
+ * of the same size, later reused as merge read buffers), plus O(threads x 2^11) histogram words
+ * and a 1 MiB output batch. Each edge takes 8 bytes while num_nodes <= 2^32 ((dst, src) packed
+ * into one u64), else 16. The writers given to finish keep their own buffers.
+ * Time: O(E) per radix pass (ceil(2 log2 N / 11) passes), O(E log k) for a k-way merge.
+ * Output does not depend on nthreads, mem_bytes or the order edges were added in. */
 typedef struct tg_edgesort tg_edgesort_t;
 
 typedef struct tg_edgesort_opts {
@@ -197,13 +204,16 @@ typedef struct tg_edgesort_opts {
     int dedup;             /* drop repeated (src, dst) pairs */
     int self_loops;        /* add (v, v) for every node v that lacks one */
     int remove_self_loops; /* drop (v, v) edges from the input (before self_loops adds them) */
+    int nthreads;          /* threads for the in-memory radix sort (0: online CPUs, at most 8) */
+    const char *progress;  /* label of a progress bar for spills and the merge (NULL: none) */
 } tg_edgesort_opts_t;
 
 int tg_edgesort_create(tg_edgesort_t **out, const tg_edgesort_opts_t *opts);
 /* Adds n edges src[i] -> dst[i]. Ids must be < num_nodes (checked; error names the index). */
 int tg_edgesort_add(tg_edgesort_t *es, const uint64_t *src, const uint64_t *dst, size_t n);
-/* Merges and writes indptr (u64[N+1]) and indices (index_dtype) through the given writers.
- * *num_edges receives the final edge count. */
+/* Merges and writes indptr (u64[N+1]) and indices (index_dtype) through the given writers
+ * (which stay open: the caller closes them). *num_edges receives the final edge count. Call
+ * once; afterwards only tg_edgesort_destroy. index_dtype u32 with num_nodes > 2^32 is -EINVAL. */
 int tg_edgesort_finish(tg_edgesort_t *es, tg_filew_t *indptr, tg_filew_t *indices,
                        tg_index_dtype_t index_dtype, uint64_t *num_edges);
 void tg_edgesort_destroy(tg_edgesort_t *es);
