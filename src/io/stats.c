@@ -1,0 +1,32 @@
+/* I/O statistics: exact counters shared by every queue of a run, snapshot/take per epoch. */
+#include "tiergnn/io.h"
+
+void tg_io_stats_init(tg_io_stats_t *s)
+{
+    atomic_init(&s->requests_, 0);
+    atomic_init(&s->read_bytes_, 0);
+    atomic_init(&s->need_bytes_, 0);
+    atomic_init(&s->wait_ns_, 0);
+}
+
+void tg_io_stats_snapshot(tg_io_stats_t *s, tg_io_counts_t *out)
+{
+    out->io_requests = atomic_load(&s->requests_);
+    out->io_read_bytes = atomic_load(&s->read_bytes_);
+    out->io_needed_bytes = atomic_load(&s->need_bytes_);
+    out->io_wait_s = 1e-9 * (double)atomic_load(&s->wait_ns_);
+}
+
+void tg_io_stats_take(tg_io_stats_t *s, tg_io_counts_t *out)
+{
+    out->io_requests = atomic_exchange(&s->requests_, 0);
+    out->io_read_bytes = atomic_exchange(&s->read_bytes_, 0);
+    out->io_needed_bytes = atomic_exchange(&s->need_bytes_, 0);
+    out->io_wait_s = 1e-9 * (double)atomic_exchange(&s->wait_ns_, 0);
+}
+
+void tg_io_stats_reset(tg_io_stats_t *s)
+{
+    tg_io_counts_t dummy;
+    tg_io_stats_take(s, &dummy);
+}
