@@ -1,0 +1,234 @@
+/* data/import-impl.h - private seams of the importers: the streaming CSV reader, the NumPy .npy
+ * reader and the pieces every importer shares (dataset writer + edge sort + index files).
+ *
+ * How to use the CSV reader:
+ *     tg_csv_t c;
+ *     if ((rc = tg_csv_open(&c, "raw/edge.csv.gz", 0)) < 0) return rc;
+ *     while ((rc = tg_csv_next(&c)) > 0) {
+ *         int64_t src, dst;
+ *         if ((rc = tg_csv_expect_fields(&c, 2)) < 0 || (rc = tg_csv_get_i64(&c, 0, &src)) < 0 ||
+ *             (rc = tg_csv_get_i64(&c, 1, &dst)) < 0)
+ *             break;
+ *     }
+ *     tg_csv_close(&c);   // rc < 0: tg_errmsg() names the file, line and field
+ *
+ * How to use the .npy reader:
+ *     tg_npy_t f;
+ *     tg_npy_open(&f, "feat.npy");                       // header parsed, size checked
+ *     tg_npy_expect_dtype(&f, TG_NPY_KIND_FLOAT, "features");
+ *     tg_npy_read_f32(&f, first_elem, n, out);            // any range, converted, bounded memory
+ *     tg_npy_close(&f);
+ *
+ * Neither reader is thread-safe; each handle belongs to one thread.
+ */
+#ifndef TG_DATA_IMPORT_IMPL_H
+#define TG_DATA_IMPORT_IMPL_H
+
+#include <stdint.h>
+#include <zlib.h>
+
+#include "tiergnn/data.h"
+
+/* ---------------------------------------------------------------- CSV */
+
+enum {
+    TG_CSV_WS = 1,          /* fields separated by runs of blanks (edge lists), not commas */
+    TG_CSV_COMMENTS = 2,    /* lines whose first non-blank character is '#' or '%' are skipped */
+    TG_CSV_SKIP_BLANK = 4,  /* blank lines are skipped (else a blank line is one empty field) */
+    TG_CSV_ALLOW_EMPTY = 8, /* an empty file is not an error */
+};
+
+typedef struct tg_csv {
+    gzFile gz;       /* file source (plain or gzip: zlib reads both) */
+    const char *mem; /* or memory source (tests, fuzzing) */
+    size_t mem_len, mem_pos;
+    char *path; /* name used in messages */
+    char *buf;  /* raw bytes; [pos, len) not consumed yet; buf[cap] is spare for a NUL */
+    size_t cap, len, pos, max_cap;
+    unsigned flags;
+    int eof;
+    uint64_t line; /* 1-based line number of the current row */
+    uint64_t rows; /* rows returned so far */
+    uint64_t bytes_in;
+    /* the current row: NUL-terminated fields inside buf, valid until the next tg_csv_next */
+    char **field;
+    size_t *flen;
+    size_t nfield, field_cap;
+} tg_csv_t;
+
+/* Opens a plain or gzip-compressed file. */
+int tg_csv_open(tg_csv_t *c, const char *path, unsigned flags);
+/* Reads from memory (not copied; must outlive c). chunk > 0 sets the refill size, so that tests
+ * and fuzzers exercise rows that straddle buffer refills. */
+int tg_csv_open_mem(tg_csv_t *c, const void *data, size_t len, const char *name, unsigned flags,
+                    size_t chunk);
+/* Advances to the next row: 1 = a row is ready, 0 = end of input, < 0 = error. */
+int tg_csv_next(tg_csv_t *c);
+static inline size_t tg_csv_nfields(const tg_csv_t *c)
+{
+    return c->nfield;
+}
+/* -EINVAL "FILE: line L: expected N fields, got M" unless the row has exactly n fields. */
+int tg_csv_expect_fields(const tg_csv_t *c, size_t n);
+/* Field i (0-based) as a number; errors name file, line and field (1-based). */
+int tg_csv_get_i64(const tg_csv_t *c, size_t i, int64_t *out);
+/* Accepts nan/inf; the caller decides whether they are allowed. */
+int tg_csv_get_f64(const tg_csv_t *c, size_t i, double *out);
+/* Parses the whole row as n finite floats (ragged rows and non-numbers are errors). */
+int tg_csv_row_f32(const tg_csv_t *c, float *out, size_t n);
+/* 1 if field i is empty or a NaN spelling (missing value in pandas-written files). */
+int tg_csv_is_missing(const tg_csv_t *c, size_t i);
+/* Input bytes consumed so far (compressed bytes for gzip), for progress bars. */
+uint64_t tg_csv_offset(const tg_csv_t *c);
+void tg_csv_close(tg_csv_t *c);
+
+/* Number parsers used by the reader; s[0..n) (need not be NUL-terminated when n < 64).
+ * Leading/trailing blanks are ignored. Return 0, or -1 if the text is not a number. */
+int tg_csv_parse_i64(const char *s, size_t n, int64_t *out);
+int tg_csv_parse_f64(const char *s, size_t n, double *out);
+
+/* ---------------------------------------------------------------- NPY */
+
+typedef enum {
+    TG_NPY_B1,
+    TG_NPY_U1,
+    TG_NPY_I1,
+    TG_NPY_U2,
+    TG_NPY_I2,
+    TG_NPY_U4,
+    TG_NPY_I4,
+    TG_NPY_U8,
+    TG_NPY_I8,
+    TG_NPY_F2,
+    TG_NPY_F4,
+    TG_NPY_F8,
+    TG_NPY_DTYPE_COUNT
+} tg_npy_dtype_t;
+
+/* Dtype families for tg_npy_expect_dtype. */
+enum { TG_NPY_KIND_BOOL = 1, TG_NPY_KIND_INT = 2, TG_NPY_KIND_FLOAT = 4 };
+
+#define TG_NPY_MAX_DIM 8
+
+typedef struct tg_npy {
+    int fd;             /* file source, or -1 */
+    const uint8_t *mem; /* memory source */
+    uint64_t mem_len;
+    char *path;
+    int version; /* 1, 2 or 3 */
+    tg_npy_dtype_t dtype;
+    size_t itemsize;
+    char descr[16]; /* as written in the header, for messages */
+    int ndim;
+    uint64_t shape[TG_NPY_MAX_DIM];
+    uint64_t count;    /* elements (product of shape) */
+    uint64_t data_off; /* byte offset of element 0 */
+    uint8_t *bounce;   /* conversion buffer (bounded: TG_NPY_BOUNCE bytes) */
+} tg_npy_t;
+
+int tg_npy_open(tg_npy_t *f, const char *path);
+int tg_npy_open_mem(tg_npy_t *f, const void *data, size_t len, const char *name);
+void tg_npy_close(tg_npy_t *f);
+const char *tg_npy_dtype_name(tg_npy_dtype_t t); /* "<f4" ... */
+int tg_npy_dtype_kind(tg_npy_dtype_t t);         /* TG_NPY_KIND_* */
+/* -EINVAL naming the file, its dtype and the accepted ones unless f's dtype is of `kinds`. */
+int tg_npy_expect_dtype(const tg_npy_t *f, int kinds, const char *what);
+/* Reads elements [first, first + n) (flat C order), converted. Errors name file and offset. */
+int tg_npy_read_f32(tg_npy_t *f, uint64_t first, size_t n, float *out);
+int tg_npy_read_f64(tg_npy_t *f, uint64_t first, size_t n, double *out);
+/* Integers (and bools) as i64; floats only if integral; u64 above INT64_MAX is an error. */
+int tg_npy_read_i64(tg_npy_t *f, uint64_t first, size_t n, int64_t *out);
+
+/* ---------------------------------------------------------------- shared importer pieces */
+
+/* One import in progress: the dataset writer, the edge sort that builds the CSC, and the
+ * counts that are cross-checked. tg_imp_abort undoes everything (no half-written dataset). */
+typedef struct tg_imp {
+    const tg_import_opts_t *o;
+    tg_dsw_t dsw;
+    int begun;
+    tg_edgesort_t *es;
+    char sort_dir[4096];
+    uint64_t *src, *dst; /* pending edges for tg_edgesort_add */
+    size_t n, cap;
+    uint64_t num_nodes;
+    uint64_t edges_in;        /* input edges before --undirected doubling */
+    uint8_t *split_owner;     /* 2 bits per node: 0 = in no split yet, else 1 + TG_FILE_* - TRAIN */
+    const char *split_src[3]; /* where each split came from, for overlap messages */
+} tg_imp_t;
+
+int tg_imp_begin(tg_imp_t *im, const char *out_dir, const tg_import_opts_t *o, const char *source);
+/* Starts the edge sort for num_nodes nodes (fixes meta.num_nodes and the index dtype). */
+int tg_imp_edges_begin(tg_imp_t *im, uint64_t num_nodes);
+int tg_imp_flush_edges(tg_imp_t *im);
+/* Adds src -> dst (dst's in-neighbours gain src) and, with --undirected, dst -> src. Ids must
+ * have been range-checked by the caller, which knows the file and line. */
+static inline int tg_imp_edge(tg_imp_t *im, uint64_t src, uint64_t dst)
+{
+    im->edges_in++;
+    if (im->n + 2 > im->cap) {
+        int rc = tg_imp_flush_edges(im);
+        if (rc) return rc;
+    }
+    im->src[im->n] = src;
+    im->dst[im->n++] = dst;
+    if (im->o->undirected && src != dst) {
+        im->src[im->n] = dst;
+        im->dst[im->n++] = src;
+    }
+    return 0;
+}
+/* Sorts/merges and writes indptr.bin and indices.bin; sets meta.num_edges. */
+int tg_imp_edges_finish(tg_imp_t *im);
+/* Opens one array file of the dataset with a write buffer of buf_bytes. */
+int tg_imp_open(tg_imp_t *im, tg_file_id_t id, tg_filew_t *fw, size_t buf_bytes);
+/* Appends one node id in the dataset's index dtype. */
+int tg_imp_put_index(tg_imp_t *im, tg_filew_t *fw, uint64_t id);
+/* Appends one feature row (d floats) converted to the dataset's feature dtype; tmp holds d
+ * u16 values for the f16 conversion. */
+int tg_imp_put_feat_row(tg_imp_t *im, tg_filew_t *fw, const float *row, uint32_t d, uint16_t *tmp);
+/* Adds node id to split `which` (TG_FILE_TRAIN/VALID/TEST): checks the range and that no node
+ * is in two splits (or twice in one), writes it, counts it in meta. `src` names the input file
+ * and `unit` + `where` the position ("line", 12 or "offset", 4096) for messages. */
+int tg_imp_split_add(tg_imp_t *im, tg_filew_t *fw, tg_file_id_t which, int64_t id, const char *src,
+                     const char *unit, uint64_t where);
+int tg_imp_commit(tg_imp_t *im);
+void tg_imp_abort(tg_imp_t *im);
+
+/* Input file lookup: dir/base.csv.gz, then dir/base.csv. Writes the found path into buf (or,
+ * when neither exists, "dir/base.csv[.gz]" for the message) and returns 0 or -ENOENT. */
+int tg_imp_find_csv(const char *dir, const char *base, char *buf, size_t len);
+/* Progress is shown for inputs at least this large. */
+#define TG_IMP_PROGRESS_BYTES (64ull << 20)
+uint64_t tg_imp_file_size(const char *path);
+
+/* A progress bar in MiB of input, shown only for big inputs. */
+typedef struct tg_imp_prog {
+    tg_progress_t p;
+    int on;
+} tg_imp_prog_t;
+static inline void tg_imp_prog_begin(tg_imp_prog_t *p, const char *label, uint64_t total_bytes)
+{
+    p->on = total_bytes >= TG_IMP_PROGRESS_BYTES;
+    if (p->on) tg_progress_begin(&p->p, label, total_bytes >> 20, "MiB");
+}
+static inline void tg_imp_prog_update(tg_imp_prog_t *p, uint64_t done_bytes)
+{
+    if (p->on) tg_progress_update(&p->p, done_bytes >> 20, NULL);
+}
+/* ok: the input was read to the end, so the bar shows 100% (gzoffset lags behind by zlib's
+ * buffer); on an error the bar stops where it was and the error follows on its own line. */
+static inline void tg_imp_prog_end(tg_imp_prog_t *p, int ok)
+{
+    if (p->on) {
+        if (ok) tg_progress_update(&p->p, p->p.total, NULL);
+        tg_progress_end(&p->p);
+    }
+    p->on = 0;
+}
+
+int tg_import_ogb(const char *out_dir, const tg_import_opts_t *o);
+int tg_import_npy(const char *out_dir, const tg_import_opts_t *o);
+int tg_import_edgelist(const char *out_dir, const tg_import_opts_t *o);
+
+#endif
