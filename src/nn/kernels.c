@@ -12,13 +12,13 @@
 #include <stdlib.h>
 
 /* Below this much work (roughly flops) waking the pool costs more than it saves. */
-#define PAR_MIN_WORK 32768
+size_t tg_nn_par_min_work = 32768;
 
 void tg_nn_par_for(tg_pool_t *pool, size_t n, size_t cost_per_item, tg_pool_fn fn, void *ctx)
 {
     if (n == 0) return;
     if (!pool || tg_pool_nthreads(pool) == 1 || n < 2 ||
-        n * TG_MAX(cost_per_item, 1) < PAR_MIN_WORK) {
+        n * TG_MAX(cost_per_item, 1) < tg_nn_par_min_work) {
         fn(ctx, 0, n, 0);
         return;
     }

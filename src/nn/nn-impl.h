@@ -55,7 +55,10 @@ static inline float tg_nn_f16(uint16_t h)
 }
 
 /* Runs fn over [0, n) on the pool, or inline when the job is too small to pay for waking threads
- * (work = n * cost_per_item, in rough flops). Splits never change results: rows are owned. */
+ * (work = n * cost_per_item, in rough flops, below tg_nn_par_min_work). Splits never change
+ * results: rows are owned. Tests set tg_nn_par_min_work to 0 to exercise the split on small
+ * inputs. */
+extern size_t tg_nn_par_min_work;
 void tg_nn_par_for(tg_pool_t *pool, size_t n, size_t cost_per_item, tg_pool_fn fn, void *ctx);
 
 /* ---------------------------------------------------------------- dense ops */
