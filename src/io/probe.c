@@ -13,8 +13,9 @@
 #define SEQ_BS ((size_t)1 << 20) /* sequential read size */
 #define SEQ_DEPTH 8u
 #define DEFAULT_TIME_S 1.5
-#define RAND_SHARE 0.7 /* of the time budget, split evenly over the depths; the rest: sequential   \
-                        */
+#define RAND_SHARE                                                                                 \
+    0.7 /* of the time budget, split evenly over the depths; the rest: sequential                  \
+         */
 #define CACHE_FORMAT 1
 
 static const unsigned probe_depths[] = {1, 4, 16, 64, 128};

@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -296,9 +297,21 @@ static void batch_free(tg_io_t *io, batch_t *b)
 /* The span is over: err < 0 failed it, else its first s->done bytes are valid. Copies every
  * piece out (or fails its request), completes requests whose last piece this was, frees the
  * slot and, with the last span, the batch. */
+/* The file's size now, as text for a message ("?" if fstat fails). */
+static const char *current_size(const tg_io_file_t *f, char *buf, size_t len)
+{
+    struct stat st;
+    if (fstat(f->fd, &st))
+        snprintf(buf, len, "?");
+    else
+        snprintf(buf, len, "%llu", (unsigned long long)st.st_size);
+    return buf;
+}
+
 static void span_finish(tg_io_t *io, span_t *s, int err)
 {
     const char *buf = slot_buf(io, s->slot);
+    char now_size[32];
     batch_t *b = s->batch;
     const char *path = s->file->path;
     for (uint32_t i = 0; i < s->npieces; i++) {
@@ -313,10 +326,12 @@ static void span_finish(tg_io_t *io, span_t *s, int err)
         else if ((uint64_t)p->span_off + p->len > s->done)
             req_fail(io, r, -EIO,
                      "%s: unexpected end of file at offset %llu: the request for %zu bytes at "
-                     "offset %llu needs bytes up to offset %llu (file truncated or shorter than "
-                     "expected?)",
+                     "offset %llu needs bytes up to offset %llu, but the file is %s bytes long "
+                     "(%llu when opened: truncated?)",
                      path, (unsigned long long)(s->off + s->done), r->len,
-                     (unsigned long long)r->off, (unsigned long long)(r->off + r->len));
+                     (unsigned long long)r->off, (unsigned long long)(r->off + r->len),
+                     current_size(s->file, now_size, sizeof now_size),
+                     (unsigned long long)s->file->size);
         else if (r->res == 0)
             memcpy((char *)r->dst + p->dst_off, buf + p->span_off, p->len);
         if (--r->pending_ == 0) push_done(io, r);
