@@ -1,11 +1,64 @@
-/* PLACEHOLDER: replaced by the owner of 'tiergnn infer'. */
+/* tiergnn infer: predictions (and embeddings) of a run's model for every node. */
+#include <stdio.h>
+#include <string.h>
+
 #include "cli.h"
+#include "tiergnn/engine.h"
 #include "tiergnn/util.h"
+
+static const char infer_usage[] =
+    "usage: tiergnn infer DATASET --checkpoint RUNDIR --out FILE [options]\n"
+    "\n"
+    "Computes the model layer by layer with full neighbourhoods over chunks of nodes and writes\n"
+    "  FILE        int32[N]: the argmax class of every node (multi-label: int32[N][C] of 0/1)\n"
+    "  FILE.emb    with --embeddings: float32[N][E], the last hidden representation\n"
+    "  FILE.json   shapes, dtypes and CRC-32s of the above\n"
+    "Intermediate layers are kept in temporary files in RUNDIR, so the embeddings of all nodes\n"
+    "need not fit in RAM.\n"
+    "\n"
+    "  --embeddings        also write FILE.emb\n"
+    "  --last              use the last checkpoint instead of the best model\n"
+    "  --chunk-nodes N     destination nodes per chunk (default 65536)\n"
+    "  --mem SIZE          keep features in RAM only if they fit in SIZE (default RAM/4)\n"
+    "  --threads T         compute threads (default 1)\n";
 
 int tg_cmd_infer(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    tg_err(-ENOSYS, "'infer' is not built yet");
-    return tg_cli_fail();
+    tg_args_t a;
+    if (tg_args_parse(&a, argc, argv,
+                      "checkpoint=,out=,embeddings,last,chunk-nodes=,mem=,threads=,help") < 0)
+        return tg_cli_fail();
+    if (tg_args_has(&a, "help")) {
+        fputs(infer_usage, stdout);
+        return 0;
+    }
+    if (a.npos != 1) {
+        tg_err(-EINVAL, "infer: expected one DATASET directory, got %d arguments", a.npos);
+        return tg_cli_fail();
+    }
+    const char *rundir = tg_args_str(&a, "checkpoint", NULL);
+    const char *out = tg_args_str(&a, "out", NULL);
+    if (!rundir || !out) {
+        tg_err(-EINVAL, "infer: --checkpoint RUNDIR and --out FILE are required");
+        return tg_cli_fail();
+    }
+    tg_infer_opts_t o = {.embeddings = tg_args_has(&a, "embeddings"),
+                         .which_last = tg_args_has(&a, "last"),
+                         .progress = 1};
+    uint64_t t;
+    if (tg_args_u64(&a, "chunk-nodes", 65536, &o.chunk_nodes) < 0 ||
+        tg_args_size(&a, "mem", 0, &o.mem_bytes) < 0 || tg_args_u64(&a, "threads", 1, &t) < 0)
+        return tg_cli_fail();
+    if (o.chunk_nodes == 0) {
+        tg_err(-EINVAL, "--chunk-nodes must be at least 1");
+        return tg_cli_fail();
+    }
+    if (t < 1 || t > 1024) {
+        tg_err(-EINVAL, "--threads %llu out of range, expected 1..1024", (unsigned long long)t);
+        return tg_cli_fail();
+    }
+    o.threads = (int)t;
+    if (tg_infer(a.pos[0], rundir, out, &o) < 0) return tg_cli_fail();
+    tg_log_info("wrote %s%s", out, o.embeddings ? " and its .emb" : "");
+    return 0;
 }

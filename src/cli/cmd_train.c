@@ -1,11 +1,195 @@
-/* PLACEHOLDER: replaced by the owner of 'tiergnn train'. */
+/* tiergnn train: flag parsing and validation; the run itself is tg_train (engine/). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
 #include "cli.h"
+#include "tiergnn/engine.h"
 #include "tiergnn/util.h"
+
+static const char train_usage[] =
+    "usage: tiergnn train DATASET --out RUNDIR [options]\n"
+    "\n"
+    "Trains a GNN for node classification and writes checkpoints to RUNDIR.\n"
+    "\n"
+    "model:\n"
+    "  --model sage|gcn|gat|gin|mlp   architecture (default sage)\n"
+    "  --layers L                     number of layers (default 2, or the count of --fanouts)\n"
+    "  --hidden H                     hidden width; GAT: heads x per-head width (default 256)\n"
+    "  --heads K                      GAT attention heads (default 4; H must be a multiple)\n"
+    "  --dropout P                    dropout on every layer's input, 0 <= P < 1 (default 0.5)\n"
+    "  --attn-dropout P               GAT attention dropout (default: the --dropout value)\n"
+    "  --activation relu|elu          between layers (default relu)\n"
+    "sampling:\n"
+    "  --fanouts F0,F1,..             neighbours per node for each layer, layer 0 (input) first;\n"
+    "                                 -1 = all, 0 = none (default 10 per layer; mlp: 0)\n"
+    "  --batch-size B                 training nodes per step; 0 or >= the training split =\n"
+    "                                 all of them in one step (default 1024). With B = 0 and\n"
+    "                                 all fanouts -1 each step runs on the whole graph.\n"
+    "optimisation:\n"
+    "  --epochs E                     total epochs (default 10)\n"
+    "  --optimizer adam|sgd           (default adam)\n"
+    "  --lr LR                        learning rate (default 0.01)\n"
+    "  --weight-decay W               L2 penalty (default 0)\n"
+    "  --momentum M                   SGD momentum (default 0.9)\n"
+    "  --normalize-features           divide each feature row by its L1 sum\n"
+    "evaluation:\n"
+    "  --eval-every N                 evaluate valid/test every N epochs and after the last;\n"
+    "                                 0 = after the last only (default 1)\n"
+    "  --eval-fanouts full|train      full neighbourhoods, layer by layer (default), or the\n"
+    "                                 training fanouts with a fixed sampling stream\n"
+    "  --eval-chunk N                 nodes per chunk of layer-wise evaluation (default 65536)\n"
+    "run:\n"
+    "  --out RUNDIR                   checkpoints, best model and result.json (required)\n"
+    "  --resume                       continue RUNDIR's run up to --epochs\n"
+    "  --checkpoint-every N           write checkpoint.bin (and best.bin) every N epochs and\n"
+    "                                 after the last; 0 = after the last only (default 1)\n"
+    "  --seed S                       seed of weights, dropout, shuffling, sampling (default 0)\n"
+    "  --threads T                    compute threads (default 1)\n"
+    "  --sampler-threads S            sampling + gathering threads (default T; 0 = inline)\n"
+    "  --strategy memory              where graph and features live (default memory)\n"
+    "  --mem SIZE                     limit for graph + feature data, e.g. 2G (default none)\n"
+    "  --json                         one JSON object per epoch and one at the end on stdout\n"
+    "\n"
+    "See docs/TRAINING.md.\n";
+
+#define TRAIN_SPEC                                                                                 \
+    "model=,layers=,hidden=,heads=,dropout=,attn-dropout=,activation=,fanouts=,batch-size=,"       \
+    "epochs=,optimizer=,lr=,weight-decay=,momentum=,normalize-features,eval-every=,"               \
+    "eval-fanouts=,eval-chunk=,checkpoint-every=,out=,resume,seed=,threads=,sampler-threads=,"     \
+    "strategy=,mem=,json,"                                                                         \
+    "help"
+
+/* Reads an integer flag into an int within [lo, hi]. */
+static int int_flag(const tg_args_t *a, const char *name, int64_t def, int64_t lo, int64_t hi,
+                    int *out)
+{
+    int64_t v;
+    int rc = tg_args_i64(a, name, def, &v);
+    if (rc < 0) return rc;
+    if (v < lo || v > hi)
+        return tg_err(-EINVAL, "--%s %lld out of range, expected %lld..%lld", name, (long long)v,
+                      (long long)lo, (long long)hi);
+    *out = (int)v;
+    return 0;
+}
+
+static int prob_flag(const tg_args_t *a, const char *name, double def, float *out)
+{
+    double v;
+    int rc = tg_args_double(a, name, def, &v);
+    if (rc < 0) return rc;
+    if (!(v >= 0 && v < 1)) return tg_err(-EINVAL, "--%s must be in [0, 1), got %g", name, v);
+    *out = (float)v;
+    return 0;
+}
+
+static int parse_train(tg_args_t *a, tg_train_opts_t *o)
+{
+    int rc;
+    if (a->npos != 1)
+        return tg_err(-EINVAL,
+                      "train: expected one DATASET directory, got %d arguments "
+                      "(see 'tiergnn train --help')",
+                      a->npos);
+    o->dataset = a->pos[0];
+    o->out_dir = tg_args_str(a, "out", NULL);
+    if (!o->out_dir) return tg_err(-EINVAL, "train: --out RUNDIR is required");
+
+    if ((rc = tg_model_type_parse(tg_args_str(a, "model", "sage"), &o->model.type)) < 0)
+        return tg_err_prefix(rc, "--model");
+    int nf = 0;
+    int64_t fan[TG_MAX_LAYERS];
+    const char *fs = tg_args_str(a, "fanouts", NULL);
+    if (fs && (rc = tg_fanouts_parse(fs, fan, &nf)) < 0) return rc;
+    int layers = 0;
+    if ((rc = int_flag(a, "layers", nf ? nf : 2, 1, TG_MAX_LAYERS, &layers)) < 0) return rc;
+    if (nf && nf != layers)
+        return tg_err(-EINVAL,
+                      "--fanouts has %d value(s) but --layers is %d: give one fanout "
+                      "per layer",
+                      nf, layers);
+    o->model.num_layers = layers;
+    for (int l = 0; l < layers; l++)
+        o->fanouts[l] = nf ? fan[l] : (o->model.type == TG_MODEL_MLP ? 0 : 10);
+
+    int v = 0;
+    if ((rc = int_flag(a, "hidden", 256, 1, 1 << 20, &v)) < 0) return rc;
+    o->model.hidden = (uint32_t)v;
+    if ((rc = int_flag(a, "heads", o->model.type == TG_MODEL_GAT ? 4 : 1, 1, 1024, &v)) < 0)
+        return rc;
+    o->model.heads = v;
+    if (o->model.type == TG_MODEL_GAT && o->model.hidden % (uint32_t)o->model.heads)
+        return tg_err(-EINVAL,
+                      "--hidden %u is not a multiple of --heads %d (GAT hidden = heads "
+                      "x per-head width)",
+                      o->model.hidden, o->model.heads);
+    if ((rc = prob_flag(a, "dropout", 0.5, &o->model.dropout)) < 0) return rc;
+    if ((rc = prob_flag(a, "attn-dropout", o->model.type == TG_MODEL_GAT ? o->model.dropout : 0.0,
+                        &o->model.attn_dropout)) < 0)
+        return rc;
+    if ((rc = tg_act_parse(tg_args_str(a, "activation", "relu"), &o->model.activation)) < 0)
+        return tg_err_prefix(rc, "--activation");
+
+    if ((rc = tg_args_u64(a, "batch-size", 1024, &o->batch_size)) < 0) return rc;
+    if ((rc = tg_args_u64(a, "epochs", 10, &o->epochs)) < 0) return rc;
+    if (o->epochs == 0) return tg_err(-EINVAL, "--epochs must be at least 1");
+
+    tg_optim_type_t ot;
+    if ((rc = tg_optim_type_parse(tg_args_str(a, "optimizer", "adam"), &ot)) < 0)
+        return tg_err_prefix(rc, "--optimizer");
+    tg_optim_config_default(&o->optim, ot);
+    double d;
+    if ((rc = tg_args_double(a, "lr", 0.01, &d)) < 0) return rc;
+    if (!(d > 0) || !isfinite(d))
+        return tg_err(-EINVAL, "--lr must be a positive number, got %g", d);
+    o->optim.lr = (float)d;
+    if ((rc = tg_args_double(a, "weight-decay", 0, &d)) < 0) return rc;
+    if (!(d >= 0) || !isfinite(d)) return tg_err(-EINVAL, "--weight-decay must be >= 0, got %g", d);
+    o->optim.weight_decay = (float)d;
+    if ((rc = tg_args_double(a, "momentum", 0.9, &d)) < 0) return rc;
+    if (!(d >= 0 && d < 1)) return tg_err(-EINVAL, "--momentum must be in [0, 1), got %g", d);
+    o->optim.momentum = (float)d;
+    o->normalize_features = tg_args_has(a, "normalize-features");
+
+    if ((rc = tg_args_u64(a, "eval-every", 1, &o->eval_every)) < 0) return rc;
+    const char *ef = tg_args_str(a, "eval-fanouts", "full");
+    if (!strcmp(ef, "full"))
+        o->eval_sampled = 0;
+    else if (!strcmp(ef, "train"))
+        o->eval_sampled = 1;
+    else
+        return tg_err(-EINVAL, "--eval-fanouts '%s': expected full or train", ef);
+    if ((rc = tg_args_u64(a, "eval-chunk", 65536, &o->eval_chunk)) < 0) return rc;
+    if (o->eval_chunk == 0) return tg_err(-EINVAL, "--eval-chunk must be at least 1");
+
+    if ((rc = tg_args_u64(a, "checkpoint-every", 1, &o->checkpoint_every)) < 0) return rc;
+    o->resume = tg_args_has(a, "resume");
+    if ((rc = tg_args_u64(a, "seed", 0, &o->seed)) < 0) return rc;
+    if ((rc = int_flag(a, "threads", 1, 1, 1024, &o->threads)) < 0) return rc;
+    if ((rc = int_flag(a, "sampler-threads", o->threads, 0, 256, &o->sampler_threads)) < 0)
+        return rc;
+    o->strategy = tg_args_str(a, "strategy", "memory");
+    if (strcmp(o->strategy, "memory") != 0)
+        return tg_err(-EINVAL, "--strategy '%s': expected memory", o->strategy);
+    if ((rc = tg_args_size(a, "mem", 0, &o->mem_bytes)) < 0) return rc;
+    o->json = tg_args_has(a, "json") ? stdout : NULL;
+    o->progress = 1;
+    return 0;
+}
 
 int tg_cmd_train(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    tg_err(-ENOSYS, "'train' is not built yet");
-    return tg_cli_fail();
+    tg_args_t a;
+    if (tg_args_parse(&a, argc, argv, TRAIN_SPEC) < 0) return tg_cli_fail();
+    if (tg_args_has(&a, "help")) {
+        fputs(train_usage, stdout);
+        return 0;
+    }
+    tg_train_opts_t o;
+    tg_train_opts_default(&o);
+    if (parse_train(&a, &o) < 0) return tg_cli_fail();
+    tg_train_result_t res;
+    if (tg_train(&o, &res) < 0) return tg_cli_fail();
+    return 0;
 }

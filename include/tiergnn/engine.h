@@ -1,0 +1,178 @@
+/* tiergnn/engine.h - training runs, evaluation and inference on a dataset directory.
+ *
+ * How to use (training):
+ *     tg_train_opts_t o;
+ *     tg_train_opts_default(&o);                 // GraphSAGE 2x256, fanouts 10,10, batch 1024
+ *     o.dataset = "data/cora"; o.out_dir = "runs/a"; o.epochs = 200;
+ *     o.model.type = TG_MODEL_GCN; o.model.hidden = 16;
+ *     o.fanouts[0] = o.fanouts[1] = TG_FANOUT_ALL; o.batch_size = 0;   // full batch
+ *     o.json = stdout;                            // one JSON object per epoch + one at the end
+ *     tg_train_result_t r;
+ *     if (tg_train(&o, &r) < 0) die(tg_errmsg());
+ *     printf("test %.4f at epoch %llu\n", r.test_acc, r.best_epoch);
+ *
+ * Then tg_eval(dataset, "runs/a", TG_FILE_TEST, ...) recomputes the accuracy of the best model,
+ * and tg_infer(...) writes predictions (and embeddings) for every node, layer by layer.
+ *
+ * The pipeline of one epoch (strategy "memory", the only one of this issue):
+ *     shuffle the training nodes with the RNG of (seed, epoch)
+ *     -> SAMPLE batch b with the RNG of (seed, epoch, b) on sampler threads (tg_loader_t)
+ *     -> GATHER its feature rows from a tg_store_t on the same thread, ahead of the trainer
+ *     -> TRAIN: tg_model_train_step on the calling thread, batches strictly in id order
+ *     -> RELEASE the batch.
+ * Batches therefore never depend on thread counts or timing; with the same --threads a run is
+ * bit-identical run to run and across --resume.
+ *
+ * Full batch: batch_size 0 (or >= the training split) puts every training node in one step. If
+ * moreover every fanout is -1, the step runs on the whole graph (every node is a destination of
+ * every block, the loss is taken on the training nodes only), which is Kipf & Welling's
+ * full-batch GCN: each node's normalisation uses its true degree.
+ *
+ * Evaluation (every eval_every epochs and after the last): by default layer-wise over all nodes
+ * with full neighbourhoods (exact, no sampling noise; see tg_infer for how), giving valid and test
+ * accuracy; with eval_sampled, mini-batches of the split with the training fanouts and a fixed
+ * RNG stream. The reported test accuracy is the one at the best-validation epoch (ties: lower
+ * validation loss, then the earlier epoch).
+ *
+ * Files in out_dir (RUNDIR):
+ *     checkpoint.bin   the state after the last checkpointed epoch (and before the first): resume
+ *     best.bin         the model at the best-validation epoch: what eval and infer use. The run
+ *                      keeps it in RAM as bytes and writes it just before checkpoint.bin, so
+ *                      the two files always describe the same point of the run
+ *     result.json      the final JSON object of the run
+ * Both .bin files hold an engine record (format version, dataset identity: node/edge counts,
+ * feature width, classes and the CRC-32 of every array file from meta.txt; seed, batch size,
+ * fanouts, feature normalisation, epochs done, best-validation bookkeeping; CRC-32) followed by
+ * tg_model_save's record (model + optimiser state + model RNG). The engine's own randomness is a
+ * pure function of (seed, epoch, batch), so seed and epoch are its whole RNG state. Written
+ * atomically: .tmp, fsync, rename, fsync of the directory.
+ *
+ * Module: engine/ uses graph/, store/, nn/ and data/; it knows nothing of the kernels' insides.
+ */
+#ifndef TIERGNN_ENGINE_H
+#define TIERGNN_ENGINE_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "tiergnn/data.h"
+#include "tiergnn/graph.h"
+#include "tiergnn/nn.h"
+#include "tiergnn/util.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TG_CKPT_NAME "checkpoint.bin"
+#define TG_CKPT_BEST_NAME "best.bin"
+#define TG_RESULT_NAME "result.json"
+
+typedef struct tg_train_opts {
+    const char *dataset;     /* dataset directory */
+    const char *out_dir;     /* RUNDIR, created if missing */
+    const char *strategy;    /* "memory" */
+    tg_model_config_t model; /* in_dim, out_dim and multi_label are set from the dataset */
+    tg_optim_config_t optim;
+    int64_t fanouts[TG_MAX_LAYERS]; /* model.num_layers values; fanouts[l] feeds layer l */
+    uint64_t batch_size;            /* seeds per step; 0 or >= |train| = full batch */
+    uint64_t epochs;                /* total epochs (a resumed run continues up to this) */
+    uint64_t eval_every;            /* evaluate every N epochs and after the last; 0 = last only */
+    int eval_sampled;               /* 1: evaluate with the training fanouts, not full neighbours */
+    int threads;                    /* kernel threads (>= 1) */
+    int sampler_threads;            /* sampler/gather threads; -1 = same as threads, 0 = inline */
+    uint64_t seed;
+    int resume;                /* continue from RUNDIR/checkpoint.bin */
+    int normalize_features;    /* L1 row normalisation (tiergnn/store.h) */
+    uint64_t mem_bytes;        /* budget for graph + feature data; 0 = unlimited */
+    uint64_t eval_chunk;       /* nodes per chunk of layer-wise evaluation (0 = 65536) */
+    uint64_t checkpoint_every; /* write the checkpoints every N epochs and after the last;
+                                  0 = after the last only */
+    FILE *json;                /* JSON lines (NULL: none) */
+    int progress;              /* live progress bar on stderr when it is a terminal */
+} tg_train_opts_t;
+
+typedef struct tg_train_result {
+    uint64_t epochs_done;    /* epochs completed in total (including before a resume) */
+    uint64_t best_epoch;     /* 1-based; 0 if never evaluated */
+    double best_valid_acc;   /* at best_epoch */
+    double best_valid_loss;  /* at best_epoch */
+    double test_acc;         /* at best_epoch */
+    double last_train_loss;  /* mean over the labelled seeds of the last epoch */
+    double train_time_s;     /* wall time of all epochs of this invocation */
+    uint64_t peak_rss_bytes; /* VmHWM at the end */
+} tg_train_result_t;
+
+/* GraphSAGE, 2 layers, hidden 256, fanouts 10,10, batch 1024, 10 epochs, Adam lr 0.01,
+ * dropout 0.5, eval and checkpoint every epoch, 1 thread, sampler threads = threads, seed 0,
+ * strategy memory. */
+void tg_train_opts_default(tg_train_opts_t *o);
+
+/* Runs (or resumes) training; see the header comment. A NaN/Inf loss stops the run with -ERANGE
+ * and a message naming the epoch and batch; RUNDIR keeps the last good checkpoint. */
+int tg_train(const tg_train_opts_t *o, tg_train_result_t *res);
+
+/* Evaluation of a checkpoint (RUNDIR/best.bin, or checkpoint.bin when which_last) on a split
+ * (TG_FILE_TRAIN/VALID/TEST), the way training evaluated it (same normalisation, same mode).
+ * Refuses a checkpoint of another dataset. */
+typedef struct tg_eval_opts {
+    int which_last;      /* 0: best.bin, 1: checkpoint.bin */
+    int threads;         /* >= 1 */
+    uint64_t eval_chunk; /* 0 = 65536 */
+} tg_eval_opts_t;
+
+typedef struct tg_eval_result {
+    double acc, loss;
+    uint64_t count; /* labelled nodes (entries when multi-label) counted */
+    uint64_t epoch; /* the checkpoint's epoch (1-based) */
+} tg_eval_result_t;
+
+int tg_eval(const char *dataset, const char *rundir, tg_file_id_t split, const tg_eval_opts_t *o,
+            tg_eval_result_t *res);
+
+/* Inference for every node, layer by layer with full neighbourhoods, over chunks of destination
+ * nodes: layer l reads layer l-1's output rows of each chunk's sources and writes the chunk's
+ * output rows, so only one chunk's block and rows are in RAM; intermediate layers live in
+ * temporary files in RUNDIR (removed at the end). Outputs (little-endian, no header; shapes in
+ * out_path + ".json"):
+ *     out_path         predictions: int32[N] argmax class (multi-label: int32[N][C] of 0/1)
+ *     out_path.emb     with embeddings: float32[N][E], the input of the last layer (after the
+ *                      activation), E = tg_model_embed_dim
+ * Each file is written through a .tmp, fsynced and renamed. Features are read into RAM when they
+ * fit in mem_bytes (0 = a quarter of physical RAM), otherwise row by row from the feature file. */
+typedef struct tg_infer_opts {
+    int embeddings;
+    int which_last;
+    int threads;
+    uint64_t chunk_nodes; /* 0 = 65536 */
+    uint64_t mem_bytes;
+    int progress;
+} tg_infer_opts_t;
+
+int tg_infer(const char *dataset, const char *rundir, const char *out_path,
+             const tg_infer_opts_t *o);
+
+/* Checkpoint inspection (tests, tools): reads the engine record of path. */
+typedef struct tg_ckpt_info {
+    uint32_t version;
+    uint64_t num_nodes, num_edges;
+    uint32_t feat_dim, num_classes;
+    uint32_t crc[TG_FILE_COUNT];
+    uint64_t seed, batch_size;
+    int num_layers;
+    int64_t fanouts[TG_MAX_LAYERS];
+    int normalize_features, eval_sampled;
+    uint64_t epochs_done;
+    uint64_t best_epoch;
+    double best_valid_acc, best_valid_loss, test_at_best;
+    double last_train_loss;
+} tg_ckpt_info_t;
+
+int tg_ckpt_read_info(const char *path, tg_ckpt_info_t *info);
+/* Reads the engine record and creates the model stored after it. */
+int tg_ckpt_load_model(const char *path, tg_ckpt_info_t *info, tg_model_t **model);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

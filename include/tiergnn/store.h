@@ -1,0 +1,85 @@
+/* tiergnn/store.h - feature sources: where the feature rows of a batch come from.
+ *
+ * How to use:
+ *     tg_store_opts_t so = {.normalize = 1, .budget = &budget};
+ *     tg_store_t *st;
+ *     if (tg_store_memory_open(&st, ds, &so) < 0) die(tg_errmsg());
+ *     float *X = malloc(batch->num_nodes * st->dim * sizeof *X);
+ *     tg_store_gather(st, batch->nodes, batch->num_nodes, X);   // row r = features of nodes[r]
+ *     tg_store_release(st);
+ *
+ * A store is a small table of function pointers (tg_store_i), like ggml's backends. The in-memory
+ * store reads the whole feature file once (f16 converted to f32); the out-of-core strategies
+ * implement the same table over caches, packed chunks and the feature file. Every store returns
+ * the same numbers for the same rows, so a strategy never changes what the model sees.
+ *
+ * Row normalisation (opts.normalize, `--normalize-features`): each row is divided by the sum of
+ * its absolute values (L1), rows summing to 0 are left at 0, as in Kipf & Welling's preprocessing.
+ * It is a property of the rows, applied by every store (tg_feat_normalize_rows), so it can be
+ * done at load time (in-memory) or at gather time (out-of-core) with identical results.
+ *
+ * Threads: gather may be called from several threads at once (sampler threads gather ahead).
+ *
+ * Module: store/ knows nothing of models.
+ */
+#ifndef TIERGNN_STORE_H
+#define TIERGNN_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tiergnn/util.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct tg_dataset;
+typedef struct tg_store tg_store_t;
+
+typedef struct tg_store_i {
+    const char *name;
+    /* out[i * dim .. (i+1) * dim) = features of nodes[i], for i < n, as f32. Ids must be
+     * < num_nodes (-EINVAL naming the id otherwise). Thread-safe. */
+    int (*gather)(tg_store_t *st, const uint64_t *nodes, size_t n, float *out);
+    /* Frees everything, returns reserved bytes to the budget, frees st. */
+    void (*release)(tg_store_t *st);
+} tg_store_i;
+
+struct tg_store {
+    const tg_store_i *iface;
+    uint64_t num_nodes;
+    uint32_t dim;
+    uint64_t mem_bytes; /* RAM the store holds (reserved against the budget) */
+    void *impl;
+};
+
+typedef struct tg_store_opts {
+    int normalize;       /* L1 row normalisation (see above) */
+    tg_budget_t *budget; /* optional: the store's memory is reserved here */
+} tg_store_opts_t;
+
+static inline int tg_store_gather(tg_store_t *st, const uint64_t *nodes, size_t n, float *out)
+{
+    return st->iface->gather(st, nodes, n, out);
+}
+/* NULL is fine. */
+void tg_store_release(tg_store_t *st);
+
+/* The in-memory store: all N x D features as f32 in RAM (N * D * 4 bytes, reserved against
+ * opts->budget). Reads the file in 64 MiB pieces. */
+int tg_store_memory_open(tg_store_t **out, const struct tg_dataset *ds,
+                         const tg_store_opts_t *opts);
+
+/* The feature-file store: each gathered row is read from features.bin with pread (f16 widened,
+ * normalised on the fly when asked). No RAM beyond the caller's output; used by inference when
+ * the features do not fit in memory. */
+int tg_store_file_open(tg_store_t **out, const struct tg_dataset *ds, const tg_store_opts_t *opts);
+
+/* L1-normalises n rows of dim floats in place. */
+void tg_feat_normalize_rows(float *x, size_t n, size_t dim);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,253 @@
+/* Evaluation of a saved run (tiergnn eval) and inference for every node (tiergnn infer). */
+#include "engine-impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Opens RUNDIR's checkpoint, the dataset it must belong to, and the model. */
+static int open_saved(const char *dataset, const char *rundir, int which_last, tg_run_store_t store,
+                      int threads, tg_run_t *r, tg_model_t **m, tg_ckpt_info_t *info, char *path,
+                      size_t path_len)
+{
+    snprintf(path, path_len, "%s/%s", rundir, which_last ? TG_CKPT_NAME : TG_CKPT_BEST_NAME);
+    if (access(path, F_OK) != 0) {
+        if (!which_last)
+            return tg_err(-ENOENT,
+                          "%s: no best model in this run directory (was the run "
+                          "evaluated at least once?)",
+                          path);
+        return tg_err(-ENOENT, "%s: no checkpoint in this run directory", path);
+    }
+    int rc = tg_ckpt_read_info(path, info);
+    if (rc < 0) return rc;
+    if ((rc = tg_run_open(r, dataset, store, info->normalize_features, 0, threads)) < 0) return rc;
+    if ((rc = tg_ckpt_check_dataset(info, r->ds, path)) < 0) goto err;
+    if ((rc = tg_ckpt_load_model(path, info, m)) < 0) goto err;
+    tg_model_set_pool(*m, r->pool);
+    return 0;
+err:
+    tg_run_close(r);
+    return rc;
+}
+
+int tg_eval(const char *dataset, const char *rundir, tg_file_id_t split, const tg_eval_opts_t *o,
+            tg_eval_result_t *res)
+{
+    memset(res, 0, sizeof *res);
+    if (split != TG_FILE_TRAIN && split != TG_FILE_VALID && split != TG_FILE_TEST)
+        return tg_err(-EINVAL, "eval: split must be train, valid or test");
+    tg_run_t r;
+    tg_model_t *m = NULL;
+    tg_ckpt_info_t info;
+    char path[4096];
+    int threads = o && o->threads > 0 ? o->threads : 1;
+    int rc = open_saved(dataset, rundir, o ? o->which_last : 0, TG_RUN_STORE_MEMORY, threads, &r,
+                        &m, &info, path, sizeof path);
+    if (rc < 0) return rc;
+    int want[3] = {0, 0, 0};
+    want[tg_split_index(split)] = 1;
+    tg_split_eval_t ev[3];
+    rc = tg_run_evaluate(&r, m, want, info.eval_sampled, info.fanouts, info.batch_size, info.seed,
+                         o ? o->eval_chunk : 0, ev);
+    if (rc >= 0) {
+        const tg_split_eval_t *e = &ev[tg_split_index(split)];
+        res->acc = e->acc;
+        res->loss = e->loss;
+        res->count = e->count;
+        res->epoch = info.best_epoch && !(o && o->which_last) ? info.best_epoch : info.epochs_done;
+    }
+    tg_model_destroy(m);
+    tg_run_close(&r);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- inference */
+
+typedef struct {
+    tg_filew_t pred, emb;
+    int have_emb;
+    uint32_t C, E;
+    int multi;
+    int32_t *buf;
+    size_t buf_cap;
+    uint64_t written;
+} infer_ctx_t;
+
+static int infer_sink(void *ctx, const uint64_t *ids, size_t n, const float *logits,
+                      const float *emb)
+{
+    infer_ctx_t *c = ctx;
+    size_t w = c->multi ? c->C : 1;
+    if (n * w > c->buf_cap) {
+        free(c->buf);
+        c->buf = malloc(n * w * sizeof *c->buf);
+        c->buf_cap = c->buf ? n * w : 0;
+        if (!c->buf) return tg_err(-ENOMEM, "infer: out of memory for predictions");
+    }
+    for (size_t i = 0; i < n; i++) {
+        /* Chunks arrive in node order, so the files are written sequentially. */
+        if (ids[i] != c->written + i)
+            return tg_err(-EINVAL, "infer: internal error: node %llu out of order",
+                          (unsigned long long)ids[i]);
+        const float *row = logits + i * c->C;
+        if (c->multi) {
+            for (uint32_t k = 0; k < c->C; k++)
+                c->buf[i * w + k] = row[k] > 0;
+        } else {
+            uint32_t best = 0;
+            for (uint32_t k = 1; k < c->C; k++)
+                if (row[k] > row[best]) best = k;
+            c->buf[i] = (int32_t)best;
+        }
+    }
+    int rc = tg_filew_write(&c->pred, c->buf, n * w * sizeof *c->buf);
+    if (rc >= 0 && c->have_emb) rc = tg_filew_write(&c->emb, emb, n * c->E * sizeof *emb);
+    c->written += n;
+    return rc;
+}
+
+/* Renames tmp to final; both in the same directory. */
+static int publish(const char *tmp, const char *final)
+{
+    if (rename(tmp, final) != 0)
+        return tg_err(-errno, "%s: rename to %s failed: %s", tmp, final, strerror(errno));
+    return 0;
+}
+
+int tg_infer(const char *dataset, const char *rundir, const char *out_path,
+             const tg_infer_opts_t *o)
+{
+    if (!out_path || !*out_path)
+        return tg_err(-EINVAL, "infer: an output file (--out FILE) is required");
+    tg_ckpt_info_t info;
+    char ckpath[4096];
+    snprintf(ckpath, sizeof ckpath, "%s/%s", rundir,
+             o->which_last ? TG_CKPT_NAME : TG_CKPT_BEST_NAME);
+    /* Features go to RAM only when they fit in the memory allowed; otherwise each row is read
+     * from the feature file when a chunk needs it. */
+    tg_dataset_t *probe;
+    int rc = tg_dataset_open(&probe, dataset, 0);
+    if (rc < 0) return rc;
+    uint64_t feat_bytes = probe->meta.num_nodes * probe->meta.feat_dim * sizeof(float);
+    tg_dataset_close(probe);
+    uint64_t mem = o->mem_bytes ? o->mem_bytes : tg_phys_mem_bytes() / 4;
+    tg_run_store_t store = feat_bytes <= mem ? TG_RUN_STORE_MEMORY : TG_RUN_STORE_FILE;
+
+    tg_run_t r;
+    tg_model_t *m = NULL;
+    int threads = o->threads > 0 ? o->threads : 1;
+    if ((rc = open_saved(dataset, rundir, o->which_last, store, threads, &r, &m, &info, ckpath,
+                         sizeof ckpath)) < 0)
+        return rc;
+    const tg_model_config_t *cfg = tg_model_config(m);
+    infer_ctx_t c;
+    memset(&c, 0, sizeof c);
+    c.pred.fd = c.emb.fd = -1;
+    c.C = cfg->out_dim;
+    c.E = tg_model_embed_dim(m);
+    c.multi = cfg->multi_label;
+    c.have_emb = o->embeddings;
+    size_t pl = strlen(out_path) + 32;
+    char *pred_tmp = malloc(pl), *emb_path = malloc(pl), *emb_tmp = malloc(pl),
+         *json_path = malloc(pl);
+    char *tmp_dir = NULL;
+    if (!pred_tmp || !emb_path || !emb_tmp || !json_path) {
+        rc = tg_err(-ENOMEM, "infer: out of memory");
+        goto out;
+    }
+    snprintf(pred_tmp, pl, "%s.tmp", out_path);
+    snprintf(emb_path, pl, "%s.emb", out_path);
+    snprintf(emb_tmp, pl, "%s.emb.tmp", out_path);
+    snprintf(json_path, pl, "%s.json", out_path);
+    if ((rc = tg_filew_open(&c.pred, pred_tmp, 4u << 20)) < 0) goto out;
+    if (c.have_emb && (rc = tg_filew_open(&c.emb, emb_tmp, 4u << 20)) < 0) goto out;
+    /* Intermediate layers go to a private folder in RUNDIR, removed whatever happens. */
+    size_t tl = strlen(rundir) + 48;
+    tmp_dir = malloc(tl);
+    if (!tmp_dir) {
+        rc = tg_err(-ENOMEM, "infer: out of memory");
+        goto out;
+    }
+    snprintf(tmp_dir, tl, "%s/infer-tmp-%d", rundir, (int)getpid());
+    if ((rc = tg_mkdir_p(tmp_dir)) < 0) goto out;
+    tg_lw_opts_t lo = {.chunk = o->chunk_nodes,
+                       .tmp_dir = tmp_dir,
+                       .want_emb = c.have_emb,
+                       .sink = infer_sink,
+                       .ctx = &c,
+                       .progress_label = o->progress && isatty(STDERR_FILENO) ? "infer" : NULL};
+    if ((rc = tg_lw_forward(&r, m, &lo)) < 0) goto out;
+    tg_file_info_t fi_pred, fi_emb;
+    memset(&fi_emb, 0, sizeof fi_emb);
+    rc = tg_filew_close(&c.pred, &fi_pred);
+    c.pred.fd = -1;
+    if (rc < 0) goto out;
+    if (c.have_emb) {
+        rc = tg_filew_close(&c.emb, &fi_emb);
+        c.emb.fd = -1;
+        if (rc < 0) goto out;
+    }
+    if ((rc = publish(pred_tmp, out_path)) < 0) goto out;
+    if (c.have_emb && (rc = publish(emb_tmp, emb_path)) < 0) goto out;
+    tg_json_t j;
+    tg_json_begin(&j);
+    tg_json_uint(&j, "num_nodes", r.ds->meta.num_nodes);
+    tg_json_str(&j, "predictions", out_path);
+    tg_json_str(&j, "predictions_dtype", "int32");
+    tg_json_uint(&j, "predictions_width", c.multi ? c.C : 1);
+    tg_json_bool(&j, "multi_label", c.multi);
+    tg_json_uint(&j, "num_classes", c.C);
+    char crc[16];
+    snprintf(crc, sizeof crc, "%08x", fi_pred.crc32);
+    tg_json_str(&j, "predictions_crc32", crc);
+    if (c.have_emb) {
+        snprintf(crc, sizeof crc, "%08x", fi_emb.crc32);
+        tg_json_str(&j, "embeddings", emb_path);
+        tg_json_str(&j, "embeddings_dtype", "float32");
+        tg_json_uint(&j, "embed_dim", c.E);
+        tg_json_str(&j, "embeddings_crc32", crc);
+    }
+    tg_json_str(&j, "checkpoint", ckpath);
+    tg_json_uint(&j, "checkpoint_epoch", o->which_last ? info.epochs_done : info.best_epoch);
+    char *text = NULL;
+    tg_json_end(&j, NULL, &text);
+    if (!text) {
+        rc = tg_err(-ENOMEM, "infer: out of memory");
+        goto out;
+    }
+    size_t tlen = strlen(text);
+    char *nl = realloc(text, tlen + 2); /* end the file with a newline */
+    if (nl) {
+        text = nl;
+        text[tlen++] = '\n';
+        text[tlen] = 0;
+    }
+    rc = tg_write_file_atomic(json_path, text, tlen);
+    free(text);
+    if (rc >= 0) {
+        /* make the renames of the data files durable too */
+        char *d = strdup(out_path), *slash = d ? strrchr(d, '/') : NULL;
+        if (slash) *slash = 0;
+        rc = tg_fsync_dir(slash ? (d[0] ? d : "/") : ".");
+        free(d);
+    }
+out:
+    if (c.pred.fd >= 0) tg_filew_discard(&c.pred);
+    if (c.emb.fd >= 0) tg_filew_discard(&c.emb);
+    /* After a successful rename the .tmp names no longer exist; after a failure they go. */
+    if (pred_tmp) unlink(pred_tmp);
+    if (emb_tmp) unlink(emb_tmp);
+    if (tmp_dir) {
+        tg_rmtree(tmp_dir);
+        free(tmp_dir);
+    }
+    free(c.buf);
+    free(pred_tmp);
+    free(emb_path);
+    free(emb_tmp);
+    free(json_path);
+    tg_model_destroy(m);
+    tg_run_close(&r);
+    return rc;
+}

@@ -1,0 +1,265 @@
+/* Layer-wise full-neighbour forward over node chunks (evaluation and inference).
+ *
+ * Layer l runs over chunks of destination nodes; each chunk's block (dst = the chunk, src = dst +
+ * every in-neighbour) comes from a one-layer sampler with fanout -1, its input rows from the
+ * feature store (l = 0) or from layer l-1's output matrix, which lives in RAM or in a temporary
+ * file. Only one chunk's block and rows are in memory at a time when files are used.
+ *
+ * GCN and chunks: nn's GCN layer normalises by 1/sqrt(d_i d_j) with d_j taken from the block; a
+ * source that is not a destination of the block gets d_j = 1 + (its out-degree in the block),
+ * which for a chunk is smaller than its true degree. Scaling such a source's input row by
+ * sqrt((1 + outdeg_block(j)) / (1 + deg(j))) turns the term into x_j W / sqrt(d_i deg_j) (the
+ * layer is linear in x_j up to the aggregation), so the result equals the whole-graph
+ * computation, D^-1/2 (A + I) D^-1/2 X W, for every chunk size. deg(j) counts j's in-neighbours
+ * other than j itself (nn drops explicit self edges and adds one self loop). */
+#include "engine-impl.h"
+
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* A (rows, cols) float matrix in RAM or in a file. */
+typedef struct {
+    float *mem;
+    int fd;
+    char path[4096];
+    uint64_t rows;
+    uint32_t cols;
+} mat_t;
+
+static int mat_create(mat_t *x, uint64_t rows, uint32_t cols, const char *dir, int layer)
+{
+    memset(x, 0, sizeof *x);
+    x->fd = -1;
+    x->rows = rows;
+    x->cols = cols;
+    uint64_t bytes = rows * cols * sizeof(float);
+    if (!dir) {
+        x->mem = malloc(bytes ? bytes : 1);
+        if (!x->mem)
+            return tg_err(-ENOMEM,
+                          "layer-wise forward: out of memory for layer %d's output "
+                          "(%llu x %u floats)",
+                          layer, (unsigned long long)rows, cols);
+        return 0;
+    }
+    snprintf(x->path, sizeof x->path, "%s/layer%d-%d.f32", dir, layer, (int)getpid());
+    x->fd = open(x->path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (x->fd < 0) return tg_err(-errno, "%s: cannot create: %s", x->path, strerror(errno));
+    /* Unlinked right away: the file vanishes even if the process is killed. */
+    unlink(x->path);
+    if (ftruncate(x->fd, (off_t)bytes) != 0) {
+        int e = errno;
+        close(x->fd);
+        x->fd = -1;
+        return tg_err(-e, "%s: cannot size to %llu bytes: %s", x->path, (unsigned long long)bytes,
+                      strerror(e));
+    }
+    return 0;
+}
+
+static void mat_destroy(mat_t *x)
+{
+    free(x->mem);
+    if (x->fd >= 0) close(x->fd);
+    x->mem = NULL;
+    x->fd = -1;
+}
+
+static int mat_write(mat_t *x, uint64_t first, uint64_t n, const float *rows)
+{
+    size_t rb = (size_t)x->cols * sizeof(float);
+    if (x->mem) {
+        memcpy(x->mem + first * x->cols, rows, n * rb);
+        return 0;
+    }
+    return tg_pwrite_full(x->fd, rows, n * rb, first * rb, x->path);
+}
+
+/* out row i = row ids[i]; consecutive ids are read with one pread. */
+static int mat_read(const mat_t *x, const uint64_t *ids, size_t n, float *out)
+{
+    size_t rb = (size_t)x->cols * sizeof(float);
+    if (x->mem) {
+        for (size_t i = 0; i < n; i++)
+            memcpy(out + i * x->cols, x->mem + ids[i] * x->cols, rb);
+        return 0;
+    }
+    for (size_t i = 0; i < n;) {
+        size_t j = i + 1;
+        while (j < n && ids[j] == ids[j - 1] + 1)
+            j++;
+        int rc = tg_pread_full(x->fd, out + i * x->cols, (j - i) * rb, ids[i] * rb, x->path);
+        if (rc < 0) return rc;
+        i = j;
+    }
+    return 0;
+}
+
+/* In-degree without self edges of every node (for the GCN correction). */
+static int true_degrees(tg_adj_t *adj, uint32_t **out)
+{
+    uint64_t n = adj->num_nodes;
+    uint32_t *deg = malloc((n ? n : 1) * sizeof *deg);
+    uint64_t cap = 1 << 16;
+    uint64_t *pos = malloc(cap * sizeof *pos), *nbr = malloc(cap * sizeof *nbr);
+    int rc = 0;
+    if (!deg || !pos || !nbr) {
+        rc = tg_err(-ENOMEM, "layer-wise forward: out of memory for node degrees");
+        goto out;
+    }
+    for (uint64_t v = 0; v < n; v++) {
+        uint64_t beg = adj->indptr[v], end = adj->indptr[v + 1], c = 0;
+        for (uint64_t p = beg; p < end; p += cap) {
+            uint64_t k = TG_MIN(cap, end - p);
+            for (uint64_t i = 0; i < k; i++)
+                pos[i] = p + i;
+            if ((rc = tg_adj_read(adj, pos, (size_t)k, nbr)) < 0) goto out;
+            for (uint64_t i = 0; i < k; i++)
+                c += nbr[i] != v;
+        }
+        deg[v] = (uint32_t)TG_MIN(c, (uint64_t)UINT32_MAX);
+    }
+out:
+    free(pos);
+    free(nbr);
+    if (rc < 0) {
+        free(deg);
+        deg = NULL;
+    }
+    *out = deg;
+    return rc;
+}
+
+static void gcn_scale_sources(const tg_block_t *blk, const uint64_t *nodes, const uint32_t *deg,
+                              float *H, uint32_t dim, uint32_t *outdeg)
+{
+    uint32_t nd = blk->num_dst, ns = blk->num_src;
+    memset(outdeg, 0, (size_t)ns * sizeof *outdeg);
+    for (uint64_t e = 0; e < blk->num_edges; e++)
+        outdeg[blk->indices[e]]++;
+    for (uint32_t j = nd; j < ns; j++) {
+        float s = (float)sqrt((1.0 + outdeg[j]) / (1.0 + deg[nodes[j]]));
+        float *row = H + (size_t)j * dim;
+        for (uint32_t k = 0; k < dim; k++)
+            row[k] *= s;
+    }
+}
+
+int tg_lw_forward(tg_run_t *r, tg_model_t *m, const tg_lw_opts_t *o)
+{
+    const tg_model_config_t *cfg = tg_model_config(m);
+    int L = cfg->num_layers, rc = 0;
+    uint64_t N = r->adj->num_nodes;
+    uint64_t chunk = o->chunk ? o->chunk : 65536;
+    int64_t full = TG_FANOUT_ALL;
+    tg_sampler_t *s = NULL;
+    uint32_t *deg = NULL, *outdeg = NULL;
+    uint64_t *ids = NULL;
+    float *Hin = NULL, *Hout = NULL;
+    size_t hin_cap = 0, hout_cap = 0;
+    mat_t prev, next;
+    memset(&prev, 0, sizeof prev);
+    memset(&next, 0, sizeof next);
+    prev.fd = next.fd = -1;
+    int use_prev = 0; /* layer 0 reads the feature store */
+    tg_batch_t b;
+    memset(&b, 0, sizeof b);
+
+    /* An MLP reads no neighbours: a fanout of 0 keeps its chunks to the chunk itself. */
+    int64_t fan = cfg->type == TG_MODEL_MLP ? 0 : full;
+    if ((rc = tg_sampler_create(&s, r->adj, 1, &fan)) < 0) goto out;
+    if (cfg->type == TG_MODEL_GCN && (rc = true_degrees(r->adj, &deg)) < 0) goto out;
+    ids = malloc(chunk * sizeof *ids);
+    if (!ids) {
+        rc = tg_err(-ENOMEM, "layer-wise forward: out of memory");
+        goto out;
+    }
+    uint64_t total_work = (uint64_t)(L - 1) * N + (o->targets ? o->num_targets : N);
+    uint64_t work_done = 0;
+    tg_progress_t prog;
+    if (o->progress_label) tg_progress_begin(&prog, o->progress_label, total_work, "nodes");
+
+    for (int l = 0; l < L; l++) {
+        uint32_t din, dout;
+        tg_model_layer_dims(m, l, &din, &dout);
+        int last = l == L - 1;
+        uint64_t count = last && o->targets ? o->num_targets : N;
+        if (!last && (rc = mat_create(&next, N, dout, o->tmp_dir, l)) < 0) goto out;
+        for (uint64_t c0 = 0; c0 < count; c0 += chunk) {
+            uint64_t n = TG_MIN(chunk, count - c0);
+            for (uint64_t i = 0; i < n; i++)
+                ids[i] = last && o->targets ? o->targets[c0 + i] : c0 + i;
+            tg_rng_t unused; /* fanout -1 / 0 draws nothing */
+            tg_rng_seed(&unused, 0);
+            if ((rc = tg_sampler_sample(s, ids, (size_t)n, &unused, &b)) < 0) goto out;
+            const tg_block_t *blk = &b.blocks[0];
+            size_t need_in = (size_t)blk->num_src * din, need_out = (size_t)blk->num_dst * dout;
+            if (need_in > hin_cap) {
+                free(Hin);
+                free(outdeg);
+                Hin = malloc(need_in * sizeof *Hin);
+                outdeg = malloc((size_t)blk->num_src * sizeof *outdeg);
+                hin_cap = need_in;
+                if (!Hin || !outdeg) {
+                    hin_cap = 0;
+                    rc = tg_err(-ENOMEM, "layer-wise forward: out of memory for %u input rows",
+                                blk->num_src);
+                    goto out;
+                }
+            }
+            if (need_out > hout_cap) {
+                free(Hout);
+                Hout = malloc(need_out * sizeof *Hout);
+                hout_cap = need_out;
+                if (!Hout) {
+                    hout_cap = 0;
+                    rc = tg_err(-ENOMEM, "layer-wise forward: out of memory for %u output rows",
+                                blk->num_dst);
+                    goto out;
+                }
+            }
+            rc = use_prev ? mat_read(&prev, b.nodes, blk->num_src, Hin)
+                          : tg_store_gather(r->store, b.nodes, blk->num_src, Hin);
+            if (rc < 0) goto out;
+            if (deg) gcn_scale_sources(blk, b.nodes, deg, Hin, din, outdeg);
+            if ((rc = tg_model_layer_forward(m, l, blk, Hin, Hout)) < 0) {
+                tg_err_prefix(rc, "layer %d, nodes %llu..%llu", l, (unsigned long long)c0,
+                              (unsigned long long)(c0 + n));
+                goto out;
+            }
+            if (!last) {
+                rc = mat_write(&next, c0, n, Hout);
+            } else {
+                /* The embedding is the last layer's input for the chunk's own rows (dst first
+                 * among the sources), unscaled because destinations are never scaled. */
+                rc = o->sink(o->ctx, ids, (size_t)n, Hout, o->want_emb ? Hin : NULL);
+            }
+            if (rc < 0) goto out;
+            tg_batch_free(&b);
+            work_done += n;
+            if (o->progress_label) tg_progress_update(&prog, work_done, NULL);
+        }
+        if (!last) {
+            mat_destroy(&prev);
+            prev = next;
+            memset(&next, 0, sizeof next);
+            next.fd = -1;
+            use_prev = 1;
+        }
+    }
+    if (o->progress_label) tg_progress_end(&prog);
+out:
+    tg_batch_free(&b);
+    mat_destroy(&prev);
+    mat_destroy(&next);
+    free(Hin);
+    free(Hout);
+    free(outdeg);
+    free(ids);
+    free(deg);
+    tg_sampler_destroy(s);
+    return rc;
+}

@@ -1,0 +1,995 @@
+/* The GNNDrive feature buffer (see include/tiergnn/featbuf.h for the contract and invariants).
+ *
+ * Layout: slot rows in one page-aligned block (stride bytes apart); per-slot metadata in an array
+ * of fb_slot_t (reverse map node, reference count, state, list links); the mapping table node ->
+ * slot is either a direct u32[num_nodes] or an open-addressing hash of u32 slot indices whose keys
+ * are read through the reverse map (so an entry costs 4 bytes, not 12). Free slots sit on a
+ * singly-linked stack; unreferenced valid slots on a doubly-linked LRU list (head = oldest).
+ * One mutex guards all of it; two condition variables: cv_space (acquirers waiting for
+ * unreferenced slots, signalled by release) and cv_done (batches waiting for rows in flight,
+ * signalled by complete).
+ */
+#include "tiergnn/featbuf.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define NO_SLOT UINT32_MAX
+#define NO_NODE UINT64_MAX
+#define FB_ALIGN 4096 /* slot area alignment: pages, for O_DIRECT and registered buffers */
+#define FB_MAX_ROW_BYTES (1u << 30)
+#define FB_MAX_SLOT_ALIGN (1u << 20)
+
+enum { LIST_NONE = 0, LIST_FREE = 1, LIST_LRU = 2 };
+
+typedef struct fb_slot {
+    uint64_t node;       /* reverse map; NO_NODE when FREE (a FAILED slot keeps it for messages) */
+    uint32_t refs;       /* batch positions holding the slot */
+    uint32_t prev, next; /* LRU links; next doubles as the free-stack link */
+    int32_t err;         /* status of a FAILED load */
+    uint8_t state;       /* TG_FEATBUF_FREE / LOADING / VALID / FAILED */
+    uint8_t list;        /* LIST_*: which list holds it (checked by tg_featbuf_check) */
+} fb_slot_t;
+
+struct tg_featbuf {
+    tg_featbuf_opts_t o;
+    size_t row_bytes, stride;
+    uint32_t num_slots;
+    unsigned char *data; /* (num_slots * stride) */
+    size_t data_bytes;
+    fb_slot_t *slots; /* (num_slots) */
+    uint32_t *map;    /* direct: (num_nodes); hash: (map_mask + 1) */
+    uint64_t map_mask;
+    int map_bits;
+    int direct;
+
+    tg_budget_t *budget;
+    uint64_t reserved; /* the buffer's own bytes; handles add theirs to handle_bytes */
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv_space, cv_done;
+    uint32_t free_head, num_free;
+    uint32_t lru_head, lru_tail, num_lru;
+    uint64_t ticket_next, ticket_serving; /* FIFO admission of blocked acquirers */
+    uint32_t space_waiters, done_waiters;
+    int shutdown;
+    uint64_t live_handles, handle_bytes;
+    uint64_t total_refs; /* sum of slot refs = positions held by acquired batches */
+    tg_featbuf_stats_t st;
+};
+
+/* Handle states; written only under fb->mu so that complete() on a reaper thread reads them
+ * safely. H_READY: wait() returned 0, the rows may be read. */
+enum { H_IDLE = 0, H_ACQUIRED = 1, H_READY = 2 };
+
+struct tg_featbuf_batch {
+    tg_featbuf_t *fb;
+    int state;
+    size_t n;
+    uint32_t *slots; /* (max_batch_nodes) slot per position; NO_SLOT during acquire = unmapped */
+    tg_featbuf_load_t *loads; /* (max_batch_nodes) */
+    size_t num_loads;
+    uint8_t *load_done; /* (max_batch_nodes) guarded by fb->mu: complete may run on any thread */
+    size_t pending;     /* loads not completed; guarded by fb->mu */
+    uint32_t *waits;    /* (max_batch_nodes) positions in flight for another batch */
+    size_t num_waits;
+    int err; /* first failed own load (guarded by fb->mu) */
+    uint64_t err_node;
+    uint64_t bytes; /* charged to the budget */
+};
+
+/* ---------------------------------------------------------------- sizing */
+
+static int opts_valid(const tg_featbuf_opts_t *o)
+{
+    if (!o || o->num_nodes == 0 || o->num_nodes >= NO_NODE || o->feat_dim == 0) return 0;
+    if (o->dtype != TG_F32 && o->dtype != TG_F16) return 0;
+    if ((uint64_t)o->feat_dim * tg_feat_dtype_size(o->dtype) > FB_MAX_ROW_BYTES) return 0;
+    if (o->max_batch_nodes == 0 || o->max_batches == 0) return 0;
+    if (o->slot_align &&
+        ((o->slot_align & (o->slot_align - 1)) || o->slot_align > FB_MAX_SLOT_ALIGN))
+        return 0;
+    if (o->map != TG_FEATBUF_MAP_AUTO && o->map != TG_FEATBUF_MAP_DIRECT &&
+        o->map != TG_FEATBUF_MAP_HASH)
+        return 0;
+    return 1;
+}
+
+static size_t row_bytes_of(const tg_featbuf_opts_t *o)
+{
+    return (size_t)o->feat_dim * tg_feat_dtype_size(o->dtype);
+}
+
+static size_t stride_of(const tg_featbuf_opts_t *o)
+{
+    size_t r = row_bytes_of(o), a = o->slot_align ? o->slot_align : 1;
+    return (r + a - 1) & ~(a - 1);
+}
+
+/* Hash table size: a power of two >= 2 * slots keeps linear probes short (load <= 1/2). */
+static int hash_bits(uint32_t num_slots)
+{
+    int bits = 4;
+    while ((1ull << bits) < 2ull * num_slots)
+        bits++;
+    return bits;
+}
+
+static int use_direct(const tg_featbuf_opts_t *o, uint32_t num_slots)
+{
+    if (o->map == TG_FEATBUF_MAP_DIRECT) return 1;
+    if (o->map == TG_FEATBUF_MAP_HASH) return 0;
+    /* the cheaper in bytes; on a tie the direct table, which is also the faster one */
+    return 4 * o->num_nodes <= 4 * (1ull << hash_bits(num_slots));
+}
+
+static uint64_t map_bytes_of(const tg_featbuf_opts_t *o, uint32_t num_slots)
+{
+    return use_direct(o, num_slots) ? 4 * o->num_nodes : 4 * (1ull << hash_bits(num_slots));
+}
+
+uint64_t tg_featbuf_bytes_for(const tg_featbuf_opts_t *o, uint32_t num_slots)
+{
+    if (!opts_valid(o)) return 0;
+    return (uint64_t)stride_of(o) * num_slots + (uint64_t)sizeof(fb_slot_t) * num_slots +
+           map_bytes_of(o, num_slots) + sizeof(struct tg_featbuf);
+}
+
+uint32_t tg_featbuf_min_slots(const tg_featbuf_opts_t *o)
+{
+    if (!opts_valid(o)) return 0;
+    uint64_t m = (uint64_t)o->max_batch_nodes * o->max_batches;
+    return m >= NO_SLOT ? 0 : (uint32_t)m;
+}
+
+static uint64_t handle_bytes_of(const tg_featbuf_opts_t *o)
+{
+    return (uint64_t)o->max_batch_nodes *
+               (sizeof(uint32_t) + sizeof(tg_featbuf_load_t) + 1 + sizeof(uint32_t)) +
+           sizeof(struct tg_featbuf_batch);
+}
+
+/* ---------------------------------------------------------------- mapping table */
+
+static uint64_t hash_home(const tg_featbuf_t *fb, uint64_t node)
+{
+    /* Fibonacci hashing: the top bits of a multiply by 2^64/phi spread consecutive ids. */
+    return (node * 0x9E3779B97F4A7C15ull) >> (64 - fb->map_bits);
+}
+
+static uint32_t map_find(const tg_featbuf_t *fb, uint64_t node)
+{
+    if (fb->direct) return fb->map[node];
+    for (uint64_t i = hash_home(fb, node);; i = (i + 1) & fb->map_mask) {
+        uint32_t s = fb->map[i];
+        if (s == NO_SLOT || fb->slots[s].node == node) return s;
+    }
+}
+
+/* node must not be mapped; slots[s].node == node already. */
+static void map_insert(tg_featbuf_t *fb, uint64_t node, uint32_t s)
+{
+    if (fb->direct) {
+        fb->map[node] = s;
+        return;
+    }
+    uint64_t i = hash_home(fb, node);
+    while (fb->map[i] != NO_SLOT)
+        i = (i + 1) & fb->map_mask;
+    fb->map[i] = s;
+}
+
+/* Removes node (which must be mapped; slots[its slot].node == node still). Backward-shift
+ * deletion: later entries of the probe run move up so that no tombstones are needed and lookups
+ * stay exact. */
+static void map_remove(tg_featbuf_t *fb, uint64_t node)
+{
+    if (fb->direct) {
+        fb->map[node] = NO_SLOT;
+        return;
+    }
+    uint64_t i = hash_home(fb, node);
+    while (fb->slots[fb->map[i]].node != node)
+        i = (i + 1) & fb->map_mask;
+    for (uint64_t j = i;;) {
+        j = (j + 1) & fb->map_mask;
+        uint32_t s = fb->map[j];
+        if (s == NO_SLOT) break;
+        uint64_t k = hash_home(fb, fb->slots[s].node);
+        /* the entry at j may move to the hole at i unless its home lies cyclically in (i, j] */
+        int stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
+        if (!stays) {
+            fb->map[i] = s;
+            i = j;
+        }
+    }
+    fb->map[i] = NO_SLOT;
+}
+
+/* ---------------------------------------------------------------- lists */
+
+static void free_push(tg_featbuf_t *fb, uint32_t s)
+{
+    fb->slots[s].next = fb->free_head;
+    fb->slots[s].list = LIST_FREE;
+    fb->free_head = s;
+    fb->num_free++;
+}
+
+static uint32_t free_pop(tg_featbuf_t *fb)
+{
+    uint32_t s = fb->free_head;
+    fb->free_head = fb->slots[s].next;
+    fb->slots[s].list = LIST_NONE;
+    fb->num_free--;
+    return s;
+}
+
+static void lru_push_tail(tg_featbuf_t *fb, uint32_t s)
+{
+    fb_slot_t *x = &fb->slots[s];
+    x->prev = fb->lru_tail;
+    x->next = NO_SLOT;
+    x->list = LIST_LRU;
+    if (fb->lru_tail != NO_SLOT)
+        fb->slots[fb->lru_tail].next = s;
+    else
+        fb->lru_head = s;
+    fb->lru_tail = s;
+    fb->num_lru++;
+}
+
+static void lru_unlink(tg_featbuf_t *fb, uint32_t s)
+{
+    fb_slot_t *x = &fb->slots[s];
+    if (x->prev != NO_SLOT)
+        fb->slots[x->prev].next = x->next;
+    else
+        fb->lru_head = x->next;
+    if (x->next != NO_SLOT)
+        fb->slots[x->next].prev = x->prev;
+    else
+        fb->lru_tail = x->prev;
+    x->prev = x->next = NO_SLOT;
+    x->list = LIST_NONE;
+    fb->num_lru--;
+}
+
+/* ---------------------------------------------------------------- create / destroy */
+
+int tg_featbuf_create(tg_featbuf_t **out, const tg_featbuf_opts_t *o, tg_budget_t *budget)
+{
+    *out = NULL;
+    if (!opts_valid(o))
+        return tg_err(-EINVAL,
+                      "feature buffer: bad options (need num_nodes >= 1, feat_dim >= 1 with rows "
+                      "<= 1 GiB, dtype f32 or f16, max_batch_nodes >= 1, max_batches >= 1, "
+                      "slot_align 0 or a power of two <= 1 MiB)");
+    uint32_t min_slots = tg_featbuf_min_slots(o);
+    if (min_slots == 0)
+        return tg_err(-EINVAL,
+                      "feature buffer: max_batch_nodes %u x max_batches %u exceeds 2^32-1 slots",
+                      o->max_batch_nodes, o->max_batches);
+    char a[32], b[32], c[32];
+    uint64_t min_bytes = tg_featbuf_bytes_for(o, min_slots);
+    uint32_t num_slots = min_slots;
+    if (o->num_slots) {
+        if (o->num_slots < min_slots)
+            return tg_err(-EINVAL,
+                          "feature buffer: num_slots %u is below the minimum %u (max_batch_nodes "
+                          "%u x max_batches %u)",
+                          o->num_slots, min_slots, o->max_batch_nodes, o->max_batches);
+        if (o->num_slots == NO_SLOT)
+            return tg_err(-EINVAL, "feature buffer: num_slots must be < 2^32-1");
+        num_slots = o->num_slots;
+    } else if (o->mem_bytes) {
+        /* the largest slot count whose bytes fit: bytes_for is non-decreasing in the count */
+        uint32_t lo = 0, hi = NO_SLOT - 1;
+        while (lo < hi) {
+            uint32_t mid = lo + (uint32_t)(((uint64_t)hi - lo + 1) / 2);
+            if (tg_featbuf_bytes_for(o, mid) <= o->mem_bytes)
+                lo = mid;
+            else
+                hi = mid - 1;
+        }
+        if (lo < min_slots)
+            return tg_err(-ENOMEM,
+                          "feature buffer: mem_bytes %s holds %u slots but at least %u are needed "
+                          "(max_batch_nodes %u x max_batches %u, %zu B per row): needs %s "
+                          "(%llu bytes)",
+                          tg_fmt_bytes(o->mem_bytes, a, sizeof a), lo, min_slots,
+                          o->max_batch_nodes, o->max_batches, row_bytes_of(o),
+                          tg_fmt_bytes(min_bytes, b, sizeof b), (unsigned long long)min_bytes);
+        num_slots = lo;
+    }
+
+    uint64_t bytes = tg_featbuf_bytes_for(o, num_slots);
+    if (budget) {
+        int rc = tg_budget_reserve(budget, bytes, "feature buffer");
+        if (rc < 0)
+            return tg_err_prefix(
+                rc,
+                "feature buffer: %u slots need %s (%llu bytes: %zu B per slot + %zu B metadata, "
+                "%s mapping table); the minimum, %u slots (max_batch_nodes %u x max_batches %u), "
+                "needs %s (%llu bytes)",
+                num_slots, tg_fmt_bytes(bytes, a, sizeof a), (unsigned long long)bytes,
+                stride_of(o), sizeof(fb_slot_t), use_direct(o, num_slots) ? "direct" : "hash",
+                min_slots, o->max_batch_nodes, o->max_batches, tg_fmt_bytes(min_bytes, c, sizeof c),
+                (unsigned long long)min_bytes);
+    }
+
+    int rc = -ENOMEM, prc;
+    tg_featbuf_t *fb = calloc(1, sizeof *fb);
+    if (!fb) goto err_budget;
+    fb->o = *o;
+    fb->o.num_slots = num_slots;
+    fb->row_bytes = row_bytes_of(o);
+    fb->stride = stride_of(o);
+    fb->num_slots = num_slots;
+    fb->budget = budget;
+    fb->reserved = bytes;
+    fb->direct = use_direct(o, num_slots);
+    fb->data_bytes = fb->stride * num_slots;
+    size_t align = TG_MAX((size_t)FB_ALIGN, (size_t)o->slot_align);
+    fb->data = tg_aligned_alloc(align, fb->data_bytes);
+    fb->slots = malloc(sizeof(fb_slot_t) * (num_slots ? num_slots : 1));
+    uint64_t map_len;
+    if (fb->direct) {
+        map_len = o->num_nodes;
+    } else {
+        fb->map_bits = hash_bits(num_slots);
+        map_len = 1ull << fb->map_bits;
+        fb->map_mask = map_len - 1;
+    }
+    fb->map = map_len <= SIZE_MAX / 4 ? malloc((size_t)map_len * 4) : NULL;
+    if (!fb->data || !fb->slots || !fb->map) goto err_free;
+    memset(fb->map, 0xff, (size_t)map_len * 4); /* NO_SLOT everywhere */
+
+    fb->free_head = NO_SLOT;
+    fb->lru_head = fb->lru_tail = NO_SLOT;
+    /* pushed in reverse so that slot 0 is handed out first (predictable in tests) */
+    for (uint32_t s = num_slots; s-- > 0;) {
+        fb->slots[s] = (fb_slot_t){.node = NO_NODE, .prev = NO_SLOT, .next = NO_SLOT};
+        free_push(fb, s);
+    }
+    if ((prc = pthread_mutex_init(&fb->mu, NULL))) goto err_sync;
+    if ((prc = pthread_cond_init(&fb->cv_space, NULL))) goto err_mu;
+    if ((prc = pthread_cond_init(&fb->cv_done, NULL))) goto err_cv;
+    *out = fb;
+    return 0;
+
+err_cv:
+    pthread_cond_destroy(&fb->cv_space);
+err_mu:
+    pthread_mutex_destroy(&fb->mu);
+err_sync:
+    rc = -prc;
+    free(fb->map);
+    free(fb->slots);
+    free(fb->data);
+    free(fb);
+    if (budget) tg_budget_release(budget, bytes);
+    return tg_err(rc, "feature buffer: cannot initialise its lock: %s", strerror(prc));
+err_free:
+    free(fb->map);
+    free(fb->slots);
+    free(fb->data);
+    free(fb);
+err_budget:
+    if (budget) tg_budget_release(budget, bytes);
+    return tg_err(rc, "feature buffer: out of memory allocating %u slots (%s)", num_slots,
+                  tg_fmt_bytes(bytes, a, sizeof a));
+}
+
+void tg_featbuf_destroy(tg_featbuf_t *fb)
+{
+    if (!fb) return;
+    if (fb->live_handles) {
+        /* a handle would point at freed memory: a bug in the caller, not a runtime condition */
+        fprintf(stderr, "tg_featbuf_destroy: %llu batch handles still alive\n",
+                (unsigned long long)fb->live_handles);
+        abort();
+    }
+    pthread_cond_destroy(&fb->cv_done);
+    pthread_cond_destroy(&fb->cv_space);
+    pthread_mutex_destroy(&fb->mu);
+    if (fb->budget) tg_budget_release(fb->budget, fb->reserved);
+    free(fb->map);
+    free(fb->slots);
+    free(fb->data);
+    free(fb);
+}
+
+void tg_featbuf_shutdown(tg_featbuf_t *fb)
+{
+    pthread_mutex_lock(&fb->mu);
+    fb->shutdown = 1;
+    pthread_cond_broadcast(&fb->cv_space);
+    pthread_cond_broadcast(&fb->cv_done);
+    pthread_mutex_unlock(&fb->mu);
+}
+
+uint32_t tg_featbuf_num_slots(const tg_featbuf_t *fb)
+{
+    return fb->num_slots;
+}
+
+size_t tg_featbuf_row_bytes(const tg_featbuf_t *fb)
+{
+    return fb->row_bytes;
+}
+
+size_t tg_featbuf_slot_stride(const tg_featbuf_t *fb)
+{
+    return fb->stride;
+}
+
+uint64_t tg_featbuf_reserved_bytes(const tg_featbuf_t *fb)
+{
+    tg_featbuf_t *m = (tg_featbuf_t *)fb; /* the lock is not part of the logical state */
+    pthread_mutex_lock(&m->mu);
+    uint64_t r = fb->reserved + fb->handle_bytes;
+    pthread_mutex_unlock(&m->mu);
+    return r;
+}
+
+int tg_featbuf_is_direct_map(const tg_featbuf_t *fb)
+{
+    return fb->direct;
+}
+
+void tg_featbuf_memory(const tg_featbuf_t *fb, void **base, size_t *len)
+{
+    *base = fb->data;
+    *len = fb->data_bytes;
+}
+
+void *tg_featbuf_row(const tg_featbuf_t *fb, uint32_t slot)
+{
+    return fb->data + (size_t)slot * fb->stride;
+}
+
+/* ---------------------------------------------------------------- handles */
+
+int tg_featbuf_batch_create(tg_featbuf_t *fb, tg_featbuf_batch_t **out)
+{
+    *out = NULL;
+    uint64_t bytes = handle_bytes_of(&fb->o);
+    if (fb->budget) {
+        int rc = tg_budget_reserve(fb->budget, bytes, "feature buffer batch handle");
+        if (rc < 0) return rc;
+    }
+    size_t m = fb->o.max_batch_nodes;
+    tg_featbuf_batch_t *h = calloc(1, sizeof *h);
+    if (h) {
+        h->slots = malloc(m * sizeof *h->slots);
+        h->loads = malloc(m * sizeof *h->loads);
+        h->load_done = malloc(m);
+        h->waits = malloc(m * sizeof *h->waits);
+    }
+    if (!h || !h->slots || !h->loads || !h->load_done || !h->waits) {
+        if (h) {
+            free(h->slots);
+            free(h->loads);
+            free(h->load_done);
+            free(h->waits);
+            free(h);
+        }
+        if (fb->budget) tg_budget_release(fb->budget, bytes);
+        return tg_err(-ENOMEM, "feature buffer: out of memory for a batch handle of %zu nodes", m);
+    }
+    h->fb = fb;
+    h->bytes = bytes;
+    pthread_mutex_lock(&fb->mu);
+    fb->live_handles++;
+    fb->handle_bytes += bytes;
+    pthread_mutex_unlock(&fb->mu);
+    *out = h;
+    return 0;
+}
+
+void tg_featbuf_batch_destroy(tg_featbuf_batch_t *h)
+{
+    if (!h) return;
+    tg_featbuf_t *fb = h->fb;
+    if (h->state != H_IDLE && tg_featbuf_release(h) < 0) {
+        /* loads outstanding: a reader may still write the slots, so nothing can be freed */
+        fprintf(stderr, "tg_featbuf_batch_destroy: %s\n", tg_errmsg());
+        abort();
+    }
+    pthread_mutex_lock(&fb->mu);
+    fb->live_handles--;
+    fb->handle_bytes -= h->bytes;
+    pthread_mutex_unlock(&fb->mu);
+    if (fb->budget) tg_budget_release(fb->budget, h->bytes);
+    free(h->slots);
+    free(h->loads);
+    free(h->load_done);
+    free(h->waits);
+    free(h);
+}
+
+const uint32_t *tg_featbuf_batch_slots(const tg_featbuf_batch_t *h, size_t *n)
+{
+    *n = h->n;
+    return h->slots;
+}
+
+const tg_featbuf_load_t *tg_featbuf_batch_loads(const tg_featbuf_batch_t *h, size_t *n)
+{
+    *n = h->num_loads;
+    return h->loads;
+}
+
+size_t tg_featbuf_batch_num_waits(const tg_featbuf_batch_t *h)
+{
+    return h->num_waits;
+}
+
+tg_featbuf_t *tg_featbuf_batch_owner(const tg_featbuf_batch_t *h)
+{
+    return h->fb;
+}
+
+size_t tg_featbuf_batch_pending(const tg_featbuf_batch_t *h)
+{
+    tg_featbuf_t *fb = h->fb;
+    pthread_mutex_lock(&fb->mu);
+    size_t p = h->pending;
+    pthread_mutex_unlock(&fb->mu);
+    return p;
+}
+
+/* ---------------------------------------------------------------- acquire */
+
+/* Looks every position up (slots[i] = its slot or NO_SLOT) and returns how many unreferenced
+ * slots the batch would take: one per unmapped position and one per position whose row sits
+ * unreferenced on the standby list. Exact for distinct nodes, an upper bound otherwise. */
+static uint64_t classify(tg_featbuf_t *fb, tg_featbuf_batch_t *h, const uint64_t *nodes, size_t n)
+{
+    uint64_t need = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t s = map_find(fb, nodes[i]);
+        h->slots[i] = s;
+        if (s == NO_SLOT || fb->slots[s].refs == 0) need++;
+    }
+    return need;
+}
+
+/* Takes every slot of an admitted batch (fb->mu held, need <= unreferenced slots). Mapped rows
+ * are pinned first so that the evictions of the second pass cannot pick a standby row this same
+ * batch is about to reuse. */
+static void take_slots(tg_featbuf_t *fb, tg_featbuf_batch_t *h, const uint64_t *nodes, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t s = h->slots[i];
+        if (s == NO_SLOT) continue;
+        fb_slot_t *x = &fb->slots[s];
+        if (x->state == TG_FEATBUF_VALID) {
+            if (x->refs == 0) {
+                lru_unlink(fb, s);
+                fb->st.standby_hits++;
+            }
+            fb->st.hits++;
+        } else { /* LOADING for another batch (FAILED slots are never mapped) */
+            h->waits[h->num_waits++] = (uint32_t)i;
+            fb->st.waits++;
+        }
+        x->refs++;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (h->slots[i] != NO_SLOT) continue;
+        uint32_t s = map_find(fb, nodes[i]);
+        if (s != NO_SLOT) { /* a repeat of a node this batch mapped a moment ago */
+            fb->slots[s].refs++;
+            h->slots[i] = s;
+            fb->st.hits++;
+            continue;
+        }
+        if (fb->num_free) {
+            s = free_pop(fb);
+        } else {
+            s = fb->lru_head; /* admission guarantees one; the oldest released row goes */
+            lru_unlink(fb, s);
+            map_remove(fb, fb->slots[s].node);
+            fb->st.evictions++;
+        }
+        fb_slot_t *x = &fb->slots[s];
+        x->node = nodes[i];
+        x->state = TG_FEATBUF_LOADING;
+        x->refs = 1;
+        x->err = 0;
+        map_insert(fb, nodes[i], s);
+        h->slots[i] = s;
+        h->load_done[h->num_loads] = 0;
+        h->loads[h->num_loads++] =
+            (tg_featbuf_load_t){.node = nodes[i], .slot = s, .pos = (uint32_t)i};
+        fb->st.misses++;
+    }
+    h->n = n;
+    h->pending = h->num_loads;
+    h->err = 0;
+    h->state = H_ACQUIRED;
+    fb->total_refs += n;
+    fb->st.lookups += n;
+    fb->st.acquires++;
+}
+
+static int cmp_load_node(const void *a, const void *b)
+{
+    uint64_t x = ((const tg_featbuf_load_t *)a)->node, y = ((const tg_featbuf_load_t *)b)->node;
+    return (x > y) - (x < y);
+}
+
+int tg_featbuf_acquire(tg_featbuf_batch_t *h, const uint64_t *nodes, size_t n, int flags)
+{
+    tg_featbuf_t *fb = h->fb;
+    if (h->state != H_IDLE)
+        return tg_err(-EINVAL, "feature buffer: acquire on a batch handle that is still acquired "
+                               "(release it first)");
+    if (n > fb->o.max_batch_nodes)
+        return tg_err(-EINVAL, "feature buffer: batch of %zu nodes exceeds max_batch_nodes %u", n,
+                      fb->o.max_batch_nodes);
+    for (size_t i = 0; i < n; i++)
+        if (nodes[i] >= fb->o.num_nodes)
+            return tg_err(-EINVAL,
+                          "feature buffer: node %llu at position %zu is out of range (%llu nodes)",
+                          (unsigned long long)nodes[i], i, (unsigned long long)fb->o.num_nodes);
+    h->num_loads = h->num_waits = 0;
+
+    pthread_mutex_lock(&fb->mu);
+    if (fb->shutdown) {
+        pthread_mutex_unlock(&fb->mu);
+        return tg_err(-ECANCELED, "feature buffer: shut down");
+    }
+    /* Fast path: nobody queued (or nothing to take) and room now. A batch that takes no
+     * unreferenced slot may pass queued ones: it cannot delay them. */
+    uint64_t need = classify(fb, h, nodes, n);
+    uint64_t avail = (uint64_t)fb->num_free + fb->num_lru;
+    if (need == 0 || (fb->ticket_next == fb->ticket_serving && need <= avail)) {
+        take_slots(fb, h, nodes, n);
+        pthread_mutex_unlock(&fb->mu);
+        goto done;
+    }
+    if (flags & TG_FEATBUF_NOWAIT) {
+        pthread_mutex_unlock(&fb->mu);
+        return tg_err(-EAGAIN,
+                      "feature buffer: batch needs %llu unreferenced slots, %llu available%s",
+                      (unsigned long long)need, (unsigned long long)avail,
+                      fb->ticket_next != fb->ticket_serving ? " (others queued)" : "");
+    }
+    /* Slow path: queue up (FIFO by ticket), holding nothing, until first in line with room. */
+    uint64_t ticket = fb->ticket_next++;
+    double t0 = tg_now();
+    fb->st.admission_waits++;
+    for (;;) {
+        fb->space_waiters++;
+        pthread_cond_wait(&fb->cv_space, &fb->mu);
+        fb->space_waiters--;
+        if (fb->shutdown) {
+            /* everyone behind us leaves too (shutdown is final), so the queue needs no repair */
+            pthread_mutex_unlock(&fb->mu);
+            return tg_err(-ECANCELED, "feature buffer: shut down while waiting for free slots");
+        }
+        if (ticket != fb->ticket_serving) continue;
+        need = classify(fb, h, nodes, n);
+        if (need <= (uint64_t)fb->num_free + fb->num_lru) break;
+    }
+    take_slots(fb, h, nodes, n);
+    fb->ticket_serving++;
+    fb->st.admission_wait_s += tg_now() - t0;
+    if (fb->space_waiters) pthread_cond_broadcast(&fb->cv_space); /* the next in line may fit */
+    pthread_mutex_unlock(&fb->mu);
+done:
+    if ((flags & TG_FEATBUF_SORT_LOADS) && h->num_loads > 1)
+        qsort(h->loads, h->num_loads, sizeof *h->loads, cmp_load_node);
+    return (int)TG_MIN(h->num_loads, (size_t)INT32_MAX);
+}
+
+/* ---------------------------------------------------------------- complete / wait / release */
+
+/* fb->mu held; k valid and outstanding. */
+static void complete_one(tg_featbuf_t *fb, tg_featbuf_batch_t *h, size_t k, int status)
+{
+    uint32_t s = h->loads[k].slot;
+    fb_slot_t *x = &fb->slots[s];
+    if (status == 0) {
+        x->state = TG_FEATBUF_VALID;
+    } else {
+        /* Unmap at once: later acquirers load the node afresh into another slot, while batches
+         * already holding this slot see FAILED (their references keep it from being reused). */
+        map_remove(fb, x->node);
+        x->state = TG_FEATBUF_FAILED;
+        x->err = status;
+        fb->st.load_errors++;
+        if (!h->err) {
+            h->err = status;
+            h->err_node = x->node;
+        }
+    }
+    h->load_done[k] = 1;
+    h->pending--;
+}
+
+int tg_featbuf_complete(tg_featbuf_batch_t *h, size_t k, int status)
+{
+    tg_featbuf_t *fb = h->fb;
+    if (status > 0)
+        return tg_err(-EINVAL,
+                      "feature buffer: complete status must be 0 or a negative error code, "
+                      "got %d",
+                      status);
+    pthread_mutex_lock(&fb->mu);
+    int rc = 0;
+    if (h->state != H_ACQUIRED || k >= h->num_loads)
+        rc = tg_err(-EINVAL, "feature buffer: complete of load %zu, but the batch has %zu loads%s",
+                    k, h->state == H_IDLE ? (size_t)0 : h->num_loads,
+                    h->state == H_IDLE ? " (not acquired)" : "");
+    else if (h->load_done[k])
+        rc = tg_err(-EINVAL, "feature buffer: load %zu (node %llu) completed twice", k,
+                    (unsigned long long)h->loads[k].node);
+    else {
+        complete_one(fb, h, k, status);
+        if (fb->done_waiters) pthread_cond_broadcast(&fb->cv_done);
+    }
+    pthread_mutex_unlock(&fb->mu);
+    return rc;
+}
+
+int tg_featbuf_complete_all(tg_featbuf_batch_t *h, int status)
+{
+    tg_featbuf_t *fb = h->fb;
+    if (status > 0)
+        return tg_err(-EINVAL,
+                      "feature buffer: complete status must be 0 or a negative error code, "
+                      "got %d",
+                      status);
+    pthread_mutex_lock(&fb->mu);
+    if (h->state == H_IDLE) {
+        pthread_mutex_unlock(&fb->mu);
+        return tg_err(-EINVAL, "feature buffer: complete_all on a batch not acquired");
+    }
+    for (size_t k = 0; k < h->num_loads && h->pending; k++)
+        if (!h->load_done[k]) complete_one(fb, h, k, status);
+    if (fb->done_waiters) pthread_cond_broadcast(&fb->cv_done);
+    pthread_mutex_unlock(&fb->mu);
+    return 0;
+}
+
+static int load_error(int code, uint64_t node, const char *whose)
+{
+    return tg_err(code, "feature buffer: the row of node %llu failed to load in %s: %s",
+                  (unsigned long long)node, whose, strerror(-code));
+}
+
+int tg_featbuf_wait(tg_featbuf_batch_t *h)
+{
+    tg_featbuf_t *fb = h->fb;
+    if (h->state == H_READY) return 0;
+    if (h->state == H_IDLE) return tg_err(-EINVAL, "feature buffer: wait on a batch not acquired");
+    pthread_mutex_lock(&fb->mu);
+    int rc = 0;
+    if (h->pending) {
+        rc = tg_err(-EINVAL,
+                    "feature buffer: wait with %zu of this batch's own loads outstanding "
+                    "(complete them first, or two extractors could wait for each other)",
+                    h->pending);
+        pthread_mutex_unlock(&fb->mu);
+        return rc;
+    }
+    if (h->err) rc = load_error(h->err, h->err_node, "this batch");
+    for (size_t w = 0; w < h->num_waits && rc == 0; w++) {
+        const fb_slot_t *x = &fb->slots[h->slots[h->waits[w]]];
+        while (x->state == TG_FEATBUF_LOADING && !fb->shutdown) {
+            fb->done_waiters++;
+            pthread_cond_wait(&fb->cv_done, &fb->mu);
+            fb->done_waiters--;
+        }
+        if (x->state == TG_FEATBUF_FAILED)
+            rc = load_error(x->err, x->node, "another batch");
+        else if (x->state != TG_FEATBUF_VALID)
+            rc = tg_err(-ECANCELED,
+                        "feature buffer: shut down while waiting for the row of "
+                        "node %llu",
+                        (unsigned long long)x->node);
+    }
+    if (rc == 0) h->state = H_READY;
+    pthread_mutex_unlock(&fb->mu);
+    return rc;
+}
+
+int tg_featbuf_release(tg_featbuf_batch_t *h)
+{
+    tg_featbuf_t *fb = h->fb;
+    if (h->state == H_IDLE)
+        return tg_err(-EINVAL, "feature buffer: release of a batch not acquired");
+    pthread_mutex_lock(&fb->mu);
+    if (h->pending) {
+        size_t p = h->pending;
+        pthread_mutex_unlock(&fb->mu);
+        return tg_err(-EBUSY,
+                      "feature buffer: release with %zu loads outstanding (their reads may still "
+                      "write the slots; complete them first)",
+                      p);
+    }
+    uint32_t freed = 0;
+    for (size_t i = 0; i < h->n; i++) {
+        uint32_t s = h->slots[i];
+        fb_slot_t *x = &fb->slots[s];
+        if (--x->refs) continue;
+        freed++;
+        if (x->state == TG_FEATBUF_VALID) {
+            lru_push_tail(fb, s); /* stays mapped: reused without I/O if asked again soon */
+        } else {
+            /* FAILED (LOADING cannot reach 0: its loader holds a reference until complete) */
+            x->node = NO_NODE;
+            x->state = TG_FEATBUF_FREE;
+            free_push(fb, s);
+        }
+    }
+    fb->total_refs -= h->n;
+    fb->st.releases++;
+    if (freed && fb->space_waiters) pthread_cond_broadcast(&fb->cv_space);
+    h->state = H_IDLE;
+    h->n = h->num_loads = h->num_waits = 0;
+    pthread_mutex_unlock(&fb->mu);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- gather */
+
+typedef struct {
+    const tg_featbuf_t *fb;
+    const uint32_t *slots;
+    float *X;
+} gather_ctx_t;
+
+static void gather_rows(void *ctx, size_t begin, size_t end, int tid)
+{
+    (void)tid;
+    const gather_ctx_t *g = ctx;
+    const tg_featbuf_t *fb = g->fb;
+    size_t d = fb->o.feat_dim;
+    for (size_t i = begin; i < end; i++) {
+        const unsigned char *src = fb->data + (size_t)g->slots[i] * fb->stride;
+        float *dst = g->X + i * d;
+        if (fb->o.dtype == TG_F32) {
+            memcpy(dst, src, d * sizeof(float));
+        } else {
+            for (size_t j = 0; j < d; j++) {
+                uint16_t v;
+                memcpy(&v, src + 2 * j, 2); /* slots may be packed at odd multiples of 2 */
+                dst[j] = tg_f16_to_f32(v);
+            }
+        }
+    }
+}
+
+int tg_featbuf_gather_f32(const tg_featbuf_batch_t *h, float *X, tg_pool_t *pool)
+{
+    if (h->state != H_READY)
+        return tg_err(-EINVAL, "feature buffer: gather from a batch whose rows are not all valid "
+                               "(tg_featbuf_wait must return 0 first)");
+    gather_ctx_t g = {.fb = h->fb, .slots = h->slots, .X = X};
+    tg_pool_for(pool, h->n, gather_rows, &g);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- counters and inspection */
+
+void tg_featbuf_stats(tg_featbuf_t *fb, tg_featbuf_stats_t *s, int reset)
+{
+    pthread_mutex_lock(&fb->mu);
+    *s = fb->st;
+    s->num_slots = fb->num_slots;
+    s->slots_free = fb->num_free;
+    s->slots_standby = fb->num_lru;
+    s->slots_referenced = fb->num_slots - fb->num_free - fb->num_lru;
+    if (reset) memset(&fb->st, 0, sizeof fb->st);
+    pthread_mutex_unlock(&fb->mu);
+}
+
+double tg_featbuf_hit_ratio(const tg_featbuf_stats_t *s)
+{
+    return s->lookups ? (double)(s->hits + s->waits) / (double)s->lookups : 0.0;
+}
+
+int tg_featbuf_lookup(tg_featbuf_t *fb, uint64_t node, uint32_t *slot, uint32_t *refs, int *state)
+{
+    if (node >= fb->o.num_nodes) return 0;
+    pthread_mutex_lock(&fb->mu);
+    uint32_t s = map_find(fb, node);
+    if (s != NO_SLOT) {
+        if (slot) *slot = s;
+        if (refs) *refs = fb->slots[s].refs;
+        if (state) *state = fb->slots[s].state;
+    }
+    pthread_mutex_unlock(&fb->mu);
+    return s != NO_SLOT;
+}
+
+void tg_featbuf_slot_info(tg_featbuf_t *fb, uint32_t slot, uint64_t *node, uint32_t *refs,
+                          int *state)
+{
+    pthread_mutex_lock(&fb->mu);
+    const fb_slot_t *x = &fb->slots[slot];
+    if (node) *node = x->state == TG_FEATBUF_FREE ? NO_NODE : x->node;
+    if (refs) *refs = x->refs;
+    if (state) *state = x->state;
+    pthread_mutex_unlock(&fb->mu);
+}
+
+static int check_locked(tg_featbuf_t *fb)
+{
+#define BAD(...) return tg_err(-EFAULT, "feature buffer check: " __VA_ARGS__)
+    uint64_t mapped = 0, refs = 0;
+    for (uint32_t s = 0; s < fb->num_slots; s++) {
+        const fb_slot_t *x = &fb->slots[s];
+        refs += x->refs;
+        int in_map = x->node < fb->o.num_nodes && map_find(fb, x->node) == s;
+        switch (x->state) {
+        case TG_FEATBUF_FREE:
+            if (x->node != NO_NODE || x->refs || x->list != LIST_FREE)
+                BAD("free slot %u: node %llu refs %u list %d", s, (unsigned long long)x->node,
+                    x->refs, x->list);
+            break;
+        case TG_FEATBUF_LOADING:
+            if (!in_map || !x->refs || x->list != LIST_NONE)
+                BAD("loading slot %u: mapped %d refs %u list %d", s, in_map, x->refs, x->list);
+            mapped++;
+            break;
+        case TG_FEATBUF_VALID:
+            if (!in_map || x->list != (x->refs ? LIST_NONE : LIST_LRU))
+                BAD("valid slot %u: mapped %d refs %u list %d", s, in_map, x->refs, x->list);
+            mapped++;
+            break;
+        case TG_FEATBUF_FAILED:
+            if (in_map || !x->refs || x->list != LIST_NONE)
+                BAD("failed slot %u: mapped %d refs %u list %d", s, in_map, x->refs, x->list);
+            break;
+        default:
+            BAD("slot %u: state %d", s, x->state);
+        }
+    }
+    if (refs != fb->total_refs)
+        BAD("slot references sum to %llu, batches hold %llu", (unsigned long long)refs,
+            (unsigned long long)fb->total_refs);
+    uint64_t entries = 0, len = fb->direct ? fb->o.num_nodes : fb->map_mask + 1;
+    for (uint64_t i = 0; i < len; i++) {
+        uint32_t s = fb->map[i];
+        if (s == NO_SLOT) continue;
+        entries++;
+        if (s >= fb->num_slots) BAD("table entry %llu holds slot %u", (unsigned long long)i, s);
+        if (fb->direct && fb->slots[s].node != i)
+            BAD("table entry of node %llu points at slot %u of node %llu", (unsigned long long)i, s,
+                (unsigned long long)fb->slots[s].node);
+    }
+    if (entries != mapped)
+        BAD("%llu table entries for %llu mapped slots", (unsigned long long)entries,
+            (unsigned long long)mapped);
+    uint32_t n = 0;
+    for (uint32_t s = fb->free_head; s != NO_SLOT; s = fb->slots[s].next)
+        if (++n > fb->num_slots || fb->slots[s].list != LIST_FREE)
+            BAD("free list corrupt at %u", s);
+    if (n != fb->num_free) BAD("free list has %u slots, count says %u", n, fb->num_free);
+    n = 0;
+    uint32_t prev = NO_SLOT;
+    for (uint32_t s = fb->lru_head; s != NO_SLOT; prev = s, s = fb->slots[s].next)
+        if (++n > fb->num_slots || fb->slots[s].list != LIST_LRU || fb->slots[s].prev != prev)
+            BAD("standby list corrupt at %u", s);
+    if (n != fb->num_lru || prev != fb->lru_tail)
+        BAD("standby list has %u slots ending at %u, counts say %u ending at %u", n, prev,
+            fb->num_lru, fb->lru_tail);
+    if (fb->st.lookups != fb->st.hits + fb->st.waits + fb->st.misses)
+        BAD("lookups %llu != hits + waits + misses", (unsigned long long)fb->st.lookups);
+    return 0;
+#undef BAD
+}
+
+int tg_featbuf_check(tg_featbuf_t *fb)
+{
+    pthread_mutex_lock(&fb->mu);
+    int rc = check_locked(fb);
+    pthread_mutex_unlock(&fb->mu);
+    return rc;
+}

@@ -1,0 +1,93 @@
+/* The feature-file store: every row read from features.bin with pread, nothing cached. It is
+ * what inference uses when the features do not fit in RAM, and the reference the out-of-core
+ * stores are checked against. */
+#include "tiergnn/store.h"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tiergnn/data.h"
+
+typedef struct {
+    int fd;
+    char path[4096];
+    tg_feat_dtype_t dtype;
+    int normalize;
+} file_store_t;
+
+static int file_gather(tg_store_t *st, const uint64_t *nodes, size_t n, float *out)
+{
+    const file_store_t *f = st->impl;
+    size_t d = st->dim;
+    size_t esz = tg_feat_dtype_size(f->dtype);
+    uint16_t half[1024];
+    for (size_t i = 0; i < n; i++) {
+        uint64_t v = nodes[i];
+        if (v >= st->num_nodes)
+            return tg_err(-EINVAL, "feature store: node %llu out of range (%llu nodes)",
+                          (unsigned long long)v, (unsigned long long)st->num_nodes);
+        float *row = out + i * d;
+        uint64_t off = v * d * esz;
+        int rc;
+        if (f->dtype == TG_F32) {
+            rc = tg_pread_full(f->fd, row, d * sizeof(float), off, f->path);
+        } else {
+            /* widen in pieces through a stack buffer */
+            rc = 0;
+            for (size_t k = 0; !rc && k < d; k += 1024) {
+                size_t m = TG_MIN((size_t)1024, d - k);
+                rc = tg_pread_full(f->fd, half, m * 2, off + k * 2, f->path);
+                for (size_t j = 0; !rc && j < m; j++)
+                    row[k + j] = tg_f16_to_f32(half[j]);
+            }
+        }
+        if (rc < 0) return rc;
+        if (f->normalize) tg_feat_normalize_rows(row, 1, d);
+    }
+    return 0;
+}
+
+static void file_release(tg_store_t *st)
+{
+    file_store_t *f = st->impl;
+    if (f) {
+        if (f->fd >= 0) close(f->fd);
+        free(f);
+    }
+    free(st);
+}
+
+static const tg_store_i file_iface = {"file", file_gather, file_release};
+
+int tg_store_file_open(tg_store_t **out, const struct tg_dataset *ds, const tg_store_opts_t *opts)
+{
+    *out = NULL;
+    if (ds->meta.feat_dim == 0) return tg_err(-EINVAL, "%s: feature width is 0", ds->dir);
+    tg_store_t *st = calloc(1, sizeof *st);
+    file_store_t *f = calloc(1, sizeof *f);
+    if (!st || !f) {
+        free(st);
+        free(f);
+        return tg_err(-ENOMEM, "feature store: out of memory");
+    }
+    tg_dataset_path(ds, TG_FILE_FEATURES, f->path, sizeof f->path);
+    f->fd = open(f->path, O_RDONLY | O_CLOEXEC);
+    if (f->fd < 0) {
+        int e = errno;
+        free(st);
+        free(f);
+        char path[4096];
+        tg_dataset_path(ds, TG_FILE_FEATURES, path, sizeof path);
+        return tg_err(-e, "%s: cannot open: %s", path, strerror(e));
+    }
+    f->dtype = ds->meta.feat_dtype;
+    f->normalize = opts && opts->normalize;
+    st->iface = &file_iface;
+    st->num_nodes = ds->meta.num_nodes;
+    st->dim = ds->meta.feat_dim;
+    st->impl = f;
+    *out = st;
+    return 0;
+}
