@@ -242,6 +242,66 @@ TG_TEST(gcn_norm)
 
 /* ---------------------------------------------------------------- dense ops */
 
+/* ---------------------------------------------------------------- GEMM pieces */
+
+/* C = op(A) op(B) + beta C against a double reference, for every split mode, 1 vs 2 threads. */
+static void gemm_case(int ta, int tb, size_t M, size_t N, size_t K, float beta, tg_rng_t *r)
+{
+    float *A = nt_alloc(M * K * 4), *B = nt_alloc(K * N * 4), *C0 = nt_alloc(M * N * 4);
+    float *C1 = nt_alloc(M * N * 4), *C2 = nt_alloc(M * N * 4);
+    nt_fill(A, M * K, -1, 1, r);
+    nt_fill(B, K * N, -1, 1, r);
+    nt_fill(C0, M * N, -1, 1, r);
+    if (beta == 0.0f)
+        for (size_t k = 0; k < M * N; k++)
+            C0[k] = NAN; /* beta 0 must not read C */
+    memcpy(C1, C0, M * N * 4);
+    memcpy(C2, C0, M * N * 4);
+    size_t ns = tg_gemm_scratch_floats(ta, tb, M, N, K);
+    float *scratch = ns ? nt_alloc(ns * 4) : NULL;
+    size_t lda = ta ? M : K, ldb = tb ? K : N;
+    tg_gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C1, N, scratch, NULL);
+    tg_gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C2, N, scratch, pool2);
+    if (memcmp(C1, C2, M * N * 4))
+        TG_FAIL("gemm %c%c %zux%zux%zu: 1 and 2 threads differ", ta ? 'T' : 'N', tb ? 'T' : 'N', M,
+                N, K);
+    double worst = 0;
+    for (size_t i = 0; i < M; i += 7)
+        for (size_t j = 0; j < N; j++) {
+            double s = beta == 0.0f ? 0.0 : (double)beta * C0[i * N + j];
+            for (size_t k = 0; k < K; k++)
+                s += (double)(ta ? A[k * M + i] : A[i * K + k]) *
+                     (double)(tb ? B[j * K + k] : B[k * N + j]);
+            worst = TG_MAX(worst, fabs(s - C1[i * N + j]));
+        }
+    if (!(worst <= 1e-5 * (double)K))
+        TG_FAIL("gemm %c%c %zux%zux%zu: error %g", ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, worst);
+    free(A);
+    free(B);
+    free(C0);
+    free(C1);
+    free(C2);
+    free(scratch);
+}
+
+TG_TEST(gemm)
+{
+    tg_rng_t r;
+    tg_rng_seed(&r, 10);
+    TG_CHECK(tg_gemm_scratch_floats(1, 0, 20, 30, 9000) == 5 * 20 * 30); /* K split */
+    TG_CHECK(tg_gemm_scratch_floats(0, 0, 20, 30, 9000) == 0);
+    gemm_case(0, 0, 1100, 37, 50, 0.0f, &r); /* row split, 5 pieces */
+    gemm_case(0, 0, 1100, 37, 50, 1.0f, &r);
+    gemm_case(0, 1, 600, 20, 33, 1.0f, &r);  /* dX = dY W^T */
+    gemm_case(1, 0, 20, 30, 9000, 1.0f, &r); /* dW = X^T dY, K split */
+    gemm_case(1, 0, 20, 30, 9000, 0.0f, &r);
+    gemm_case(1, 0, 700, 8, 100, 0.5f, &r); /* A^T B, row split over columns of A */
+    gemm_case(0, 0, 5, 4, 3, 0.0f, &r);     /* one piece */
+    float c = 3;
+    tg_gemm(0, 0, 1, 1, 0, NULL, 1, NULL, 1, 0.5f, &c, 1, NULL, NULL); /* K = 0: scale */
+    TG_CHECK(c == 1.5f);
+}
+
 typedef struct {
     float *X, *W, *b, *Y, *r;
     size_t n, in, out;
@@ -280,14 +340,14 @@ TG_TEST(linear)
             TG_CHECK_NEAR(c.Y[i * out + o], s, 1e-5);
         }
     float *dX = nt_alloc(n * in * 4), *dW = nt_alloc(in * out * 4), *db = nt_alloc(out * 4);
-    tg_linear_backward(dX, dW, db, c.r, c.X, c.W, n, in, out, NULL);
+    tg_linear_backward(dX, dW, db, c.r, c.X, c.W, n, in, out, NULL, NULL);
     nt_gradcheck("linear dX", lin_obj, &c, c.X, dX, n * in, 1e-2f, 1e-3, 1e-4, 1000, &r);
     nt_gradcheck("linear dW", lin_obj, &c, c.W, dW, in * out, 1e-2f, 1e-3, 1e-4, 1000, &r);
     nt_gradcheck("linear db", lin_obj, &c, c.b, db, out, 1e-2f, 1e-3, 1e-4, 1000, &r);
     /* backward accumulates */
     float *dW2 = nt_alloc(in * out * 4);
     memcpy(dW2, dW, in * out * 4);
-    tg_linear_backward(NULL, dW2, NULL, c.r, c.X, c.W, n, in, out, NULL);
+    tg_linear_backward(NULL, dW2, NULL, c.r, c.X, c.W, n, in, out, NULL, NULL);
     for (size_t k = 0; k < in * out; k++)
         TG_CHECK_NEAR(dW2[k], 2 * dW[k], 1e-5);
     /* column sums: 1 vs 2 threads bit-identical on a larger matrix */
@@ -685,6 +745,7 @@ int main(void)
     TG_RUN(tcsr_and_selfloops);
     TG_RUN(aggregation);
     TG_RUN(gcn_norm);
+    TG_RUN(gemm);
     TG_RUN(linear);
     TG_RUN(activations);
     TG_RUN(dropout);

@@ -66,9 +66,13 @@
  * goes through the data budget; tg_model_param_bytes / tg_model_act_bytes report them apart.
  *
  * Threads: a tg_model_t is used by one thread at a time. Its kernels split rows over the pool
- * given with tg_model_set_pool; GEMMs run through OpenBLAS, whose own thread count is set to the
- * pool's size (tg_nn_set_blas_threads) so BLAS and our kernels never run more threads than
- * --threads at once.
+ * given with tg_model_set_pool (the --threads pool). GEMMs go through OpenBLAS's cblas_sgemm, but
+ * OpenBLAS itself is kept single-threaded (nn sets openblas_set_num_threads(1) before its GEMMs)
+ * and nn splits each GEMM into pieces of a shape-determined size on the same pool: OpenBLAS's own
+ * threading would change rounding with the thread count (it splits the long reduction of weight
+ * gradients) and its spinning workers would compete with ours for the cores, so at most
+ * --threads threads compute at any time. Other code may call BLAS from other threads meanwhile:
+ * single-threaded OpenBLAS is reentrant.
  *
  * Module: nn/ knows nothing of disks, caches or strategies.
  */
@@ -177,8 +181,8 @@ int tg_model_set_optim(tg_model_t *m, const tg_optim_config_t *oc);
 const tg_optim_config_t *tg_model_optim_config(const tg_model_t *m);
 /* Changes the learning rate only, keeping the optimiser state (for schedules). */
 void tg_model_set_lr(tg_model_t *m, float lr);
-/* Lends the thread pool the kernels run on (NULL: run on the calling thread) and sets OpenBLAS's
- * thread count to its size. The pool must outlive its use by the model. */
+/* Lends the thread pool the kernels and GEMM pieces run on (NULL: everything on the calling
+ * thread). The pool must outlive its use by the model. */
 void tg_model_set_pool(tg_model_t *m, tg_pool_t *pool);
 
 /* Number of learnable scalars. */
@@ -254,8 +258,6 @@ int tg_model_load_create_path(tg_model_t **out, const char *path);
 
 /* ---------------------------------------------------------------- kernels other modules use */
 
-/* Sets OpenBLAS's thread count (n >= 1). Process-wide. */
-void tg_nn_set_blas_threads(int n);
 /* dst[i] = src[idx[i]] for i < n, rows of dim floats; f16 rows are converted to f32. */
 void tg_nn_gather_f32(float *dst, const float *src, const uint64_t *idx, size_t n, size_t dim,
                       tg_pool_t *pool);

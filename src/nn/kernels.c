@@ -25,15 +25,38 @@ void tg_nn_par_for(tg_pool_t *pool, size_t n, size_t cost_per_item, tg_pool_fn f
     tg_pool_for(pool, n, fn, ctx);
 }
 
-void tg_nn_set_blas_threads(int n)
-{
-    openblas_set_num_threads(n < 1 ? 1 : n);
-}
-
 /* ---------------------------------------------------------------- GEMM */
 
-void tg_gemm(int trans_a, int trans_b, size_t M, size_t N, size_t K, const float *A, size_t lda,
-             const float *B, size_t ldb, float beta, float *C, size_t ldc)
+/* OpenBLAS runs single-threaded; we split each GEMM ourselves into pieces whose shapes depend
+ * only on the GEMM's shape, never on the thread count, and run the pieces on the pool. OpenBLAS's
+ * own threading would split the reduction dimension for tall-skinny products such as the weight
+ * gradient X^T dY, so 1 and 2 threads would round differently; it would also leave its worker
+ * threads spinning beside ours on 2 cores. Pieces:
+ *   row split: C is cut into blocks of GEMM_ROWS rows (any op, when M >= 2 GEMM_ROWS);
+ *   K split:   for C = A^T B with small M but K >= 2 GEMM_KCHUNK (weight gradients), each block
+ *              of GEMM_KCHUNK rows of A and B gives a partial product in scratch, and the
+ *              partials are summed in chunk order, each element of C by one thread. */
+#define GEMM_ROWS 256
+#define GEMM_KCHUNK 2048
+
+enum { GEMM_SINGLE, GEMM_ROWSPLIT, GEMM_KSPLIT };
+
+static int gemm_mode(int trans_a, int trans_b, size_t M, size_t K, int have_scratch)
+{
+    if (trans_a && !trans_b && have_scratch && M < 2 * GEMM_ROWS && K >= 2 * GEMM_KCHUNK)
+        return GEMM_KSPLIT;
+    if (M >= 2 * GEMM_ROWS) return GEMM_ROWSPLIT;
+    return GEMM_SINGLE;
+}
+
+size_t tg_gemm_scratch_floats(int trans_a, int trans_b, size_t M, size_t N, size_t K)
+{
+    if (gemm_mode(trans_a, trans_b, M, K, 1) != GEMM_KSPLIT) return 0;
+    return (K + GEMM_KCHUNK - 1) / GEMM_KCHUNK * M * N;
+}
+
+static void sgemm1(int trans_a, int trans_b, size_t M, size_t N, size_t K, const float *A,
+                   size_t lda, const float *B, size_t ldb, float beta, float *C, size_t ldc)
 {
     if (M == 0 || N == 0) return;
     if (K == 0) {
@@ -46,6 +69,75 @@ void tg_gemm(int trans_a, int trans_b, size_t M, size_t N, size_t K, const float
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
                 trans_b ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K, 1.0f, A, (int)lda, B,
                 (int)ldb, beta, C, (int)ldc);
+}
+
+typedef struct {
+    int ta, tb;
+    size_t M, N, K, lda, ldb, ldc;
+    const float *A, *B;
+    float beta, *C, *scratch;
+    size_t nchunks;
+} gemm_ctx_t;
+
+static void gemm_rows(void *vc, size_t c0, size_t c1, int tid)
+{
+    gemm_ctx_t *g = vc;
+    for (size_t c = c0; c < c1; c++) {
+        size_t r0 = c * GEMM_ROWS, r1 = TG_MIN(g->M, r0 + GEMM_ROWS);
+        /* rows r0.. of op(A): rows of A, or columns of A when transposed */
+        const float *A = g->ta ? g->A + r0 : g->A + r0 * g->lda;
+        sgemm1(g->ta, g->tb, r1 - r0, g->N, g->K, A, g->lda, g->B, g->ldb, g->beta,
+               g->C + r0 * g->ldc, g->ldc);
+    }
+}
+
+static void gemm_kchunks(void *vc, size_t c0, size_t c1, int tid)
+{
+    gemm_ctx_t *g = vc;
+    for (size_t c = c0; c < c1; c++) {
+        size_t k0 = c * GEMM_KCHUNK, k1 = TG_MIN(g->K, k0 + GEMM_KCHUNK);
+        /* C = A^T B: rows k0..k1 of A (K, M) and of B (K, N) */
+        sgemm1(1, 0, g->M, g->N, k1 - k0, g->A + k0 * g->lda, g->lda, g->B + k0 * g->ldb, g->ldb,
+               0.0f, g->scratch + c * g->M * g->N, g->N);
+    }
+}
+
+static void gemm_reduce_rows(void *vc, size_t i0, size_t i1, int tid)
+{
+    gemm_ctx_t *g = vc;
+    size_t MN = g->M * g->N;
+    for (size_t i = i0; i < i1; i++) {
+        float *c = g->C + i * g->ldc;
+        const float *p = g->scratch + i * g->N;
+        for (size_t j = 0; j < g->N; j++)
+            c[j] = g->beta == 0.0f ? p[j] : g->beta * c[j] + p[j];
+        for (size_t k = 1; k < g->nchunks; k++)
+            for (size_t j = 0; j < g->N; j++)
+                c[j] += p[k * MN + j];
+    }
+}
+
+void tg_gemm(int trans_a, int trans_b, size_t M, size_t N, size_t K, const float *A, size_t lda,
+             const float *B, size_t ldb, float beta, float *C, size_t ldc, float *scratch,
+             tg_pool_t *pool)
+{
+    gemm_ctx_t g = {trans_a, trans_b, M, N, K, lda, ldb, ldc, A, B, beta, C, scratch, 0};
+    if (M == 0 || N == 0) return;
+    /* Cheap (a global read); guards against anyone having raised OpenBLAS's thread count. Set
+     * here, on the calling thread, before pieces run on pool workers. */
+    if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
+    switch (gemm_mode(trans_a, trans_b, M, K, scratch != NULL)) {
+    case GEMM_ROWSPLIT:
+        tg_nn_par_for(pool, (M + GEMM_ROWS - 1) / GEMM_ROWS, GEMM_ROWS * N * K, gemm_rows, &g);
+        break;
+    case GEMM_KSPLIT:
+        g.nchunks = (K + GEMM_KCHUNK - 1) / GEMM_KCHUNK;
+        tg_nn_par_for(pool, g.nchunks, GEMM_KCHUNK * M * N, gemm_kchunks, &g);
+        tg_nn_par_for(pool, M, N * g.nchunks, gemm_reduce_rows, &g);
+        break;
+    default:
+        sgemm1(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    }
 }
 
 /* ---------------------------------------------------------------- dense elementwise */
@@ -124,16 +216,17 @@ void tg_colsum_acc(float *acc, const float *A, size_t rows, size_t cols, tg_pool
 void tg_linear_forward(float *Y, const float *X, const float *W, const float *b, size_t n,
                        size_t in, size_t out, int accumulate, tg_pool_t *pool)
 {
-    tg_gemm(0, 0, n, out, in, X, in, W, out, accumulate ? 1.0f : 0.0f, Y, out);
+    tg_gemm(0, 0, n, out, in, X, in, W, out, accumulate ? 1.0f : 0.0f, Y, out, NULL, pool);
     if (b && !accumulate) tg_bias_add(Y, b, n, out, pool);
 }
 
 void tg_linear_backward(float *dX, float *dW, float *db, const float *dY, const float *X,
-                        const float *W, size_t n, size_t in, size_t out, tg_pool_t *pool)
+                        const float *W, size_t n, size_t in, size_t out, float *scratch,
+                        tg_pool_t *pool)
 {
     if (db) tg_colsum_acc(db, dY, n, out, pool);
-    if (dW) tg_gemm(1, 0, in, out, n, X, in, dY, out, 1.0f, dW, out);
-    if (dX) tg_gemm(0, 1, n, in, out, dY, out, W, out, 1.0f, dX, in);
+    if (dW) tg_gemm(1, 0, in, out, n, X, in, dY, out, 1.0f, dW, out, scratch, pool);
+    if (dX) tg_gemm(0, 1, n, in, out, dY, out, W, out, 1.0f, dX, in, NULL, pool);
 }
 
 /* ---------------------------------------------------------------- activations */

@@ -142,6 +142,23 @@ void tg_layer_plan(const tg_layer_t *ly, tg_layer_acts_t *a, const tg_block_t *b
     case TG_MODEL_MLP:
         break;
     }
+    if (backward) {
+        /* one scratch, sized for the largest weight-gradient GEMM of this layer (they run one
+         * after the other) */
+        size_t s = 0, o = ly->out;
+        switch (ly->type) {
+        case TG_MODEL_GAT:
+            s = tg_gemm_scratch_floats(1, 0, in, (size_t)ly->heads * ly->F, ns);
+            break;
+        case TG_MODEL_GIN:
+            s = TG_MAX(tg_gemm_scratch_floats(1, 0, in, ly->inner, nd),
+                       tg_gemm_scratch_floats(1, 0, ly->inner, o, nd));
+            break;
+        default:
+            s = tg_gemm_scratch_floats(1, 0, in, o, nd);
+        }
+        if (s) a->gemm_scratch = tg_arena_alloc(ar, s * sizeof(float));
+    }
 }
 
 static float gin_eps(const tg_layer_t *ly)
@@ -218,18 +235,21 @@ void tg_layer_backward(const tg_layer_t *ly, tg_layer_acts_t *a, const tg_block_
     if (!a->need_dx) dx = NULL;
     switch (ly->type) {
     case TG_MODEL_SAGE:
-        tg_linear_backward(dx, ly->dW, ly->db, dout, x, ly->W, nd, in, out_w, pool);
-        tg_linear_backward(NULL, ly->dW2, NULL, dout, a->agg, ly->W2, nd, in, out_w, pool);
+        tg_linear_backward(dx, ly->dW, ly->db, dout, x, ly->W, nd, in, out_w, a->gemm_scratch,
+                           pool);
+        tg_linear_backward(NULL, ly->dW2, NULL, dout, a->agg, ly->W2, nd, in, out_w,
+                           a->gemm_scratch, pool);
         if (dx) {
-            tg_gemm(0, 1, nd, in, out_w, dout, out_w, ly->W2, out_w, 0.0f, a->dagg, in);
+            tg_gemm(0, 1, nd, in, out_w, dout, out_w, ly->W2, out_w, 0.0f, a->dagg, in, NULL, pool);
             tg_tcsr_build(&a->t, blk);
             tg_aggr_mean_backward(dx, a->dagg, blk, &a->t, in, pool);
         }
         break;
     case TG_MODEL_GCN:
-        tg_linear_backward(NULL, ly->dW, ly->db, dout, a->agg, ly->W, nd, in, out_w, pool);
+        tg_linear_backward(NULL, ly->dW, ly->db, dout, a->agg, ly->W, nd, in, out_w,
+                           a->gemm_scratch, pool);
         if (dx) {
-            tg_gemm(0, 1, nd, in, out_w, dout, out_w, ly->W, out_w, 0.0f, a->dagg, in);
+            tg_gemm(0, 1, nd, in, out_w, dout, out_w, ly->W, out_w, 0.0f, a->dagg, in, NULL, pool);
             tg_tcsr_build(&a->t, &a->aug);
             tg_aggr_weighted_backward(dx, a->dagg, a->ew, &a->aug, &a->t, in, pool);
         }
@@ -246,17 +266,20 @@ void tg_layer_backward(const tg_layer_t *ly, tg_layer_acts_t *a, const tg_block_
         tg_gat_backward(a->dwh, ly->da_dst, ly->da_src, a->dz, a->ds_dst, a->ds_src, dhc, a->wh,
                         ly->a_dst, ly->a_src, a->z, a->alpha, a->alpha_d, &a->aug, &a->t, ly->heads,
                         ly->F, ly->attn_p, pool);
-        tg_linear_backward(dx, ly->dW, NULL, a->dwh, x, ly->W, ns, in, HF, pool);
+        tg_linear_backward(dx, ly->dW, NULL, a->dwh, x, ly->W, ns, in, HF, a->gemm_scratch, pool);
         break;
     }
     case TG_MODEL_GIN: {
         size_t inner = ly->inner;
-        tg_linear_backward(NULL, ly->dW2, ly->db, dout, a->h1, ly->W2, nd, inner, out_w, pool);
-        tg_gemm(0, 1, nd, inner, out_w, dout, out_w, ly->W2, out_w, 0.0f, a->dh1, inner);
+        tg_linear_backward(NULL, ly->dW2, ly->db, dout, a->h1, ly->W2, nd, inner, out_w,
+                           a->gemm_scratch, pool);
+        tg_gemm(0, 1, nd, inner, out_w, dout, out_w, ly->W2, out_w, 0.0f, a->dh1, inner, NULL,
+                pool);
         tg_act_backward(a->dh1, a->h1, nd * inner, TG_ACT_RELU, pool);
-        tg_linear_backward(NULL, ly->dW, ly->db1, a->dh1, a->agg, ly->W, nd, in, inner, pool);
+        tg_linear_backward(NULL, ly->dW, ly->db1, a->dh1, a->agg, ly->W, nd, in, inner,
+                           a->gemm_scratch, pool);
         if (!dx && !ly->train_eps) break;
-        tg_gemm(0, 1, nd, in, inner, a->dh1, inner, ly->W, inner, 0.0f, a->dagg, in);
+        tg_gemm(0, 1, nd, in, inner, a->dh1, inner, ly->W, inner, 0.0f, a->dagg, in, NULL, pool);
         if (ly->train_eps) {
             /* d eps = sum_i x_i . dagg_i: per-row partials, then one fixed-order sum */
             dot_ctx_t c = {a->eps_part, x, a->dagg, in};
@@ -274,7 +297,8 @@ void tg_layer_backward(const tg_layer_t *ly, tg_layer_acts_t *a, const tg_block_
         break;
     }
     case TG_MODEL_MLP:
-        tg_linear_backward(dx, ly->dW, ly->db, dout, x, ly->W, nd, in, out_w, pool);
+        tg_linear_backward(dx, ly->dW, ly->db, dout, x, ly->W, nd, in, out_w, a->gemm_scratch,
+                           pool);
         break;
     }
 }

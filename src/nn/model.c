@@ -214,7 +214,6 @@ void tg_model_set_lr(tg_model_t *m, float lr)
 void tg_model_set_pool(tg_model_t *m, tg_pool_t *pool)
 {
     m->pool = pool;
-    tg_nn_set_blas_threads(tg_pool_nthreads(pool));
 }
 
 size_t tg_model_param_count(const tg_model_t *m)

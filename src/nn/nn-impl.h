@@ -63,18 +63,24 @@ void tg_nn_par_for(tg_pool_t *pool, size_t n, size_t cost_per_item, tg_pool_fn f
 
 /* ---------------------------------------------------------------- dense ops */
 
-/* C (M, N) = A op(A) (M, K) x op(B) (K, N) + beta C, row-major, through cblas_sgemm.
- * Handles empty shapes (K == 0 scales C by beta). */
+/* C (M, N) = op(A) (M, K) x op(B) (K, N) + beta C, row-major, through single-threaded
+ * cblas_sgemm calls on pieces of a fixed shape-determined split (see kernels.c), so the result
+ * does not depend on the pool's size. scratch: NULL, or tg_gemm_scratch_floats(...) floats, which
+ * lets A^T B with a long K run in parallel (weight gradients); without it that case runs as one
+ * call. Handles empty shapes (K == 0 scales C by beta). */
+size_t tg_gemm_scratch_floats(int trans_a, int trans_b, size_t M, size_t N, size_t K);
 void tg_gemm(int trans_a, int trans_b, size_t M, size_t N, size_t K, const float *A, size_t lda,
-             const float *B, size_t ldb, float beta, float *C, size_t ldc);
+             const float *B, size_t ldb, float beta, float *C, size_t ldc, float *scratch,
+             tg_pool_t *pool);
 
 /* Y (n, out) = X (n, in) @ W (in, out) + b (out) (b may be NULL); accumulate: Y += X @ W (no b). */
 void tg_linear_forward(float *Y, const float *X, const float *W, const float *b, size_t n,
                        size_t in, size_t out, int accumulate, tg_pool_t *pool);
 /* dX (n, in) += dY @ W^T (dX may be NULL); dW (in, out) += X^T @ dY (dW may be NULL);
- * db (out) += column sums of dY (db may be NULL). */
+ * db (out) += column sums of dY (db may be NULL). scratch: as tg_gemm's for X^T dY. */
 void tg_linear_backward(float *dX, float *dW, float *db, const float *dY, const float *X,
-                        const float *W, size_t n, size_t in, size_t out, tg_pool_t *pool);
+                        const float *W, size_t n, size_t in, size_t out, float *scratch,
+                        tg_pool_t *pool);
 /* acc (cols) += column sums of A (rows, cols); each thread owns a range of columns. */
 void tg_colsum_acc(float *acc, const float *A, size_t rows, size_t cols, tg_pool_t *pool);
 /* Y (n, dim) += b (dim) on every row. */
@@ -223,7 +229,8 @@ typedef struct tg_layer_acts {
     float *hcat;                                /* GAT with mean: heads before the mean (nd, H*F) */
     /* backward scratch */
     float *dagg, *dh1, *dwh, *dz, *ds_dst, *ds_src, *dhcat;
-    double *eps_part; /* GIN: per-row partial sums of d eps (nd) */
+    double *eps_part;    /* GIN: per-row partial sums of d eps (nd) */
+    float *gemm_scratch; /* partial products of the weight-gradient GEMMs */
     int has_backward, need_dx;
 } tg_layer_acts_t;
 
