@@ -146,8 +146,8 @@ int tg_imp_put_feat_row(tg_imp_t *im, tg_filew_t *fw, const float *row, uint32_t
 
 int tg_imp_commit(tg_imp_t *im)
 {
-    int rc = tg_dsw_commit(&im->dsw); /* removes the temp dir itself on failure */
-    im->begun = 0;
+    /* tg_dsw_commit removes the temp dir itself on failure; tg_dsw_abort after it only frees. */
+    int rc = tg_dsw_commit(&im->dsw);
     tg_imp_abort(im);
     return rc;
 }
