@@ -362,6 +362,18 @@ static int span_result(tg_io_t *io, span_t *s, int res)
     return 0;
 }
 
+/* The next queued span, with a free staging slot assigned; NULL if none is queued or every
+ * slot is busy. */
+static span_t *next_span(tg_io_t *io)
+{
+    batch_t *b = io->issue;
+    if (!b || io->nfree == 0) return NULL;
+    span_t *s = &b->spans[b->next_issue++];
+    if (b->next_issue == b->nspans) io->issue = b->next;
+    s->slot = io->free_slots[--io->nfree];
+    return s;
+}
+
 /* ---------------------------------------------------------------- io_uring backend */
 
 static void uring_issue(tg_io_t *io, span_t *s)
@@ -420,16 +432,18 @@ static int ring_failed(tg_io_t *io, int rc, const char *what)
                   strerror(-rc));
 }
 
-/* Issues queued spans into free slots and submits them. */
-static int uring_flush(tg_io_t *io)
+/* Prepares SQEs for queued spans while slots are free (no syscall). */
+static void uring_issue_queued(tg_io_t *io)
 {
-    while (io->nfree && io->issue) {
-        batch_t *b = io->issue;
-        span_t *s = &b->spans[b->next_issue++];
-        if (b->next_issue == b->nspans) io->issue = b->next;
-        s->slot = io->free_slots[--io->nfree];
+    span_t *s;
+    while ((s = next_span(io)))
         uring_issue(io, s);
-    }
+}
+
+/* Hands prepared SQEs to the kernel. Only used where we return to the caller: before blocking,
+ * io_uring_submit_and_wait submits and waits in one syscall. */
+static int uring_submit(tg_io_t *io)
+{
     if (io_uring_sq_ready(&io->ring) == 0) return 0;
     int rc = io_uring_submit(&io->ring);
     /* EAGAIN/EBUSY: the kernel is short of resources or completions; the SQEs stay queued and
@@ -471,25 +485,21 @@ static int progress(tg_io_t *io, size_t want)
     for (;;) {
         if (io->uring) {
             uring_drain(io);
-            int rc = uring_flush(io);
-            if (rc < 0) return rc;
+            uring_issue_queued(io);
         }
-        if (io->ndone >= want) return 0;
+        if (io->ndone >= want) return io->uring ? uring_submit(io) : 0;
         if (!io->uring) {
             /* One slot: run the next span to its end. */
-            batch_t *b = io->issue;
-            if (!b)
+            span_t *s = next_span(io);
+            if (!s)
                 return tg_err(-EIO,
                               "io queue: %zu requests incomplete but no read left to run "
                               "(internal error)",
                               want - io->ndone);
-            span_t *s = &b->spans[b->next_issue++];
-            if (b->next_issue == b->nspans) io->issue = b->next;
-            s->slot = io->free_slots[--io->nfree];
             pread_span(io, s);
             continue;
         }
-        if (io->in_kernel == 0 && io_uring_sq_ready(&io->ring) == 0)
+        if (io->in_kernel == 0)
             return tg_err(-EIO,
                           "io queue: %zu requests incomplete but no read in flight "
                           "(internal error)",
@@ -699,7 +709,9 @@ int tg_io_submit(tg_io_t *io, tg_io_req_t *reqs, size_t n)
     count(&io->stats->need_bytes_, need);
     /* Start the disk now so it works while the caller does something else. pread has nothing
      * to overlap with: its reads run inside reap/wait. */
-    return io->uring ? uring_flush(io) : 0;
+    if (!io->uring) return 0;
+    uring_issue_queued(io);
+    return uring_submit(io);
 }
 
 int tg_io_reap(tg_io_t *io, tg_io_req_t **done, size_t max, size_t min_complete)
