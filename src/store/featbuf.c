@@ -294,28 +294,36 @@ int tg_featbuf_create(tg_featbuf_t **out, const tg_featbuf_opts_t *o, tg_budget_
         }
         if (lo < min_slots)
             return tg_err(-ENOMEM,
-                          "feature buffer: mem_bytes %s holds %u slots but at least %u are needed "
-                          "(max_batch_nodes %u x max_batches %u, %zu B per row): needs %s "
-                          "(%llu bytes)",
+                          "feature buffer: mem_bytes %s holds %u slots but the minimum is %u "
+                          "(max_batch_nodes %u x max_batches %u, %zu B per row), which needs "
+                          "%llu bytes (%s)",
                           tg_fmt_bytes(o->mem_bytes, a, sizeof a), lo, min_slots,
                           o->max_batch_nodes, o->max_batches, row_bytes_of(o),
-                          tg_fmt_bytes(min_bytes, b, sizeof b), (unsigned long long)min_bytes);
+                          (unsigned long long)min_bytes, tg_fmt_bytes(min_bytes, b, sizeof b));
         num_slots = lo;
     }
 
     uint64_t bytes = tg_featbuf_bytes_for(o, num_slots);
     if (budget) {
         int rc = tg_budget_reserve(budget, bytes, "feature buffer");
+        if (rc < 0 && num_slots == min_slots)
+            return tg_err_prefix(rc,
+                                 "feature buffer: the minimum of %u slots (max_batch_nodes %u x "
+                                 "max_batches %u) needs %llu bytes (%s: %zu B row + %zu B "
+                                 "metadata per slot, %s mapping table)",
+                                 min_slots, o->max_batch_nodes, o->max_batches,
+                                 (unsigned long long)bytes, tg_fmt_bytes(bytes, a, sizeof a),
+                                 stride_of(o), sizeof(fb_slot_t),
+                                 use_direct(o, num_slots) ? "direct" : "hash");
         if (rc < 0)
-            return tg_err_prefix(
-                rc,
-                "feature buffer: %u slots need %s (%llu bytes: %zu B per slot + %zu B metadata, "
-                "%s mapping table); the minimum, %u slots (max_batch_nodes %u x max_batches %u), "
-                "needs %s (%llu bytes)",
-                num_slots, tg_fmt_bytes(bytes, a, sizeof a), (unsigned long long)bytes,
-                stride_of(o), sizeof(fb_slot_t), use_direct(o, num_slots) ? "direct" : "hash",
-                min_slots, o->max_batch_nodes, o->max_batches, tg_fmt_bytes(min_bytes, c, sizeof c),
-                (unsigned long long)min_bytes);
+            return tg_err_prefix(rc,
+                                 "feature buffer: %u slots need %llu bytes (%s); the minimum, %u "
+                                 "slots (max_batch_nodes %u x max_batches %u), needs %llu bytes "
+                                 "(%s)",
+                                 num_slots, (unsigned long long)bytes,
+                                 tg_fmt_bytes(bytes, a, sizeof a), min_slots, o->max_batch_nodes,
+                                 o->max_batches, (unsigned long long)min_bytes,
+                                 tg_fmt_bytes(min_bytes, c, sizeof c));
     }
 
     int rc = -ENOMEM, prc;
