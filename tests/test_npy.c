@@ -216,6 +216,9 @@ TG_TEST(errors)
     img = npy_build(&len, 1, "<f4', 'extra': 'x", "False", "(2, 3)", data, 24);
     expect_open_error(img, len, "unexpected key 'extra'");
     expect_open_error((uint8_t *)strdup("\x93NUM"), 4, "shorter than the preamble");
+    /* found by fuzz_npy: control bytes in a key must not break the one-line message */
+    img = npy_build(&len, 1, "<f4', 'a\nb\x01': 'x", "False", "(2, 3)", data, 24);
+    expect_open_error(img, len, "unexpected key 'a?b?'");
 
     /* dtype checks name what was expected */
     img = npy_build(&len, 1, "<i8", "False", "(3,)", data, 24);

@@ -105,6 +105,17 @@ static int lex_word(lex_t *x, const char *w)
     return 0;
 }
 
+/* Header text for a message: at most len-1 bytes, control bytes as '?', so that a corrupt
+ * header still gives a one-line error. */
+static const char *printable(const char *s, size_t n, char *buf, size_t len)
+{
+    size_t k = 0;
+    for (; k < n && k + 1 < len; k++)
+        buf[k] = (s[k] >= 32 && s[k] < 127) ? s[k] : '?';
+    buf[k] = 0;
+    return buf;
+}
+
 static int header_err(const tg_npy_t *f, const char *what)
 {
     return tg_err(-EINVAL, "%s: malformed .npy header: %s", f->path, what);
@@ -112,7 +123,7 @@ static int header_err(const tg_npy_t *f, const char *what)
 
 static int parse_descr(tg_npy_t *f, const char *s, size_t n)
 {
-    snprintf(f->descr, sizeof f->descr, "%.*s", (int)TG_MIN(n, sizeof f->descr - 1), s);
+    printable(s, n, f->descr, sizeof f->descr);
     if (n < 3)
         return tg_err(-EINVAL, "%s: unsupported dtype '%s' (expected e.g. <f4, <i8, |b1)", f->path,
                       f->descr);
@@ -198,8 +209,9 @@ static int parse_header(tg_npy_t *f, const char *h, size_t n)
             }
             have_shape++;
         } else {
-            return tg_err(-EINVAL, "%s: malformed .npy header: unexpected key '%.*s'", f->path,
-                          (int)TG_MIN(kn, (size_t)32), k);
+            char kb[33];
+            return tg_err(-EINVAL, "%s: malformed .npy header: unexpected key '%s'", f->path,
+                          printable(k, kn, kb, sizeof kb));
         }
         if (!accept(&x, ',')) {
             if (!accept(&x, '}')) return header_err(f, "expected ',' or '}'");
