@@ -220,6 +220,62 @@ TG_TEST(all_variants)
     }
 }
 
+/* Rows whose offsets, lengths and destinations are all aligned are read straight into dst (no
+ * staging copy) unless merged with a neighbour: both paths, a request split into several such
+ * reads, and a row running past EOF. */
+TG_TEST(aligned_rows)
+{
+    static const unsigned backends[] = {0, TG_IO_NO_FIXED, TG_IO_FORCE_PREAD};
+    for (int buffered = 0; buffered < 2; buffered++)
+        for (size_t b = 0; b < 3; b++)
+            for (int merge = 0; merge < 2; merge++) {
+                if (!have_uring && !(backends[b] & TG_IO_FORCE_PREAD)) continue;
+                tg_io_file_t *f = NULL;
+                tg_io_t *io = NULL;
+                TG_CHECK_OK(tg_io_file_open(&f, path, buffered ? TG_IO_FILE_BUFFERED : 0));
+                tg_io_opts_t o = {.depth = 8,
+                                  .max_read_bytes = 16 << 10,
+                                  .flags = backends[b] | (merge ? 0 : TG_IO_NO_MERGE)};
+                TG_CHECK_OK(tg_io_create(&io, &o));
+                if (!f || !io) {
+                    tg_io_destroy(io);
+                    tg_io_file_close(f);
+                    continue;
+                }
+                const size_t A = tg_io_file_align(f), slot = 80 << 10;
+                enum { N = 12 };
+                /* rows of 1 or 2 blocks, some adjacent (merged when merging is on), one of
+                 * 40 KiB (split into 16 KiB reads) */
+                uint64_t offs[N] = {0,       A,       7 * A,   9 * A,   100 * A, 101 * A,
+                                    200 * A, 300 * A, 302 * A, 500 * A, 600 * A, 800 * A};
+                size_t lens[N] = {A, A, 2 * A, A, A, 2 * A, 40 << 10, A, A, 2 * A, A, A};
+                uint8_t *mem = tg_aligned_alloc(4096, N * slot);
+                memset(mem, GUARD_BYTE, N * slot);
+                tg_io_req_t q[N];
+                for (int i = 0; i < N; i++)
+                    q[i] = (tg_io_req_t){
+                        .file = f, .off = offs[i], .len = lens[i], .dst = mem + (size_t)i * slot};
+                TG_CHECK_OK(tg_io_read_batch(io, q, N));
+                uint8_t *ref = malloc(slot);
+                for (int i = 0; i < N; i++) {
+                    const uint8_t *d = q[i].dst;
+                    TG_CHECK(q[i].res == 0);
+                    TG_CHECK(tio_pread(path, offs[i], lens[i], ref) == lens[i] &&
+                             !memcmp(ref, d, lens[i]));
+                    TG_CHECK(d[lens[i]] == GUARD_BYTE && d[slot - 1] == GUARD_BYTE);
+                }
+                free(ref);
+                /* the last block of the file is partial: an aligned row there runs past EOF */
+                uint64_t last = fsize / A * A;
+                TG_CHECK_ERR(tg_io_read(io, f, last, A, mem), "unexpected end of file");
+                TG_CHECK_OK(tg_io_read(io, f, last, fsize - last, mem));
+                TG_CHECK(mem[0] == tio_pattern(last));
+                free(mem);
+                tg_io_destroy(io);
+                tg_io_file_close(f);
+            }
+}
+
 /* The alignment comes from statx where the filesystem reports it: a power of two, at most a
  * page, and O_DIRECT reads at that alignment work. */
 TG_TEST(alignment)
@@ -284,6 +340,7 @@ int main(void)
     path = tio_make_file(dir, "data.bin", fsize);
     TG_RUN(alignment);
     TG_RUN(all_variants);
+    TG_RUN(aligned_rows);
     TG_RUN(bad_requests);
     free(path);
     int rc = tg_test_done();

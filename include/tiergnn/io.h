@@ -31,7 +31,9 @@
  *   Requests submitted together are sorted by offset and those that touch the same or adjacent
  *   aligned blocks of a file are merged into one disk read of at most max_read_bytes (duplicates
  *   cost nothing extra). Each disk read lands in an aligned staging slot and the requested bytes
- *   are copied to each request's dst, so callers never align anything.
+ *   are copied to each request's dst, so callers never align anything. (A request that alone
+ *   fills an aligned read and whose dst is aligned too - rows of 512-byte multiples into an
+ *   aligned buffer - is read straight into dst, saving the copy.)
  *
  * Fallbacks, each announced once per process with tg_log_warn:
  *   - io_uring unavailable (io_uring_queue_init fails, e.g. ENOSYS, EPERM, or
@@ -52,8 +54,9 @@
  *     that names it. tg_io_file_path() is valid until tg_io_file_close().
  *   - tg_io_t: owned by its creator; one thread at a time (it may be handed between threads).
  *   - tg_io_req_t: owned by the caller. From tg_io_submit() until the request comes back from
- *     tg_io_reap() (or tg_io_wait() returns) the queue holds a pointer to it and writes its dst:
- *     the request, its dst buffer and its file must stay valid and untouched until then.
+ *     tg_io_reap() (or tg_io_wait() or tg_io_destroy() returns) the queue holds a pointer to it
+ *     and the kernel may write its dst: the request, its dst buffer and its file must stay
+ *     valid and untouched until then.
  *   - tg_io_stats_t: owned by the caller, shared by any number of queues and threads; must
  *     outlive the queues that count into it.
  *
@@ -162,8 +165,9 @@ typedef struct tg_io_req {
  * slots, reserved against opts->budget (-ENOMEM with the budget's message if it does not fit).
  * opts may be NULL for defaults. */
 int tg_io_create(tg_io_t **out, const tg_io_opts_t *opts);
-/* Waits for reads the kernel still owns (their buffers must not be freed under DMA), discards
- * requests not yet reaped, frees everything and releases the budget. NULL is fine. */
+/* Waits for reads the kernel still owns (they may be writing into staging slots or request
+ * buffers, which must not be freed under them), discards requests not yet reaped, frees
+ * everything and releases the budget. NULL is fine. */
 void tg_io_destroy(tg_io_t *io);
 
 /* Queues n requests (merged among themselves) and starts as many disk reads as the depth allows;
