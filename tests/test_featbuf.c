@@ -426,6 +426,12 @@ TG_TEST(lru_eviction)
     tg_featbuf_batch_t *h3;
     TG_CHECK_OK(tg_featbuf_batch_create(fb, &h3));
     TG_CHECK_ERR(tg_featbuf_acquire(h3, pair2, 2, TG_FEATBUF_NOWAIT), "needs 2");
+    /* reviving a standby row takes an unreferenced slot too: 12 + a new row need 2, 1 is left */
+    uint64_t revive_and_new[] = {12, 40};
+    TG_CHECK_ERR(tg_featbuf_acquire(h3, revive_and_new, 2, TG_FEATBUF_NOWAIT),
+                 "needs 2 unreferenced slots, 1 available");
+    TG_CHECK(tg_featbuf_acquire(h3, revive_and_new, 1, TG_FEATBUF_NOWAIT) == 0);
+    TG_CHECK_OK(tg_featbuf_release(h3)); /* 12 back at the tail, alone: [12] */
     TG_CHECK_OK(tg_featbuf_release(hold));
     acquire_loaded(h3, pair2, 2); /* evicts 12, then 3 */
     TG_CHECK(!tg_featbuf_lookup(fb, 12, NULL, NULL, NULL));
@@ -437,7 +443,7 @@ TG_TEST(lru_eviction)
     tg_featbuf_stats_t st;
     tg_featbuf_stats(fb, &st, 0);
     TG_CHECK_EQ_U64(st.evictions, 6);    /* 1, 4, 2, 11, 12, 3 */
-    TG_CHECK_EQ_U64(st.standby_hits, 3); /* 2, 3 (held), 10 (in the pair) */
+    TG_CHECK_EQ_U64(st.standby_hits, 4); /* 2, 3 (held), 10 (in the pair), 12 */
     TG_CHECK_OK(tg_featbuf_check(fb));
     tg_featbuf_batch_destroy(h3);
     tg_featbuf_batch_destroy(h);

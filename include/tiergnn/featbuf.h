@@ -50,10 +50,12 @@
  *     never waits on an extractor. Admission is FIFO, so a large batch is not starved.
  *
  * Threads: every function except tg_featbuf_destroy is thread-safe on the buffer; one mutex
- * guards the table (the work under it is O(batch nodes) pointer chasing; row bytes move outside
- * it). A tg_featbuf_batch_t is used by one thread at a time and may move between threads (an
- * extractor acquires, the trainer gathers, a releaser releases) through a queue or any other
- * synchronisation. Batches may be completed, waited for and released in any order.
+ * guards the table (the work under it is O(batch nodes) lookups; row bytes move outside it). A
+ * tg_featbuf_batch_t is used by one thread at a time and may move between threads (an extractor
+ * acquires, the trainer gathers, a releaser releases) through a queue or any other
+ * synchronisation; the one exception is tg_featbuf_complete / _complete_all, which may be called
+ * for a handle's loads from any thread (an I/O reaper) between its acquire and its wait. Batches
+ * may be completed, waited for and released in any order.
  *
  * Ownership and lifetimes: the buffer owns the slot memory, the table and its budget share. A
  * batch handle owns its node->slot and load arrays. Pointers returned by tg_featbuf_row for a

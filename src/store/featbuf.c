@@ -597,7 +597,12 @@ static void take_slots(tg_featbuf_t *fb, tg_featbuf_batch_t *h, const uint64_t *
         if (fb->num_free) {
             s = free_pop(fb);
         } else {
-            s = fb->lru_head; /* admission guarantees one; the oldest released row goes */
+            s = fb->lru_head; /* the oldest released row goes */
+            if (s == NO_SLOT) {
+                /* admission counted the slots this batch takes: this is a bug, not a condition */
+                fprintf(stderr, "tg_featbuf_acquire: no unreferenced slot left after admission\n");
+                abort();
+            }
             lru_unlink(fb, s);
             map_remove(fb, fb->slots[s].node);
             fb->st.evictions++;
