@@ -239,6 +239,28 @@ TG_TEST(thread_counts_and_edge_cases)
     }
 }
 
+TG_TEST(msd_path)
+{
+    /* runs of >= 64k keys take the parallel MSD pass + per-bucket LSD */
+    for (int wide = 0; wide < 2; wide++)
+        for (int t = 1; t <= 3; t++) {
+            case_t c = {.N = 1u << 20,
+                        .n = 300000,
+                        .mem = 64 << 20,
+                        .batches = 3,
+                        .nthreads = t,
+                        .wide = wide,
+                        .skew = t == 2,
+                        .dedup = t == 3};
+            run_case(&c, 60 + (uint64_t)t, NULL);
+        }
+    /* and as spilled runs */
+    case_t c = {.N = 3000000, .n = 400000, .mem = 2 << 20, .batches = 4, .nthreads = 2};
+    tg_edgesort_stats_t st;
+    run_case(&c, 70, &st);
+    TG_CHECK(st.runs_spilled >= 2);
+}
+
 TG_TEST(range_error)
 {
     const char *dir = tg_test_tmpdir("extsort-range");
@@ -261,6 +283,7 @@ int main(void)
     TG_RUN(options);
     TG_RUN(index_widths_and_wide_keys);
     TG_RUN(thread_counts_and_edge_cases);
+    TG_RUN(msd_path);
     TG_RUN(range_error);
     return tg_test_done();
 }

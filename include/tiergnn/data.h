@@ -104,18 +104,29 @@ uint16_t tg_f32_to_f16(float f); /* round to nearest even */
 /* ---------------------------------------------------------------- buffered file writer */
 
 /* Sequential writer with a large buffer, computing size and CRC-32 as it goes. Errors (EIO,
- * ENOSPC) name the file and offset. */
+ * ENOSPC) name the file and offset.
+ *
+ * Full buffers go to disk with O_DIRECT from a background thread while the caller fills the
+ * other buffer (two buffers of buf_bytes, rounded up to 4 KiB; default 8 MiB): page-cache
+ * writes cost more CPU than the generator's own work on a VM, and a dataset written once is
+ * not read back soon. Where O_DIRECT is refused (tmpfs, some network file systems) it falls
+ * back to ordinary writes. An error of the background write is reported by the next
+ * tg_filew_write or tg_filew_close. A tg_filew_t must not be copied while open. */
 typedef struct tg_filew {
     int fd;
     char *path;
     char *buf;
     size_t buf_len, buf_cap;
-    uint64_t written; /* bytes handed to the kernel */
+    uint64_t written; /* bytes handed to the kernel or to the background writer */
     uint32_t crc;
+    struct tg_filew_bg *bg; /* background writer (writer.c) */
 } tg_filew_t;
 
 int tg_filew_open(tg_filew_t *w, const char *path, size_t buf_bytes);
 int tg_filew_write(tg_filew_t *w, const void *data, size_t len);
+/* As tg_filew_write, with crc = tg_crc32(0, data, len) already computed (e.g. by the worker
+ * thread that produced data), so the CRC is not computed twice. */
+int tg_filew_write_crc(tg_filew_t *w, const void *data, size_t len, uint32_t crc);
 /* Flushes, fsyncs and closes; fills info. Safe to call once. */
 int tg_filew_close(tg_filew_t *w, tg_file_info_t *info);
 /* Closes without flushing (error path). */

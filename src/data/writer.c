@@ -7,41 +7,219 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
+
+/* ---------------------------------------------------------------- tg_filew */
+
+#define DIO_ALIGN 4096
+
+/* State shared with the background thread. The thread owns job while busy; everything else is
+ * the caller's. The thread never touches the tg_filew_t itself. */
+struct tg_filew_bg {
+    int fd;
+    char *path;
+    int direct; /* O_DIRECT still set on fd */
+    char *bufs[2];
+    int threaded; /* 0: flushes run on the caller's thread (thread creation failed) */
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    const char *job;
+    size_t job_len;
+    uint64_t job_off;
+    int busy, stop;
+    int err; /* first error of the thread, with its message */
+    char msg[512];
+};
+
+static void drop_direct(struct tg_filew_bg *b)
+{
+    int fl = fcntl(b->fd, F_GETFL);
+    if (fl >= 0) fcntl(b->fd, F_SETFL, fl & ~O_DIRECT);
+    b->direct = 0;
+}
+
+/* Writes len bytes at off. Direct I/O needs aligned memory, length and offset; anything else
+ * (the tail of a file, a short write that left the offset unaligned, a file system that says
+ * EINVAL) switches the descriptor to ordinary writes for the rest of the file. */
+static int write_at(struct tg_filew_bg *b, const char *p, size_t len, uint64_t off)
+{
+    while (len > 0) {
+        if (b->direct && (len % DIO_ALIGN || off % DIO_ALIGN || (uintptr_t)p % DIO_ALIGN))
+            drop_direct(b);
+        ssize_t n = pwrite(b->fd, p, len, (off_t)off);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EINVAL && b->direct) {
+                drop_direct(b);
+                continue;
+            }
+            int e = errno;
+            return tg_err(-e, "%s: write at offset %llu failed: %s", b->path,
+                          (unsigned long long)off, strerror(e));
+        }
+        if (n == 0)
+            return tg_err(-EIO, "%s: write at offset %llu wrote nothing", b->path,
+                          (unsigned long long)off);
+        p += n;
+        len -= (size_t)n;
+        off += (uint64_t)n;
+    }
+    return 0;
+}
+
+static void *bg_main(void *arg)
+{
+    struct tg_filew_bg *b = arg;
+    pthread_mutex_lock(&b->mu);
+    for (;;) {
+        while (!b->busy && !b->stop)
+            pthread_cond_wait(&b->cv, &b->mu);
+        if (!b->busy) break;
+        const char *p = b->job;
+        size_t len = b->job_len;
+        uint64_t off = b->job_off;
+        int failed = b->err != 0;
+        pthread_mutex_unlock(&b->mu);
+        /* After a failure the rest is dropped: the file is useless and will be discarded. */
+        int rc = failed ? 0 : write_at(b, p, len, off);
+        pthread_mutex_lock(&b->mu);
+        if (rc && !b->err) {
+            b->err = rc;
+            snprintf(b->msg, sizeof b->msg, "%s", tg_errmsg());
+        }
+        b->busy = 0;
+        pthread_cond_broadcast(&b->cv);
+    }
+    pthread_mutex_unlock(&b->mu);
+    return NULL;
+}
+
+/* Waits for the background write in flight; returns its error, re-raised on this thread. */
+static int bg_wait(struct tg_filew_bg *b)
+{
+    if (!b->threaded) return b->err ? tg_err(b->err, "%s", b->msg) : 0;
+    pthread_mutex_lock(&b->mu);
+    while (b->busy)
+        pthread_cond_wait(&b->cv, &b->mu);
+    int err = b->err;
+    pthread_mutex_unlock(&b->mu);
+    return err ? tg_err(err, "%s", b->msg) : 0;
+}
+
+static void bg_free(struct tg_filew_bg *b)
+{
+    if (!b) return;
+    if (b->threaded) {
+        pthread_mutex_lock(&b->mu);
+        b->stop = 1;
+        pthread_cond_broadcast(&b->cv);
+        pthread_mutex_unlock(&b->mu);
+        pthread_join(b->th, NULL);
+        pthread_mutex_destroy(&b->mu);
+        pthread_cond_destroy(&b->cv);
+    }
+    free(b->bufs[0]);
+    free(b->bufs[1]);
+    free(b->path);
+    free(b);
+}
 
 int tg_filew_open(tg_filew_t *w, const char *path, size_t buf_bytes)
 {
     memset(w, 0, sizeof *w);
     w->fd = -1;
+    size_t cap = buf_bytes ? buf_bytes : (8u << 20);
+    cap = (cap + DIO_ALIGN - 1) / DIO_ALIGN * DIO_ALIGN;
+    struct tg_filew_bg *b = calloc(1, sizeof *b);
     w->path = strdup(path);
-    w->buf_cap = buf_bytes ? buf_bytes : (8u << 20);
-    w->buf = malloc(w->buf_cap);
-    if (!w->path || !w->buf) {
-        tg_filew_discard(w);
-        return tg_err(-ENOMEM, "%s: out of memory for write buffer", path);
+    if (b) {
+        b->fd = -1;
+        b->path = strdup(path);
+        b->bufs[0] = tg_aligned_alloc(DIO_ALIGN, cap);
+        b->bufs[1] = tg_aligned_alloc(DIO_ALIGN, cap);
     }
-    w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (w->fd < 0) {
+    if (!w->path || !b || !b->path || !b->bufs[0] || !b->bufs[1]) {
+        bg_free(b);
+        free(w->path);
+        w->path = NULL;
+        return tg_err(-ENOMEM, "%s: out of memory for write buffers", path);
+    }
+    w->bg = b;
+    w->buf = b->bufs[0];
+    w->buf_cap = cap;
+    b->direct = 1;
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_DIRECT, 0644);
+    if (fd < 0 && errno == EINVAL) { /* no direct I/O on this file system */
+        b->direct = 0;
+        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    }
+    if (fd < 0) {
         int e = errno;
         tg_filew_discard(w);
         return tg_err(-e, "%s: cannot create: %s", path, strerror(e));
     }
+    w->fd = b->fd = fd;
+    pthread_mutex_init(&b->mu, NULL);
+    pthread_cond_init(&b->cv, NULL);
+    b->threaded = pthread_create(&b->th, NULL, bg_main, b) == 0;
+    if (!b->threaded) {
+        pthread_mutex_destroy(&b->mu);
+        pthread_cond_destroy(&b->cv);
+    }
     return 0;
 }
 
+/* Hands the full buffer to the background thread and continues in the other one. */
 static int flush(tg_filew_t *w)
 {
     if (!w->buf_len) return 0;
-    int rc = tg_pwrite_full(w->fd, w->buf, w->buf_len, w->written, w->path);
+    struct tg_filew_bg *b = w->bg;
+    int rc = bg_wait(b);
     if (rc) return rc;
-    w->crc = tg_crc32(w->crc, w->buf, w->buf_len);
+    if (!b->threaded) {
+        rc = write_at(b, w->buf, w->buf_len, w->written);
+        if (rc) {
+            b->err = rc;
+            snprintf(b->msg, sizeof b->msg, "%s", tg_errmsg());
+            return rc;
+        }
+    } else {
+        pthread_mutex_lock(&b->mu);
+        b->job = w->buf;
+        b->job_len = w->buf_len;
+        b->job_off = w->written;
+        b->busy = 1;
+        pthread_cond_broadcast(&b->cv);
+        pthread_mutex_unlock(&b->mu);
+        w->buf = w->buf == b->bufs[0] ? b->bufs[1] : b->bufs[0];
+    }
     w->written += w->buf_len;
     w->buf_len = 0;
     return 0;
 }
 
-int tg_filew_write(tg_filew_t *w, const void *data, size_t len)
+static int append(tg_filew_t *w, const char *p, size_t len)
 {
-    const char *p = data;
+    if (w->fd < 0 || !w->bg)
+        return tg_err(-EBADF, "%s: write to a closed writer", w->path ? w->path : "?");
+    struct tg_filew_bg *b = w->bg;
+    /* Large aligned pieces go straight from the caller's memory (no copy), synchronously since
+     * the caller may reuse it on return. The buffer must be empty to keep the order. */
+    if (w->buf_len == 0 && len >= w->buf_cap && (uintptr_t)p % DIO_ALIGN == 0 &&
+        w->written % DIO_ALIGN == 0) {
+        size_t n = len / DIO_ALIGN * DIO_ALIGN;
+        int rc = bg_wait(b);
+        if (!rc) rc = write_at(b, p, n, w->written);
+        if (rc) {
+            b->err = rc;
+            snprintf(b->msg, sizeof b->msg, "%s", tg_errmsg());
+            return rc;
+        }
+        w->written += n;
+        p += n;
+        len -= n;
+    }
     while (len > 0) {
         size_t n = TG_MIN(len, w->buf_cap - w->buf_len);
         memcpy(w->buf + w->buf_len, p, n);
@@ -56,10 +234,30 @@ int tg_filew_write(tg_filew_t *w, const void *data, size_t len)
     return 0;
 }
 
+int tg_filew_write(tg_filew_t *w, const void *data, size_t len)
+{
+    w->crc = tg_crc32(w->crc, data, len);
+    return append(w, data, len);
+}
+
+int tg_filew_write_crc(tg_filew_t *w, const void *data, size_t len, uint32_t crc)
+{
+    w->crc = (uint32_t)crc32_combine64(w->crc, crc, (z_off64_t)len);
+    return append(w, data, len);
+}
+
 int tg_filew_close(tg_filew_t *w, tg_file_info_t *info)
 {
-    if (w->fd < 0) return tg_err(-EBADF, "%s: writer already closed", w->path ? w->path : "?");
-    int rc = flush(w);
+    if (w->fd < 0 || !w->bg)
+        return tg_err(-EBADF, "%s: writer already closed", w->path ? w->path : "?");
+    struct tg_filew_bg *b = w->bg;
+    int rc = bg_wait(b);
+    /* The tail is not a whole number of blocks: write_at finishes it without O_DIRECT. */
+    if (!rc && w->buf_len) rc = write_at(b, w->buf, w->buf_len, w->written);
+    if (!rc) {
+        w->written += w->buf_len;
+        w->buf_len = 0;
+    }
     if (!rc && fsync(w->fd)) rc = tg_err(-errno, "%s: fsync failed: %s", w->path, strerror(errno));
     if (close(w->fd) && !rc) rc = tg_err(-errno, "%s: close failed: %s", w->path, strerror(errno));
     w->fd = -1;
@@ -67,20 +265,23 @@ int tg_filew_close(tg_filew_t *w, tg_file_info_t *info)
         info->size = w->written;
         info->crc32 = w->crc;
     }
-    free(w->buf);
-    free(w->path);
+    bg_free(b);
+    w->bg = NULL;
     w->buf = NULL;
+    free(w->path);
     w->path = NULL;
     return rc;
 }
 
 void tg_filew_discard(tg_filew_t *w)
 {
+    /* Joining waits for a write in flight: the descriptor must outlive it. */
+    bg_free(w->bg);
+    w->bg = NULL;
     if (w->fd >= 0) close(w->fd);
     w->fd = -1;
-    free(w->buf);
-    free(w->path);
     w->buf = NULL;
+    free(w->path);
     w->path = NULL;
 }
 
