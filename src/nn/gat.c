@@ -25,13 +25,6 @@ typedef struct {
     size_t rows;
 } gat_ctx_t;
 
-static void drop_params(float p, uint32_t *thresh, float *scale)
-{
-    /* Same 16-bit draw scheme as tg_dropout_forward: scale by the realised keep probability. */
-    *thresh = (uint32_t)lrint((double)p * 65536.0);
-    *scale = *thresh >= 65536 ? 0.0f : (float)(65536.0 / (65536.0 - *thresh));
-}
-
 /* s (rows, H) = per head k: Wh_r^k . a_k */
 static void scores_rows(void *vc, size_t r0, size_t r1, int tid)
 {
@@ -135,7 +128,7 @@ void tg_gat_forward(float *out, float *s_dst, float *s_src, float *z, float *alp
                    .F = F,
                    .p = p,
                    .seed = seed};
-    drop_params(p, &d.thresh, &d.scale);
+    tg_dropout_params(p, &d.thresh, &d.scale);
     size_t avg = aug->num_dst ? (size_t)(aug->indptr[aug->num_dst] / aug->num_dst) + 1 : 1;
     tg_nn_par_for(pool, aug->num_dst, avg * (HF + 8), attn_fwd_rows, &d);
 }
@@ -265,7 +258,7 @@ void tg_gat_backward(float *dWh, float *da_dst, float *da_src, float *dz, float 
                    .H = H,
                    .F = F,
                    .p = p};
-    drop_params(p, &c.thresh, &c.scale);
+    tg_dropout_params(p, &c.thresh, &c.scale);
     size_t avg = aug->num_dst ? (size_t)(aug->indptr[aug->num_dst] / aug->num_dst) + 1 : 1;
     tg_nn_par_for(pool, aug->num_dst, avg * (HF + 8), attn_bwd_dst_rows, &c);
     size_t avg_s = aug->num_src ? (size_t)(aug->indptr[aug->num_dst] / aug->num_src) + 1 : 1;

@@ -99,6 +99,8 @@ void tg_act_backward(float *dy, const float *y, size_t n, tg_act_t act, tg_pool_
  * multiple of 2^-16, e.g. 0.5), so E[out] = x. The mask of row r comes from
  * tg_rng_seed2(seed, r), so it does not depend on the thread split. mask (rows, dim) may be NULL
  * when no backward is needed. */
+/* The 16-bit threshold (drop when bits < thresh) and 1 / keep for probability p. */
+void tg_dropout_params(float p, uint32_t *thresh, float *scale);
 void tg_dropout_forward(float *out, uint8_t *mask, const float *x, size_t rows, size_t dim, float p,
                         uint64_t seed, tg_pool_t *pool);
 /* dx (rows, dim) += dout * mask / keep. */
