@@ -338,6 +338,16 @@ int tg_csv_parse_i64(const char *s, size_t n, int64_t *out)
     if (p < e && (*p == '+' || *p == '-')) neg = *p++ == '-';
     if (p == e) return -1;
     uint64_t acc = 0;
+    if (e - p <= 18) {
+        /* 18 digits cannot overflow: no per-digit range check on the common path */
+        for (; p < e; p++) {
+            unsigned d = (unsigned)(*p - '0');
+            if (d > 9) return -1;
+            acc = acc * 10 + d;
+        }
+        *out = neg ? -(int64_t)acc : (int64_t)acc;
+        return 0;
+    }
     for (; p < e; p++) {
         unsigned d = (unsigned)(*p - '0');
         if (d > 9) return -1;
