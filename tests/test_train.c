@@ -121,6 +121,14 @@ TG_TEST(learns_and_reports)
     free(test);
     free(labels);
     tg_dataset_close(d);
+    /* features read row by row from the file (they do not fit in --mem) give the same output */
+    char pred2[4200];
+    snprintf(pred2, sizeof pred2, "%s/run1/pred-file.i32", root);
+    rc = tg_test_cli(&out, "infer %s --checkpoint %s/run1 --out %s --mem 1K --chunk-nodes 1000", ds,
+                     root, pred2);
+    TG_CHECK(rc == 0);
+    free(out);
+    TG_CHECK(same_file(pred, pred2));
     /* no temporary files are left behind */
     char rd[4200];
     snprintf(rd, sizeof rd, "%s/run1", root);
