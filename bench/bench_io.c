@@ -10,7 +10,9 @@
  *   3. merged vs unmerged: 512-byte rows drawn from a 4 MiB or 64 MiB window (the locality a
  *      reordered graph gives) and from the whole file (no locality), depth 64;
  *   4. the software ceiling: rows already in the page cache, so only the layer's cost remains.
- * Each run lasts about 1.5 s; the whole bench about 30 s plus creating the file. */
+ * The disk may be shared: each figure is the median of 3 rounds, each round a probe followed by
+ * every run (0.5-0.75 s each), and "% of raw" compares a run with its own round's probe. The
+ * whole bench takes about 45 s plus creating the file. */
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +49,20 @@ static int make_file(const char *path, uint64_t size)
     close(fd);
     free(buf);
     return rc;
+}
+
+#define ROUNDS 3
+
+/* Median of ROUNDS values (v is reordered). */
+static double median(double *v)
+{
+    for (int i = 1; i < ROUNDS; i++)
+        for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
+            double t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    return v[ROUNDS / 2];
 }
 
 typedef struct result {
@@ -186,52 +202,88 @@ int main(int argc, char **argv)
     printf("file %s, %llu MiB, O_DIRECT %s, alignment %u\n", path, (unsigned long long)(size >> 20),
            tg_io_file_direct(f) ? "yes" : "no", tg_io_file_align(f));
 
-    tg_io_probe_t pr;
-    tg_io_probe_opts_t po = {.time_s = 2.0, .refresh = 1};
-    if ((rc = tg_io_probe_run(path, &po, &pr)) < 0) {
-        fprintf(stderr, "bench_io: probe: %s\n", tg_errmsg());
-        tg_io_file_close(f);
-        return 1;
+    /* The disk is shared with whatever else runs on the machine, so every figure is the median
+     * of ROUNDS rounds, and each round pairs the layer's runs with a probe taken just before:
+     * "% of raw" compares the two within a round. */
+    static const struct {
+        size_t rowbytes;
+        unsigned depth, flags;
+    } rows_cfg[] = {
+        {4096, 1, 0}, {4096, 16, 0}, {4096, 64, 0}, {4096, 128, 0}, {4096, 1, TG_IO_FORCE_PREAD},
+        {4000, 1, 0}, {4000, 16, 0}, {4000, 64, 0}, {4000, 128, 0}, {4000, 1, TG_IO_FORCE_PREAD}};
+    enum { NROWCFG = sizeof rows_cfg / sizeof rows_cfg[0], NWIN = 3 };
+    static const uint64_t windows[NWIN] = {4u << 20, 64u << 20, 0};
+    tg_io_probe_t pr[ROUNDS];
+    result_t rr[NROWCFG][ROUNDS], mr[NWIN][2][ROUNDS];
+    double ratio[NROWCFG][ROUNDS];
+    for (int round = 0; round < ROUNDS; round++) {
+        fprintf(stderr, "round %d/%d\n", round + 1, ROUNDS);
+        tg_io_probe_opts_t po = {.time_s = 1.0, .refresh = 1};
+        if ((rc = tg_io_probe_run(path, &po, &pr[round])) < 0) goto fail;
+        for (size_t c = 0; c < NROWCFG; c++) {
+            size_t rb = rows_cfg[c].rowbytes;
+            rc = run(f, rows_cfg[c].depth, rows_cfg[c].flags, rb, size / rb, 1024, 0.5,
+                     &rr[c][round]);
+            if (rc < 0) goto fail;
+            ratio[c][round] = 0;
+            for (unsigned k = 0; k < pr[round].ndepths; k++)
+                if (pr[round].depth[k] == rows_cfg[c].depth)
+                    ratio[c][round] = rr[c][round].rows_per_s / pr[round].iops[k];
+        }
+        for (size_t w = 0; w < NWIN; w++)
+            for (int merge = 0; merge < 2; merge++) {
+                uint64_t window = windows[w] ? windows[w] : size;
+                rc = run(f, 64, merge ? 0 : TG_IO_NO_MERGE, 512, window / 512, 4096, 0.75,
+                         &mr[w][merge][round]);
+                if (rc < 0) goto fail;
+            }
     }
-    printf("\nprobe (raw device, random 4 KiB O_DIRECT reads; %.1f s)\n", pr.time_s);
-    printf("  depth      IOPS   mean latency\n");
-    for (unsigned d = 0; d < pr.ndepths; d++)
-        printf("  %5u  %8.0f  %9.1f us\n", pr.depth[d], pr.iops[d], pr.lat_us[d]);
-    printf("  default depth %u, sequential read %.0f MB/s\n", pr.best_depth,
-           pr.seq_bytes_per_s / 1e6);
 
-    printf("\nrandom rows through tg_io (two batches of 1024 rows in flight, merging on)\n");
+    printf("\nprobe (raw device, random 4 KiB O_DIRECT reads), median of %d rounds\n", ROUNDS);
+    printf("  depth      IOPS   mean latency\n");
+    double v[ROUNDS], u[ROUNDS];
+    for (unsigned d = 0; d < pr[0].ndepths; d++) {
+        for (int r = 0; r < ROUNDS; r++) {
+            v[r] = pr[r].iops[d];
+            u[r] = pr[r].lat_us[d];
+        }
+        printf("  %5u  %8.0f  %9.1f us\n", pr[0].depth[d], median(v), median(u));
+    }
+    for (int r = 0; r < ROUNDS; r++)
+        v[r] = pr[r].seq_bytes_per_s;
+    printf("  sequential read (1 MiB, depth 8) %.0f MB/s; default depths chosen:", median(v) / 1e6);
+    for (int r = 0; r < ROUNDS; r++)
+        printf(" %u", pr[r].best_depth);
+    printf("\n");
+
+    printf("\nrandom rows through tg_io (two batches of 1024 rows in flight, merging on), median "
+           "of %d rounds\n",
+           ROUNDS);
     printf("  row bytes  backend   depth    rows/s  %% of raw   MB/s read  reads/row  "
            "read ampl.  wait\n");
-    static const unsigned depths[] = {1, 16, 64, 128};
-    static const size_t rowsizes[] = {4096, 4000};
-    for (size_t rsz = 0; rsz < 2; rsz++)
-        for (int pread_backend = 0; pread_backend < 2; pread_backend++)
-            for (size_t d = 0; d < 4; d++) {
-                if (pread_backend && d > 0) continue; /* pread has depth 1 only */
-                result_t r = {0};
-                size_t rb = rowsizes[rsz];
-                rc = run(f, depths[d], pread_backend ? TG_IO_FORCE_PREAD : 0, rb, size / rb, 1024,
-                         1.5, &r);
-                if (rc < 0) goto fail;
-                double raw = 0;
-                for (unsigned k = 0; k < pr.ndepths; k++)
-                    if (pr.depth[k] == depths[d]) raw = pr.iops[k];
-                printf("  %9zu  %-8s  %5u  %8.0f  %8.0f%%  %9.1f  %9.3f  %10.3f  %4.0f%%\n", rb,
-                       pread_backend ? "pread" : "io_uring", depths[d], r.rows_per_s,
-                       raw > 0 ? 100 * r.rows_per_s / raw : 0, r.mb_per_s, r.reads_per_row,
-                       r.amplification, 100 * r.wait_frac);
-            }
+    for (size_t c = 0; c < NROWCFG; c++) {
+        double rows[ROUNDS], mb[ROUNDS], wait[ROUNDS];
+        for (int r = 0; r < ROUNDS; r++) {
+            rows[r] = rr[c][r].rows_per_s;
+            mb[r] = rr[c][r].mb_per_s;
+            wait[r] = rr[c][r].wait_frac;
+        }
+        printf("  %9zu  %-8s  %5u  %8.0f  %8.0f%%  %9.1f  %9.3f  %10.3f  %4.0f%%\n",
+               rows_cfg[c].rowbytes, (rows_cfg[c].flags & TG_IO_FORCE_PREAD) ? "pread" : "io_uring",
+               rows_cfg[c].depth, median(rows), 100 * median(ratio[c]), median(mb),
+               rr[c][0].reads_per_row, rr[c][0].amplification, 100 * median(wait));
+    }
 
-    printf("\nmerging: 512-byte rows, depth 64, batches of 4096 rows\n");
+    printf("\nmerging: 512-byte rows, depth 64, batches of 4096 rows, median of %d rounds\n",
+           ROUNDS);
     printf("  rows drawn from          merge    rows/s   MB/s read  reads/row  read ampl.\n");
-    static const uint64_t windows[] = {4u << 20, 64u << 20, 0};
-    for (size_t w = 0; w < 3; w++)
+    for (size_t w = 0; w < NWIN; w++)
         for (int merge = 1; merge >= 0; merge--) {
-            result_t r = {0};
-            uint64_t window = windows[w] ? windows[w] : size;
-            rc = run(f, 64, merge ? 0 : TG_IO_NO_MERGE, 512, window / 512, 4096, 1.5, &r);
-            if (rc < 0) goto fail;
+            double rows[ROUNDS], mb[ROUNDS];
+            for (int r = 0; r < ROUNDS; r++) {
+                rows[r] = mr[w][merge][r].rows_per_s;
+                mb[r] = mr[w][merge][r].mb_per_s;
+            }
             char label[64];
             if (windows[w])
                 snprintf(label, sizeof label, "a %llu MiB window",
@@ -239,7 +291,8 @@ int main(int argc, char **argv)
             else
                 snprintf(label, sizeof label, "the whole file");
             printf("  %-22s  %-5s  %8.0f  %9.1f  %9.3f  %10.3f\n", label, merge ? "on" : "off",
-                   r.rows_per_s, r.mb_per_s, r.reads_per_row, r.amplification);
+                   median(rows), median(mb), mr[w][merge][0].reads_per_row,
+                   mr[w][merge][0].amplification);
         }
     /* The layer's own cost per row: rows already in the page cache (a buffered handle on a
      * 64 MiB window read once beforehand), so the device drops out. */

@@ -140,6 +140,21 @@ TG_TEST(refusals)
     TG_CHECK_ERR(tg_io_probe_run(missing, &o, &r), "missing.bin");
 }
 
+/* A cache that cannot be written costs a warning, not the result. */
+TG_TEST(uncacheable)
+{
+    tg_io_probe_opts_t o = {.time_s = 0.1, .cache_dir = path}; /* a regular file, not a dir */
+    tg_io_probe_t r;
+    tio_capture_t cap;
+    tio_stderr_begin(&cap, dir);
+    int rc = tg_io_probe_run(path, &o, &r);
+    char *err = tio_stderr_end(&cap);
+    TG_CHECK(rc == 0 && r.from_cache == 0 && r.cache_path[0] == 0);
+    TG_CHECK(r.best_depth > 0 && r.seq_bytes_per_s > 0);
+    TG_CHECK(strstr(err, "cannot cache the result") != NULL);
+    free(err);
+}
+
 /* Without io_uring the probe measures depth 1 with pread. */
 TG_TEST(without_uring)
 {
@@ -168,6 +183,7 @@ int main(void)
     TG_RUN(measure_and_cache);
     TG_RUN(xdg_cache_home);
     TG_RUN(refusals);
+    TG_RUN(uncacheable);
     TG_RUN(without_uring);
     free(path);
     int rc = tg_test_done();

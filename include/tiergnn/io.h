@@ -61,8 +61,9 @@
  *     outlive the queues that count into it.
  *
  * Memory: a queue's staging buffers (depth x max_read_bytes) are reserved against opts.budget at
- *   tg_io_create and released at tg_io_destroy; the per-submit bookkeeping (about 80 bytes per
- *   request, freed when the submit's last read completes) is reserved and released likewise.
+ *   tg_io_create and released at tg_io_destroy; the per-submit bookkeeping (88 bytes per
+ *   request until the submit's last read completes, plus 32 while the submit call plans) is
+ *   reserved and released likewise.
  *
  * Module: io/ knows nothing of graphs or features; it reads byte ranges.
  */
