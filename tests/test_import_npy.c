@@ -241,6 +241,16 @@ TG_TEST(bad_input)
                  "but the file ends at offset 178");
     check_no_output(out);
 
+    /* f16 storage: a finite value beyond the f16 range is an error, not a silent inf */
+    src = make_npy("bad", 1);
+    float big[10] = {0, 1, 1e5f, 2, 3, 4, 5, 6, 7, 8};
+    npy_write(src, "feat.npy", "<f4", "(5, 2)", big, sizeof big);
+    TG_CHECK_ERR(import_npy(out, src, TG_F16),
+                 "feat.npy: row 1: feature 0: 100000 does not fit in f16");
+    check_no_output(out);
+    TG_CHECK_OK(import_npy(out, src, TG_F32));
+    tg_rmtree(out);
+
     /* both graph forms present is ambiguous */
     src = make_npy("bad", 1);
     npy_write(src, "edge_index.npy", "<i8", "(2, 1)", i8, 16);

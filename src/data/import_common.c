@@ -143,8 +143,15 @@ int tg_imp_put_index(tg_imp_t *im, tg_filew_t *fw, uint64_t id)
 int tg_imp_put_feat_row(tg_imp_t *im, tg_filew_t *fw, const float *row, uint32_t d, uint16_t *tmp)
 {
     if (im->dsw.meta.feat_dtype == TG_F32) return tg_filew_write(fw, row, (size_t)d * 4);
-    for (uint32_t j = 0; j < d; j++)
+    for (uint32_t j = 0; j < d; j++) {
         tmp[j] = tg_f32_to_f16(row[j]);
+        /* a finite value that rounds to inf would poison training silently */
+        if ((tmp[j] & 0x7c00) == 0x7c00)
+            return tg_err(-ERANGE,
+                          "feature %u: %g does not fit in f16 (|x| > 65504); use "
+                          "--feat-dtype f32",
+                          j, (double)row[j]);
+    }
     return tg_filew_write(fw, tmp, (size_t)d * 2);
 }
 

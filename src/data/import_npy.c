@@ -210,7 +210,8 @@ static int read_features(tg_imp_t *im, tg_npy_t *f)
                                 (unsigned long long)(r + i), j);
                     break;
                 }
-            if (!rc) rc = tg_imp_put_feat_row(im, &fw, row, d, tmp);
+            if (!rc && (rc = tg_imp_put_feat_row(im, &fw, row, d, tmp)) == -ERANGE)
+                rc = tg_err_prefix(rc, "%s: row %llu", f->path, (unsigned long long)(r + i));
         }
         tg_imp_prog_update(&pr, (r + k) * d * f->itemsize);
     }

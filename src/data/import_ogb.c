@@ -249,7 +249,11 @@ static int read_features(tg_imp_t *im, const ogb_paths_t *p)
             break;
         }
         if ((rc = tg_csv_row_f32(&c, row, d))) break;
-        if ((rc = tg_imp_put_feat_row(im, &fw, row, d, tmp))) break;
+        if ((rc = tg_imp_put_feat_row(im, &fw, row, d, tmp))) {
+            if (rc == -ERANGE)
+                rc = tg_err_prefix(rc, "%s: line %llu", p->feat, (unsigned long long)c.line);
+            break;
+        }
         rows++;
         if ((rows & 0xffff) == 0) tg_imp_prog_update(&pr, tg_csv_offset(&c));
     }
