@@ -49,8 +49,8 @@ TG_TEST(measure_and_cache)
     double t0 = tg_now();
     TG_CHECK_OK(tg_io_probe_run(path, &o, &r));
     double el = tg_now() - t0;
-    TG_CHECK(el < 1.0);
-    TG_CHECK(r.time_s > 0.2 && r.time_s < 1.0);
+    TG_CHECK(el < 2.0); /* 0.3 s of measuring; the rest is set-up, draining, fsync */
+    TG_CHECK(r.time_s > 0.25 && r.time_s < 1.5);
     TG_CHECK(r.from_cache == 0);
     TG_CHECK(!strcmp(r.cache_path, cpath));
     check_result(&r);

@@ -639,7 +639,7 @@ static int check_req(const tg_io_t *io, const tg_io_req_t *r, size_t i)
     if (r->len && !r->dst)
         return tg_err(-EINVAL, "%s: io request %zu (offset %llu): no destination", f->path, i,
                       (unsigned long long)r->off);
-    if (r->off > UINT64_MAX - r->len || r->off + r->len > UINT64_MAX - f->align)
+    if (r->off > UINT64_MAX - r->len || r->off + r->len > UINT64_MAX - io->max_read)
         return tg_err(-EINVAL, "%s: io request %zu: offset %llu + %zu bytes overflows", f->path, i,
                       (unsigned long long)r->off, r->len);
     if (f->align > TG_IO_STAGING_ALIGN || io->max_read % f->align)
