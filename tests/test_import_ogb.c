@@ -339,6 +339,22 @@ TG_TEST(multi_label_and_nan)
     tg_rmtree(out);
 }
 
+/* Windows line ends, a missing final newline and stray blank lines in edges and features. */
+TG_TEST(crlf_and_blank_lines)
+{
+    const char *src = make_ogb("crlf", 0, "raw/edge.csv", "0,1\r\n1,2\r\n\r\n2,3\r\n3,0\r\n0,2");
+    char root[4200];
+    snprintf(root, sizeof root, "%s", src);
+    put(root, "raw/node-feat.csv", "1,2,3\r\n4,5,6\r\n-7.5,8e-1,9\r\n0,0,1.25\r\n\r\n", 0);
+    const char *out = out_path("crlf-out");
+    tg_rmtree(out);
+    TG_CHECK_OK(import_ogb(out, root, NULL, 0, 0, 0));
+    tg_meta_t m;
+    TG_CHECK_OK(tg_meta_read(&m, out));
+    TG_CHECK(m.num_nodes == 4 && m.num_edges == 5 && m.feat_dim == 3);
+    tg_rmtree(out);
+}
+
 TG_TEST(split_choice)
 {
     const char *src = make_ogb("two", 0, NULL, NULL);
@@ -475,6 +491,7 @@ int main(void)
     TG_RUN(small_plain_and_gzip);
     TG_RUN(options);
     TG_RUN(multi_label_and_nan);
+    TG_RUN(crlf_and_blank_lines);
     TG_RUN(split_choice);
     TG_RUN(bad_input);
     TG_RUN(cli);

@@ -155,6 +155,7 @@ typedef struct tg_imp {
     uint64_t edges_in;        /* input edges before --undirected doubling */
     uint8_t *split_owner;     /* 2 bits per node: 0 = in no split yet, else 1 + TG_FILE_* - TRAIN */
     const char *split_src[3]; /* where each split came from, for overlap messages */
+    int split_unchecked;      /* N too large for the overlap bitmap within --mem */
 } tg_imp_t;
 
 int tg_imp_begin(tg_imp_t *im, const char *out_dir, const tg_import_opts_t *o, const char *source);

@@ -227,22 +227,29 @@ int tg_imp_split_add(tg_imp_t *im, tg_filew_t *fw, tg_file_id_t which, int64_t i
     if (id < 0 || (uint64_t)id >= n)
         return tg_err(-EINVAL, "%s: %s %llu: node id %lld out of range [0, %llu)", src, unit,
                       (unsigned long long)where, (long long)id, (unsigned long long)n);
-    if (!im->split_owner) {
+    if (!im->split_owner && !im->split_unchecked) {
         /* 2 bits per node (N/4 bytes) to catch a node listed twice or in two splits: a
-         * train/test overlap silently inflates accuracy, so it is worth the memory. */
-        im->split_owner = calloc(n / 4 + 1, 1);
-        if (!im->split_owner) return tg_err(-ENOMEM, "out of memory for the split check");
+         * train/test overlap silently inflates accuracy, so it is worth the memory, up to a
+         * quarter of --mem (25 MiB for 100M nodes). */
+        if (n / 4 + 1 <= im->o->mem_bytes / 4) im->split_owner = calloc(n / 4 + 1, 1);
+        if (!im->split_owner) {
+            im->split_unchecked = 1;
+            tg_log_warn("%llu nodes: not enough --mem to check that the splits are disjoint",
+                        (unsigned long long)n);
+        }
     }
-    int k = (int)(which - TG_FILE_TRAIN);
     uint64_t u = (uint64_t)id;
-    unsigned shift = (unsigned)(u & 3) * 2;
-    unsigned prev = (im->split_owner[u >> 2] >> shift) & 3;
-    if (prev)
-        return tg_err(-EINVAL, "%s: %s %llu: node %llu is already listed in %s", src, unit,
-                      (unsigned long long)where, (unsigned long long)u,
-                      im->split_src[prev - 1] ? im->split_src[prev - 1] : "an earlier split");
-    im->split_owner[u >> 2] |= (uint8_t)((unsigned)(k + 1) << shift);
-    im->split_src[k] = src;
+    if (im->split_owner) {
+        int k = (int)(which - TG_FILE_TRAIN);
+        unsigned shift = (unsigned)(u & 3) * 2;
+        unsigned prev = (im->split_owner[u >> 2] >> shift) & 3;
+        if (prev)
+            return tg_err(-EINVAL, "%s: %s %llu: node %llu is already listed in %s", src, unit,
+                          (unsigned long long)where, (unsigned long long)u,
+                          im->split_src[prev - 1] ? im->split_src[prev - 1] : "an earlier split");
+        im->split_owner[u >> 2] |= (uint8_t)((unsigned)(k + 1) << shift);
+        im->split_src[k] = src;
+    }
     tg_meta_t *m = &im->dsw.meta;
     uint64_t *cnt = which == TG_FILE_TRAIN   ? &m->num_train
                     : which == TG_FILE_VALID ? &m->num_valid

@@ -280,6 +280,14 @@ static void normals(tg_rng_t *r, float *out, uint32_t n)
     }
 }
 
+/* The random class a node starts from (and keeps when there is no propagation). */
+static uint16_t seed_label(const tg_import_opts_t *o, uint64_t v)
+{
+    tg_rng_t r;
+    tg_rng_seed2(&r, o->seed ^ 0x6c61626c, v);
+    return (uint16_t)tg_rng_below(&r, o->classes);
+}
+
 static int gen_node_data(tg_imp_t *im)
 {
     const tg_import_opts_t *o = im->o;
@@ -292,27 +300,24 @@ static int gen_node_data(tg_imp_t *im)
     uint8_t *bufs = NULL;
     float *mu = NULL, *row = NULL;
 
-    /* Labels: random seeds, then LP_ROUNDS of majority vote over in-neighbours. Needs 4 bytes a
-     * node; the sort is finished, so its share of --mem is free again. */
-    lab = malloc(n * sizeof *lab);
-    int lp = lab && n * 2 * sizeof *lab <= o->mem_bytes;
-    if (lp) {
+    /* Labels: random seeds, then LP_ROUNDS of majority vote over in-neighbours. That needs two
+     * label arrays (4 bytes a node); the sort is finished, so its share of --mem is free again.
+     * Without the memory (or with one class) labels stay the random seeds, computed per node
+     * on the fly below, so memory stays bounded either way. */
+    tg_rng_t rng;
+    if (c > 1 && n * 2 * sizeof *lab <= o->mem_bytes) {
+        lab = malloc(n * sizeof *lab);
         nxt = malloc(n * sizeof *nxt);
         cnt = calloc(c, sizeof *cnt);
         touched = malloc(((size_t)c + 1) * sizeof *touched);
         bufs = malloc(2u << 20);
-        lp = nxt && cnt && touched && bufs;
-    }
-    if (!lab) {
-        rc = tg_err(-ENOMEM, "out of memory for %llu labels", (unsigned long long)n);
-        goto out;
-    }
-    tg_rng_t rng;
-    for (uint64_t v = 0; v < n; v++) {
-        tg_rng_seed2(&rng, o->seed ^ 0x6c61626c, v);
-        lab[v] = (uint16_t)tg_rng_below(&rng, c);
-    }
-    if (lp && c > 1) {
+        if (!lab || !nxt || !cnt || !touched || !bufs) {
+            rc = tg_err(-ENOMEM, "out of memory for label propagation over %llu nodes",
+                        (unsigned long long)n);
+            goto out;
+        }
+        for (uint64_t v = 0; v < n; v++)
+            lab[v] = seed_label(o, v);
         for (int r = 0; r < LP_ROUNDS; r++) {
             if ((rc = lp_round(im, lab, nxt, cnt, touched, bufs))) goto out;
             uint16_t *t = lab;
@@ -349,12 +354,13 @@ static int gen_node_data(tg_imp_t *im)
     double t1 = o->train_frac, t2 = t1 + o->valid_frac, t3 = t2 + o->test_frac;
     for (uint64_t v = 0; v < n && !rc; v++) {
         tg_rng_seed2(&rng, o->seed, v + 1);
-        const float *mc = mu + (size_t)lab[v] * d;
+        uint16_t lv = lab ? lab[v] : seed_label(o, v);
+        const float *mc = mu + (size_t)lv * d;
         normals(&rng, row, d);
         for (uint32_t j = 0; j < d; j++)
             row[j] = mc[j] + (float)o->feat_noise * row[j];
         if ((rc = tg_imp_put_feat_row(im, &fw[0], row, d, tmp))) break;
-        int32_t l = lab[v];
+        int32_t l = lv;
         if ((rc = tg_filew_write(&fw[1], &l, 4))) break;
         double u = tg_rng_uniform(&rng);
         tg_file_id_t which = u < t1   ? TG_FILE_TRAIN

@@ -181,7 +181,7 @@ out:
 static int read_edges(tg_imp_t *im, const ogb_paths_t *p, uint64_t want_edges)
 {
     tg_csv_t c;
-    int rc = tg_csv_open(&c, p->edge, 0);
+    int rc = tg_csv_open(&c, p->edge, TG_CSV_SKIP_BLANK);
     if (rc) return rc;
     tg_imp_prog_t pr;
     tg_imp_prog_begin(&pr, "edges", tg_imp_file_size(p->edge));
@@ -214,7 +214,9 @@ static int read_edges(tg_imp_t *im, const ogb_paths_t *p, uint64_t want_edges)
 static int read_features(tg_imp_t *im, const ogb_paths_t *p)
 {
     tg_csv_t c;
-    int rc = tg_csv_open(&c, p->feat, 0);
+    /* Blank lines can only be stray (a feature row has at least one number): skip them. Not in
+     * node-label.csv, where an empty line is an unlabelled node. */
+    int rc = tg_csv_open(&c, p->feat, TG_CSV_SKIP_BLANK);
     if (rc) return rc;
     tg_filew_t fw;
     if ((rc = tg_imp_open(im, TG_FILE_FEATURES, &fw, 0))) {
