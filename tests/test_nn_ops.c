@@ -229,7 +229,7 @@ TG_TEST(gcn_norm)
     tg_selfloop_build(&aug, &b);
     float w[16];
     uint32_t deg[4];
-    tg_gcn_norm(w, deg, &aug);
+    tg_gcn_norm(w, deg, &aug, NULL);
     /* d = 4 (dst 0: 1,2,3 + self), 3 (dst 1: 0,3 + self), 2 (dst 2: 0 + self; self edge dropped),
      * pure source 3: read twice + 1 = 3 */
     TG_CHECK_EQ_U64(aug.num_edges, 9); /* 4 + 3 + 2 */

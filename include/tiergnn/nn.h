@@ -20,7 +20,8 @@
  *     tg_loss_eval(logits, y, n, C, multi_label, &st)   // loss / accuracy of given logits
  *   Layer-wise full-neighbour inference over all N nodes: for l = 0 .. L-1, split the nodes into
  *   chunks; for each chunk build a block (dst = the chunk, src = dst + all in-neighbours) and call
- *   tg_model_layer_forward(m, l, blk, Hin_rows_of_src, Hout_rows_of_dst). The output of layer L-2
+ *   tg_model_layer_forward(m, l, blk, Hin_rows_of_src, Hout_rows_of_dst) - for GCN
+ *   tg_model_layer_forward_deg with the sources' in-degrees, see there. The output of layer L-2
  *   is the embedding ("last hidden representation"), the output of layer L-1 the logits.
  *
  * Batches: a model of L layers consumes a tg_batch_t with num_layers == L (see tiergnn/graph.h);
@@ -229,6 +230,12 @@ void tg_model_layer_dims(const tg_model_t *m, int layer, uint32_t *in_dim, uint3
  * directly the next layer's input. Uses and may grow the model's arena. */
 int tg_model_layer_forward(tg_model_t *m, int layer, const tg_block_t *blk, const float *Hin,
                            float *Hout);
+/* The same with the sources' whole-graph in-degrees src_deg (blk->num_src; neighbours other than
+ * the node itself), which GCN then uses for every d (d = 1 + src_deg) instead of degrees counted
+ * in the block: with full-neighbour chunks this is exactly Kipf & Welling's GCN even though a
+ * chunk's pure sources do not have their in-edges in the block. Other layer types ignore it. */
+int tg_model_layer_forward_deg(tg_model_t *m, int layer, const tg_block_t *blk,
+                               const uint64_t *src_deg, const float *Hin, float *Hout);
 
 /* Loss and counts of given logits (n, C) against labels as in tg_model_train_step (no model
  * needed): for evaluation. -ERANGE if the loss is not finite, -EINVAL for a label >= C. */

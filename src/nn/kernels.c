@@ -486,11 +486,19 @@ void tg_selfloop_build(tg_block_t *aug, const tg_block_t *blk)
     aug->num_edges = k;
 }
 
-void tg_gcn_norm(float *w, uint32_t *deg_src, const tg_block_t *aug)
+void tg_gcn_norm(float *w, uint32_t *deg_src, const tg_block_t *aug, const uint64_t *full_deg)
 {
+    uint32_t nd = aug->num_dst, ns = aug->num_src;
+    if (full_deg) {
+        /* whole-graph degrees from the caller: exact Kipf normalisation on chunked blocks */
+        for (uint32_t i = 0; i < nd; i++)
+            for (uint64_t e = aug->indptr[i]; e < aug->indptr[i + 1]; e++)
+                w[e] = (float)(1.0 / sqrt((1.0 + (double)full_deg[i]) *
+                                          (1.0 + (double)full_deg[aug->indices[e]])));
+        return;
+    }
     /* d_i of a dst: its row length (in-degree + self loop). d_j of a pure source (j >= nd):
      * 1 + number of edges reading it. Sources that are dsts use their dst degree. */
-    uint32_t nd = aug->num_dst, ns = aug->num_src;
     for (uint32_t j = nd; j < ns; j++)
         deg_src[j] = 1;
     for (uint64_t e = 0; e < aug->indptr[nd]; e++)

@@ -179,7 +179,7 @@ void tg_layer_forward(const tg_layer_t *ly, tg_layer_acts_t *a, const tg_block_t
         break;
     case TG_MODEL_GCN:
         tg_selfloop_build(&a->aug, blk);
-        tg_gcn_norm(a->ew, a->deg, &a->aug);
+        tg_gcn_norm(a->ew, a->deg, &a->aug, a->full_deg);
         tg_aggr_weighted_forward(a->agg, x, a->ew, &a->aug, in, pool);
         tg_linear_forward(out, a->agg, ly->W, ly->b, nd, in, out_w, 0, pool);
         break;

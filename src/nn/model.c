@@ -462,6 +462,12 @@ int tg_model_predict(tg_model_t *m, const tg_batch_t *b, const float *X, float *
 int tg_model_layer_forward(tg_model_t *m, int layer, const tg_block_t *blk, const float *Hin,
                            float *Hout)
 {
+    return tg_model_layer_forward_deg(m, layer, blk, NULL, Hin, Hout);
+}
+
+int tg_model_layer_forward_deg(tg_model_t *m, int layer, const tg_block_t *blk,
+                               const uint64_t *src_deg, const float *Hin, float *Hout)
+{
     if (layer < 0 || layer >= m->L)
         return tg_err(-EINVAL, "layer %d out of range: the model has %d layers", layer, m->L);
     int rc = check_block(blk, "layer-wise inference", layer);
@@ -473,6 +479,7 @@ int tg_model_layer_forward(tg_model_t *m, int layer, const tg_block_t *blk, cons
     if ((rc = arena_reserve(&m->arena, count.off)) < 0) return rc;
     m->arena.off = 0;
     tg_layer_plan(ly, &acts, blk, 0, 0, &m->arena);
+    acts.full_deg = src_deg;
     tg_layer_forward(ly, &acts, blk, Hin, Hout, 0, 0, m->pool);
     if (layer < m->L - 1)
         tg_act_forward(Hout, (size_t)blk->num_dst * ly->out, m->cfg.activation, m->pool);

@@ -161,8 +161,9 @@ void tg_aggr_max_backward(float *dx, const float *dout, const uint32_t *arg, con
                           const tg_tcsr_t *t, size_t dim, tg_pool_t *pool);
 
 /* GCN edge weights on a self-looped block aug (see nn.h for the degree convention):
- * w (aug->num_edges) = 1 / sqrt(d_i d_j). deg_src (aug->num_src) is scratch. */
-void tg_gcn_norm(float *w, uint32_t *deg_src, const tg_block_t *aug);
+ * w (aug->num_edges) = 1 / sqrt(d_i d_j). deg_src (aug->num_src) is scratch. full_deg
+ * (num_src) or NULL: whole-graph in-degrees (self excluded), then d = 1 + full_deg for all. */
+void tg_gcn_norm(float *w, uint32_t *deg_src, const tg_block_t *aug, const uint64_t *full_deg);
 
 /* GAT attention over a self-looped block aug, H heads of width F. Per head k:
  *   s_dst (nd, H)   = Wh_i^k . a_dst_k,   s_src (ns, H) = Wh_j^k . a_src_k
@@ -220,13 +221,14 @@ typedef struct tg_layer {
 
 /* What a layer keeps from forward for backward, and its backward scratch; all from the arena. */
 typedef struct tg_layer_acts {
-    tg_block_t aug; /* GCN / GAT: self-looped block */
-    tg_tcsr_t t;    /* transpose of the block the layer aggregates over (aug for GCN / GAT) */
-    uint32_t *deg;  /* GCN scratch (num_src) */
-    float *ew;      /* GCN edge weights (E') */
-    float *agg;     /* SAGE / GCN / GIN: aggregated input (nd, in) */
-    float *h1;      /* GIN: ReLU(agg W + b1) (nd, inner) */
-    float *wh;      /* GAT: x W (ns, H*F) */
+    const uint64_t *full_deg; /* GCN input: whole-graph in-degrees of the sources, or NULL */
+    tg_block_t aug;           /* GCN / GAT: self-looped block */
+    tg_tcsr_t t;   /* transpose of the block the layer aggregates over (aug for GCN / GAT) */
+    uint32_t *deg; /* GCN scratch (num_src) */
+    float *ew;     /* GCN edge weights (E') */
+    float *agg;    /* SAGE / GCN / GIN: aggregated input (nd, in) */
+    float *h1;     /* GIN: ReLU(agg W + b1) (nd, inner) */
+    float *wh;     /* GAT: x W (ns, H*F) */
     float *s_dst, *s_src, *z, *alpha, *alpha_d; /* GAT */
     float *hcat;                                /* GAT with mean: heads before the mean (nd, H*F) */
     /* backward scratch */
