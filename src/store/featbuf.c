@@ -19,6 +19,7 @@
 #define FB_ALIGN 4096 /* slot area alignment: pages, for O_DIRECT and registered buffers */
 #define FB_MAX_ROW_BYTES (1u << 30)
 #define FB_MAX_SLOT_ALIGN (1u << 20)
+#define PF_DIST 16 /* prefetch distance of batch loops, in nodes */
 
 enum { LIST_NONE = 0, LIST_FREE = 1, LIST_LRU = 2 };
 
@@ -155,6 +156,12 @@ static uint64_t hash_home(const tg_featbuf_t *fb, uint64_t node)
 {
     /* Fibonacci hashing: the top bits of a multiply by 2^64/phi spread consecutive ids. */
     return (node * 0x9E3779B97F4A7C15ull) >> (64 - fb->map_bits);
+}
+
+/* The table entry a lookup of node reads first (the only one for the direct table). */
+static const uint32_t *map_home_entry(const tg_featbuf_t *fb, uint64_t node)
+{
+    return fb->direct ? &fb->map[node] : &fb->map[hash_home(fb, node)];
 }
 
 static uint32_t map_find(const tg_featbuf_t *fb, uint64_t node)
@@ -557,6 +564,14 @@ static uint64_t classify(tg_featbuf_t *fb, tg_featbuf_batch_t *h, const uint64_t
 {
     uint64_t need = 0;
     for (size_t i = 0; i < n; i++) {
+        /* Lookups of random ids miss the cache twice (table entry, then slot metadata) and this
+         * loop runs under the lock: fetch the entry PF_DIST nodes ahead and, once it has
+         * arrived, the slot it names half as far ahead, so the misses overlap. */
+        if (i + PF_DIST < n) __builtin_prefetch(map_home_entry(fb, nodes[i + PF_DIST]));
+        if (i + PF_DIST / 2 < n) {
+            uint32_t t = *map_home_entry(fb, nodes[i + PF_DIST / 2]);
+            if (t != NO_SLOT) __builtin_prefetch(&fb->slots[t]);
+        }
         uint32_t s = map_find(fb, nodes[i]);
         h->slots[i] = s;
         if (s == NO_SLOT || fb->slots[s].refs == 0) need++;
