@@ -99,21 +99,10 @@ TG_TEST(pool)
 
 int main(void)
 {
-    dir = tg_test_tmpdir("io_budget");
-    if (!tio_have_odirect(dir)) {
-        fprintf(stderr, "SKIP: %s does not support O_DIRECT\n", dir);
-        return TG_SKIP;
-    }
-    have_uring = tio_have_uring();
+    dir = tio_begin("io_budget", &have_uring);
     path = tio_make_file(dir, "data.bin", 1u << 20);
     TG_RUN(staging_reserved_and_released);
     TG_RUN(pool);
     free(path);
-    int rc = tg_test_done();
-    if (rc == 0 && !have_uring) {
-        fprintf(stderr, "SKIP: io_uring unavailable; only the pread backend was tested\n");
-        return TG_SKIP;
-    }
-    if (rc == 0) tg_rmtree(dir);
-    return rc;
+    return tio_end(dir, have_uring);
 }

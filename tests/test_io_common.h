@@ -59,6 +59,14 @@ static inline size_t tio_pread(const char *path, uint64_t off, size_t len, void 
     return got;
 }
 
+/* 1 if p holds the pattern bytes of [off, off + len). */
+static inline int tio_bytes_ok(const uint8_t *p, uint64_t off, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if (p[i] != tio_pattern(off + i)) return 0;
+    return 1;
+}
+
 /* 1 if files in dir can be opened with O_DIRECT (0: tests needing it skip). */
 static inline int tio_have_odirect(const char *dir)
 {
@@ -77,6 +85,33 @@ static inline int tio_have_uring(void)
     if (io_uring_queue_init(4, &ring, 0) < 0) return 0;
     io_uring_queue_exit(&ring);
     return 1;
+}
+
+/* Start of every test program: a fresh tmp dir named after the test; exits 77 (skip) where its
+ * filesystem refuses O_DIRECT; *have_uring says whether io_uring variants can run. */
+static inline const char *tio_begin(const char *name, int *have_uring)
+{
+    const char *dir = tg_test_tmpdir(name);
+    if (!tio_have_odirect(dir)) {
+        fprintf(stderr, "SKIP: %s does not support O_DIRECT\n", dir);
+        exit(TG_SKIP);
+    }
+    *have_uring = tio_have_uring();
+    return dir;
+}
+
+/* End of every test program: the failures, else 77 if the io_uring variants could not run
+ * (the pread ones did), else 0; the tmp dir is removed when nothing failed. */
+static inline int tio_end(const char *dir, int have_uring)
+{
+    int rc = tg_test_done();
+    if (rc) return rc;
+    tg_rmtree(dir);
+    if (!have_uring) {
+        fprintf(stderr, "SKIP: io_uring unavailable; only the pread backend was tested\n");
+        return TG_SKIP;
+    }
+    return 0;
 }
 
 /* Redirects stderr into a file so that a test can count warnings; tio_stderr_end restores it

@@ -12,13 +12,6 @@ static int have_uring;
 static const unsigned backends[] = {0, TG_IO_NO_FIXED, TG_IO_FORCE_PREAD};
 static const unsigned depths[] = {1, 8, 64};
 
-static int bytes_ok(const uint8_t *p, uint64_t off, size_t len)
-{
-    for (size_t i = 0; i < len; i++)
-        if (p[i] != tio_pattern(off + i)) return 0;
-    return 1;
-}
-
 TG_TEST(eio_sync)
 {
     const uint64_t X = (1u << 20) + 777; /* the bad byte */
@@ -54,7 +47,7 @@ TG_TEST(eio_sync)
                 TG_CHECK(q[1].res == -EIO);
                 TG_CHECK(tg_io_fault_hits() == hits0 + 1);
                 for (int i = 0; i < 4; i++)
-                    if (i != 1 && q[i].res == 0) TG_CHECK(bytes_ok(bufs[i], offs[i], 300));
+                    if (i != 1 && q[i].res == 0) TG_CHECK(tio_bytes_ok(bufs[i], offs[i], 300));
                 TG_CHECK(q[0].res == 0 && q[2].res == 0);
                 /* q[3] starts 5000 bytes later: with 4 KiB blocks its read is adjacent to q[1]'s
                  * and merged into the failed one only if merging is on */
@@ -63,7 +56,7 @@ TG_TEST(eio_sync)
                 tg_io_fault_clear();
                 q[1].res = 1;
                 TG_CHECK_OK(tg_io_read_batch(io, q, 4));
-                TG_CHECK(q[1].res == 0 && bytes_ok(bufs[1], offs[1], 300));
+                TG_CHECK(q[1].res == 0 && tio_bytes_ok(bufs[1], offs[1], 300));
                 tg_io_destroy(io);
             }
     tg_io_file_close(f);
@@ -99,7 +92,7 @@ TG_TEST(eio_async)
             if (k <= 0) break;
             for (int i = 0; i < k; i++) {
                 if (done[i]->res == 0) {
-                    TG_CHECK(bytes_ok(done[i]->dst, done[i]->off, 64));
+                    TG_CHECK(tio_bytes_ok(done[i]->dst, done[i]->off, 64));
                     continue;
                 }
                 failed++;
@@ -130,7 +123,7 @@ TG_TEST(after_and_count)
         TG_CHECK_OK(tg_io_read(io, f, 5000, 16, buf));
         TG_CHECK_ERR(tg_io_read(io, f, 5000, 16, buf), "offset 5000");
         TG_CHECK_OK(tg_io_read(io, f, 5000, 16, buf));
-        TG_CHECK(bytes_ok(buf, 5000, 16));
+        TG_CHECK(tio_bytes_ok(buf, 5000, 16));
     }
     tg_io_destroy(io);
     tg_io_file_close(f);
@@ -152,7 +145,7 @@ TG_TEST(eagain_retry)
         if (!io) continue;
         uint8_t buf[100];
         TG_CHECK_OK(tg_io_read(io, f, 0, 100, buf));
-        TG_CHECK(bytes_ok(buf, 0, 100));
+        TG_CHECK(tio_bytes_ok(buf, 0, 100));
         tg_io_counts_t c;
         tg_io_stats_take(tg_io_stats(io), &c);
         TG_CHECK_EQ_U64(c.io_requests, 4);
@@ -224,7 +217,7 @@ TG_TEST(open_fallback)
         uint8_t buf[333];
         if (io) {
             TG_CHECK_OK(tg_io_read(io, f1, 12345, 333, buf));
-            TG_CHECK(bytes_ok(buf, 12345, 333));
+            TG_CHECK(tio_bytes_ok(buf, 12345, 333));
         }
         tg_io_destroy(io);
     }
@@ -260,7 +253,7 @@ TG_TEST(ring_fallback)
         TG_CHECK(tg_io_depth(a) == 1);
         uint8_t buf[5000];
         TG_CHECK_OK(tg_io_read(a, f, 777777, 5000, buf));
-        TG_CHECK(bytes_ok(buf, 777777, 5000));
+        TG_CHECK(tio_bytes_ok(buf, 777777, 5000));
     }
     /* the rules are used up: the next queue gets io_uring again (where it exists) */
     tg_io_t *c = NULL;
@@ -277,12 +270,7 @@ int main(void)
 {
     /* Before any tiergnn call: the variable is read once, at the first open or create. */
     setenv("TIERGNN_IO_FAULT", "EIO@3145728-3149824,file=env.bin", 1);
-    dir = tg_test_tmpdir("io_fault");
-    if (!tio_have_odirect(dir)) {
-        fprintf(stderr, "SKIP: %s does not support O_DIRECT\n", dir);
-        return TG_SKIP;
-    }
-    have_uring = tio_have_uring();
+    dir = tio_begin("io_fault", &have_uring);
     path = tio_make_file(dir, "data.bin", fsize);
     env_path = tio_make_file(dir, "env.bin", 4u << 20);
     TG_RUN(environment);
@@ -295,11 +283,5 @@ int main(void)
     TG_RUN(ring_fallback);
     free(path);
     free(env_path);
-    int rc = tg_test_done();
-    if (rc == 0 && !have_uring) {
-        fprintf(stderr, "SKIP: io_uring unavailable; only the pread backend was tested\n");
-        return TG_SKIP;
-    }
-    if (rc == 0) tg_rmtree(dir);
-    return rc;
+    return tio_end(dir, have_uring);
 }

@@ -40,10 +40,7 @@ static void run_case(ctx_t *c, const char *name, tg_io_file_t **files, const uin
     TG_CHECK_OK(tg_io_read_batch(c->io, q, n));
     tg_io_stats_take(tg_io_stats(c->io), &after);
     for (size_t i = 0; i < n; i++) {
-        int ok = q[i].res == 0;
-        for (size_t j = 0; ok && j < lens[i]; j++)
-            ok = bufs[i][j] == tio_pattern(offs[i] + j);
-        if (!ok)
+        if (q[i].res != 0 || !tio_bytes_ok(bufs[i], offs[i], lens[i]))
             TG_FAIL("%s [%s]: request %zu has wrong bytes (res %d)", name, c->variant, i, q[i].res);
         free(bufs[i]);
     }
@@ -165,12 +162,7 @@ TG_TEST(merging)
 
 int main(void)
 {
-    dir = tg_test_tmpdir("io_merge");
-    if (!tio_have_odirect(dir)) {
-        fprintf(stderr, "SKIP: %s does not support O_DIRECT\n", dir);
-        return TG_SKIP;
-    }
-    have_uring = tio_have_uring();
+    dir = tio_begin("io_merge", &have_uring);
     path_a = tio_make_file(dir, "a.bin", 1 << 20);
     path_b = tio_make_file(dir, "b.bin", 1 << 20);
     path_tail = tio_make_file(dir, "tail.bin", (1 << 20) + 100);
@@ -178,11 +170,5 @@ int main(void)
     free(path_a);
     free(path_b);
     free(path_tail);
-    int rc = tg_test_done();
-    if (rc == 0 && !have_uring) {
-        fprintf(stderr, "SKIP: io_uring unavailable; only the pread backend was tested\n");
-        return TG_SKIP;
-    }
-    if (rc == 0) tg_rmtree(dir);
-    return rc;
+    return tio_end(dir, have_uring);
 }

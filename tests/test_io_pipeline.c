@@ -12,9 +12,7 @@ static const uint64_t NROWS = 16000;
 
 static int row_ok(const uint8_t *p, uint64_t row)
 {
-    for (size_t i = 0; i < ROW; i++)
-        if (p[i] != tio_pattern(row * ROW + i)) return 0;
-    return 1;
+    return tio_bytes_ok(p, row * ROW, ROW);
 }
 
 typedef struct extractor {
@@ -233,23 +231,12 @@ TG_TEST(destroy_in_flight)
 
 int main(void)
 {
-    dir = tg_test_tmpdir("io_pipeline");
-    if (!tio_have_odirect(dir)) {
-        fprintf(stderr, "SKIP: %s does not support O_DIRECT\n", dir);
-        return TG_SKIP;
-    }
-    have_uring = tio_have_uring();
+    dir = tio_begin("io_pipeline", &have_uring);
     path = tio_make_file(dir, "features.bin", NROWS * ROW);
     TG_RUN(extractors);
     TG_RUN(reap_bounds);
     TG_RUN(pool_shared);
     TG_RUN(destroy_in_flight);
     free(path);
-    int rc = tg_test_done();
-    if (rc == 0 && !have_uring) {
-        fprintf(stderr, "SKIP: io_uring unavailable; only the pread backend was tested\n");
-        return TG_SKIP;
-    }
-    if (rc == 0) tg_rmtree(dir);
-    return rc;
+    return tio_end(dir, have_uring);
 }

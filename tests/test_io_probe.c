@@ -173,12 +173,7 @@ TG_TEST(without_uring)
 
 int main(void)
 {
-    dir = tg_test_tmpdir("io_probe");
-    if (!tio_have_odirect(dir)) {
-        fprintf(stderr, "SKIP: %s does not support O_DIRECT\n", dir);
-        return TG_SKIP;
-    }
-    have_uring = tio_have_uring();
+    dir = tio_begin("io_probe", &have_uring);
     path = tio_make_file(dir, "probe.bin", 16u << 20);
     TG_RUN(measure_and_cache);
     TG_RUN(xdg_cache_home);
@@ -186,11 +181,5 @@ int main(void)
     TG_RUN(uncacheable);
     TG_RUN(without_uring);
     free(path);
-    int rc = tg_test_done();
-    if (rc == 0 && !have_uring) {
-        fprintf(stderr, "SKIP: io_uring unavailable; only the pread probe was tested\n");
-        return TG_SKIP;
-    }
-    if (rc == 0) tg_rmtree(dir);
-    return rc;
+    return tio_end(dir, have_uring);
 }

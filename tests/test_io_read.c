@@ -330,12 +330,7 @@ out:
 
 int main(void)
 {
-    dir = tg_test_tmpdir("io_read");
-    if (!tio_have_odirect(dir)) {
-        fprintf(stderr, "SKIP: %s does not support O_DIRECT\n", dir);
-        return TG_SKIP;
-    }
-    have_uring = tio_have_uring();
+    dir = tio_begin("io_read", &have_uring);
     fsize = (5u << 20) + 1234; /* an unaligned tail: the last read is short by design */
     path = tio_make_file(dir, "data.bin", fsize);
     TG_RUN(alignment);
@@ -343,11 +338,5 @@ int main(void)
     TG_RUN(aligned_rows);
     TG_RUN(bad_requests);
     free(path);
-    int rc = tg_test_done();
-    if (rc == 0 && !have_uring) {
-        fprintf(stderr, "SKIP: io_uring unavailable; only the pread backend was tested\n");
-        return TG_SKIP;
-    }
-    if (rc == 0) tg_rmtree(dir);
-    return rc;
+    return tio_end(dir, have_uring);
 }

@@ -151,22 +151,11 @@ out:
 
 int main(void)
 {
-    dir = tg_test_tmpdir("io_stats");
-    if (!tio_have_odirect(dir)) {
-        fprintf(stderr, "SKIP: %s does not support O_DIRECT\n", dir);
-        return TG_SKIP;
-    }
-    have_uring = tio_have_uring();
+    dir = tio_begin("io_stats", &have_uring);
     path = tio_make_file(dir, "data.bin", fsize);
     TG_RUN(exact_single_queue);
     TG_RUN(exact_shared_sink);
     TG_RUN(own_sinks);
     free(path);
-    int rc = tg_test_done();
-    if (rc == 0 && !have_uring) {
-        fprintf(stderr, "SKIP: io_uring unavailable; only the pread backend was tested\n");
-        return TG_SKIP;
-    }
-    if (rc == 0) tg_rmtree(dir);
-    return rc;
+    return tio_end(dir, have_uring);
 }

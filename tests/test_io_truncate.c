@@ -7,13 +7,6 @@
 static const char *dir;
 static int have_uring;
 
-static int bytes_ok(const uint8_t *p, uint64_t off, size_t len)
-{
-    for (size_t i = 0; i < len; i++)
-        if (p[i] != tio_pattern(off + i)) return 0;
-    return 1;
-}
-
 static void check_truncated(uint64_t new_size, int buffered, unsigned qflags)
 {
     char *path = tio_make_file(dir, "t.bin", (1u << 20) + 300);
@@ -50,7 +43,7 @@ static void check_truncated(uint64_t new_size, int buffered, unsigned qflags)
     for (int i = 0; i < N; i++) {
         if (want_ok[i]) {
             TG_CHECK(q[i].res == 0);
-            TG_CHECK(bytes_ok(bufs[i], offs[i], lens[i]));
+            TG_CHECK(tio_bytes_ok(bufs[i], offs[i], lens[i]));
         } else {
             TG_CHECK(q[i].res == -EIO);
         }
@@ -97,7 +90,7 @@ TG_TEST(past_end)
     if (f && io) {
         uint8_t buf[200];
         TG_CHECK_OK(tg_io_read(io, f, 9800, 200, buf)); /* ends exactly at EOF */
-        TG_CHECK(bytes_ok(buf, 9800, 200));
+        TG_CHECK(tio_bytes_ok(buf, 9800, 200));
         TG_CHECK_ERR(tg_io_read(io, f, 9900, 200, buf), "unexpected end of file at offset 10000");
         TG_CHECK_ERR(tg_io_read(io, f, 50000, 10, buf), "offset 50000");
     }
@@ -108,20 +101,9 @@ TG_TEST(past_end)
 
 int main(void)
 {
-    dir = tg_test_tmpdir("io_truncate");
-    if (!tio_have_odirect(dir)) {
-        fprintf(stderr, "SKIP: %s does not support O_DIRECT\n", dir);
-        return TG_SKIP;
-    }
-    have_uring = tio_have_uring();
+    dir = tio_begin("io_truncate", &have_uring);
     TG_RUN(truncated_unaligned_end);
     TG_RUN(truncated_aligned_end);
     TG_RUN(past_end);
-    int rc = tg_test_done();
-    if (rc == 0 && !have_uring) {
-        fprintf(stderr, "SKIP: io_uring unavailable; only the pread backend was tested\n");
-        return TG_SKIP;
-    }
-    if (rc == 0) tg_rmtree(dir);
-    return rc;
+    return tio_end(dir, have_uring);
 }
