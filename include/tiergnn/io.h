@@ -13,8 +13,7 @@
  *   Synchronous (samplers reading index slices, anything that wants the bytes now):
  *
  *       tg_io_req_t r[n];        // r[i].file, .off, .len, .dst: any offset, length, alignment
- *       rc = tg_io_read_batch(io, r, n);      // 0, or the first failure (message names
- * file+offset)
+ *       rc = tg_io_read_batch(io, r, n);  // 0, or the first failure (names file + offset)
  *
  *   Asynchronous (an extractor thread that submits a mini-batch of rows and consumes each row as
  *   soon as it lands, as in GNNDrive's asynchronous extraction):
@@ -110,7 +109,8 @@ typedef struct tg_io_stats {
     _Atomic uint64_t requests_;   /* disk reads issued (after merging; retries count) */
     _Atomic uint64_t read_bytes_; /* bytes the disk returned */
     _Atomic uint64_t need_bytes_; /* bytes callers asked for (sum of request lengths) */
-    _Atomic uint64_t wait_ns_;    /* time callers spent blocked waiting for completions */
+    _Atomic uint64_t wait_ns_;    /* time callers spent blocked waiting for completions (in
+                                   * io_uring_submit_and_wait, or inside pread) */
 } tg_io_stats_t;
 
 /* A plain copy of the counters. Read amplification = io_read_bytes / io_needed_bytes. */
@@ -217,14 +217,16 @@ int tg_io_pool_read_batch(tg_io_pool_t *p, tg_io_req_t *reqs, size_t n);
  * thread-safe, and apply to every queue and file opened afterwards (open rules) or read
  * afterwards (read rules). A matching read is not sent to the disk: on io_uring a NOP travels
  * the ring in its place and its completion carries -err; on pread the call is skipped. It still
- * counts as one io_request (0 bytes read).
+ * counts as one io_request (0 bytes read). The device probe's reads are never faulted (ring
+ * rules do apply to its ring).
  *
  * The environment variable TIERGNN_IO_FAULT is parsed with tg_io_fault_parse() the first time a
  * file is opened or a queue created. Grammar, rules separated by ';':
  *     ERR@LO[-HI][,file=SUBSTR][,after=N][,count=N][,op=read|open|ring]
- * ERR is an errno name (EIO, EINVAL, ENOSPC, ENOSYS, EPERM, ENOMEM, EAGAIN, ENODATA) or a
- * number; LO-HI is a byte range [LO, HI) (HI defaults to LO+1); sizes accept K/M/G suffixes.
- * Examples: "EIO@1M"  "EIO@0-4096,file=features.bin,after=2,count=1"  "EINVAL@0,op=open" */
+ * ERR is an errno name (EIO, EINVAL, ENOSPC, ENOSYS, EPERM, ENOMEM, EAGAIN, ENODATA, EACCES,
+ * EBADF, EFAULT, EINTR) or a number; LO-HI is a byte range [LO, HI) (HI defaults to LO+1); sizes
+ * accept K/M/G suffixes. Examples: "EIO@1M"  "EIO@0-4096,file=features.bin,after=2,count=1"
+ * "EINVAL@0,op=open" */
 typedef enum {
     TG_IO_FAULT_READ = 0, /* a disk read whose range [off, off+len) intersects [lo, hi) fails */
     TG_IO_FAULT_OPEN = 1, /* the O_DIRECT open of a matching file fails with err */
