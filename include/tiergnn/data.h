@@ -152,12 +152,15 @@ int tg_dsw_begin(tg_dsw_t *w, const char *out_dir, int overwrite);
 void tg_dsw_path(const tg_dsw_t *w, tg_file_id_t id, char *buf, size_t len);
 /* Opens a writer for one array file of the dataset. */
 int tg_dsw_open_file(tg_dsw_t *w, tg_file_id_t id, tg_filew_t *fw);
+/* The same with a buffer size of its own (0: the default 8 MiB). */
+int tg_dsw_open_file_buf(tg_dsw_t *w, tg_file_id_t id, tg_filew_t *fw, size_t buf_bytes);
 /* Closes fw and records its size and CRC in w->meta.files[id]. */
 int tg_dsw_close_file(tg_dsw_t *w, tg_file_id_t id, tg_filew_t *fw);
 /* Checks each file's recorded size against the counts in w->meta, writes meta.txt, fsyncs,
  * renames into place. On failure the temporary directory is removed. */
 int tg_dsw_commit(tg_dsw_t *w);
-/* Removes the temporary directory; frees. Safe after commit (then it only frees). */
+/* Removes the temporary directory; frees. Safe after commit (then it only frees), and needed
+ * there too: commit leaves out_dir allocated. */
 void tg_dsw_abort(tg_dsw_t *w);
 
 /* ---------------------------------------------------------------- dataset reader */
@@ -231,22 +234,40 @@ void tg_edgesort_destroy(tg_edgesort_t *es);
 
 /* ---------------------------------------------------------------- generator */
 
+/* tiergnn generate: a power-law graph with planted communities (docs/FORMAT.md, "Synthetic
+ * datasets", describes the model). label = community; a fraction `homophily` of the edges stays
+ * inside the community of its source; features are a class centroid plus Gaussian noise.
+ * Edges are undirected (both directions stored), without self loops or repeats.
+ * Deterministic for a seed: the same bytes for any thread count and any mem_bytes. Memory stays
+ * within mem_bytes whatever the size: edges go through the external sort, features are
+ * streamed block by block. Writes through tg_dsw_* (no half-written dataset on failure). */
 typedef struct tg_gen_opts {
     uint64_t nodes;
-    double avg_degree;
+    double avg_degree; /* directed edges per node before duplicates are removed (20) */
     uint32_t feat_dim;
     uint32_t classes;
     double train_frac, valid_frac, test_frac; /* defaults 0.6 / 0.2 / 0.2 */
     double homophily;                         /* fraction of edges inside a community (0.8) */
-    double feat_noise;                        /* std of feature noise relative to signal (1.0) */
+    double feat_noise; /* noise std per feature, centroids have norm 1; < 0: auto (default),
+                          see tg_gen_auto_noise */
     uint64_t seed;
     tg_feat_dtype_t feat_dtype;
     uint64_t mem_bytes; /* memory the generator may use (default: min(1 GiB, RAM/4)) */
     int overwrite;
+    int threads; /* worker threads (0: online CPUs) */
 } tg_gen_opts_t;
 
 void tg_gen_opts_default(tg_gen_opts_t *o);
 int tg_generate(const char *out_dir, const tg_gen_opts_t *o);
+/* The noise std that --feat-noise auto picks for `classes` classes: the best classifier that
+ * sees only a node's own features (nearest centroid) is right halfway between chance and
+ * always, i.e. with probability (1 + 1/C) / 2 (0.52 for 32 classes). */
+double tg_gen_auto_noise(uint32_t classes);
+/* Accuracy of the nearest-centroid classifier on one node's features for orthonormal
+ * centroids and noise std `noise` (the integral behind tg_gen_auto_noise). */
+double tg_gen_centroid_accuracy(uint32_t classes, double noise);
+/* Smallest mem_bytes tg_generate accepts for these options. */
+uint64_t tg_gen_min_mem(const tg_gen_opts_t *o);
 
 /* ---------------------------------------------------------------- importers */
 

@@ -333,9 +333,14 @@ void tg_dsw_path(const tg_dsw_t *w, tg_file_id_t id, char *buf, size_t len)
 
 int tg_dsw_open_file(tg_dsw_t *w, tg_file_id_t id, tg_filew_t *fw)
 {
+    return tg_dsw_open_file_buf(w, id, fw, 0);
+}
+
+int tg_dsw_open_file_buf(tg_dsw_t *w, tg_file_id_t id, tg_filew_t *fw, size_t buf_bytes)
+{
     char path[4096];
     tg_dsw_path(w, id, path, sizeof path);
-    return tg_filew_open(fw, path, 0);
+    return tg_filew_open(fw, path, buf_bytes);
 }
 
 int tg_dsw_close_file(tg_dsw_t *w, tg_file_id_t id, tg_filew_t *fw)
