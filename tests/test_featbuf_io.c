@@ -60,8 +60,11 @@ typedef struct {
     atomic_int *bad_rows, *errors, *failed, *ok;
 } ex_t;
 
-/* One batch: acquire, read every load through the queue, complete rows as they are reaped. */
-static int extract(ex_t *x, tg_io_t *io, tg_featbuf_batch_t *h, tg_io_req_t *reqs,
+/* One batch: acquire, read every load through the queue, complete rows as they are reaped.
+ * If the queue fails, it is destroyed first - tg_io_destroy waits for reads the kernel still
+ * owns - and only then are the outstanding loads failed: a slot is never given up while a read
+ * may still land in it. *io is NULL afterwards. */
+static int extract(ex_t *x, tg_io_t **io, tg_featbuf_batch_t *h, tg_io_req_t *reqs,
                    const uint64_t *nodes, size_t n)
 {
     int rc = tg_featbuf_acquire(h, nodes, n, 0);
@@ -74,19 +77,24 @@ static int extract(ex_t *x, tg_io_t *io, tg_featbuf_batch_t *h, tg_io_req_t *req
                                 .len = row,
                                 .dst = tg_featbuf_row(x->fb, ld[k].slot),
                                 .user = (void *)(uintptr_t)k};
-    if (nl && (rc = tg_io_submit(io, reqs, nl)) < 0) {
-        tg_featbuf_complete_all(h, rc); /* nothing was queued: no read can still land */
-        return rc;
-    }
-    while (tg_io_inflight(io) > 0) {
+    if (nl && (rc = tg_io_submit(*io, reqs, nl)) < 0) goto broken;
+    while (tg_io_inflight(*io) > 0) {
         tg_io_req_t *done[32];
-        int got = tg_io_reap(io, done, 32, 1);
-        if (got < 0) return got; /* a broken ring: fatal for the test */
+        int got = tg_io_reap(*io, done, 32, 1);
+        if (got < 0) {
+            rc = got;
+            goto broken;
+        }
         for (int i = 0; i < got; i++)
             if (tg_featbuf_complete(h, (size_t)(uintptr_t)done[i]->user, done[i]->res) < 0)
-                return -EFAULT;
+                return -EFAULT; /* a bug in this loop: stop the test */
     }
     return 0;
+broken:
+    tg_io_destroy(*io);
+    *io = NULL;
+    tg_featbuf_complete_all(h, rc);
+    return rc;
 }
 
 static void *extractor_main(void *arg)
@@ -115,10 +123,12 @@ static void *extractor_main(void *arg)
                 k++;
             if (k == i) nodes[i++] = v;
         }
-        int rc = extract(x, io, h, reqs, nodes, n);
-        if (rc < 0 && rc != -EIO) {
+        /* failed rows come back as res < 0 and show in wait; an error here is the queue's */
+        int rc = extract(x, &io, h, reqs, nodes, n);
+        if (rc < 0) {
             fprintf(stderr, "extractor %d: %s\n", x->id, tg_errmsg());
             atomic_fetch_add(x->errors, 1);
+            tg_featbuf_release(h); /* nothing outstanding: extract completed every load */
             break;
         }
         rc = tg_featbuf_wait(h);

@@ -16,6 +16,13 @@
  *     ... hand h to the trainer: tg_featbuf_gather_f32(h, X, pool) or tg_featbuf_batch_slots ...
  *     tg_featbuf_release(h);                                       // on the releaser thread
  *
+ * With io/ (tests/test_featbuf_io.c is the worked example): one tg_io_req_t per load with
+ * .off = node * row_bytes, .len = row_bytes, .dst = tg_featbuf_row(fb, slot), .user = (void *)k;
+ * tg_io_submit them together, and for every request tg_io_reap returns call
+ * tg_featbuf_complete(h, (size_t)req->user, req->res). Complete a load only when no read can
+ * still write its slot: after its request was reaped, or, when the queue broke, after
+ * tg_io_destroy (which waits for the kernel) - the slot is someone else's right after.
+ *
  * Rows are kept as raw bytes exactly as they are on disk (feat_dim values of the file's dtype),
  * so a reader can land a row in its slot without conversion; gather converts f16 to f32.
  * Lookup is by node id: a direct u32[num_nodes] table or an open-addressing hash sized for the

@@ -680,11 +680,11 @@ int tg_featbuf_acquire(tg_featbuf_batch_t *h, const uint64_t *nodes, size_t n, i
         goto done;
     }
     if (flags & TG_FEATBUF_NOWAIT) {
+        int queued = fb->ticket_next != fb->ticket_serving;
         pthread_mutex_unlock(&fb->mu);
-        return tg_err(-EAGAIN,
-                      "feature buffer: batch needs %llu unreferenced slots, %llu available%s",
-                      (unsigned long long)need, (unsigned long long)avail,
-                      fb->ticket_next != fb->ticket_serving ? " (others queued)" : "");
+        return tg_err(
+            -EAGAIN, "feature buffer: batch needs %llu unreferenced slots, %llu available%s",
+            (unsigned long long)need, (unsigned long long)avail, queued ? " (others queued)" : "");
     }
     /* Slow path: queue up (FIFO by ticket), holding nothing, until first in line with room. */
     uint64_t ticket = fb->ticket_next++;
@@ -749,10 +749,11 @@ int tg_featbuf_complete(tg_featbuf_batch_t *h, size_t k, int status)
                       status);
     pthread_mutex_lock(&fb->mu);
     int rc = 0;
-    if (h->state != H_ACQUIRED || k >= h->num_loads)
-        rc = tg_err(-EINVAL, "feature buffer: complete of load %zu, but the batch has %zu loads%s",
-                    k, h->state == H_IDLE ? (size_t)0 : h->num_loads,
-                    h->state == H_IDLE ? " (not acquired)" : "");
+    if (h->state == H_IDLE)
+        rc = tg_err(-EINVAL, "feature buffer: complete of load %zu of a batch not acquired", k);
+    else if (k >= h->num_loads)
+        rc = tg_err(-EINVAL, "feature buffer: complete of load %zu, but the batch has %zu loads", k,
+                    h->num_loads);
     else if (h->load_done[k])
         rc = tg_err(-EINVAL, "feature buffer: load %zu (node %llu) completed twice", k,
                     (unsigned long long)h->loads[k].node);
