@@ -162,7 +162,7 @@ TG_TEST(budget)
     tg_budget_init(&b, 1000);
     TG_CHECK_OK(tg_budget_reserve(&b, 600, "cache"));
     TG_CHECK_ERR(tg_budget_reserve(&b, 500, "staging buffers"), "staging buffers");
-    TG_CHECK(strstr(tg_errmsg(), "need at least --mem") != NULL);
+    TG_CHECK(strstr(tg_errmsg(), "need at least --mem 1.07 KiB") != NULL);
     tg_budget_release(&b, 600);
     TG_CHECK_OK(tg_budget_reserve(&b, 1000, "cache"));
     TG_CHECK_EQ_U64(b.peak, 1000);

@@ -23,13 +23,13 @@ int tg_budget_reserve(tg_budget_t *b, uint64_t bytes, const char *what)
     if (b->limit && b->used + bytes > b->limit) {
         uint64_t used = b->used, limit = b->limit;
         pthread_mutex_unlock(&b->mu);
-        char x[32], y[32], z[32];
+        char x[32], y[32], z[32], w[32];
         return tg_err(-ENOMEM,
                       "memory budget: %s needs %s but only %s of --mem %s is left (need at "
                       "least --mem %s)",
                       what, tg_fmt_bytes(bytes, x, sizeof x),
                       tg_fmt_bytes(limit - used, y, sizeof y), tg_fmt_bytes(limit, z, sizeof z),
-                      tg_fmt_bytes(used + bytes, z, sizeof z));
+                      tg_fmt_bytes(used + bytes, w, sizeof w));
     }
     b->used += bytes;
     if (b->used > b->peak) b->peak = b->used;
