@@ -919,7 +919,11 @@ int tg_edgesort_finish(tg_edgesort_t *es, tg_filew_t *indptr, tg_filew_t *indice
     tg_log_debug("edge sort: %zu-way merge of %" PRIu64 " keys in %.2f s",
                  es->nruns + (size_t)mem_run, total, tg_now() - t_merge);
 out:
-    if (es->progress) tg_progress_end(&pg);
+    if (es->progress) {
+        /* repeats dropped inside runs never reach the merge: count them as done */
+        if (!rc) tg_progress_update(&pg, total, NULL);
+        tg_progress_end(&pg);
+    }
     es->len = 0;
     return rc;
 }

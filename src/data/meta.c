@@ -119,7 +119,7 @@ int tg_meta_parse(tg_meta_t *m, const char *text, const char *path)
     if (!copy) return tg_err(-ENOMEM, "out of memory parsing %s", path);
     enum { K_NODES = 1, K_EDGES = 2, K_DIM = 4, K_FD = 8, K_ID = 16, K_CLS = 32 };
     unsigned seen = 0, files_seen = 0;
-    int rc = 0, line = 0;
+    int rc = 0, line = 0, file_line[TG_FILE_COUNT] = {0};
     char *next = copy;
     while (next) {
         char *ln = next;
@@ -224,25 +224,43 @@ int tg_meta_parse(tg_meta_t *m, const char *text, const char *path)
             m->files[id].size = size;
             m->files[id].crc32 = crc;
             files_seen |= 1u << id;
+            file_line[id] = line;
         }
         /* Unknown keys are ignored so that a later minor addition stays readable. */
     }
     if (m->format_version < 0) {
-        rc = tg_err(-EINVAL, "%s: missing format_version", path);
+        rc = tg_err(-EINVAL, "%s: missing key 'format_version' (after line %d, the last)", path,
+                    line);
         goto out;
     }
     static const char *const need[] = {"num_nodes",  "num_edges",   "feat_dim",
                                        "feat_dtype", "index_dtype", "num_classes"};
     for (int i = 0; i < 6; i++)
         if (!(seen & (1u << i))) {
-            rc = tg_err(-EINVAL, "%s: missing key '%s'", path, need[i]);
+            rc = tg_err(-EINVAL, "%s: missing key '%s' (after line %d, the last)", path, need[i],
+                        line);
             goto out;
         }
     for (int i = 0; i < TG_FILE_COUNT; i++)
         if (!(files_seen & (1u << i))) {
-            rc = tg_err(-EINVAL, "%s: missing 'file = %s ...' line", path, file_names[i]);
+            rc =
+                tg_err(-EINVAL, "%s: missing 'file = %s SIZE CRC32' line (after line %d, the last)",
+                       path, file_names[i], line);
             goto out;
         }
+    /* Counts whose byte sizes would overflow 64 bits could make a forged size "match". */
+    if (m->num_nodes > (1ULL << 48) || m->num_edges > (1ULL << 50) ||
+        (double)m->num_nodes * m->feat_dim * 4 > 0x1p62 ||
+        (m->multi_label && (double)m->num_nodes * m->num_classes * 4 > 0x1p62)) {
+        rc = tg_err(-EINVAL, "%s: counts too large (num_nodes %llu, num_edges %llu)", path,
+                    (unsigned long long)m->num_nodes, (unsigned long long)m->num_edges);
+        goto out;
+    }
+    if (m->num_train > m->num_nodes || m->num_valid > m->num_nodes || m->num_test > m->num_nodes) {
+        rc = tg_err(-EINVAL, "%s: a split is larger than num_nodes = %llu", path,
+                    (unsigned long long)m->num_nodes);
+        goto out;
+    }
     if (m->index_dtype == TG_U32 && m->num_nodes > (1ULL << 32)) {
         rc = tg_err(-EINVAL, "%s: index_dtype u32 cannot address %llu nodes", path,
                     (unsigned long long)m->num_nodes);
@@ -251,8 +269,9 @@ int tg_meta_parse(tg_meta_t *m, const char *text, const char *path)
     for (int i = 0; i < TG_FILE_COUNT; i++) {
         uint64_t want = tg_meta_expected_size(m, (tg_file_id_t)i);
         if (m->files[i].size != want) {
-            rc = tg_err(-EINVAL, "%s: %s is recorded as %llu bytes but the counts imply %llu", path,
-                        file_names[i], (unsigned long long)m->files[i].size,
+            rc = tg_err(-EINVAL,
+                        "%s: line %d: %s is recorded as %llu bytes but the counts imply %llu", path,
+                        file_line[i], file_names[i], (unsigned long long)m->files[i].size,
                         (unsigned long long)want);
             goto out;
         }
