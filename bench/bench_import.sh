@@ -6,7 +6,8 @@
 #
 # Generates a NumPy tree and a text edge list of a few GB in WORKDIR (default ./bench-import-tmp,
 # on the disk being measured), then for each:
-#   - checks the imported counts against what was generated (a fast wrong import is no result),
+#   - checks the imported counts against what was generated and runs `tiergnn verify` (a fast
+#     wrong import is no result),
 #   - reports dataset bytes / wall time, and that as a ratio of `dd` writing the same number of
 #     bytes sequentially to the same directory (conv=fdatasync, like import's fsync at commit),
 #   - reports all bytes the import wrote (dataset + external-sort runs, from GNU time's %O),
@@ -196,6 +197,8 @@ run() { # run NAME MEM EXPECT_EDGES ARGS...
         echo "bench_import: npy imported $nodes nodes, expected $NPY_NODES" >&2
         exit 1
     fi
+    # and the whole dataset must pass `tiergnn verify` (sizes, checksums, ranges; not timed)
+    "$BIN" --quiet verify "$out" > /dev/null || { echo "bench_import: $name: verify failed" >&2; exit 1; }
     local bytes wall rss outblk dd mem_b
     bytes=$(dataset_bytes "$out")
     read -r wall rss outblk < "$WORK/time.txt"

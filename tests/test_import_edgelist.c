@@ -142,6 +142,7 @@ TG_TEST(synthesis)
     tg_rmtree(out);
     tg_rmtree(out2);
     TG_CHECK_OK(import_el(out, src, 1, 0, 0, 5, 16 << 20));
+    TG_CHECK_OK(tg_dataset_verify(out));
     TG_CHECK_OK(import_el(out2, src, 1, 0, 0, 5, 16 << 20));
     tg_meta_t a, b;
     TG_CHECK_OK(tg_meta_read(&a, out));

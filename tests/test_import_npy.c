@@ -128,6 +128,7 @@ TG_TEST(round_trip)
             const char *src = make_npy("rt", csc);
             tg_rmtree(out);
             TG_CHECK_OK(import_npy(out, src, f16 ? TG_F16 : TG_F32));
+            TG_CHECK_OK(tg_dataset_verify(out));
             check_graph(out, f16 ? TG_F16 : TG_F32);
         }
     tg_rmtree(out);

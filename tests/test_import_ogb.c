@@ -132,6 +132,7 @@ TG_TEST(cora)
     }
     const char *out = out_path("cora");
     TG_CHECK_OK(import_ogb(out, cora, NULL, 0, 0, 0));
+    TG_CHECK_OK(tg_dataset_verify(out));
     tg_dataset_t *ds;
     TG_CHECK_OK(tg_dataset_open(&ds, out, TG_OPEN_CHECK_CHECKSUMS));
     if (!ds) return;
