@@ -66,8 +66,8 @@ TG_TEST(determinism)
     snprintf(d, sizeof d, "%s/d", base);
     tg_gen_opts_t o;
     tg_gen_opts_default(&o);
-    o.nodes = 60000;
-    o.avg_degree = 40; /* 2.4M directed edges: 19 MB of keys, more than the smallest budget */
+    o.nodes = 30000;
+    o.avg_degree = 40; /* 1.2M directed edges: 9.6 MB of keys, more than the smallest budget */
     o.feat_dim = 20;
     o.classes = 7;
     o.seed = 7;

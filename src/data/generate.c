@@ -767,6 +767,10 @@ static int gen_edges(tg_dsw_t *w, gen_t *g, tg_pool_t *pool, uint64_t sort_mem, 
         tg_pool_for(pool, (size_t)j.nchunks, edge_chunks, &j);
         for (size_t i = 0; i < j.nchunks && !rc; i++)
             rc = tg_edgesort_add(es, j.src[i], j.dst[i], j.len[i]);
+        pthread_mutex_lock(&fp->mu);
+        if (!rc && fp->err) /* the features failed (disk full?): stop drawing edges now */
+            rc = tg_err(fp->err, "%s", fp->msg);
+        pthread_mutex_unlock(&fp->mu);
         snprintf(suffix, sizeof suffix, "(features %.0f%%)",
                  100.0 * (double)atomic_load(&fp->rows_done) / (double)g->n);
         tg_progress_update(&pg, TG_MIN(g->pairs, (c + j.nchunks) * EDGE_CHUNK), suffix);
