@@ -40,13 +40,14 @@ static double layer_obj(void *vc)
 
 /* Checks layer `layer` of a model built from cfg on a random block: all parameter gradients and
  * d(input) by finite differences. h: step; GAT needs a smaller one (softmax curvature). */
-static void layer_case(const char *name, tg_model_config_t cfg, int layer, float h)
+static void layer_case_order(const char *name, tg_model_config_t cfg, int layer, float h, int order)
 {
     tg_rng_t r;
     tg_rng_seed(&r, 11);
     tg_model_t *m;
     TG_CHECK_OK(tg_model_create(&m, &cfg, 5));
     if (!m) return;
+    m->layers[layer].order = order;
     layer_ctx_t c = {.m = m, .ly = &m->layers[layer], .training = 1, .seed = 77};
     tg_block_t blk;
     nt_block_make(&blk, 20, 50, 6, &r);
@@ -83,6 +84,19 @@ static void layer_case(const char *name, tg_model_config_t cfg, int layer, float
     free(dx);
     nt_block_free(&blk);
     tg_model_destroy(m);
+}
+
+/* Default order; SAGE and GCN also in both aggregation orders. */
+static void layer_case(const char *name, tg_model_config_t cfg, int layer, float h)
+{
+    layer_case_order(name, cfg, layer, h, 0);
+    if (cfg.type == TG_MODEL_SAGE || cfg.type == TG_MODEL_GCN) {
+        char n2[96];
+        snprintf(n2, sizeof n2, "%s aggregate-first", name);
+        layer_case_order(n2, cfg, layer, h, 1);
+        snprintf(n2, sizeof n2, "%s transform-first", name);
+        layer_case_order(n2, cfg, layer, h, 2);
+    }
 }
 
 TG_TEST(layer_gradients)
@@ -149,7 +163,16 @@ TG_TEST(layer_references)
     tg_model_t *m;
     TG_CHECK_OK(tg_model_create(&m, &cfg, 1));
     nt_fill(m->layers[0].b, out, -1, 1, &r);
+    /* both multiplication orders give the same layer (up to rounding) */
+    m->layers[0].order = 2;
     run_layer(m, 0, &b, x, y);
+    float *y_tf = nt_alloc(n * out * 4);
+    memcpy(y_tf, y, n * out * 4);
+    m->layers[0].order = 1;
+    run_layer(m, 0, &b, x, y);
+    for (size_t k = 0; k < n * out; k++)
+        TG_CHECK_NEAR(y_tf[k], y[k], 1e-5);
+    free(y_tf);
     double *deg = nt_alloc(n * sizeof(double));
     for (uint32_t i = 0; i < n; i++) {
         deg[i] = 1;

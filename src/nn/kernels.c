@@ -299,9 +299,29 @@ void tg_dropout_params(float p, uint32_t *thresh, float *scale)
     *scale = (float)(65536.0 / (65536.0 - (double)*thresh));
 }
 
-/* Random 16-bit draws for a row come in chunks from xoshiro (four per 64-bit number, low half
- * first), then a branch-free loop the compiler vectorises applies them. */
-#define DROP_CHUNK 256
+/* xoshiro256** as util/rng.c computes it, inlined: the dropout masks need a 64-bit number per
+ * four elements and a call per number showed up in profiles. */
+static inline uint64_t rotl64(uint64_t x, int k)
+{
+    return (x << k) | (x >> (64 - k));
+}
+
+static inline uint64_t xoshiro_next(uint64_t *s)
+{
+    uint64_t result = rotl64(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl64(s[3], 45);
+    return result;
+}
+
+/* Random 16-bit draws for a row come in chunks (four per 64-bit number, in memory order, so the
+ * low half first on little-endian hosts), then a branch-free loop the compiler vectorises applies
+ * them. */
+#define DROP_CHUNK 256 /* a multiple of 4 */
 
 static void drop_fwd_rows(void *vc, size_t r0, size_t r1, int tid)
 {
@@ -316,9 +336,8 @@ static void drop_fwd_rows(void *vc, size_t r0, size_t r1, int tid)
         for (size_t f0 = 0; f0 < c->dim; f0 += DROP_CHUNK) {
             size_t cnt = TG_MIN(DROP_CHUNK, c->dim - f0);
             for (size_t k = 0; k < cnt; k += 4) {
-                uint64_t bits = tg_rng_u64(&rng);
-                for (size_t q = 0; q < 4 && k + q < cnt; q++)
-                    rnd[k + q] = (uint16_t)(bits >> (16 * q));
+                uint64_t bits = xoshiro_next(rng.s);
+                memcpy(rnd + k, &bits, sizeof bits);
             }
             const float *restrict xs = x + f0;
             float *restrict os = o + f0;

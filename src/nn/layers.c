@@ -82,6 +82,20 @@ void tg_layer_init(tg_layer_t *ly, float gin_eps, tg_rng_t *r)
     memset(ly->b, 0, out * sizeof(float));
 }
 
+/* SAGE's neighbour term and GCN are linear in x, so (A x) W = A (x W): aggregate the in-wide
+ * inputs then multiply on nd rows, or multiply on ns rows then aggregate out-wide outputs.
+ * Sampled blocks (ns >> nd) favour the first, full-graph blocks with out < in (Cora: 1433 -> 16)
+ * the second. The choice depends only on the shapes, so it is the same on every thread count. */
+int tg_layer_transform_first(const tg_layer_t *ly, const tg_block_t *blk)
+{
+    if (ly->type != TG_MODEL_SAGE && ly->type != TG_MODEL_GCN) return 0;
+    if (ly->order) return ly->order == 2;
+    double E = (double)blk->indptr[blk->num_dst] + (ly->type == TG_MODEL_GCN ? blk->num_dst : 0);
+    double in = ly->in, out = ly->out, nd = blk->num_dst, ns = blk->num_src;
+    double agg_first = E * in + nd * in * out, transform_first = ns * in * out + E * out;
+    return transform_first < agg_first;
+}
+
 void tg_layer_plan(const tg_layer_t *ly, tg_layer_acts_t *a, const tg_block_t *blk, int backward,
                    int need_dx, tg_arena_t *ar)
 {
@@ -90,8 +104,19 @@ void tg_layer_plan(const tg_layer_t *ly, tg_layer_acts_t *a, const tg_block_t *b
     memset(a, 0, sizeof *a);
     a->has_backward = backward;
     a->need_dx = backward && need_dx;
+    a->tfirst = tg_layer_transform_first(ly, blk);
+    size_t o = ly->out;
     switch (ly->type) {
     case TG_MODEL_SAGE:
+        if (a->tfirst) {
+            a->xw = tg_arena_alloc(ar, ns * o * sizeof(float));  /* x W_neigh */
+            a->agg = tg_arena_alloc(ar, nd * o * sizeof(float)); /* mean of it */
+            if (backward) {
+                a->dxw = tg_arena_alloc(ar, ns * o * sizeof(float));
+                tg_tcsr_plan(&a->t, blk->num_src, E, ar);
+            }
+            break;
+        }
         a->agg = tg_arena_alloc(ar, nd * in * sizeof(float));
         if (a->need_dx) {
             a->dagg = tg_arena_alloc(ar, nd * in * sizeof(float));
@@ -102,6 +127,14 @@ void tg_layer_plan(const tg_layer_t *ly, tg_layer_acts_t *a, const tg_block_t *b
         tg_selfloop_plan(&a->aug, blk, ar);
         a->deg = tg_arena_alloc(ar, ns * sizeof(uint32_t));
         a->ew = tg_arena_alloc(ar, (E + nd) * sizeof(float));
+        if (a->tfirst) {
+            a->xw = tg_arena_alloc(ar, ns * o * sizeof(float)); /* x W */
+            if (backward) {
+                a->dxw = tg_arena_alloc(ar, ns * o * sizeof(float));
+                tg_tcsr_plan(&a->t, blk->num_src, E + nd, ar);
+            }
+            break;
+        }
         a->agg = tg_arena_alloc(ar, nd * in * sizeof(float));
         if (a->need_dx) {
             a->dagg = tg_arena_alloc(ar, nd * in * sizeof(float));
@@ -145,7 +178,7 @@ void tg_layer_plan(const tg_layer_t *ly, tg_layer_acts_t *a, const tg_block_t *b
     if (backward) {
         /* one scratch, sized for the largest weight-gradient GEMM of this layer (they run one
          * after the other) */
-        size_t s = 0, o = ly->out;
+        size_t s = 0;
         switch (ly->type) {
         case TG_MODEL_GAT:
             s = tg_gemm_scratch_floats(1, 0, in, (size_t)ly->heads * ly->F, ns);
@@ -155,7 +188,8 @@ void tg_layer_plan(const tg_layer_t *ly, tg_layer_acts_t *a, const tg_block_t *b
                        tg_gemm_scratch_floats(1, 0, ly->inner, o, nd));
             break;
         default:
-            s = tg_gemm_scratch_floats(1, 0, in, o, nd);
+            /* transform-first weight gradients reduce over ns rows */
+            s = tg_gemm_scratch_floats(1, 0, in, o, a->tfirst ? ns : nd);
         }
         if (s) a->gemm_scratch = tg_arena_alloc(ar, s * sizeof(float));
     }
@@ -172,16 +206,27 @@ void tg_layer_forward(const tg_layer_t *ly, tg_layer_acts_t *a, const tg_block_t
     size_t nd = blk->num_dst, ns = blk->num_src, in = ly->in, out_w = ly->out;
     switch (ly->type) {
     case TG_MODEL_SAGE:
-        /* aggregate first: the GEMM then runs on nd rows instead of ns */
-        tg_aggr_mean_forward(a->agg, x, blk, in, pool);
         tg_linear_forward(out, x, ly->W, ly->b, nd, in, out_w, 0, pool);
-        tg_linear_forward(out, a->agg, ly->W2, NULL, nd, in, out_w, 1, pool);
+        if (a->tfirst) {
+            tg_linear_forward(a->xw, x, ly->W2, NULL, ns, in, out_w, 0, pool);
+            tg_aggr_mean_forward(a->agg, a->xw, blk, out_w, pool);
+            tg_axpy(out, 1.0f, a->agg, nd, out_w, pool);
+        } else {
+            tg_aggr_mean_forward(a->agg, x, blk, in, pool);
+            tg_linear_forward(out, a->agg, ly->W2, NULL, nd, in, out_w, 1, pool);
+        }
         break;
     case TG_MODEL_GCN:
         tg_selfloop_build(&a->aug, blk);
         tg_gcn_norm(a->ew, a->deg, &a->aug, a->full_deg);
-        tg_aggr_weighted_forward(a->agg, x, a->ew, &a->aug, in, pool);
-        tg_linear_forward(out, a->agg, ly->W, ly->b, nd, in, out_w, 0, pool);
+        if (a->tfirst) {
+            tg_linear_forward(a->xw, x, ly->W, NULL, ns, in, out_w, 0, pool);
+            tg_aggr_weighted_forward(out, a->xw, a->ew, &a->aug, out_w, pool);
+            tg_bias_add(out, ly->b, nd, out_w, pool);
+        } else {
+            tg_aggr_weighted_forward(a->agg, x, a->ew, &a->aug, in, pool);
+            tg_linear_forward(out, a->agg, ly->W, ly->b, nd, in, out_w, 0, pool);
+        }
         break;
     case TG_MODEL_GAT: {
         size_t HF = (size_t)ly->heads * ly->F;
@@ -237,6 +282,15 @@ void tg_layer_backward(const tg_layer_t *ly, tg_layer_acts_t *a, const tg_block_
     case TG_MODEL_SAGE:
         tg_linear_backward(dx, ly->dW, ly->db, dout, x, ly->W, nd, in, out_w, a->gemm_scratch,
                            pool);
+        if (a->tfirst) {
+            /* dz (ns, out) = mean^T dout; then through z = x W_neigh */
+            memset(a->dxw, 0, ns * out_w * sizeof(float));
+            tg_tcsr_build(&a->t, blk);
+            tg_aggr_mean_backward(a->dxw, dout, blk, &a->t, out_w, pool);
+            tg_linear_backward(dx, ly->dW2, NULL, a->dxw, x, ly->W2, ns, in, out_w, a->gemm_scratch,
+                               pool);
+            break;
+        }
         tg_linear_backward(NULL, ly->dW2, NULL, dout, a->agg, ly->W2, nd, in, out_w,
                            a->gemm_scratch, pool);
         if (dx) {
@@ -246,6 +300,15 @@ void tg_layer_backward(const tg_layer_t *ly, tg_layer_acts_t *a, const tg_block_
         }
         break;
     case TG_MODEL_GCN:
+        if (a->tfirst) {
+            tg_colsum_acc(ly->db, dout, nd, out_w, pool);
+            memset(a->dxw, 0, ns * out_w * sizeof(float));
+            tg_tcsr_build(&a->t, &a->aug);
+            tg_aggr_weighted_backward(a->dxw, dout, a->ew, &a->aug, &a->t, out_w, pool);
+            tg_linear_backward(dx, ly->dW, NULL, a->dxw, x, ly->W, ns, in, out_w, a->gemm_scratch,
+                               pool);
+            break;
+        }
         tg_linear_backward(NULL, ly->dW, ly->db, dout, a->agg, ly->W, nd, in, out_w,
                            a->gemm_scratch, pool);
         if (dx) {

@@ -217,6 +217,7 @@ typedef struct tg_layer {
     float *a_dst, *da_dst; /* GAT (H, F) */
     float *a_src, *da_src; /* GAT (H, F) */
     float *eps, *deps;     /* GIN (1) when learnable */
+    int order; /* SAGE / GCN: 0 = pick by cost, 1 = aggregate first, 2 = transform first (tests) */
 } tg_layer_t;
 
 /* What a layer keeps from forward for backward, and its backward scratch; all from the arena. */
@@ -235,7 +236,9 @@ typedef struct tg_layer_acts {
     float *dagg, *dh1, *dwh, *dz, *ds_dst, *ds_src, *dhcat;
     double *eps_part;    /* GIN: per-row partial sums of d eps (nd) */
     float *gemm_scratch; /* partial products of the weight-gradient GEMMs */
+    float *xw, *dxw;     /* SAGE / GCN transform-first: x W (ns, out) and its gradient */
     int has_backward, need_dx;
+    int tfirst; /* SAGE / GCN: transform first (tg_layer_transform_first) */
 } tg_layer_acts_t;
 
 /* Number of floats of the layer's parameters, and pointing its tensors into params / grads
@@ -243,6 +246,9 @@ typedef struct tg_layer_acts {
 size_t tg_layer_bind(tg_layer_t *ly, float *params, float *grads);
 /* Glorot-uniform weights, zero biases, eps = initial value; draws from r in a fixed order. */
 void tg_layer_init(tg_layer_t *ly, float gin_eps, tg_rng_t *r);
+/* 1 when the layer multiplies by its weight before aggregating on this block (cheaper when the
+ * block has few more sources than destinations and the layer narrows), 0 otherwise. */
+int tg_layer_transform_first(const tg_layer_t *ly, const tg_block_t *blk);
 /* Lays out the layer's buffers for a block. backward: keep what backward needs and its scratch;
  * need_dx: backward will also produce d(input). */
 void tg_layer_plan(const tg_layer_t *ly, tg_layer_acts_t *a, const tg_block_t *blk, int backward,
