@@ -815,8 +815,9 @@ int tg_generate(const char *out_dir, const tg_gen_opts_t *o)
     uint64_t fixed = fixed_mem(o, g.threads);
     char b1[32], b2[32];
     if (mem < fixed + MIN_SORT_MEM)
-        return tg_err(-EINVAL, "--mem %s is too small for these options (at least %s)",
-                      tg_fmt_bytes(mem, b1, sizeof b1),
+        return tg_err(-EINVAL,
+                      "--mem %s is too small for these options (at least %" PRIu64 " bytes, %s)",
+                      tg_fmt_bytes(mem, b1, sizeof b1), fixed + MIN_SORT_MEM,
                       tg_fmt_bytes(fixed + MIN_SORT_MEM, b2, sizeof b2));
     g.base = g.n / g.c;
     g.rem = g.n % g.c;
