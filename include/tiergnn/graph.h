@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tiergnn/io.h" /* tg_adj_disk_opts_t (out-of-core adjacency, below) */
 #include "tiergnn/util.h"
 
 #ifdef __cplusplus
@@ -200,6 +201,125 @@ int tg_loader_next(tg_loader_t *l, tg_loader_item_t **it);
 void tg_loader_item_free(tg_loader_t *l, tg_loader_item_t *it);
 /* Stops the workers (even mid-epoch), frees queued items and the loader. */
 void tg_loader_stop(tg_loader_t *l);
+
+/* ================================================================ out-of-core adjacency (issue 4)
+ *
+ * Owner: the out-of-core storage work (src/graph/adj_disk.c, src/graph/adj_mmap.c). Both
+ * implement tg_adj_i with indptr in RAM (N+1 u64, reserved against the given budget as
+ * "adjacency indptr") and the indices array left on disk, so the sampler above them is
+ * unchanged and gives exactly the batches it gives over tg_adj_memory_open (tested byte for
+ * byte, u32 and u64 index files).
+ *
+ * Disk-resident (the out-of-core strategies):
+ *
+ *     tg_adj_disk_opts_t ao;
+ *     tg_adj_disk_opts_default(&ao);
+ *     ao.io.stats = &epoch_stats;       // per-epoch io_requests / read / needed bytes / wait
+ *     tg_adj_t *adj;
+ *     if (tg_adj_disk_open(&adj, ds, &ao, &budget) < 0) die(tg_errmsg());
+ *     ... tg_sampler_create(&s, adj, ...) on any number of threads ...
+ *     tg_adj_destroy(adj);              // after every sampler using it is done
+ *
+ * Each tg_adj_read turns its positions (grouped by node, ascending within a node, as the sampler
+ * passes them) into byte ranges of indices.bin - one range per run of consecutive positions, so
+ * a node whose whole neighbourhood is taken costs one range - and reads them in one batched
+ * call on a queue borrowed from a tg_io_pool_t (O_DIRECT io_uring where available; the io layer
+ * sorts and merges ranges that touch the same or adjacent aligned blocks). u32 entries are
+ * widened to u64 in place. Calls with more than opts.max_requests ranges are read in pieces of
+ * that many ranges, which bounds the per-call bookkeeping. Thread-safe: sampler threads call
+ * read concurrently; at most opts.queues calls read at once, the others wait for a queue.
+ *
+ * Counting: every disk read goes into opts.io.stats (the engine's per-epoch sink; NULL = the
+ * adjacency's own, see tg_adj_disk_stats). io_needed_bytes counts exactly the index bytes the
+ * sampler asked for (4 or 8 per position), io_read_bytes what the disk returned.
+ *
+ * Memory (against budget): indptr, plus the pool's staging buffers (queues x depth x
+ * max_read_bytes; 2 x 32 x 64 KiB = 4 MiB by default) and the io layer's per-request bookkeeping
+ * while a read runs (at most max_requests x 120 bytes per reading thread). The request array of
+ * a call (max_requests x sizeof(tg_io_req_t) at most) is malloc'd per call and not accounted:
+ * it is scratch of the calling sampler, like the sampler's own arrays.
+ *
+ * Errors: an I/O error or short read (file truncated under the run) fails the read with the io
+ * layer's message, which names indices.bin and the byte offset, prefixed with the edge
+ * positions involved; the sampler adds the block. A file whose size differs from meta.txt is
+ * refused at open. Positions >= num_edges are -EINVAL.
+ */
+typedef struct tg_adj_disk_opts {
+    /* Queue settings for the pool. depth 0 = 32, max_read_bytes 0 = 64 KiB (neighbour lists
+     * are short: small reads keep staging small). flags: TG_IO_FORCE_PREAD, TG_IO_NO_MERGE,
+     * TG_IO_NO_FIXED. stats: the sink counters go to (NULL = the adjacency's own). The budget
+     * field is ignored: the budget argument of tg_adj_disk_open is used. */
+    tg_io_opts_t io;
+    unsigned queues;     /* queues in the pool = reads at once (0 = 2) */
+    unsigned file_flags; /* tg_io_file_open flags: TG_IO_FILE_BUFFERED */
+    size_t max_requests; /* byte ranges per batched read (0 = 16384) */
+} tg_adj_disk_opts_t;
+
+/* Zeroes o (every field then means its default). */
+void tg_adj_disk_opts_default(tg_adj_disk_opts_t *o);
+
+/* Opens the adjacency of ds with indices on disk. opts may be NULL (defaults); budget may be
+ * NULL (not accounted). Loads and checks indptr (monotone, ends at num_edges), checks the size of
+ * indices.bin against meta.txt, opens the file and creates the pool. */
+int tg_adj_disk_open(tg_adj_t **out, const struct tg_dataset *ds, const tg_adj_disk_opts_t *opts,
+                     tg_budget_t *budget);
+
+/* The sink a disk adjacency counts into (opts.io.stats or its own); NULL for other adjacencies.
+ * Valid until tg_adj_destroy. */
+tg_io_stats_t *tg_adj_disk_stats(tg_adj_t *adj);
+
+/* Memory-mapped (the "mmap" baseline, the papers' tuned PyG+): indices.bin mapped read-only with
+ * madvise(MADV_RANDOM), so each page fault reads one page and the kernel does no readahead; the
+ * page cache holds what was touched, and only a cgroup limit (../shared/tools/membudget) bounds
+ * it. Only indptr is reserved against budget. read() copies (and widens) entries under the
+ * fault guard below, so a file truncated under the run gives an error naming indices.bin and
+ * the offset instead of a crash. Thread-safe. */
+int tg_adj_mmap_open(tg_adj_t **out, const struct tg_dataset *ds, tg_budget_t *budget);
+
+/* ---------------------------------------------------------------- mapped files with a fault guard
+ *
+ * A read-only mapping of a whole data file (madvise MADV_RANDOM) whose reads run under a SIGBUS
+ * guard. Touching a page of a mapping that lies wholly beyond the file's end - the file was
+ * truncated after it was mapped - raises SIGBUS; tg_mmap_file_guard turns that into an error:
+ *
+ *     tg_mmap_file_t *f;
+ *     if (tg_mmap_file_open(&f, path, expected_size) < 0) ...
+ *     rc = tg_mmap_file_guard(f, copy_rows, &ctx);   // copy_rows reads tg_mmap_file_data(f)
+ *     // rc < 0: "PATH: SIGBUS reading offset X of the mapped file, which is now Y bytes (Z when
+ *     //          opened): truncated under the run?"
+ *
+ * How: the first open installs a process-wide SIGBUS handler (SA_SIGINFO | SA_NODEFER) that
+ * keeps the previous handler. A guarded call registers itself in a thread-local list and runs fn
+ * after sigsetjmp; a SIGBUS whose address lies in a mapping guarded on the faulting thread
+ * jumps back and the guard returns -EIO. Any other SIGBUS goes to the previous handler (or, with
+ * none, kills the process as before). After fn returns, the guard also compares the file's size
+ * with the size at open (one fstat), because a truncation to a size that is not a multiple of the
+ * page size leaves the last page mapped and reads of its tail return zeros, not SIGBUS; so a
+ * truncation that happened before or while fn ran is always reported. (A file truncated and
+ * extended again to its old size in between is not noticed: that is a limit of mmap, which the
+ * io/ path with its per-read result does not have.)
+ *
+ * fn must only read the mapping and write caller memory: a jump out of it abandons whatever it
+ * was doing, so it must not take locks, allocate, or call tiergnn functions that do (its own
+ * argument checks may use tg_err before touching the mapping). Guards nest.
+ *
+ * Module note: this is file I/O and belongs in io/ by the module table; it lives here, beside its
+ * first user, until io/ adopts it (src/store/mmap.c uses it too).
+ */
+typedef struct tg_mmap_file tg_mmap_file_t;
+
+/* Opens and maps path read-only. expect_size: the size meta.txt promises (-EINVAL naming the
+ * file and both sizes when the file differs). An empty file maps nothing (data NULL). */
+int tg_mmap_file_open(tg_mmap_file_t **out, const char *path, uint64_t expect_size);
+/* Unmaps and frees. NULL is fine. No guarded call may be running on it. */
+void tg_mmap_file_close(tg_mmap_file_t *f);
+/* The mapped bytes (size tg_mmap_file_size); valid until tg_mmap_file_close. */
+const void *tg_mmap_file_data(const tg_mmap_file_t *f);
+uint64_t tg_mmap_file_size(const tg_mmap_file_t *f);
+const char *tg_mmap_file_path(const tg_mmap_file_t *f);
+/* Runs fn(ctx) under the SIGBUS guard (see above); returns fn's result, or -EIO with a message
+ * naming the file and the offset. */
+int tg_mmap_file_guard(tg_mmap_file_t *f, int (*fn)(void *ctx), void *ctx);
 
 #ifdef __cplusplus
 }

@@ -79,6 +79,31 @@ int tg_store_file_open(tg_store_t **out, const struct tg_dataset *ds, const tg_s
 /* L1-normalises n rows of dim floats in place. */
 void tg_feat_normalize_rows(float *x, size_t n, size_t dim);
 
+/* ================================================================ out-of-core stores (issue 4)
+ *
+ * Owner: the out-of-core storage work (src/store/mmap.c).
+ *
+ * The memory-mapped store (the "mmap" baseline, the papers' tuned PyG+): features.bin mapped
+ * read-only with madvise(MADV_RANDOM), so a gathered row faults in only the pages it lies on and
+ * the kernel reads nothing ahead. Nothing is reserved against opts->budget (mem_bytes = 0): the
+ * rows live in the page cache, which only a cgroup limit bounds (tiergnn bench runs each
+ * strategy under ../shared/tools/membudget for that). gather copies rows (f16 widened to f32,
+ * L1-normalised when opts->normalize), under the SIGBUS guard of tg_mmap_file_guard
+ * (tiergnn/graph.h): a feature file truncated under the run fails the gather with a message
+ * naming features.bin and the offset, and the size is checked against meta.txt at open.
+ * Thread-safe: gather keeps no state, so several threads may gather at once (see
+ * tg_store_gather_parallel). */
+int tg_store_mmap_open(tg_store_t **out, const struct tg_dataset *ds, const tg_store_opts_t *opts);
+
+/* Gathers nodes[0..n) like tg_store_gather, with the rows split into contiguous ranges over the
+ * threads of pool (tg_pool_for; NULL or one thread: inline). For thread-safe stores only (all of
+ * this header's). Rows below 64 per thread are not worth a thread: small batches run inline.
+ * The output does not depend on the thread count. On failure the first failing range's error
+ * (lowest rows first) is returned with its message, on the calling thread. The pool must not be
+ * running another tg_pool_for (the trainer's kernel pool usually is: give gathering its own). */
+int tg_store_gather_parallel(tg_store_t *st, tg_pool_t *pool, const uint64_t *nodes, size_t n,
+                             float *out);
+
 #ifdef __cplusplus
 }
 #endif

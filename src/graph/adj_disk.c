@@ -1,0 +1,185 @@
+/* Disk-resident adjacency: indptr in RAM, indices read from indices.bin through io/ on every
+ * tg_adj_read (see "out-of-core adjacency" in tiergnn/graph.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tiergnn/data.h"
+#include "tiergnn/graph.h"
+#include "tiergnn/io.h"
+
+#define DEFAULT_QUEUES 2u
+#define DEFAULT_DEPTH 32u
+#define DEFAULT_MAX_READ ((size_t)64 << 10)
+#define DEFAULT_MAX_REQUESTS ((size_t)16384)
+
+typedef struct {
+    uint64_t *indptr;
+    uint64_t indptr_bytes;
+    tg_budget_t *budget;
+    tg_io_file_t *file;
+    tg_io_pool_t *pool;
+    tg_io_stats_t own_stats; /* used when the caller gave no sink */
+    tg_io_stats_t *stats;
+    size_t esz; /* 4 (u32) or 8 (u64) */
+    size_t max_requests;
+} adj_disk_t;
+
+void tg_adj_disk_opts_default(tg_adj_disk_opts_t *o)
+{
+    memset(o, 0, sizeof *o);
+}
+
+/* Widens the u32 entries that a read left at the start of out[0..n) (4 n bytes) to u64 in
+ * place. Backwards, so that writing entry k (bytes 8k..8k+7) only overwrites u32 entries 2k and
+ * 2k+1, which are at or after k and so already widened. */
+static void widen_u32_in_place(uint64_t *out, size_t n)
+{
+    const unsigned char *raw = (const unsigned char *)out;
+    for (size_t k = n; k-- > 0;) {
+        uint32_t v;
+        memcpy(&v, raw + 4 * k, 4);
+        out[k] = v;
+    }
+}
+
+/* Reads the ranges of reqs[0..nreq) and widens them; names the positions of a failure. */
+static int read_ranges(tg_adj_t *adj, tg_io_req_t *reqs, size_t nreq)
+{
+    adj_disk_t *d = adj->impl;
+    int rc = tg_io_pool_read_batch(d->pool, reqs, nreq);
+    if (rc < 0) {
+        for (size_t j = 0; j < nreq; j++)
+            if (reqs[j].res < 0) {
+                uint64_t first = reqs[j].off / d->esz, cnt = reqs[j].len / d->esz;
+                return tg_err_prefix(rc, "disk adjacency: edge positions %llu..%llu",
+                                     (unsigned long long)first,
+                                     (unsigned long long)(first + cnt - 1));
+            }
+        return tg_err_prefix(rc, "disk adjacency");
+    }
+    if (d->esz == 4)
+        for (size_t j = 0; j < nreq; j++)
+            widen_u32_in_place(reqs[j].dst, reqs[j].len / 4);
+    return 0;
+}
+
+/* out[i] = indices[pos[i]]. One byte range per run of consecutive positions; each range is
+ * read straight into out at the run's place (u64 entries land as they are, u32 entries land in
+ * the first half of the run's slots and are widened afterwards). */
+static int disk_read(tg_adj_t *adj, const uint64_t *pos, size_t n, uint64_t *out)
+{
+    adj_disk_t *d = adj->impl;
+    if (n == 0) return 0;
+    size_t cap = TG_MIN(d->max_requests, n);
+    tg_io_req_t *reqs = malloc(cap * sizeof *reqs);
+    if (!reqs) return tg_err(-ENOMEM, "disk adjacency: out of memory for %zu read requests", cap);
+    int rc = 0;
+    size_t nreq = 0, i = 0;
+    while (i < n) {
+        uint64_t p = pos[i];
+        if (p >= adj->num_edges) {
+            rc = tg_err(-EINVAL, "disk adjacency: edge position %llu out of range (%llu edges)",
+                        (unsigned long long)p, (unsigned long long)adj->num_edges);
+            break;
+        }
+        size_t run = 1;
+        while (i + run < n && pos[i + run] == p + run && p + run < adj->num_edges)
+            run++;
+        if (nreq == cap) {
+            if ((rc = read_ranges(adj, reqs, nreq)) < 0) break;
+            nreq = 0;
+        }
+        tg_io_req_t *r = &reqs[nreq++];
+        memset(r, 0, sizeof *r);
+        r->file = d->file;
+        r->off = p * d->esz;
+        r->len = run * d->esz;
+        r->dst = out + i;
+        i += run;
+    }
+    if (rc == 0 && nreq) rc = read_ranges(adj, reqs, nreq);
+    free(reqs);
+    return rc;
+}
+
+static void disk_destroy(tg_adj_t *adj)
+{
+    adj_disk_t *d = adj->impl;
+    if (d) {
+        tg_io_pool_destroy(d->pool);
+        tg_io_file_close(d->file);
+        free(d->indptr);
+        if (d->budget && d->indptr_bytes) tg_budget_release(d->budget, d->indptr_bytes);
+        free(d);
+    }
+    free(adj);
+}
+
+static const tg_adj_i disk_iface = {"disk", disk_read, disk_destroy};
+
+tg_io_stats_t *tg_adj_disk_stats(tg_adj_t *adj)
+{
+    if (!adj || adj->iface != &disk_iface) return NULL;
+    return ((adj_disk_t *)adj->impl)->stats;
+}
+
+int tg_adj_disk_open(tg_adj_t **out, const struct tg_dataset *ds, const tg_adj_disk_opts_t *opts,
+                     tg_budget_t *budget)
+{
+    *out = NULL;
+    tg_adj_disk_opts_t o;
+    if (opts)
+        o = *opts;
+    else
+        tg_adj_disk_opts_default(&o);
+    const tg_meta_t *m = &ds->meta;
+    char path[4096];
+    tg_dataset_path(ds, TG_FILE_INDICES, path, sizeof path);
+    int rc;
+    tg_adj_t *adj = calloc(1, sizeof *adj);
+    adj_disk_t *d = calloc(1, sizeof *d);
+    if (!adj || !d) {
+        free(adj);
+        free(d);
+        return tg_err(-ENOMEM, "disk adjacency: out of memory");
+    }
+    adj->iface = &disk_iface;
+    adj->impl = d;
+    adj->num_nodes = m->num_nodes;
+    adj->num_edges = m->num_edges;
+    d->esz = tg_index_dtype_size(m->index_dtype);
+    d->max_requests = o.max_requests ? o.max_requests : DEFAULT_MAX_REQUESTS;
+    d->stats = o.io.stats ? o.io.stats : &d->own_stats;
+    tg_io_stats_init(&d->own_stats);
+
+    /* indptr first: it is the part that must fit, and the message then says how much. */
+    uint64_t ib = (m->num_nodes + 1) * sizeof(uint64_t);
+    if (budget && (rc = tg_budget_reserve(budget, ib, "adjacency indptr")) < 0) goto err;
+    d->budget = budget;
+    d->indptr_bytes = ib;
+    if ((rc = tg_dataset_load_indptr(ds, &d->indptr)) < 0) goto err;
+    adj->indptr = d->indptr;
+
+    if ((rc = tg_io_file_open(&d->file, path, o.file_flags)) < 0) goto err;
+    uint64_t want = m->num_edges * d->esz;
+    if (tg_io_file_size(d->file) != want) {
+        rc = tg_err(-EINVAL, "%s: %llu bytes, expected %llu (%llu edges of %s from meta.txt)", path,
+                    (unsigned long long)tg_io_file_size(d->file), (unsigned long long)want,
+                    (unsigned long long)m->num_edges, tg_index_dtype_name(m->index_dtype));
+        goto err;
+    }
+    tg_io_opts_t io = o.io;
+    if (!io.depth) io.depth = DEFAULT_DEPTH;
+    if (!io.max_read_bytes) io.max_read_bytes = DEFAULT_MAX_READ;
+    io.budget = budget;
+    io.stats = d->stats;
+    if ((rc = tg_io_pool_create(&d->pool, o.queues ? o.queues : DEFAULT_QUEUES, &io)) < 0) {
+        tg_err_prefix(rc, "disk adjacency (%s)", path);
+        goto err;
+    }
+    *out = adj;
+    return 0;
+err:
+    disk_destroy(adj);
+    return rc;
+}
