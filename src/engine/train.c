@@ -259,8 +259,7 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
     memset(&r, 0, sizeof r);
 
     /* Cheap checks before the expensive loads. */
-    if (!o.dataset || !*o.dataset)
-        return tg_err(-EINVAL, "a dataset directory is required");
+    if (!o.dataset || !*o.dataset) return tg_err(-EINVAL, "a dataset directory is required");
     if ((rc = tg_dataset_open(&probe, o.dataset, 0)) < 0) return rc;
     rc = check_opts(&o, &probe->meta);
     tg_dataset_close(probe);
