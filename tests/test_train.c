@@ -229,7 +229,8 @@ TG_TEST(bad_flags)
     expect_fail("--activation", "train %s --out %s/b --activation tanh", ds, root);
     expect_fail("--eval-fanouts 'some'", "train %s --out %s/b --eval-fanouts some", ds, root);
     expect_fail("--strategy 'ginex'", "train %s --out %s/b --strategy ginex", ds, root);
-    expect_fail("in-memory feature store needs", "train %s --out %s/b --mem 20K", ds, root);
+    expect_fail("in-memory adjacency needs", "train %s --out %s/b --mem 20K", ds, root);
+    expect_fail("in-memory feature store needs", "train %s --out %s/b --mem 60K", ds, root);
     expect_fail("--mem", "train %s --out %s/b --mem lots", ds, root);
     expect_fail("unknown option '--bogus'", "train %s --out %s/b --bogus", ds, root);
     expect_fail("--out RUNDIR is required", "train %s", ds);
