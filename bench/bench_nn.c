@@ -9,10 +9,11 @@
  * does). Before timing, tg_gemm is checked against cblas_sgemm and the 1-thread and n-thread
  * forward passes are checked to be bit-identical.
  *
- * Printed: the block sizes; per batch: forward+backward (no optimiser) and a full training step
- * (with Adam), each as the median of --iters runs; the GEMM FLOPs of forward+backward and the
+ * Printed: the block sizes; per batch, min and median over --iters rounds: forward+backward (no
+ * optimiser) and a full training step (with Adam); the GEMM FLOPs of forward+backward and the
  * rate they imply; the same GEMM shapes run alone through tg_gemm (our split on the pool,
- * single-threaded OpenBLAS) and through cblas_sgemm with OpenBLAS's own --threads threads.
+ * single-threaded OpenBLAS), through cblas_sgemm on 1 thread and with OpenBLAS's own --threads
+ * threads. The rounds interleave all five, so a busy machine disturbs them alike.
  */
 #include "nn/nn-impl.h"
 
@@ -238,21 +239,8 @@ int main(int argc, char **argv)
         die("check failed: forward differs between 1 thread and the pool");
 
     tg_step_stats_t st;
-    double *tfb = xalloc((size_t)o.iters * sizeof(double)), *tst = xalloc((size_t)o.iters * 8);
     if (tg_model_forward_backward(m, &b, X, y, 1, 7, NULL, &st) < 0) /* warm-up, arena growth */
         die(tg_errmsg());
-    for (int i = 0; i < o.iters; i++) {
-        double t0 = tg_now();
-        if (tg_model_forward_backward(m, &b, X, y, 1, 7 + (uint64_t)i, NULL, &st) < 0)
-            die(tg_errmsg());
-        tfb[i] = tg_now() - t0;
-    }
-    for (int i = 0; i < o.iters; i++) {
-        double t0 = tg_now();
-        if (tg_model_train_step(m, &b, X, y, &st) < 0) die(tg_errmsg());
-        tst[i] = tg_now() - t0;
-    }
-    double fb = median(tfb, o.iters), step = median(tst, o.iters);
 
     shape_t shapes[64];
     int ns = sage_shapes(shapes, &b, &o);
@@ -280,48 +268,63 @@ int main(int argc, char **argv)
             if (fabsf(C[k] - C2[k]) > 1e-3f * sqrtf((float)shapes[i].K))
                 die("check failed: tg_gemm differs from cblas_sgemm");
     }
-    double *t_ours = xalloc((size_t)o.iters * 8), *t_blas1 = xalloc((size_t)o.iters * 8),
-           *t_blasn = xalloc((size_t)o.iters * 8);
-    for (int i = 0; i < o.iters; i++)
-        t_ours[i] = run_shapes(shapes, ns, A, B, C, S, 1, pool);
-    openblas_set_num_threads(1);
-    for (int i = 0; i < o.iters; i++)
-        t_blas1[i] = run_shapes(shapes, ns, A, B, C, S, 0, NULL);
-    openblas_set_num_threads(o.threads);
-    run_shapes(shapes, ns, A, B, C, S, 0, NULL); /* wake OpenBLAS's threads */
-    for (int i = 0; i < o.iters; i++)
-        t_blasn[i] = run_shapes(shapes, ns, A, B, C, S, 0, NULL);
-    openblas_set_num_threads(1);
-    double ours = median(t_ours, o.iters), blas1 = median(t_blas1, o.iters);
-    double blasn = median(t_blasn, o.iters);
+
+    /* Rounds interleave the five measurements, so load from other processes on the machine
+     * hits them alike; min and median over rounds are printed. */
+    enum { T_FB, T_STEP, T_OURS, T_BLAS1, T_BLASN, T_COUNT };
+    double *t[T_COUNT];
+    for (int k = 0; k < T_COUNT; k++)
+        t[k] = xalloc((size_t)o.iters * sizeof(double));
+    for (int i = 0; i < o.iters; i++) {
+        double t0 = tg_now();
+        if (tg_model_forward_backward(m, &b, X, y, 1, 7 + (uint64_t)i, NULL, &st) < 0)
+            die(tg_errmsg());
+        t[T_FB][i] = tg_now() - t0;
+        t0 = tg_now();
+        if (tg_model_train_step(m, &b, X, y, &st) < 0) die(tg_errmsg());
+        t[T_STEP][i] = tg_now() - t0;
+        t[T_OURS][i] = run_shapes(shapes, ns, A, B, C, S, 1, pool);
+        openblas_set_num_threads(1);
+        t[T_BLAS1][i] = run_shapes(shapes, ns, A, B, C, S, 0, NULL);
+        openblas_set_num_threads(o.threads);
+        run_shapes(shapes, 1, A, B, C, S, 0, NULL); /* wake OpenBLAS's threads */
+        t[T_BLASN][i] = run_shapes(shapes, ns, A, B, C, S, 0, NULL);
+        openblas_set_num_threads(1);
+    }
+    double mn[T_COUNT], md[T_COUNT];
+    for (int k = 0; k < T_COUNT; k++) {
+        md[k] = median(t[k], o.iters); /* sorts */
+        mn[k] = t[k][0];
+    }
 
     char b1[32], b2[32];
     printf("model: %zu parameters (%s with grads + Adam), activation arena %s\n",
            tg_model_param_count(m), tg_fmt_bytes(tg_model_param_bytes(m), b1, sizeof b1),
            tg_fmt_bytes(tg_model_act_bytes(m), b2, sizeof b2));
-    printf("forward+backward per batch: %8.1f ms   (median of %d)\n", fb * 1e3, o.iters);
-    printf("training step (with Adam):  %8.1f ms\n", step * 1e3);
-    printf("GEMM work per fwd+bwd:      %8.2f GFLOP in %d GEMMs\n", flops * 1e-9, ns);
-    printf("achieved (GEMM FLOP / fwd+bwd time):   %6.1f GFLOP/s\n", flops / fb * 1e-9);
-    printf("same shapes, tg_gemm on the pool:      %6.1f GFLOP/s  (%.1f ms)\n", flops / ours * 1e-9,
-           ours * 1e3);
-    printf("same shapes, cblas_sgemm 1 thread:     %6.1f GFLOP/s  (%.1f ms)\n",
-           flops / blas1 * 1e-9, blas1 * 1e3);
-    printf("same shapes, cblas_sgemm %d thread(s):  %6.1f GFLOP/s  (%.1f ms)\n", o.threads,
-           flops / blasn * 1e-9, blasn * 1e3);
-    printf("fwd+bwd time outside GEMMs (aggregation, dropout, loss, ...): %.1f ms (%.0f%%)\n",
-           (fb - ours) * 1e3, 100.0 * (fb - ours) / fb);
+    printf("GEMM work per forward+backward: %.2f GFLOP in %d GEMMs\n", flops * 1e-9, ns);
+    printf("%-44s %9s %9s %12s\n", "per batch, over rounds", "min ms", "median ms",
+           "GFLOP/s (min)");
+    const char *names[T_COUNT] = {"forward+backward (GEMM FLOP / time)",
+                                  "training step (with Adam)", "same GEMMs: tg_gemm on the pool",
+                                  "same GEMMs: cblas_sgemm, 1 thread",
+                                  "same GEMMs: cblas_sgemm, OpenBLAS threads"};
+    for (int k = 0; k < T_COUNT; k++)
+        printf("%-44s %9.1f %9.1f %12.1f\n", names[k], mn[k] * 1e3, md[k] * 1e3,
+               flops / mn[k] * 1e-9);
+    printf("forward+backward outside GEMMs (aggregation, dropout, loss, ...): %.1f ms (%.0f%%, "
+           "min - min)\n",
+           (mn[T_FB] - mn[T_OURS]) * 1e3, 100.0 * (mn[T_FB] - mn[T_OURS]) / mn[T_FB]);
+    double la[3];
+    if (getloadavg(la, 3) == 3)
+        printf("load average during the run: %.2f (other processes share the cores)\n", la[0]);
 
     free(A);
     free(B);
     free(C);
     free(C2);
     free(S);
-    free(t_ours);
-    free(t_blas1);
-    free(t_blasn);
-    free(tfb);
-    free(tst);
+    for (int k = 0; k < T_COUNT; k++)
+        free(t[k]);
     free(l1);
     free(l2);
     free(X);

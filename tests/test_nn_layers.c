@@ -396,7 +396,7 @@ TG_TEST(thread_independence)
         cfg.heads = types[t] == TG_MODEL_GAT ? 4 : 1;
         cfg.dropout = 0.5f;
         cfg.attn_dropout = 0.1f;
-        uint32_t counts[3] = {2500, 400, 64};
+        uint32_t counts[3] = {9000, 4500, 300}; /* big enough for GEMM row and K splits */
         tg_batch_t b;
         nt_batch_make(&b, 2, counts, 10, &r);
         float *X = nt_alloc((size_t)b.num_nodes * cfg.in_dim * 4);

@@ -49,8 +49,9 @@
  *         hidden), eps a learnable scalar per layer when gin_train_eps, else fixed at gin_eps.
  *   MLP   h_i = x_i W + b (edges ignored): the no-graph reference.
  *   A model applies dropout(p = dropout) to the input of every layer (training mode only) and the
- *   activation between layers, not after the last one. Weights: Glorot (Xavier) uniform, biases
- *   and GAT attention vectors: Glorot as well for attention, zero for biases.
+ *   activation between layers, not after the last one. Weights and GAT attention vectors:
+ *   Glorot (Xavier) uniform; biases zero. SAGE's neighbour term and GCN multiply before or after
+ *   aggregating, whichever costs fewer flops on the block's shape (same result up to rounding).
  *
  * Loss: single-label: log-softmax + cross-entropy, mean over labelled seeds. Multi-label:
  * sigmoid + binary cross-entropy, mean over labelled (seed, class) entries (torch's
@@ -58,7 +59,8 @@
  *
  * Determinism: with the same seed, config and batches, training is bit-identical run to run, and
  * the kernels split work by output row (each row owned by one thread, reductions over rows split
- * by column), so results also do not depend on the thread count. Dropout masks come from a
+ * by column or into fixed-size chunks summed in a fixed order), so results are also bit-identical
+ * for any thread count. Dropout masks come from a
  * per-step seed drawn from the model's RNG; that RNG and the optimiser state are in checkpoints,
  * so a resumed run continues bit-identically.
  *
@@ -155,7 +157,7 @@ typedef struct tg_optim {
     tg_optim_config_t cfg;
     size_t n;
     uint64_t t; /* steps taken (Adam bias correction) */
-    float *m;   /* (n) Adam first moment / SGD momentum buffer */
+    float *m;   /* (n) Adam first moment / SGD momentum buffer; NULL for SGD without momentum */
     float *v;   /* (n) Adam second moment; NULL for SGD */
 } tg_optim_t;
 
@@ -249,12 +251,15 @@ int tg_loss_eval(const float *logits, const int32_t *labels, uint32_t n, uint32_
  * it. Writes at the current position of f (the engine may put its own records around it);
  * returns -EIO with a message naming `name` on a write error. */
 int tg_model_save(const tg_model_t *m, FILE *f, const char *name);
-/* Reads what tg_model_save wrote into an existing model. The checkpoint's model config must
- * equal m's: otherwise -EINVAL with a message naming every field that differs ("checkpoint
- * run/ckpt: model differs: hidden 128 in checkpoint vs 256 here; type gat vs sage"). The
- * optimiser type must match too; its hyperparameters (lr, ...) stay as set on m, its state
- * (moments, step count) and the model RNG are restored. On any error m is left unchanged.
- * Bad magic/version/CRC or a short file: -EINVAL / -EIO naming `name`. */
+/* Reads what tg_model_save wrote into an existing model. The checkpoint's model must have m's
+ * shape - type, in_dim, hidden, out_dim, num_layers, activation, multi_label, and for GAT heads
+ * and gat_concat_last, for GIN the eps mode (and a fixed eps' value) - otherwise -EINVAL with a
+ * message naming every field that differs ("x.ckpt: checkpoint is of another model: type gat in
+ * checkpoint vs sage here; hidden 16 in checkpoint vs 32 here"). Dropout rates may differ (a
+ * training choice; m's stay). The optimiser type must match; its hyperparameters (lr, ...) stay
+ * as set on m, its state (moments, step count) and the model's dropout RNG are restored. On any
+ * error m is left unchanged. Bad magic / version / CRC: -EINVAL; a short file or read error: -EIO;
+ * messages name `name`. */
 int tg_model_load(tg_model_t *m, FILE *f, const char *name);
 /* Creates a model from a checkpoint (config, optimiser config and all state from the file). */
 int tg_model_load_create(tg_model_t **out, FILE *f, const char *name);
