@@ -2,6 +2,7 @@
  * widths, multi-label), f16 conversion, tg_filew (direct and buffered paths, precomputed CRC),
  * metadata parse errors that name meta.txt and the line, and the dataset writer's
  * no-half-written-dataset behaviour. */
+#include "data/crc-impl.h"
 #include "tg_test.h"
 #include "tiergnn/data.h"
 
@@ -60,6 +61,39 @@ TG_TEST(f16_conversion)
     }
     TG_CHECK_NEAR(tg_f16_to_f32(0x0001), 5.9604644775390625e-08, 0);
     TG_CHECK_NEAR(tg_f16_to_f32(0x7bff), 65504.0, 0);
+}
+
+/* ---------------------------------------------------------------- CRC-32 */
+
+TG_TEST(crc32_matches_zlib)
+{
+    size_t n = 1 << 16;
+    uint8_t *b = malloc(n + 64);
+    tg_rng_t r;
+    tg_rng_seed(&r, 3);
+    for (size_t i = 0; i < n + 64; i++)
+        b[i] = (uint8_t)tg_rng_u64(&r);
+    /* every length up to 300 at every offset mod 16, then random ones, with running CRCs */
+    for (size_t len = 0; len < 300; len++)
+        for (size_t off = 0; off < 16; off++) {
+            uint32_t c0 = (uint32_t)len * 2654435761u;
+            if (tg_data_crc32(c0, b + off, len) != tg_crc32(c0, b + off, len)) {
+                TG_FAIL("crc mismatch at len %zu off %zu", len, off);
+                goto out;
+            }
+        }
+    for (int t = 0; t < 200; t++) {
+        size_t off = tg_rng_below(&r, 64), len = tg_rng_below(&r, n);
+        TG_CHECK_EQ_U64(tg_data_crc32(0, b + off, len), tg_crc32(0, b + off, len));
+    }
+    /* known value: zlib.crc32(b"123456789") */
+    TG_CHECK_EQ_U64(tg_data_crc32(0, "123456789", 9), 0xcbf43926);
+    uint8_t ones[100];
+    memset(ones, 0xff, sizeof ones);
+    TG_CHECK_EQ_U64(tg_data_crc32(tg_data_crc32(0, ones, 37), ones + 37, 63),
+                    tg_crc32(0, ones, 100));
+out:
+    free(b);
 }
 
 /* ---------------------------------------------------------------- tg_filew */
@@ -402,6 +436,7 @@ TG_TEST(meta_errors)
 int main(void)
 {
     TG_RUN(f16_conversion);
+    TG_RUN(crc32_matches_zlib);
     TG_RUN(filew_paths);
     TG_RUN(round_trip);
     TG_RUN(writer_guards);

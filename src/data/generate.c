@@ -22,6 +22,8 @@
  * any memory budget therefore give the same bytes. */
 #include "tiergnn/data.h"
 
+#include "crc-impl.h"
+
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
@@ -58,6 +60,39 @@ void tg_gen_opts_default(tg_gen_opts_t *o)
     o->feat_noise = -1;
     o->seed = 1;
     o->feat_dtype = TG_F32;
+}
+
+/* ---------------------------------------------------------------- inlined RNG */
+
+/* tg_rng_u64 and tg_rng_below (util/rng.c: xoshiro256**, Lemire's bounded draw), the same
+ * sequence, inlined: the generator draws about 2 x 10^9 numbers and the call costs as much as
+ * the draw. Streams are still seeded by tg_rng_seed2. */
+static inline uint64_t rng_u64(tg_rng_t *r)
+{
+    uint64_t *s = r->s;
+    uint64_t out = ((s[1] * 5) << 7 | (s[1] * 5) >> 57) * 9;
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = s[3] << 45 | s[3] >> 19;
+    return out;
+}
+
+static inline uint64_t rng_below(tg_rng_t *r, uint64_t n)
+{
+    __uint128_t m = (__uint128_t)rng_u64(r) * n;
+    uint64_t l = (uint64_t)m;
+    if (l < n) {
+        uint64_t t = -n % n;
+        while (l < t) {
+            m = (__uint128_t)rng_u64(r) * n;
+            l = (uint64_t)m;
+        }
+    }
+    return (uint64_t)(m >> 64);
 }
 
 /* ---------------------------------------------------------------- noise calibration */
@@ -259,16 +294,16 @@ static uint64_t thresh(double p)
 /* An offset in [0, size) from the skewed law (see the top of the file). */
 static inline uint64_t skew_offset(const gen_t *g, tg_rng_t *r, uint64_t size)
 {
-    if (tg_rng_u64(r) < g->mix_thresh) return tg_rng_below(r, size);
+    if (rng_u64(r) < g->mix_thresh) return rng_below(r, size);
     unsigned k = size > 1 ? 64 - (unsigned)__builtin_clzll(size - 1) : 0; /* bits of size-1 */
     uint64_t mask = k >= 64 ? ~0ull : (1ull << k) - 1;
     for (;;) {
         uint64_t x;
         if (k <= 32) {
-            uint64_t u = tg_rng_u64(r);
+            uint64_t u = rng_u64(r);
             x = (u & (u >> 32)) & mask;
         } else {
-            x = tg_rng_u64(r) & tg_rng_u64(r) & mask;
+            x = rng_u64(r) & rng_u64(r) & mask;
         }
         if (x < size) return x; /* accepted with probability >= 3/4 */
     }
@@ -294,10 +329,10 @@ static void edge_chunks(void *arg, size_t b, size_t e, int tid)
         uint64_t *src = j->src[i], *dst = j->dst[i];
         size_t n = 0;
         for (uint64_t k = 0; k < count; k++) {
-            uint64_t cu = tg_rng_below(&r, g->c), cv = cu;
+            uint64_t cu = rng_below(&r, g->c), cv = cu;
             uint64_t u = comm_start(g, cu) + skew_offset(g, &r, comm_size(g, cu));
-            if (g->c > 1 && tg_rng_u64(&r) >= g->intra_thresh) {
-                cv = tg_rng_below(&r, g->c - 1);
+            if (g->c > 1 && rng_u64(&r) >= g->intra_thresh) {
+                cv = rng_below(&r, g->c - 1);
                 cv += cv >= cu;
             }
             uint64_t v = comm_start(g, cv) + skew_offset(g, &r, comm_size(g, cv));
@@ -413,14 +448,14 @@ static void fill_block(const gen_t *g, uint64_t block, uint64_t first, uint64_t 
         float *x = g->o->feat_dtype == TG_F32 ? f32 + i * D : row;
         uint64_t j = 0;
         for (; j + 4 <= D; j += 4) {
-            uint64_t u = tg_rng_u64(&r);
+            uint64_t u = rng_u64(&r);
             x[j] = mu[j] + noise * tab[u & 0xffff];
             x[j + 1] = mu[j + 1] + noise * tab[(u >> 16) & 0xffff];
             x[j + 2] = mu[j + 2] + noise * tab[(u >> 32) & 0xffff];
             x[j + 3] = mu[j + 3] + noise * tab[u >> 48];
         }
         if (j < D) {
-            uint64_t u = tg_rng_u64(&r);
+            uint64_t u = rng_u64(&r);
             for (; j < D; j++, u >>= 16)
                 x[j] = mu[j] + noise * tab[u & 0xffff];
         }
@@ -452,7 +487,7 @@ static void *feat_worker(void *arg)
         uint64_t first = b * p->rows_per_block;
         uint64_t rows = TG_MIN(p->rows_per_block, p->g->n - first);
         fill_block(p->g, b, first, rows, p->slot[s], row);
-        uint32_t crc = tg_crc32(0, p->slot[s], rows * p->row_bytes);
+        uint32_t crc = tg_data_crc32(0, p->slot[s], rows * p->row_bytes);
         pthread_mutex_lock(&p->mu);
         p->slot_crc[s] = crc;
         p->slot_ready[s] = 1;
@@ -702,7 +737,7 @@ static int write_splits(tg_dsw_t *w, const gen_t *g, uint64_t cnt[3])
     uint64_t batch[3][BATCH];
     size_t blen[3] = {0, 0, 0};
     for (uint64_t v = 0; v < g->n && !rc; v++) {
-        uint64_t x = tg_rng_below(&r, g->n - v);
+        uint64_t x = rng_below(&r, g->n - v);
         for (int s = 0; s < 3; s++) {
             if (x >= left[s]) {
                 x -= left[s];

@@ -1,6 +1,8 @@
 /* Dataset reader: opens a dataset directory, checks it against its metadata, loads arrays. */
 #include "tiergnn/data.h"
 
+#include "crc-impl.h"
+
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +31,7 @@ static int file_crc(const char *path, uint64_t size, uint32_t *crc)
     for (uint64_t off = 0; off < size;) {
         size_t n = (size_t)TG_MIN((uint64_t)cap, size - off);
         if ((rc = tg_pread_full(fd, buf, n, off, path))) break;
-        c = tg_crc32(c, buf, n);
+        c = tg_data_crc32(c, buf, n);
         off += n;
     }
     free(buf);

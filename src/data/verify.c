@@ -8,6 +8,8 @@
  * problem is returned as an error naming the file and the byte offset. */
 #include "tiergnn/data.h"
 
+#include "crc-impl.h"
+
 #include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
@@ -71,7 +73,7 @@ static int64_t seqr_fill(seqr_t *r)
     size_t n = (size_t)TG_MIN((uint64_t)WINDOW, r->size - at);
     int rc = tg_pread_full(r->fd, r->buf, n, at, r->path);
     if (rc) return rc;
-    r->crc = tg_crc32(r->crc, r->buf, n);
+    r->crc = tg_data_crc32(r->crc, r->buf, n);
     r->pos = 0;
     r->len = n;
     r->off += n;

@@ -1,6 +1,8 @@
 /* Buffered array-file writer and the dataset writer (temp dir, fsync, rename). */
 #include "tiergnn/data.h"
 
+#include "crc-impl.h"
+
 #include <fcntl.h>
 #include <libgen.h>
 #include <stdlib.h>
@@ -236,7 +238,7 @@ static int append(tg_filew_t *w, const char *p, size_t len)
 
 int tg_filew_write(tg_filew_t *w, const void *data, size_t len)
 {
-    w->crc = tg_crc32(w->crc, data, len);
+    w->crc = tg_data_crc32(w->crc, data, len);
     return append(w, data, len);
 }
 
