@@ -387,6 +387,8 @@ static int gen_node_data(tg_imp_t *im)
     tg_imp_prog_t pr;
     tg_imp_prog_begin(&pr, "features", n * d * tg_feat_dtype_size(o->feat_dtype));
     double t1 = o->train_frac, t2 = t1 + o->valid_frac, t3 = t2 + o->test_frac;
+    tg_rng_seed2(&rng, o->seed, 0x5b1d);
+    double split_start = tg_rng_uniform(&rng) * t1;
     for (uint64_t v = 0; v < n && !rc; v++) {
         tg_rng_seed2(&rng, o->seed, v + 1);
         uint16_t lv = lab ? lab[v] : seed_label(o, v);
@@ -397,7 +399,12 @@ static int gen_node_data(tg_imp_t *im)
         if ((rc = tg_imp_put_feat_row(im, &fw[0], row, d, tmp))) break;
         int32_t l = lv;
         if ((rc = tg_filew_write(&fw[1], &l, 4))) break;
-        double u = tg_rng_uniform(&rng);
+        /* Golden-ratio (Weyl) sequence from a seeded start: the fractions come out exact to
+         * about one node for any N and spread evenly over the id range, and the start lies in
+         * [0, train_frac) so node 0 is in train and even a 2-node graph has a training node
+         * (independent coin flips left tiny graphs without one). */
+        double u = split_start + (double)v * 0.6180339887498949;
+        u -= floor(u);
         tg_file_id_t which = u < t1   ? TG_FILE_TRAIN
                              : u < t2 ? TG_FILE_VALID
                              : u < t3 ? TG_FILE_TEST
