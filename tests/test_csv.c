@@ -157,6 +157,42 @@ TG_TEST(rows_and_line_endings)
     free(big);
 }
 
+/* tg_csv_next_pair must give the same rows, values and line numbers as the generic path. */
+static void check_pairs(const char *text, unsigned flags)
+{
+    static const size_t chunks[] = {1, 5, 13, 0};
+    for (size_t k = 0; k < sizeof chunks / sizeof chunks[0]; k++) {
+        tg_csv_t a, b;
+        TG_CHECK_OK(tg_csv_open_mem(&a, text, strlen(text), "p.txt", flags, chunks[k]));
+        TG_CHECK_OK(tg_csv_open_mem(&b, text, strlen(text), "p.txt", flags, chunks[k]));
+        int ra, rb, fast = 0;
+        int64_t x, y, u, v;
+        while ((ra = tg_csv_next_pair(&a, &x, &y)) > 0) {
+            rb = tg_csv_next(&b);
+            TG_CHECK(rb == 1);
+            TG_CHECK_EQ_U64(a.line, b.line);
+            if (ra == 2) {
+                fast++;
+                TG_CHECK(tg_csv_nfields(&b) == 2 && tg_csv_get_i64(&b, 0, &u) == 0 &&
+                         tg_csv_get_i64(&b, 1, &v) == 0 && u == x && v == y);
+            } else {
+                TG_CHECK(tg_csv_nfields(&a) == tg_csv_nfields(&b));
+            }
+        }
+        TG_CHECK(ra == 0 && tg_csv_next(&b) == 0);
+        if (chunks[k] == 0) TG_CHECK(fast > 0); /* small buffers rarely hold a whole line */
+        tg_csv_close(&a);
+        tg_csv_close(&b);
+    }
+}
+
+TG_TEST(pairs_fast_path)
+{
+    unsigned ws = TG_CSV_WS | TG_CSV_COMMENTS | TG_CSV_SKIP_BLANK;
+    check_pairs("# c\n1 2\n3\t4\r\n  5   6  \n7 8 9\n\n%x\n-1 2\n123456789012345678 1\n10 11", ws);
+    check_pairs("0,1\n2,3\r\n4, 5\n6,7,8\n9,\n,1\n12,13", 0);
+}
+
 static void write_sample(const char *path, int gz)
 {
     char *text = malloc(1 << 20);
@@ -300,6 +336,7 @@ int main(void)
     TG_RUN(floats);
     TG_RUN(floats_match_strtod);
     TG_RUN(rows_and_line_endings);
+    TG_RUN(pairs_fast_path);
     TG_RUN(files_plain_and_gzip);
     TG_RUN(errors);
     TG_RUN(file_errors);

@@ -236,6 +236,56 @@ int tg_csv_next(tg_csv_t *c)
     }
 }
 
+/* Parses up to 17 digits at *p; 0 if there are none or too many for the fast path. */
+static inline int fast_uint(const char **p, const char *e, uint64_t *out)
+{
+    const char *q = *p;
+    uint64_t x = 0;
+    while (q < e && (unsigned)(*q - '0') <= 9 && q - *p < 18)
+        x = x * 10 + (uint64_t)(*q++ - '0');
+    size_t nd = (size_t)(q - *p);
+    if (nd == 0 || nd >= 18) return 0;
+    *p = q;
+    *out = x;
+    return 1;
+}
+
+int tg_csv_next_pair(tg_csv_t *c, int64_t *a, int64_t *b)
+{
+    /* Fast path: "A<sep>B\n" (or \r\n) complete in the buffer, non-negative ids of at most 17
+     * digits. Anything else (comments, blank lines, signs, extra columns, a line cut by the end
+     * of the buffer) goes through tg_csv_next, so errors read exactly the same. */
+    const char *p = c->buf + c->pos, *e = c->buf + c->len;
+    int ws = (c->flags & TG_CSV_WS) != 0;
+    uint64_t x, y;
+    if (ws)
+        while (p < e && is_blank(*p))
+            p++;
+    if (!fast_uint(&p, e, &x) || p >= e) goto slow;
+    if (ws) {
+        if (!is_blank(*p)) goto slow;
+        while (p < e && is_blank(*p))
+            p++;
+    } else if (*p++ != ',') {
+        goto slow;
+    }
+    if (!fast_uint(&p, e, &y)) goto slow;
+    if (ws)
+        while (p < e && is_blank(*p))
+            p++;
+    if (p < e && *p == '\r') p++;
+    if (p >= e || *p != '\n') goto slow;
+    c->pos = (size_t)(p + 1 - c->buf);
+    c->line++;
+    c->rows++;
+    c->nfield = 0;
+    *a = (int64_t)x;
+    *b = (int64_t)y;
+    return 2;
+slow:
+    return tg_csv_next(c);
+}
+
 /* Copies a field for a message: at most 32 characters, control bytes shown as '?', so that a
  * binary file still gives a one-line error. */
 static const char *preview(const char *s, size_t n, char *buf, size_t len)

@@ -64,6 +64,10 @@ int tg_csv_open_mem(tg_csv_t *c, const void *data, size_t len, const char *name,
                     size_t chunk);
 /* Advances to the next row: 1 = a row is ready, 0 = end of input, < 0 = error. */
 int tg_csv_next(tg_csv_t *c);
+/* As tg_csv_next, for files of id pairs: returns 2 when the row was the plain pair "A B" (or
+ * "A,B"), parsed into *a and *b (no fields are set); 1 when it is any other row, to be read
+ * through the fields as usual (the caller's checks then produce the errors); 0 at the end. */
+int tg_csv_next_pair(tg_csv_t *c, int64_t *a, int64_t *b);
 static inline size_t tg_csv_nfields(const tg_csv_t *c)
 {
     return c->nfield;

@@ -130,9 +130,9 @@ static int pass1(const char *path, idmap_t *m, uint64_t *edges, uint64_t mem)
     tg_imp_prog_t pr;
     tg_imp_prog_begin(&pr, "edges (pass 1/2: ids)", tg_imp_file_size(path));
     uint64_t e = 0;
-    while ((rc = tg_csv_next(&c)) > 0) {
-        int64_t s, d;
-        if ((rc = row_ids(&c, &s, &d)) || (rc = idmap_mark(m, (uint64_t)s, &c, mem)) ||
+    int64_t s, d;
+    while ((rc = tg_csv_next_pair(&c, &s, &d)) > 0) {
+        if ((rc == 1 && (rc = row_ids(&c, &s, &d))) || (rc = idmap_mark(m, (uint64_t)s, &c, mem)) ||
             (rc = idmap_mark(m, (uint64_t)d, &c, mem)))
             break;
         e++;
@@ -152,9 +152,9 @@ static int pass2(tg_imp_t *im, const char *path, const idmap_t *m, int dense, ui
     tg_imp_prog_t pr;
     tg_imp_prog_begin(&pr, "edges (pass 2/2)", tg_imp_file_size(path));
     uint64_t e = 0;
-    while ((rc = tg_csv_next(&c)) > 0) {
-        int64_t s, d;
-        if ((rc = row_ids(&c, &s, &d))) break;
+    int64_t s, d;
+    while ((rc = tg_csv_next_pair(&c, &s, &d)) > 0) {
+        if (rc == 1 && (rc = row_ids(&c, &s, &d))) break;
         uint64_t us = (uint64_t)s, ud = (uint64_t)d;
         if (us >= m->nwords * 64 || ud >= m->nwords * 64 || !(m->bits[us >> 6] >> (us & 63) & 1) ||
             !(m->bits[ud >> 6] >> (ud & 63) & 1)) {

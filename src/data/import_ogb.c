@@ -186,10 +186,10 @@ static int read_edges(tg_imp_t *im, const ogb_paths_t *p, uint64_t want_edges)
     tg_imp_prog_t pr;
     tg_imp_prog_begin(&pr, "edges", tg_imp_file_size(p->edge));
     uint64_t n = im->num_nodes;
-    while ((rc = tg_csv_next(&c)) > 0) {
-        int64_t s, d;
-        if ((rc = tg_csv_expect_fields(&c, 2)) || (rc = tg_csv_get_i64(&c, 0, &s)) ||
-            (rc = tg_csv_get_i64(&c, 1, &d)))
+    int64_t s, d;
+    while ((rc = tg_csv_next_pair(&c, &s, &d)) > 0) {
+        if (rc == 1 && ((rc = tg_csv_expect_fields(&c, 2)) || (rc = tg_csv_get_i64(&c, 0, &s)) ||
+                        (rc = tg_csv_get_i64(&c, 1, &d))))
             break;
         if (s < 0 || (uint64_t)s >= n || d < 0 || (uint64_t)d >= n) {
             rc = tg_err(-EINVAL, "%s: line %llu: node id %lld out of range [0, %llu) (N from %s)",
