@@ -1,8 +1,10 @@
 /* Streaming CSV / whitespace-separated text reader for plain and gzip files.
  *
- * zlib's gzread reads plain files transparently, so one code path serves both. Bytes go into a
- * large buffer; each row is split in place (delimiters become NULs) and numbers are parsed by
- * hand, because sscanf/strtod on every field of a multi-GB feature file costs more than the
+ * zlib's gzread reads plain files transparently, so one code path serves both. For compressed
+ * files a background thread inflates ahead into a few blocks (inflate runs at about the speed of
+ * parsing, so on two cores this nearly doubles the rate); plain files are read inline. Bytes go
+ * into a large buffer; each row is split in place (delimiters become NULs) and numbers are parsed
+ * by hand, because sscanf/strtod on every field of a multi-GB feature file costs more than the
  * decompression. The hand parser takes the exactly-rounded fast path (at most 19 significant
  * digits, mantissa < 2^53, |exponent| <= 22) and hands anything else to strtod, so every value
  * is the correctly rounded double.
@@ -36,6 +38,101 @@ static int csv_init(tg_csv_t *c, const char *name, unsigned flags, size_t cap)
     return 0;
 }
 
+/* ---------------------------------------------------------------- background inflate */
+
+#define GZ_BLOCK (2u << 20) /* bytes per inflated block */
+#define GZ_QUEUE 3          /* blocks in flight */
+
+/* One block of inflated bytes, or the end (n == 0) with err set if zlib failed. */
+typedef struct gz_block {
+    size_t n, off;     /* bytes in data; bytes already consumed */
+    uint64_t comp_off; /* compressed bytes read when the block was done, for progress */
+    int err;           /* 0, or a zlib error (Z_ERRNO: errno in sys_errno) */
+    int sys_errno;
+    char msg[200];
+    char data[];
+} gz_block_t;
+
+static void *gz_thread(void *arg)
+{
+    tg_csv_t *c = arg;
+    for (;;) {
+        gz_block_t *b = malloc(sizeof *b + GZ_BLOCK);
+        if (!b) {
+            /* Report through an error block if even that fails: the reader must not hang. */
+            static gz_block_t oom = {.err = Z_MEM_ERROR, .msg = "out of memory"};
+            if (tg_queue_push(c->gzq, &oom)) return NULL;
+            break;
+        }
+        memset(b, 0, sizeof *b);
+        int n = gzread(c->gz, b->data, GZ_BLOCK);
+        int err = Z_OK;
+        const char *m = gzerror(c->gz, &err);
+        if (n < 0 || (n == 0 && err != Z_OK && err != Z_STREAM_END)) {
+            b->err = err == Z_OK ? Z_DATA_ERROR : err;
+            b->sys_errno = errno;
+            size_t pl = strlen(c->path);
+            /* zlib prefixes its messages with the path; ours names the file already */
+            if (m && !strncmp(m, c->path, pl) && m[pl] == ':' && m[pl + 1] == ' ') m += pl + 2;
+            snprintf(b->msg, sizeof b->msg, "%s", m ? m : "unknown error");
+            n = 0;
+        }
+        b->n = (size_t)n;
+        z_off_t off = gzoffset(c->gz);
+        b->comp_off = off > 0 ? (uint64_t)off : 0;
+        int last = n == 0;
+        if (tg_queue_push(c->gzq, b)) { /* closed: the reader stopped early */
+            free(b);
+            return NULL;
+        }
+        if (last) break;
+    }
+    tg_queue_close(c->gzq); /* nothing more: a pop after the end block returns -EPIPE */
+    return NULL;
+}
+
+/* Copies up to want inflated bytes to dst; 0 bytes = end of input. */
+static int gz_take(tg_csv_t *c, char *dst, size_t want, size_t *got)
+{
+    *got = 0;
+    gz_block_t *b = c->gzblk;
+    if (!b || b->off == b->n) {
+        if (b && b->n == 0) return 0; /* the end was seen */
+        if (b && b->err != Z_MEM_ERROR) free(b);
+        c->gzblk = NULL;
+        void *item;
+        if (tg_queue_pop(c->gzq, &item)) return 0;
+        c->gzblk = b = item;
+        c->gz_comp_off = b->comp_off;
+        if (b->err == Z_ERRNO)
+            return tg_err(-EIO, "%s: read error after line %llu: %s", c->path,
+                          (unsigned long long)c->line, strerror(b->sys_errno));
+        if (b->err)
+            return tg_err(-EIO, "%s: truncated or corrupt gzip file after line %llu (zlib: %s)",
+                          c->path, (unsigned long long)c->line, b->msg);
+        if (b->n == 0) return 0;
+    }
+    size_t n = TG_MIN(want, b->n - b->off);
+    memcpy(dst, b->data + b->off, n);
+    b->off += n;
+    *got = n;
+    return 0;
+}
+
+static void gz_stop(tg_csv_t *c)
+{
+    if (!c->gzq) return;
+    tg_queue_close(c->gzq); /* unblocks the thread's push */
+    pthread_join(c->gzthread, NULL);
+    void *item;
+    while (!tg_queue_pop(c->gzq, &item))
+        if (((gz_block_t *)item)->err != Z_MEM_ERROR) free(item);
+    if (c->gzblk && c->gzblk->err != Z_MEM_ERROR) free(c->gzblk);
+    c->gzblk = NULL;
+    tg_queue_destroy(c->gzq);
+    c->gzq = NULL;
+}
+
 int tg_csv_open(tg_csv_t *c, const char *path, unsigned flags)
 {
     int rc = csv_init(c, path, flags, CSV_BUF);
@@ -48,6 +145,20 @@ int tg_csv_open(tg_csv_t *c, const char *path, unsigned flags)
         return tg_err(-e, "%s: cannot open: %s", path, strerror(e));
     }
     gzbuffer(c->gz, CSV_GZBUF);
+    /* gzdirect looks at the first bytes: plain files are read inline, where a thread would
+     * only add a copy. */
+    if (!gzdirect(c->gz)) {
+        if ((rc = tg_queue_create(&c->gzq, GZ_QUEUE))) {
+            tg_csv_close(c);
+            return rc;
+        }
+        if ((rc = pthread_create(&c->gzthread, NULL, gz_thread, c))) {
+            tg_queue_destroy(c->gzq);
+            c->gzq = NULL;
+            tg_csv_close(c);
+            return tg_err(-rc, "%s: cannot start the inflate thread: %s", path, strerror(rc));
+        }
+    }
     return 0;
 }
 
@@ -63,6 +174,7 @@ int tg_csv_open_mem(tg_csv_t *c, const void *data, size_t len, const char *name,
 
 void tg_csv_close(tg_csv_t *c)
 {
+    gz_stop(c);
     if (c->gz) gzclose_r(c->gz);
     free(c->path);
     free(c->buf);
@@ -73,6 +185,7 @@ void tg_csv_close(tg_csv_t *c)
 
 uint64_t tg_csv_offset(const tg_csv_t *c)
 {
+    if (c->gzq) return c->gz_comp_off; /* gzoffset belongs to the inflate thread */
     if (c->gz) {
         z_off_t off = gzoffset(c->gz);
         return off > 0 ? (uint64_t)off : 0;
@@ -110,7 +223,10 @@ static int fill(tg_csv_t *c)
     }
     size_t want = c->cap - c->len;
     size_t got;
-    if (c->gz) {
+    if (c->gzq) {
+        int rc = gz_take(c, c->buf + c->len, want, &got);
+        if (rc) return rc;
+    } else if (c->gz) {
         int n = gzread(c->gz, c->buf + c->len, (unsigned)TG_MIN(want, (size_t)1 << 30));
         int err = Z_OK;
         if (n < 0) {

@@ -24,6 +24,7 @@
 #ifndef TG_DATA_IMPORT_IMPL_H
 #define TG_DATA_IMPORT_IMPL_H
 
+#include <pthread.h>
 #include <stdint.h>
 #include <zlib.h>
 
@@ -39,8 +40,12 @@ enum {
 };
 
 typedef struct tg_csv {
-    gzFile gz;       /* file source (plain or gzip: zlib reads both) */
-    const char *mem; /* or memory source (tests, fuzzing) */
+    gzFile gz;            /* file source (plain or gzip: zlib reads both) */
+    struct tg_queue *gzq; /* compressed input: blocks inflated by gzthread, else NULL */
+    pthread_t gzthread;
+    struct gz_block *gzblk; /* the block being consumed */
+    uint64_t gz_comp_off;   /* compressed offset of that block's end */
+    const char *mem;        /* or memory source (tests, fuzzing) */
     size_t mem_len, mem_pos;
     char *path; /* name used in messages */
     char *buf;  /* raw bytes; [pos, len) not consumed yet; buf[cap] is spare for a NUL */
