@@ -39,6 +39,7 @@ int tg_cmd_verify(int argc, char **argv);
 int tg_cmd_train(int argc, char **argv);
 int tg_cmd_eval(int argc, char **argv);
 int tg_cmd_infer(int argc, char **argv);
+int tg_cmd_bench(int argc, char **argv);
 
 /* Prints "tiergnn: <message>" to stderr and returns 1 (for `return tg_cli_fail();`). */
 int tg_cli_fail(void);

@@ -19,6 +19,7 @@ static const command_t commands[] = {
     {"train", tg_cmd_train, "train a GNN on a dataset"},
     {"eval", tg_cmd_eval, "evaluate a checkpoint on a split"},
     {"infer", tg_cmd_infer, "write predictions (and embeddings) for every node"},
+    {"bench", tg_cmd_bench, "compare strategies, each in its own process, cold, under one limit"},
 };
 
 static void usage(FILE *f)

@@ -1,0 +1,210 @@
+/* tiergnn bench: flag parsing; the bench itself is tg_bench (engine/bench.c). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "tiergnn/engine.h"
+#include "tiergnn/util.h"
+
+static const char bench_usage[] =
+    "usage: tiergnn bench DATASET --strategies A,B,... --mem SIZE [--epochs N] [--out RUNDIR]\n"
+    "                     [bench options] [train options] [-- more train arguments]\n"
+    "\n"
+    "Runs `tiergnn train DATASET --strategy S --mem SIZE ...` once per strategy, each in its\n"
+    "own process, cold (the dataset dropped from the page cache first) and under a cgroup\n"
+    "memory limit when ../shared/tools/membudget can set one; writes RUNDIR/bench.csv,\n"
+    "RUNDIR/bench.md and RUNDIR/bench.svg and prints the table with the I/O lower bound.\n"
+    "\n"
+    "bench options:\n"
+    "  --strategies A,B,...   strategies to compare (required)\n"
+    "  --mem SIZE             --mem of every run, e.g. 512M (required)\n"
+    "  --epochs N             epochs per run (default 3; the first is left out of the means)\n"
+    "  --out RUNDIR           reports here, run S in RUNDIR/S (default runs/bench-DATE-TIME)\n"
+    "  --overwrite            replace existing RUNDIR/S folders\n"
+    "  --membudget PATH       the membudget tool, or 'none' for no cgroup limit (default:\n"
+    "                         ../shared/tools/membudget from the current directory, then from\n"
+    "                         the binary's directory and its parents)\n"
+    "  --cgroup-extra SIZE    cgroup limit = --mem + SIZE (default: computed from the model,\n"
+    "                         one step on the largest batch, batches in flight, labels,\n"
+    "                         evaluation, the process, + 25%; printed)\n"
+    "  --no-evict             do not drop the dataset from the page cache before each run\n"
+    "  --probe-time S         seconds of the device probe for the bandwidth (default 1.5)\n"
+    "train options passed to every run (see 'tiergnn train --help'):\n"
+    "  --model --layers --hidden --heads --dropout --attn-dropout --activation --fanouts\n"
+    "  --batch-size --optimizer --lr --weight-decay --momentum --normalize-features\n"
+    "  --eval-every --eval-fanouts --eval-chunk --checkpoint-every --seed --threads\n"
+    "  --sampler-threads; arguments after '--' are passed on verbatim.\n"
+    "  Without --eval-every / --checkpoint-every the runs get 0 for both (only after the last\n"
+    "  epoch: neither is part of the epoch time).\n"
+    "\n"
+    "Exit status 0 when every run succeeded, 1 otherwise (the reports are written either way).\n"
+    "See docs/BENCH.md.\n";
+
+/* Bench options (not passed on) and train options (passed on, some also read here). */
+#define BENCH_OWN                                                                                  \
+    "strategies=,mem=,epochs=,out=,overwrite,membudget=,cgroup-extra=,no-evict,probe-time=,help"
+#define BENCH_SPEC                                                                                 \
+    BENCH_OWN ",model=,layers=,hidden=,heads=,dropout=,attn-dropout=,activation=,fanouts=,"        \
+              "batch-size=,optimizer=,lr=,weight-decay=,momentum=,normalize-features,eval-every=," \
+              "eval-fanouts=,eval-chunk=,checkpoint-every=,seed=,threads=,sampler-threads="
+
+static int is_own(const char *flag)
+{
+    static const char *const own[] = {"strategies", "mem",       "epochs",       "out",
+                                      "overwrite",  "membudget", "cgroup-extra", "no-evict",
+                                      "probe-time", "help"};
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
+        if (!strcmp(flag, own[i])) return 1;
+    return 0;
+}
+
+static int int_flag(const tg_args_t *a, const char *name, int64_t def, int64_t lo, int64_t hi,
+                    int *out)
+{
+    int64_t v;
+    int rc = tg_args_i64(a, name, def, &v);
+    if (rc < 0) return rc;
+    if (v < lo || v > hi)
+        return tg_err(-EINVAL, "--%s %lld out of range, expected %lld..%lld", name, (long long)v,
+                      (long long)lo, (long long)hi);
+    *out = (int)v;
+    return 0;
+}
+
+/* The settings the bench needs itself (what is sampled, how big the model is), read with the
+ * train command's defaults. */
+static int parse_model(const tg_args_t *a, tg_bench_opts_t *o)
+{
+    int rc;
+    if ((rc = tg_model_type_parse(tg_args_str(a, "model", "sage"), &o->model.type)) < 0)
+        return tg_err_prefix(rc, "--model");
+    int nf = 0, layers = 0;
+    int64_t fan[TG_MAX_LAYERS];
+    const char *fs = tg_args_str(a, "fanouts", NULL);
+    if (fs && (rc = tg_fanouts_parse(fs, fan, &nf)) < 0) return rc;
+    if ((rc = int_flag(a, "layers", nf ? nf : 2, 1, TG_MAX_LAYERS, &layers)) < 0) return rc;
+    if (nf && nf != layers)
+        return tg_err(-EINVAL, "--fanouts has %d value(s) but --layers is %d", nf, layers);
+    o->model.num_layers = layers;
+    for (int l = 0; l < layers; l++)
+        o->fanouts[l] = nf ? fan[l] : (o->model.type == TG_MODEL_MLP ? 0 : 10);
+    int v = 0;
+    if ((rc = int_flag(a, "hidden", 256, 1, 1 << 20, &v)) < 0) return rc;
+    o->model.hidden = (uint32_t)v;
+    if ((rc = int_flag(a, "heads", o->model.type == TG_MODEL_GAT ? 4 : 1, 1, 1024, &v)) < 0)
+        return rc;
+    o->model.heads = v;
+    if ((rc = tg_args_u64(a, "batch-size", 1024, &o->batch_size)) < 0) return rc;
+    if ((rc = tg_args_u64(a, "seed", 0, &o->seed)) < 0) return rc;
+    if ((rc = int_flag(a, "threads", 1, 1, 1024, &o->threads)) < 0) return rc;
+    if ((rc = int_flag(a, "sampler-threads", o->threads, 0, 256, &o->sampler_threads)) < 0)
+        return rc;
+    const char *ef = tg_args_str(a, "eval-fanouts", "full");
+    o->eval_sampled = !strcmp(ef, "train");
+    return 0;
+}
+
+int tg_cmd_bench(int argc, char **argv)
+{
+    /* Everything after "--" goes to train verbatim. */
+    int split = argc;
+    for (int i = 0; i < argc; i++)
+        if (!strcmp(argv[i], "--")) {
+            split = i;
+            break;
+        }
+    tg_args_t a;
+    if (tg_args_parse(&a, split, argv, BENCH_SPEC) < 0) return tg_cli_fail();
+    if (tg_args_has(&a, "help")) {
+        fputs(bench_usage, stdout);
+        return 0;
+    }
+    tg_bench_opts_t o;
+    tg_bench_opts_default(&o);
+    if (a.npos != 1) {
+        tg_err(-EINVAL,
+               "bench: expected one DATASET directory, got %d arguments (see 'tiergnn "
+               "bench --help')",
+               a.npos);
+        return tg_cli_fail();
+    }
+    o.dataset = a.pos[0];
+    o.strategies = tg_args_str(&a, "strategies", NULL);
+    if (!o.strategies) {
+        tg_err(-EINVAL, "bench: --strategies A,B,... is required");
+        return tg_cli_fail();
+    }
+    if (!tg_args_has(&a, "mem")) {
+        tg_err(-EINVAL, "bench: --mem SIZE is required (the budget every strategy gets)");
+        return tg_cli_fail();
+    }
+    double probe = 0;
+    uint64_t extra = 0;
+    if (tg_args_size(&a, "mem", 0, &o.mem_bytes) < 0 ||
+        tg_args_u64(&a, "epochs", 3, &o.epochs) < 0 || parse_model(&a, &o) < 0 ||
+        tg_args_double(&a, "probe-time", 1.5, &probe) < 0 ||
+        tg_args_size(&a, "cgroup-extra", 0, &extra) < 0)
+        return tg_cli_fail();
+    if (!(probe > 0 && probe <= 60)) {
+        tg_err(-EINVAL, "--probe-time must be in (0, 60] seconds, got %g", probe);
+        return tg_cli_fail();
+    }
+    o.probe_time_s = probe;
+    if (tg_args_has(&a, "cgroup-extra")) o.cgroup_extra = (int64_t)extra;
+    o.membudget = tg_args_str(&a, "membudget", NULL);
+    o.no_evict = tg_args_has(&a, "no-evict");
+    o.overwrite = tg_args_has(&a, "overwrite");
+    char out_default[64];
+    o.out_dir = tg_args_str(&a, "out", NULL);
+    if (!o.out_dir) {
+        time_t now = time(NULL);
+        struct tm tm;
+        localtime_r(&now, &tm);
+        strftime(out_default, sizeof out_default, "runs/bench-%Y%m%d-%H%M%S", &tm);
+        o.out_dir = out_default;
+    }
+
+    /* Train arguments: every parsed train option as "--name [value]", then the raw rest. The
+     * parser stores each name inside its argv string right after "--", so name - 2 is that
+     * "--name" string, NUL-terminated where a "=value" began. */
+    char **targs = calloc((size_t)(2 * a.nflags + argc + 1), sizeof *targs);
+    if (!targs) {
+        tg_err(-ENOMEM, "bench: out of memory");
+        return tg_cli_fail();
+    }
+    int nt = 0;
+    for (int k = 0; k < a.nflags; k++) {
+        if (is_own(a.flag[k])) continue;
+        targs[nt++] = (char *)a.flag[k] - 2;
+        if (a.value[k]) targs[nt++] = (char *)a.value[k];
+    }
+    for (int i = split + 1; i < argc; i++)
+        targs[nt++] = argv[i];
+    o.train_args = targs;
+    o.num_train_args = nt;
+
+    tg_bench_result_t res;
+    int rc = tg_bench(&o, &res);
+    if (rc < 0) {
+        free(targs);
+        return tg_cli_fail();
+    }
+    char path[4200];
+    snprintf(path, sizeof path, "%s/bench.md", o.out_dir);
+    char *md = NULL;
+    size_t len = 0;
+    if (tg_read_file(path, &md, &len) == 0) fwrite(md, 1, len, stdout);
+    free(md);
+    fflush(stdout);
+    fprintf(stderr, "wrote %s/bench.csv, %s/bench.md and %s/bench.svg\n", o.out_dir, o.out_dir,
+            o.out_dir);
+    free(targs);
+    if (res.failed) {
+        tg_err(-EIO, "bench: %d of %d strategy run(s) failed; see %s/bench.md", res.failed,
+               res.runs, o.out_dir);
+        return tg_cli_fail();
+    }
+    return 0;
+}
