@@ -185,6 +185,8 @@ TG_TEST(unguarded_sigbus_still_kills)
     TG_CHECK_OK(tg_mmap_file_open(&f, path, 10)); /* installs the handler */
     TG_CHECK_ERR(tg_mmap_file_open(&g, path, 11), "expected 11");
     TG_CHECK(g == NULL);
+    fprintf(stderr, "  (two children die of SIGBUS on purpose now; a sanitizer report from them is "
+                    "expected)\n");
     for (int how = 0; how < 2; how++) {
         pid_t pid = fork();
         if (pid == 0) {
