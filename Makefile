@@ -46,6 +46,9 @@ demo: build
 	  $(TIERGNN) generate $(DEMO_DIR) --nodes $(DEMO_NODES) --avg-degree 15 --feat-dim 64 --classes 16 --seed 1; \
 	fi
 	$(TIERGNN) info $(DEMO_DIR)
+	$(TIERGNN) train $(DEMO_DIR) --model sage --layers 3 --hidden 128 --fanouts 10,10,10 \
+	  --batch-size 1024 --epochs 3 --threads $(JOBS) --seed 1 --out runs/demo-sage
+	$(TIERGNN) eval $(DEMO_DIR) --checkpoint runs/demo-sage --split test
 
 bench: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=gcc -DTG_BENCH=ON >/dev/null
