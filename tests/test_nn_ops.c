@@ -458,6 +458,10 @@ TG_TEST(dropout)
     TG_CHECK(!memcmp(dx, dx2, n * 4));
     for (size_t k = 0; k < n; k++)
         TG_CHECK(dx[k] == (m1[k] ? x[k] * 2.0f : 0.0f));
+    /* the in-place form gives the same */
+    memcpy(dx2, x, n * 4);
+    tg_dropout_scale(dx2, m1, rows, dim, 0.5f, pool2);
+    TG_CHECK(!memcmp(dx, dx2, n * 4));
     /* p = 0.3: kept fraction and mean */
     tg_dropout_forward(o1, m1, x, rows, dim, 0.3f, 7, NULL);
     kept = 0;

@@ -387,6 +387,30 @@ static void drop_bwd_rows(void *vc, size_t r0, size_t r1, int tid)
     }
 }
 
+static void drop_scale_rows(void *vc, size_t r0, size_t r1, int tid)
+{
+    drop_ctx_t *c = vc;
+    for (size_t r = r0; r < r1; r++) {
+        float *d = c->out + r * c->dim;
+        const uint8_t *mk = c->cmask + r * c->dim;
+        for (size_t f = 0; f < c->dim; f++) {
+            float v = d[f] * c->scale;
+            uint32_t b;
+            memcpy(&b, &v, sizeof b);
+            b &= (uint32_t)0 - (uint32_t)(mk[f] != 0);
+            memcpy(&d[f], &b, sizeof b);
+        }
+    }
+}
+
+void tg_dropout_scale(float *d, const uint8_t *mask, size_t rows, size_t dim, float p,
+                      tg_pool_t *pool)
+{
+    drop_ctx_t c = {.out = d, .cmask = mask, .dim = dim, .p = p};
+    tg_dropout_params(p, &c.thresh, &c.scale);
+    tg_nn_par_for(pool, rows, dim, drop_scale_rows, &c);
+}
+
 void tg_dropout_backward(float *dx, const float *dout, const uint8_t *mask, size_t rows, size_t dim,
                          float p, tg_pool_t *pool)
 {

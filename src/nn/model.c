@@ -318,9 +318,9 @@ static void plan_step(tg_model_t *m, const tg_batch_t *b, int training, int want
         m->dh[l] = training ? tg_arena_alloc(ar, nd * ly->out * sizeof(float)) : NULL;
         m->dxin[l] = NULL;
         if (need_dx) {
-            /* without dropout d(xin[l]) is d(h[l-1]) itself */
-            m->dxin[l] =
-                drop || l == 0 ? tg_arena_alloc(ar, ns * ly->in * sizeof(float)) : m->dh[l - 1];
+            /* d(xin[l]) shares d(h[l-1])'s buffer: without dropout they are equal, with it the
+             * mask is applied in place afterwards (saves an (ns, in) buffer and a pass) */
+            m->dxin[l] = l == 0 ? tg_arena_alloc(ar, ns * ly->in * sizeof(float)) : m->dh[l - 1];
         }
     }
     m->dlogits = m->dh[m->L - 1];
@@ -384,12 +384,9 @@ static void backward(tg_model_t *m, const tg_batch_t *b, float *dX)
         if (m->dxin[l]) memset(m->dxin[l], 0, ns * ly->in * sizeof(float));
         tg_layer_backward(ly, &m->acts[l], blk, m->xin[l], m->dh[l], m->dxin[l], m->pool);
         if (l > 0) {
-            float *dprev = m->dh[l - 1];
-            if (m->xdrop[l]) {
-                memset(dprev, 0, ns * ly->in * sizeof(float));
-                tg_dropout_backward(dprev, m->dxin[l], m->mask[l], ns, ly->in, m->cfg.dropout,
-                                    m->pool);
-            }
+            float *dprev = m->dh[l - 1]; /* = dxin[l] */
+            if (m->xdrop[l])
+                tg_dropout_scale(dprev, m->mask[l], ns, ly->in, m->cfg.dropout, m->pool);
             tg_act_backward(dprev, m->h[l - 1], ns * ly->in, m->cfg.activation, m->pool);
         } else if (dX) {
             if (m->xdrop[0]) {

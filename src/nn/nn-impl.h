@@ -103,6 +103,9 @@ void tg_act_backward(float *dy, const float *y, size_t n, tg_act_t act, tg_pool_
 void tg_dropout_params(float p, uint32_t *thresh, float *scale);
 void tg_dropout_forward(float *out, uint8_t *mask, const float *x, size_t rows, size_t dim, float p,
                         uint64_t seed, tg_pool_t *pool);
+/* In place: d (rows, dim) = d * mask / keep (backward when d(out) and d(x) share a buffer). */
+void tg_dropout_scale(float *d, const uint8_t *mask, size_t rows, size_t dim, float p,
+                      tg_pool_t *pool);
 /* dx (rows, dim) += dout * mask / keep. */
 void tg_dropout_backward(float *dx, const float *dout, const uint8_t *mask, size_t rows, size_t dim,
                          float p, tg_pool_t *pool);
