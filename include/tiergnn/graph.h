@@ -234,7 +234,7 @@ void tg_loader_stop(tg_loader_t *l);
  * sampler asked for (4 or 8 per position), io_read_bytes what the disk returned.
  *
  * Memory (against budget): indptr, plus the pool's staging buffers (queues x depth x
- * max_read_bytes; 2 x 32 x 64 KiB = 4 MiB by default) and the io layer's per-request bookkeeping
+ * max_read_bytes; 2 x 64 x 16 KiB = 2 MiB by default) and the io layer's per-request bookkeeping
  * while a read runs (at most max_requests x 120 bytes per reading thread). The request array of
  * a call (max_requests x sizeof(tg_io_req_t) at most) is malloc'd per call and not accounted:
  * it is scratch of the calling sampler, like the sampler's own arrays.
@@ -245,8 +245,9 @@ void tg_loader_stop(tg_loader_t *l);
  * refused at open. Positions >= num_edges are -EINVAL.
  */
 typedef struct tg_adj_disk_opts {
-    /* Queue settings for the pool. depth 0 = 32, max_read_bytes 0 = 64 KiB (neighbour lists
-     * are short: small reads keep staging small). flags: TG_IO_FORCE_PREAD, TG_IO_NO_MERGE,
+    /* Queue settings for the pool. depth 0 = 64 (where the device probe finds random reads
+     * saturate on NVMe/virtio), max_read_bytes 0 = 16 KiB (a sampled node's positions mostly lie
+     * in one or two aligned blocks: small slots keep staging small; long lists are split). flags: TG_IO_FORCE_PREAD, TG_IO_NO_MERGE,
      * TG_IO_NO_FIXED. stats: the sink counters go to (NULL = the adjacency's own). The budget
      * field is ignored: the budget argument of tg_adj_disk_open is used. */
     tg_io_opts_t io;

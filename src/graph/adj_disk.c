@@ -8,8 +8,8 @@
 #include "tiergnn/io.h"
 
 #define DEFAULT_QUEUES 2u
-#define DEFAULT_DEPTH 32u
-#define DEFAULT_MAX_READ ((size_t)64 << 10)
+#define DEFAULT_DEPTH 64u
+#define DEFAULT_MAX_READ ((size_t)16 << 10)
 #define DEFAULT_MAX_REQUESTS ((size_t)16384)
 
 typedef struct {
