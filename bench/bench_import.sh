@@ -175,15 +175,16 @@ dd_rate() {
     echo "$count $t0 $t1" | awk '{ printf "%.1f", $1 * 8388608 / ($3 - $2) / 1e6 }'
 }
 
-printf '%-9s %-6s %10s %8s %10s %9s %8s %12s %10s %8s\n' input mem dataset wall "MB/s" "dd MB/s" ratio \
-    "all writes" "RSS MiB" "RSS/mem"
+echo "# $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg) before the runs; cpu = user+sys seconds"
+printf '%-9s %-6s %10s %8s %7s %10s %9s %8s %12s %10s %8s\n' input mem dataset wall cpu "MB/s" "dd MB/s" \
+    ratio "all writes" "RSS MiB" "RSS/mem"
 run() { # run NAME MEM EXPECT_EDGES ARGS...
     local name=$1 mem=$2 want_edges=$3
     shift 3
     local out="$WORK/out-$name"
     rm -rf "$out"
     drop_caches
-    "$TIME" -f "%e %M %O" -o "$WORK/time.txt" "$BIN" --quiet import "$out" "$@" --mem "$mem" \
+    "$TIME" -f "%e %M %O %U %S" -o "$WORK/time.txt" "$BIN" --quiet import "$out" "$@" --mem "$mem" \
         > /dev/null
     # Check before reporting: edges and nodes must be what was generated.
     local edges nodes
@@ -199,17 +200,17 @@ run() { # run NAME MEM EXPECT_EDGES ARGS...
     fi
     # and the whole dataset must pass `tiergnn verify` (sizes, checksums, ranges; not timed)
     "$BIN" --quiet verify "$out" > /dev/null || { echo "bench_import: $name: verify failed" >&2; exit 1; }
-    local bytes wall rss outblk dd mem_b
+    local bytes wall rss outblk usr sys dd mem_b
     bytes=$(dataset_bytes "$out")
-    read -r wall rss outblk < "$WORK/time.txt"
+    read -r wall rss outblk usr sys < "$WORK/time.txt"
     rm -rf "$out"
     dd=$(dd_rate "$bytes")
     mem_b=$(numfmt --from=iec "$mem")
     awk -v n="$name" -v m="$mem" -v b="$bytes" -v w="$wall" -v dd="$dd" -v r="$rss" \
-        -v o="$outblk" -v mb="$mem_b" 'BEGIN {
+        -v o="$outblk" -v mb="$mem_b" -v cpu="$(echo "$usr $sys" | awk '{ print $1 + $2 }')" 'BEGIN {
         rate = b / w / 1e6;
-        printf "%-9s %-6s %8.2fGB %7.1fs %10.1f %9.1f %8.2f %10.2fGB %10.0f %8.2f\n",
-            n, m, b / 1e9, w, rate, dd, rate / dd, o * 512 / 1e9, r / 1024, r * 1024 / mb }'
+        printf "%-9s %-6s %8.2fGB %7.1fs %6.1fs %10.1f %9.1f %8.2f %10.2fGB %10.0f %8.2f\n",
+            n, m, b / 1e9, w, cpu, rate, dd, rate / dd, o * 512 / 1e9, r / 1024, r * 1024 / mb }'
 }
 
 for mem in $MEMS; do

@@ -204,6 +204,10 @@ int tg_import(const char *out_dir, const tg_import_opts_t *opts)
     tg_import_opts_t o = *opts;
     int rc = check_opts(&o);
     if (rc) return rc;
+    /* tg_dsw_begin checks this too, but only after an edge list's first pass: say it now. */
+    struct stat st;
+    if (!o.overwrite && !stat(out_dir, &st))
+        return tg_err(-EEXIST, "%s: already exists (remove it or pass --overwrite)", out_dir);
     if (!o.mem_bytes) {
         uint64_t ram = tg_phys_mem_bytes();
         o.mem_bytes = ram ? TG_MIN(1ull << 30, ram / 4) : (256ull << 20);
