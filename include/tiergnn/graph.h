@@ -302,7 +302,8 @@ int tg_adj_mmap_open(tg_adj_t **out, const struct tg_dataset *ds, tg_budget_t *b
  *
  * fn must only read the mapping and write caller memory: a jump out of it abandons whatever it
  * was doing, so it must not take locks, allocate, or call tiergnn functions that do (its own
- * argument checks may use tg_err before touching the mapping). Guards nest.
+ * argument checks may use tg_err before touching the mapping). Guards nest. A thread that blocks
+ * SIGBUS (pthread_sigmask) gets no error: the kernel then ends the process on such a fault.
  *
  * Module note: this is file I/O and belongs in io/ by the module table; it lives here, beside its
  * first user, until io/ adopts it (src/store/mmap.c uses it too).
