@@ -14,6 +14,7 @@
 
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -508,14 +509,45 @@ int tg_edgesort_add(tg_edgesort_t *es, const uint64_t *src, const uint64_t *dst,
  *
  * A stream serves sorted keys a block at a time: a run file read through a window of the
  * scratch buffer, the in-memory last run, or a merge node. */
+struct prefetch;
+
 typedef struct stream {
     uint64_t *buf;        /* current block: keys [pos, n), `words` u64 each */
     size_t pos, n, cap;   /* keys */
     struct stream *a, *b; /* children of a merge node; NULL for a leaf */
-    int fd;               /* run file leaf; -1 for the in-memory run */
+    /* run file leaf (fd >= 0): its window is two halves; the prefetch thread fills one while
+     * the merge consumes the other */
+    int fd; /* -1 for the in-memory run and for nodes */
     const char *path;
-    uint64_t file_off, file_left; /* bytes / keys still on disk */
+    uint64_t file_off, file_left; /* next read: byte offset; keys not yet scheduled */
+    uint64_t *half[2];
+    size_t half_cap, half_n[2]; /* keys */
+    int state[2];               /* HALF_EMPTY, HALF_LOADING, HALF_READY */
+    int cur, started;
+    struct prefetch *pf;
 } stream_t;
+
+enum { HALF_EMPTY = 0, HALF_LOADING = 1, HALF_READY = 2 };
+
+/* One thread per merge tree reads run-file pieces ahead of the merge, so the disk and the
+ * merge overlap. Reads use O_DIRECT where possible: the run files were written that way and
+ * are not in the page cache, and copying from the page cache costs more CPU than the merge. */
+typedef struct pf_req {
+    stream_t *s;
+    int h;
+    uint64_t off;
+    size_t n; /* keys */
+} pf_req_t;
+
+typedef struct prefetch {
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pf_req_t *q;
+    size_t qcap, qhead, qlen;
+    int words, stop, err;
+    char msg[512];
+} prefetch_t;
 
 /* Merges a[*i..na) and b[*j..nb) into out[*o..cap) until one of the three runs out. Equal keys
  * take a's first (any order of equal keys gives the same output: they are the same edge). */
@@ -556,22 +588,112 @@ static inline void merge2_2(const uint64_t *a, size_t *i, size_t na, const uint6
     *o = z;
 }
 
+/* Direct reads need whole blocks: the length is rounded up (the file may end sooner: a short
+ * read at the end is fine as long as the keys asked for arrived). */
+static int pf_read(stream_t *s, int words, uint64_t *buf, size_t n, uint64_t off)
+{
+    size_t want = n * 8 * (size_t)words, len = want;
+    int fl = fcntl(s->fd, F_GETFL);
+    if (fl >= 0 && (fl & O_DIRECT)) len = (want + 4095) / 4096 * 4096;
+    size_t got = 0;
+    while (got < want) {
+        ssize_t r = pread(s->fd, (char *)buf + got, len - got, (off_t)(off + got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0 && errno == EINVAL && fl >= 0 && (fl & O_DIRECT)) { /* refused: go buffered */
+            fcntl(s->fd, F_SETFL, fl & ~O_DIRECT);
+            fl &= ~O_DIRECT;
+            len = want;
+            continue;
+        }
+        if (r < 0) {
+            int e = errno;
+            return tg_err(-e, "%s: read at offset %llu failed: %s", s->path,
+                          (unsigned long long)(off + got), strerror(e));
+        }
+        if (r == 0)
+            return tg_err(-EIO, "%s: unexpected end of file at offset %llu", s->path,
+                          (unsigned long long)(off + got));
+        got += (size_t)r;
+        /* a short direct read that stopped on a block boundary can go on; one that did not
+         * is at the end of the file (checked by the loop) */
+        if (got % 4096) len = want;
+    }
+    return 0;
+}
+
+static void *pf_main(void *arg)
+{
+    prefetch_t *pf = arg;
+    pthread_mutex_lock(&pf->mu);
+    for (;;) {
+        while (!pf->stop && pf->qlen == 0)
+            pthread_cond_wait(&pf->cv, &pf->mu);
+        if (pf->stop) break;
+        pf_req_t r = pf->q[pf->qhead];
+        pf->qhead = (pf->qhead + 1) % pf->qcap;
+        pf->qlen--;
+        int failed = pf->err != 0;
+        pthread_mutex_unlock(&pf->mu);
+        int rc = failed ? 0 : pf_read(r.s, pf->words, r.s->half[r.h], r.n, r.off);
+        pthread_mutex_lock(&pf->mu);
+        if (rc && !pf->err) {
+            pf->err = rc;
+            snprintf(pf->msg, sizeof pf->msg, "%s", tg_errmsg());
+        }
+        r.s->half_n[r.h] = r.n;
+        r.s->state[r.h] = HALF_READY;
+        pthread_cond_broadcast(&pf->cv);
+    }
+    pthread_mutex_unlock(&pf->mu);
+    return NULL;
+}
+
+/* Queues the next piece of the leaf's file into half h (or marks it empty at the end). The
+ * caller holds pf->mu. */
+static void pf_schedule(stream_t *s, int h)
+{
+    prefetch_t *pf = s->pf;
+    size_t n = (size_t)TG_MIN((uint64_t)s->half_cap, s->file_left);
+    if (n == 0) {
+        s->state[h] = HALF_EMPTY;
+        return;
+    }
+    pf->q[(pf->qhead + pf->qlen) % pf->qcap] =
+        (pf_req_t){.s = s, .h = h, .off = s->file_off, .n = n};
+    pf->qlen++;
+    s->file_off += n * 8 * (uint64_t)pf->words;
+    s->file_left -= n;
+    s->state[h] = HALF_LOADING;
+    pthread_cond_broadcast(&pf->cv);
+}
+
+/* The leaf's current half is used up: hand it back for the next piece, switch to the other. */
+static int leaf_next(stream_t *s)
+{
+    prefetch_t *pf = s->pf;
+    pthread_mutex_lock(&pf->mu);
+    if (s->started) {
+        pf_schedule(s, s->cur);
+        s->cur ^= 1;
+    }
+    s->started = 1;
+    while (s->state[s->cur] == HALF_LOADING && !pf->err)
+        pthread_cond_wait(&pf->cv, &pf->mu);
+    int rc = pf->err ? tg_err(pf->err, "%s", pf->msg) : 0, st = s->state[s->cur];
+    pthread_mutex_unlock(&pf->mu);
+    if (rc) return rc;
+    if (st != HALF_READY) return 0;
+    s->buf = s->half[s->cur];
+    s->n = s->half_n[s->cur];
+    s->pos = 0;
+    return 1;
+}
+
 /* Makes keys available in s (pos < n); returns 1, 0 at the end of the stream, or an error. */
 static int stream_fill(stream_t *s, int words)
 {
     if (s->pos < s->n) return 1;
-    if (!s->a) {
-        if (s->fd < 0 || s->file_left == 0) return 0;
-        size_t n = (size_t)TG_MIN((uint64_t)s->cap, s->file_left);
-        size_t bytes = n * 8 * (size_t)words;
-        int rc = tg_pread_full(s->fd, s->buf, bytes, s->file_off, s->path);
-        if (rc) return rc;
-        s->file_off += bytes;
-        s->file_left -= n;
-        s->pos = 0;
-        s->n = n;
-        return 1;
-    }
+    if (!s->a) return s->fd < 0 ? 0 : leaf_next(s);
     stream_t *a = s->a, *b = s->b;
     size_t o = 0;
     while (o < s->cap) {
@@ -613,12 +735,24 @@ typedef struct merge_tree {
     stream_t *leaves, *nodes, *root;
     size_t k; /* leaves; the first nfiles are run files */
     size_t nfiles;
+    prefetch_t pf;
+    int pf_up; /* the prefetch thread runs */
 } merge_tree_t;
 
 static void tree_close(merge_tree_t *t)
 {
+    if (t->pf_up) { /* the thread finishes the read in flight, then leaves */
+        pthread_mutex_lock(&t->pf.mu);
+        t->pf.stop = 1;
+        pthread_cond_broadcast(&t->pf.cv);
+        pthread_mutex_unlock(&t->pf.mu);
+        pthread_join(t->pf.th, NULL);
+        pthread_mutex_destroy(&t->pf.mu);
+        pthread_cond_destroy(&t->pf.cv);
+    }
     for (size_t i = 0; i < t->nfiles; i++)
         if (t->leaves[i].fd >= 0) close(t->leaves[i].fd);
+    free(t->pf.q);
     free(t->leaves);
     free(t->nodes);
     memset(t, 0, sizeof *t);
@@ -641,22 +775,56 @@ static int tree_open(tg_edgesort_t *es, size_t first, size_t nfiles, int mem_run
     size_t w = (size_t)es->words;
     size_t nb = k > 1 ? TG_MAX((size_t)16, TG_MIN((size_t)16384, es->cap / (2 * k))) : 0;
     size_t win = nfiles ? (es->cap - (k - 1) * nb) / nfiles : 0;
+    /* Halves of whole 4 KiB blocks (in a 4 KiB-aligned scratch) allow O_DIRECT reads; windows
+     * too small for that (tiny budgets) read through the page cache. */
+    size_t half = win / 2 / RUN_ALIGN_KEYS * RUN_ALIGN_KEYS;
+    int direct = half > 0;
+    if (!direct) half = TG_MAX(win / 2, (size_t)1);
+    if (direct) win = 2 * half;
+    t->pf.words = es->words;
+    t->pf.qcap = 2 * TG_MAX(nfiles, (size_t)1);
+    t->pf.q = calloc(t->pf.qcap, sizeof *t->pf.q);
+    if (!t->pf.q) {
+        tree_close(t);
+        return tg_err(-ENOMEM, "edge sort: out of memory");
+    }
     uint64_t *p = es->scratch;
     for (size_t i = 0; i < nfiles; i++) {
         run_file_t *f = &es->runs[first + i];
-        t->leaves[i] = (stream_t){.fd = open(f->path, O_RDONLY | O_CLOEXEC),
+        int fd = open(f->path, O_RDONLY | O_CLOEXEC | (direct ? O_DIRECT : 0));
+        if (fd < 0 && direct && errno == EINVAL) fd = open(f->path, O_RDONLY | O_CLOEXEC);
+        t->leaves[i] = (stream_t){.fd = fd,
                                   .path = f->path,
                                   .file_left = f->count,
-                                  .buf = p,
-                                  .cap = win};
+                                  .half = {p, p + half * w},
+                                  .half_cap = half,
+                                  .pf = &t->pf};
         p += win * w;
         t->nfiles = i + 1;
-        if (t->leaves[i].fd < 0) {
+        if (fd < 0) {
             int e = errno;
             tree_close(t);
             return tg_err(-e, "%s: cannot open edge-sort run file: %s", f->path, strerror(e));
         }
-        posix_fadvise(t->leaves[i].fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+        if (!direct) posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    }
+    if (nfiles) {
+        pthread_mutex_init(&t->pf.mu, NULL);
+        pthread_cond_init(&t->pf.cv, NULL);
+        if (pthread_create(&t->pf.th, NULL, pf_main, &t->pf)) {
+            pthread_mutex_destroy(&t->pf.mu);
+            pthread_cond_destroy(&t->pf.cv);
+            tree_close(t);
+            return tg_err(-EAGAIN, "edge sort: cannot start the read-ahead thread");
+        }
+        t->pf_up = 1;
+        /* both halves of every leaf start loading now */
+        pthread_mutex_lock(&t->pf.mu);
+        for (size_t i = 0; i < nfiles; i++) {
+            pf_schedule(&t->leaves[i], 0);
+            pf_schedule(&t->leaves[i], 1);
+        }
+        pthread_mutex_unlock(&t->pf.mu);
     }
     if (mem_run)
         t->leaves[nfiles] = (stream_t){.fd = -1, .path = "memory", .buf = es->buf, .n = es->len};

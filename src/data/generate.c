@@ -478,7 +478,10 @@ static void *feat_worker(void *arg)
         if (p->stop || p->next_block >= p->nblocks) break;
         uint64_t b = p->next_block++;
         size_t s = (size_t)(b % p->nslots);
-        while (!p->stop && p->slot_block[s] != UINT64_MAX)
+        /* Wait until the writer is done with block b - nslots, the slot's previous block. Not
+         * "until the slot is free": a worker holding a later block of the same slot could then
+         * take it first, and the writer would wait for block b forever. */
+        while (!p->stop && b >= p->written + p->nslots)
             pthread_cond_wait(&p->cv, &p->mu);
         if (p->stop) break;
         p->slot_block[s] = b;
