@@ -132,6 +132,18 @@ TG_TEST(truncated)
     /* a row before the cut: no fault, but the file shrank, so the gather still fails */
     v = 0;
     TG_CHECK_ERR(tg_store_gather(mm, &v, 1, x), "truncated");
+    /* faults on pool threads, twice in a row on the same threads: each one is an error that
+     * reaches the caller (the guard leaves SIGBUS unblocked after a jump) */
+    tg_pool_t *pool;
+    TG_CHECK_OK(tg_pool_create(&pool, 3));
+    size_t n = 600;
+    uint64_t *nodes = random_nodes(n, o.nodes, 44);
+    float *y = malloc(n * row);
+    for (int k = 0; k < 2; k++)
+        TG_CHECK_ERR(tg_store_gather_parallel(mm, pool, nodes, n, y), "features.bin");
+    tg_pool_destroy(pool);
+    free(nodes);
+    free(y);
     free(x);
     tg_store_release(mm);
     TG_CHECK_ERR(tg_store_mmap_open(&mm, ds, NULL), "expected");

@@ -194,6 +194,13 @@ int tg_mmap_file_guard(tg_mmap_file_t *f, int (*fn)(void *ctx), void *ctx)
     fr.prev = tls_guard;
     if (sigsetjmp(fr.env, 0)) {
         tls_guard = fr.prev;
+        /* SA_NODEFER keeps SIGBUS unblocked in the handler, but a sanitizer's wrapper around it
+         * may block it anyway, and a jump out of a handler does not restore the mask: unblock
+         * it, or the next fault on this thread would kill the process. */
+        sigset_t bus;
+        sigemptyset(&bus);
+        sigaddset(&bus, SIGBUS);
+        pthread_sigmask(SIG_UNBLOCK, &bus, NULL);
         uint64_t off = (uint64_t)((const unsigned char *)tls_fault_addr - f->data);
         uint64_t now = size_now(f);
         char nowbuf[32];
