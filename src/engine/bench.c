@@ -11,7 +11,6 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "tiergnn/data.h"
@@ -1328,11 +1327,12 @@ static int has_arg(const tg_bench_opts_t *o, const char *flag)
     return 0;
 }
 
-/* Builds one run's argv into argv (pointers into store, which must hold 64 strings). */
+/* One run's command line: at most 20 fixed words (membudget, train, dataset, flags) plus the
+ * train arguments (check_opts allows 200); the numbers live in buf. */
 typedef struct {
-    char *argv[TG_MAX_LAYERS + 256];
+    char *argv[256];
     int n;
-    char buf[8][64];
+    char buf[3][32];
 } argv_t;
 
 static void argv_push(argv_t *a, const char *s)
@@ -1460,6 +1460,7 @@ int tg_bench(const tg_bench_opts_t *o, tg_bench_result_t *res)
     char fpath[4096];
     tg_dataset_path(ds, TG_FILE_FEATURES, fpath, sizeof fpath);
     tg_log_info("bench: probing the device under %s", fpath);
+    tg_err_clear();
     if (tg_io_probe_run(fpath, &po, &probe) < 0 || !(probe.seq_bytes_per_s > 0)) {
         snprintf(c.probe_err, sizeof c.probe_err, "%s",
                  tg_errmsg()[0] ? tg_errmsg() : "no bandwidth measured");
