@@ -162,6 +162,10 @@ int tg_dsw_commit(tg_dsw_t *w);
 /* Removes the temporary directory; frees. Safe after commit (then it only frees), and needed
  * there too: commit leaves out_dir allocated. */
 void tg_dsw_abort(tg_dsw_t *w);
+/* For command-line tools: on SIGINT, SIGTERM or SIGHUP, remove the temporary directories of
+ * unfinished writers and exit with status 128 + signal. Installs handlers for those signals
+ * (and a thread that does the removal); call once. */
+int tg_dsw_cleanup_on_signals(void);
 
 /* ---------------------------------------------------------------- dataset reader */
 

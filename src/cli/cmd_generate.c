@@ -95,6 +95,8 @@ int tg_cmd_generate(int argc, char **argv)
         return tg_cli_fail();
     }
     o.overwrite = tg_args_has(&a, "overwrite");
+    /* Ctrl-C must not leave gigabytes of OUT.tmp-PID behind */
+    if (tg_dsw_cleanup_on_signals() < 0) return tg_cli_fail();
     double t0 = tg_now();
     if (tg_generate(a.pos[0], &o) < 0) return tg_cli_fail();
     tg_log_info("generate: done in %.1f s", tg_now() - t0);

@@ -468,33 +468,50 @@ static int spill(tg_edgesort_t *es)
     return run_push(es, r);
 }
 
+static int range_error(const tg_edgesort_t *es, uint64_t at, uint64_t s, uint64_t d)
+{
+    uint64_t N = es->num_nodes, bad = s >= N ? s : d;
+    return tg_err(-EINVAL,
+                  "edge %" PRIu64 " (%" PRIu64 " -> %" PRIu64 "): node id %" PRIu64
+                  " is out of range (num_nodes = %" PRIu64 ", ids are 0..%" PRIu64 ")",
+                  at, s, d, bad, N, N - 1);
+}
+
 int tg_edgesort_add(tg_edgesort_t *es, const uint64_t *src, const uint64_t *dst, size_t n)
 {
     if (es->finished) return tg_err(-EINVAL, "edge sort: add after finish");
     const uint64_t N = es->num_nodes;
     const unsigned sb = es->src_bits;
-    for (size_t i = 0; i < n; i++) {
-        uint64_t s = src[i], d = dst[i];
-        if (s >= N || d >= N) {
-            uint64_t bad = s >= N ? s : d;
-            return tg_err(-EINVAL,
-                          "edge %" PRIu64 " (%" PRIu64 " -> %" PRIu64 "): node id %" PRIu64
-                          " is out of range (num_nodes = %" PRIu64 ", ids are 0..%" PRIu64 ")",
-                          es->seen + i, s, d, bad, N, N - 1);
-        }
-        if (s == d && es->remove_self_loops) continue;
+    const int drop_loops = es->remove_self_loops;
+    size_t i = 0;
+    while (i < n) {
         if (es->len == es->cap) {
             int rc = spill(es);
             if (rc) return rc;
         }
-        if (es->words == 1) {
-            es->buf[es->len++] = d << sb | s;
-        } else {
-            es->buf[2 * es->len] = s;
-            es->buf[2 * es->len + 1] = d;
-            es->len++;
+        /* a stretch that fits in the run buffer, with the buffer state in locals */
+        size_t m = TG_MIN(n - i, es->cap - es->len), o = 0;
+        uint64_t *out = es->buf + es->len * (size_t)es->words;
+        int rc = 0;
+        for (size_t j = i; j < i + m; j++) {
+            uint64_t s = src[j], d = dst[j];
+            if (s >= N || d >= N) {
+                rc = range_error(es, es->seen + j, s, d);
+                break;
+            }
+            if (s == d && drop_loops) continue;
+            if (es->words == 1) {
+                out[o++] = d << sb | s;
+            } else {
+                out[2 * o] = s;
+                out[2 * o + 1] = d;
+                o++;
+            }
         }
-        es->st.edges_added++;
+        es->len += o;
+        es->st.edges_added += o;
+        if (rc) return rc;
+        i += m;
     }
     es->seen += n;
     return 0;

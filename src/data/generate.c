@@ -4,7 +4,7 @@
  * The model, in "virtual" ids where community c is the contiguous range
  * [start(c), start(c) + size(c)) and sizes are equal (N / C, the first N % C one larger):
  *   - an undirected pair picks its first end's community uniformly, then an offset inside it
- *     from a skewed law: with probability UNIFORM_MIX uniform, else R-MAT-like, each of the k
+ *     from a skewed law: with probability 51/256 uniform, else R-MAT-like, each of the k
  *     offset bits being 1 with probability 1/4 (an AND of two random words), so offset 0 is a
  *     hub and the expected degree falls geometrically with the popcount of the offset;
  *   - the second end stays in that community with probability `homophily`, else goes to one
@@ -32,7 +32,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define UNIFORM_MIX 0.2       /* share of endpoints drawn uniformly: keeps few isolated nodes */
+#define UNIFORM_MIX_256 51    /* endpoints drawn uniformly: 51/256 ~ 0.2, few nodes isolated */
 #define EDGE_CHUNK (1u << 18) /* undirected pairs per RNG stream */
 #define FEAT_BLOCK_VALUES (1u << 20) /* feature values per block (rows = this / D) */
 #define NORMAL_TABLE_BITS 16
@@ -180,12 +180,13 @@ static float *normal_table(void)
 
 /* ---------------------------------------------------------------- id bijection */
 
-/* An invertible hash of [0, 2^k) (multiply by odd, xor-shift, add; three rounds), made a
- * bijection of [0, N) by cycle walking: apply it until the value lands below N. */
+/* An invertible hash of [0, 2^k) (multiply by odd, xor-shift; twice, like a murmur finalizer
+ * cut to k bits, then add a key), made a bijection of [0, N) by cycle walking: apply it until
+ * the value lands below N (under 2 steps on average, since 2^k < 2N). */
 typedef struct perm {
     unsigned k, shift;
     uint64_t mask, n;
-    uint64_t mul[3], inv[3], add[3];
+    uint64_t mul[2], inv[2], add;
 } perm_t;
 
 static uint64_t mul_inverse(uint64_t a) /* a odd: a * x == 1 mod 2^64 (Newton) */
@@ -206,34 +207,36 @@ static void perm_init(perm_t *p, uint64_t n, uint64_t seed)
         p->k++;
     p->mask = p->k >= 64 ? ~0ull : (1ull << p->k) - 1;
     p->shift = p->k / 2 + 1;
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 2; i++) {
         p->mul[i] = tg_rng_u64(&r) | 1;
         p->inv[i] = mul_inverse(p->mul[i]);
-        p->add[i] = tg_rng_u64(&r);
     }
+    p->add = tg_rng_u64(&r);
 }
 
 static inline uint64_t perm_round(const perm_t *p, uint64_t x)
 {
-    for (int i = 0; i < 3; i++) {
-        x = (x * p->mul[i]) & p->mask;
-        x ^= x >> p->shift;
-        x = (x + p->add[i]) & p->mask;
-    }
-    return x;
+    x = (x * p->mul[0]) & p->mask;
+    x ^= x >> p->shift;
+    x = (x * p->mul[1]) & p->mask;
+    x ^= x >> p->shift;
+    return (x + p->add) & p->mask;
+}
+
+static inline uint64_t unxorshift(const perm_t *p, uint64_t x)
+{
+    /* x ^= x >> s, undone: each step fixes `shift` more high bits */
+    uint64_t y = x;
+    for (unsigned b = p->shift; b < p->k; b += p->shift)
+        y = x ^ (y >> p->shift);
+    return y;
 }
 
 static inline uint64_t perm_round_inv(const perm_t *p, uint64_t x)
 {
-    for (int i = 2; i >= 0; i--) {
-        x = (x - p->add[i]) & p->mask;
-        /* undo x ^= x >> s: each step fixes `shift` more high bits */
-        uint64_t y = x;
-        for (unsigned b = p->shift; b < p->k; b += p->shift)
-            y = x ^ (y >> p->shift);
-        x = (y * p->inv[i]) & p->mask;
-    }
-    return x;
+    x = (x - p->add) & p->mask;
+    x = (unxorshift(p, x) * p->inv[1]) & p->mask;
+    return (unxorshift(p, x) * p->inv[0]) & p->mask;
 }
 
 static inline uint64_t perm_fwd(const perm_t *p, uint64_t v)
@@ -260,7 +263,6 @@ typedef struct gen {
     uint64_t base, rem;    /* community sizes: base + 1 for the first rem, else base */
     uint64_t pairs;        /* undirected pairs drawn */
     uint64_t intra_thresh; /* homophily as a 64-bit threshold */
-    uint64_t mix_thresh;   /* UNIFORM_MIX as a 64-bit threshold */
     perm_t perm;
     double noise;
     float *centroids; /* [C][D] */
@@ -291,21 +293,19 @@ static uint64_t thresh(double p)
     return (uint64_t)(p * 18446744073709551616.0);
 }
 
-/* An offset in [0, size) from the skewed law (see the top of the file). */
-static inline uint64_t skew_offset(const gen_t *g, tg_rng_t *r, uint64_t size)
+/* An offset in [0, size) from the skewed law (see the top of the file). One draw serves both
+ * the mixture choice (its top 8 bits) and, while size < 2^28, the offset (two disjoint 28-bit
+ * fields ANDed: each bit is 1 with probability 1/4). */
+static inline uint64_t skew_offset(tg_rng_t *r, uint64_t size)
 {
-    if (rng_u64(r) < g->mix_thresh) return rng_below(r, size);
+    uint64_t u = rng_u64(r);
+    if ((u >> 56) < UNIFORM_MIX_256) return rng_below(r, size);
     unsigned k = size > 1 ? 64 - (unsigned)__builtin_clzll(size - 1) : 0; /* bits of size-1 */
     uint64_t mask = k >= 64 ? ~0ull : (1ull << k) - 1;
     for (;;) {
-        uint64_t x;
-        if (k <= 32) {
-            uint64_t u = rng_u64(r);
-            x = (u & (u >> 32)) & mask;
-        } else {
-            x = rng_u64(r) & rng_u64(r) & mask;
-        }
+        uint64_t x = k <= 28 ? (u & (u >> 28)) & mask : rng_u64(r) & rng_u64(r) & mask;
         if (x < size) return x; /* accepted with probability >= 3/4 */
+        u = rng_u64(r);
     }
 }
 
@@ -330,12 +330,12 @@ static void edge_chunks(void *arg, size_t b, size_t e, int tid)
         size_t n = 0;
         for (uint64_t k = 0; k < count; k++) {
             uint64_t cu = rng_below(&r, g->c), cv = cu;
-            uint64_t u = comm_start(g, cu) + skew_offset(g, &r, comm_size(g, cu));
+            uint64_t u = comm_start(g, cu) + skew_offset(&r, comm_size(g, cu));
             if (g->c > 1 && rng_u64(&r) >= g->intra_thresh) {
                 cv = rng_below(&r, g->c - 1);
                 cv += cv >= cu;
             }
-            uint64_t v = comm_start(g, cv) + skew_offset(g, &r, comm_size(g, cv));
+            uint64_t v = comm_start(g, cv) + skew_offset(&r, comm_size(g, cv));
             if (u == v) continue; /* no self loops */
             u = perm_fwd(&g->perm, u);
             v = perm_fwd(&g->perm, v);
@@ -862,7 +862,6 @@ int tg_generate(const char *out_dir, const tg_gen_opts_t *o)
     g.pairs = (uint64_t)llround((double)g.n * o->avg_degree / 2);
     if (g.n < 2) g.pairs = 0; /* one node: every pair would be a self loop */
     g.intra_thresh = thresh(o->homophily);
-    g.mix_thresh = thresh(UNIFORM_MIX);
     g.noise = o->feat_noise < 0 ? tg_gen_auto_noise(o->classes) : o->feat_noise;
     perm_init(&g.perm, g.n, o->seed);
 

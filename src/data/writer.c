@@ -5,6 +5,8 @@
 
 #include <fcntl.h>
 #include <libgen.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -287,6 +289,101 @@ void tg_filew_discard(tg_filew_t *w)
     w->path = NULL;
 }
 
+/* ---------------------------------------------------------------- interrupted writers */
+
+/* The temporary directories of writers between begin and commit/abort, so that a signal
+ * handler thread can remove them (tg_dsw_cleanup_on_signals). */
+#define MAX_ACTIVE 16
+static pthread_mutex_t active_mu = PTHREAD_MUTEX_INITIALIZER;
+static char *active[MAX_ACTIVE];
+
+static void active_add(const char *dir)
+{
+    pthread_mutex_lock(&active_mu);
+    for (int i = 0; i < MAX_ACTIVE; i++)
+        if (!active[i]) {
+            active[i] = strdup(dir); /* if this fails the directory is just not cleaned */
+            break;
+        }
+    pthread_mutex_unlock(&active_mu);
+}
+
+static void active_remove(const char *dir)
+{
+    pthread_mutex_lock(&active_mu);
+    for (int i = 0; i < MAX_ACTIVE; i++)
+        if (active[i] && !strcmp(active[i], dir)) {
+            free(active[i]);
+            active[i] = NULL;
+        }
+    pthread_mutex_unlock(&active_mu);
+}
+
+/* The handler only writes the signal number to a pipe (async-signal-safe); a thread reads it
+ * and does the cleanup, which needs malloc, locks and directory walks. A handler rather than
+ * sigwait: libraries such as OpenBLAS start threads before main, which would not have the
+ * signals blocked and would take the default action. */
+static int signal_pipe[2] = {-1, -1};
+
+static void on_signal(int sig)
+{
+    int e = errno;
+    ssize_t n = write(signal_pipe[1], &sig, sizeof sig);
+    (void)n;
+    errno = e;
+}
+
+static void *signal_main(void *arg)
+{
+    (void)arg;
+    int sig = 0;
+    ssize_t n;
+    do
+        n = read(signal_pipe[0], &sig, sizeof sig);
+    while (n < 0 && errno == EINTR);
+    if (n != (ssize_t)sizeof sig) return NULL;
+    /* Keep the lock: no writer finishes (or starts) from now on. Other threads may still be
+     * writing into a directory while it is removed, hence the retries. */
+    pthread_mutex_lock(&active_mu);
+    for (int i = 0; i < MAX_ACTIVE; i++) {
+        if (!active[i]) continue;
+        for (int t = 0; t < 5 && tg_rmtree(active[i]) != 0; t++)
+            usleep(20000);
+        fprintf(stderr, "tiergnn: interrupted by signal %d; removed %s\n", sig, active[i]);
+    }
+    fflush(stderr);
+    _exit(128 + sig);
+}
+
+int tg_dsw_cleanup_on_signals(void)
+{
+    static int installed;
+    if (installed) return 0;
+    if (pipe2(signal_pipe, O_CLOEXEC))
+        return tg_err(-errno, "cannot create the signal pipe: %s", strerror(errno));
+    pthread_t th;
+    int rc = pthread_create(&th, NULL, signal_main, NULL);
+    if (rc) return tg_err(-rc, "cannot start the signal thread: %s", strerror(rc));
+    pthread_detach(th);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    for (int i = 0; i < 3; i++) {
+        struct sigaction old;
+        /* a signal ignored on entry (nohup, background jobs) stays ignored */
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+        if (sigaction(sigs[i], &sa, NULL))
+            return tg_err(-errno, "cannot install a signal handler: %s", strerror(errno));
+    }
+    installed = 1;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- tg_dsw */
+
 int tg_dsw_begin(tg_dsw_t *w, const char *out_dir, int overwrite)
 {
     memset(w, 0, sizeof *w);
@@ -325,6 +422,7 @@ int tg_dsw_begin(tg_dsw_t *w, const char *out_dir, int overwrite)
         return rc;
     }
     w->meta.format_version = TG_FORMAT_VERSION;
+    active_add(w->tmp_dir);
     return 0;
 }
 
@@ -399,6 +497,7 @@ int tg_dsw_commit(tg_dsw_t *w)
         free(parent);
     }
     free(text);
+    active_remove(w->tmp_dir);
     free(w->tmp_dir);
     w->tmp_dir = NULL;
     return 0;
@@ -410,7 +509,10 @@ fail:
 
 void tg_dsw_abort(tg_dsw_t *w)
 {
-    if (w->tmp_dir) tg_rmtree(w->tmp_dir);
+    if (w->tmp_dir) {
+        tg_rmtree(w->tmp_dir);
+        active_remove(w->tmp_dir);
+    }
     free(w->tmp_dir);
     free(w->out_dir);
     w->tmp_dir = NULL;
