@@ -465,8 +465,10 @@ int tg_import_edgelist(const char *out_dir, const tg_import_opts_t *opts)
     o.mem_bytes = o.mem_bytes > 2 * map_bytes ? o.mem_bytes - map_bytes : o.mem_bytes / 2;
     char source[512];
     snprintf(source, sizeof source,
-             "import --from edgelist %s --feat-dim %u --classes %u --seed %llu%s%s%s", path,
-             o.feat_dim, o.classes, (unsigned long long)o.seed, o.undirected ? " --undirected" : "",
+             "import --from edgelist %s --feat-dim %u --classes %u --seed %llu --feat-noise %g "
+             "--train-frac %g --valid-frac %g --test-frac %g%s%s%s",
+             path, o.feat_dim, o.classes, (unsigned long long)o.seed, o.feat_noise, o.train_frac,
+             o.valid_frac, o.test_frac, o.undirected ? " --undirected" : "",
              o.dedup ? " --dedup" : "", o.self_loops ? " --self-loops" : "");
     tg_imp_t im;
     if ((rc = tg_imp_begin(&im, out_dir, &o, source))) {
