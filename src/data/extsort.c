@@ -977,6 +977,112 @@ static int csc_sink_block(csc_sink_t *s, const uint64_t *k, size_t n)
     return 0;
 }
 
+/* ---------------------------------------------------------------- the final merge */
+
+/* The final merge runs on two threads: this one pulls merged blocks out of the tree, a sink
+ * thread turns them into indptr/indices (decode, dedup, write, CRC). Each half is about half
+ * the work, and by the time of the merge the generator's other work is usually done, so the
+ * second core would otherwise idle. Blocks go through a ring of HANDOFF_SLOTS buffers that
+ * replace the root's own block. */
+#define HANDOFF_SLOTS 3
+#define HANDOFF_KEYS (256u << 10)
+
+typedef struct handoff {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint64_t *buf[HANDOFF_SLOTS];
+    size_t n[HANDOFF_SLOTS];
+    int full[HANDOFF_SLOTS];
+    size_t head; /* next slot the sink takes */
+    int done, err;
+    char msg[512];
+    csc_sink_t *s;
+    int words;
+} handoff_t;
+
+static void *sink_main(void *arg)
+{
+    handoff_t *h = arg;
+    pthread_mutex_lock(&h->mu);
+    for (;;) {
+        while (!h->full[h->head] && !h->done && !h->err)
+            pthread_cond_wait(&h->cv, &h->mu);
+        if (h->err || !h->full[h->head]) break; /* failed, or done and drained */
+        size_t slot = h->head;
+        pthread_mutex_unlock(&h->mu);
+        int rc = csc_sink_block(h->s, h->buf[slot], h->n[slot]);
+        pthread_mutex_lock(&h->mu);
+        if (rc && !h->err) {
+            h->err = rc;
+            snprintf(h->msg, sizeof h->msg, "%s", tg_errmsg());
+        }
+        h->full[slot] = 0;
+        h->head = (slot + 1) % HANDOFF_SLOTS;
+        pthread_cond_broadcast(&h->cv);
+    }
+    pthread_mutex_unlock(&h->mu);
+    return NULL;
+}
+
+static int merge_pipelined(tg_edgesort_t *es, merge_tree_t *t, csc_sink_t *s, tg_progress_t *pg,
+                           uint64_t *done)
+{
+    handoff_t h = {.s = s, .words = es->words};
+    size_t w = (size_t)es->words;
+    int rc = 0;
+    for (int i = 0; i < HANDOFF_SLOTS && !rc; i++)
+        if (!(h.buf[i] = malloc(HANDOFF_KEYS * 8 * w)))
+            rc = tg_err(-ENOMEM, "edge sort: out of memory");
+    pthread_t th;
+    pthread_mutex_init(&h.mu, NULL);
+    pthread_cond_init(&h.cv, NULL);
+    int started = !rc && pthread_create(&th, NULL, sink_main, &h) == 0;
+    if (!rc && !started) rc = tg_err(-EAGAIN, "edge sort: cannot start the merge sink thread");
+    stream_t *root = t->root;
+    size_t tail = 0;
+    while (!rc) {
+        pthread_mutex_lock(&h.mu);
+        while (h.full[tail] && !h.err)
+            pthread_cond_wait(&h.cv, &h.mu);
+        int failed = h.err;
+        pthread_mutex_unlock(&h.mu);
+        if (failed) break;
+        root->buf = h.buf[tail]; /* the root merges straight into the free slot */
+        root->cap = HANDOFF_KEYS;
+        root->pos = root->n = 0;
+        int got = stream_fill(root, es->words);
+        if (got <= 0) {
+            rc = got;
+            break;
+        }
+        pthread_mutex_lock(&h.mu);
+        h.n[tail] = root->n;
+        h.full[tail] = 1;
+        pthread_cond_broadcast(&h.cv);
+        pthread_mutex_unlock(&h.mu);
+        root->pos = root->n;
+        tail = (tail + 1) % HANDOFF_SLOTS;
+        *done += root->n;
+        if (pg) tg_progress_update(pg, *done, NULL);
+    }
+    root->buf = NULL; /* it pointed into a slot */
+    root->n = root->pos = 0;
+    if (started) {
+        pthread_mutex_lock(&h.mu);
+        h.done = 1;
+        if (rc && !h.err) h.err = rc; /* a merge error: the sink stops without draining */
+        pthread_cond_broadcast(&h.cv);
+        pthread_mutex_unlock(&h.mu);
+        pthread_join(th, NULL);
+        if (!rc && h.err) rc = tg_err(h.err, "%s", h.msg);
+    }
+    pthread_mutex_destroy(&h.mu);
+    pthread_cond_destroy(&h.cv);
+    for (int i = 0; i < HANDOFF_SLOTS; i++)
+        free(h.buf[i]);
+    return rc;
+}
+
 /* ---------------------------------------------------------------- driving the merges */
 
 /* Merges run files [first, first + k) into one new run file *out. The inputs are unlinked and
@@ -1086,12 +1192,17 @@ int tg_edgesort_finish(tg_edgesort_t *es, tg_filew_t *indptr, tg_filew_t *indice
         s.pbatch[s.plen++] = 0; /* indptr[0] */
         rc = tree_open(es, 0, es->nruns, mem_run, &t);
     }
-    while (!rc && t.root && (rc = stream_fill(t.root, es->words)) > 0) {
-        size_t n = t.root->n - t.root->pos;
-        rc = csc_sink_block(&s, t.root->buf + t.root->pos * (size_t)es->words, n);
-        t.root->pos = t.root->n;
-        done += n;
-        if (es->progress) tg_progress_update(&pg, done, NULL);
+    if (!rc && t.root && t.root->a) {
+        rc = merge_pipelined(es, &t, &s, es->progress ? &pg : NULL, &done);
+    } else {
+        /* one input: nothing to merge, the sink is all the work */
+        while (!rc && t.root && (rc = stream_fill(t.root, es->words)) > 0) {
+            size_t n = t.root->n - t.root->pos;
+            rc = csc_sink_block(&s, t.root->buf + t.root->pos * (size_t)es->words, n);
+            t.root->pos = t.root->n;
+            done += n;
+            if (es->progress) tg_progress_update(&pg, done, NULL);
+        }
     }
     if (!rc) rc = csc_advance(&s, es->num_nodes);
     if (!rc) rc = csc_flush(&s);
