@@ -53,15 +53,22 @@ typedef struct gz_block {
     char data[];
 } gz_block_t;
 
+/* Sent when a block cannot be allocated, so that the reader reports it instead of hanging; never
+ * freed (compared by address). */
+static gz_block_t gz_oom = {.err = Z_MEM_ERROR, .msg = "out of memory for an inflate block"};
+
+static void gz_free(gz_block_t *b)
+{
+    if (b != &gz_oom) free(b);
+}
+
 static void *gz_thread(void *arg)
 {
     tg_csv_t *c = arg;
     for (;;) {
         gz_block_t *b = malloc(sizeof *b + GZ_BLOCK);
         if (!b) {
-            /* Report through an error block if even that fails: the reader must not hang. */
-            static gz_block_t oom = {.err = Z_MEM_ERROR, .msg = "out of memory"};
-            if (tg_queue_push(c->gzq, &oom)) return NULL;
+            if (tg_queue_push(c->gzq, &gz_oom)) return NULL;
             break;
         }
         memset(b, 0, sizeof *b);
@@ -98,7 +105,7 @@ static int gz_take(tg_csv_t *c, char *dst, size_t want, size_t *got)
     gz_block_t *b = c->gzblk;
     if (!b || b->off == b->n) {
         if (b && b->n == 0) return 0; /* the end was seen */
-        if (b && b->err != Z_MEM_ERROR) free(b);
+        if (b) gz_free(b);
         c->gzblk = NULL;
         void *item;
         if (tg_queue_pop(c->gzq, &item)) return 0;
@@ -126,8 +133,8 @@ static void gz_stop(tg_csv_t *c)
     pthread_join(c->gzthread, NULL);
     void *item;
     while (!tg_queue_pop(c->gzq, &item))
-        if (((gz_block_t *)item)->err != Z_MEM_ERROR) free(item);
-    if (c->gzblk && c->gzblk->err != Z_MEM_ERROR) free(c->gzblk);
+        gz_free(item);
+    if (c->gzblk) gz_free(c->gzblk);
     c->gzblk = NULL;
     tg_queue_destroy(c->gzq);
     c->gzq = NULL;
