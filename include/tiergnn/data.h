@@ -208,10 +208,13 @@ int tg_dataset_info(const char *dir, FILE *f);
  * tmp_dir and are merged at the end.
  *
  * Memory: mem_bytes bounds the sorter's own buffers (the run buffer and the radix-sort scratch
- * of the same size, later reused as merge read buffers), plus O(threads x 2^11) histogram words
- * and a 1 MiB output batch. Each edge takes 8 bytes while num_nodes <= 2^32 ((dst, src) packed
- * into one u64), else 16. The writers given to finish keep their own buffers.
- * Time: O(E) per radix pass (ceil(2 log2 N / 11) passes), O(E log k) for a k-way merge.
+ * of the same size, later reused as merge read windows), plus O(threads x 2^11) histogram words
+ * and about 8 MiB of output batches. Each edge takes 8 bytes while num_nodes <= 2^32 ((dst, src)
+ * packed into one u64), else 16. The writers given to finish keep their own buffers. Run files
+ * go to tmp_dir (up to 8 bytes per edge at a time) and are removed as they are merged.
+ * Threads: nthreads for sorting runs; finish adds a read-ahead and a writer thread.
+ * Time: O(E) per radix pass (one MSD pass + ceil((2 log2 N - 10) / 11) LSD passes per bucket),
+ * O(E log k) for the k-way merge.
  * Output does not depend on nthreads, mem_bytes or the order edges were added in. */
 typedef struct tg_edgesort tg_edgesort_t;
 

@@ -1,15 +1,16 @@
 /* External edge sort: (src, dst) pairs in, CSC arrays (indptr, indices) out, in bounded memory.
  *
  * Edges are packed into sort keys whose order is (dst, src): while 2 * bits(N - 1) <= 64 a key
- * is one u64, dst << src_bits | src, so 10M nodes need only 48 key bits and the radix sort does
- * five 10-bit passes instead of eight byte passes. Larger graphs use two words {lo = src,
- * hi = dst}. Keys collect in a run buffer; when it is full the run is sorted in memory with a
- * parallel LSD radix sort (per-thread histograms over fixed contiguous ranges, so the result
- * never depends on the thread count), deduplicated if asked, and written to a run file in
- * tmp_dir. finish() keeps the last run in memory, reuses the radix scratch as read buffers for
- * the run files, and merges them with a binary heap straight into the indptr/indices writers.
- * When there are more runs than read buffers of a useful size, groups of runs are first merged
- * into longer runs (cascade), so any mem_bytes >= 64 KiB works, only more slowly. */
+ * is one u64, dst << src_bits | src (10M nodes: 48 key bits); larger graphs use two words
+ * {lo = src, hi = dst}. Keys collect in a run buffer; when it is full the run is sorted in
+ * memory (a parallel MSD pass into cache-sized buckets, then an LSD radix sort per bucket; see
+ * radix_sort), deduplicated if asked, and written to a run file in tmp_dir with O_DIRECT.
+ * finish() keeps the last run in memory, reuses the radix scratch as read windows for the run
+ * files (filled ahead by a read thread), and merges everything with a binary tree of branchless
+ * 2-way merges straight into the indptr/indices writers, the tree and the CSC writing on two
+ * threads. When there are more runs than read windows of a useful size, groups of runs are
+ * first merged into longer runs (cascade), so any mem_bytes >= 64 KiB works, only more slowly.
+ * The result never depends on the thread count, the budget or the order of the input. */
 #include "extsort-impl.h"
 
 #include <fcntl.h>
