@@ -14,14 +14,42 @@
  * Then tg_eval(dataset, "runs/a", TG_FILE_TEST, ...) recomputes the accuracy of the best model,
  * and tg_infer(...) writes predictions (and embeddings) for every node, layer by layer.
  *
- * The pipeline of one epoch (strategy "memory", the only one of this issue):
+ * The pipeline of one epoch:
  *     shuffle the training nodes with the RNG of (seed, epoch)
- *     -> SAMPLE batch b with the RNG of (seed, epoch, b) on sampler threads (tg_loader_t)
- *     -> GATHER its feature rows from a tg_store_t on the same thread, ahead of the trainer
- *     -> TRAIN: tg_model_train_step on the calling thread, batches strictly in id order
+ *     -> SAMPLE batch b with the RNG of (seed, epoch, b)
+ *     -> GATHER its feature rows
+ *     -> TRAIN: tg_model_train_step on the calling thread
  *     -> RELEASE the batch.
- * Batches therefore never depend on thread counts or timing; with the same --threads a run is
- * bit-identical run to run and across --resume.
+ * A strategy (o.strategy, docs/STRATEGIES.md) decides where the graph and the feature rows come
+ * from and what runs concurrently:
+ *     memory    graph and features in RAM; sampler threads sample and gather ahead
+ *     mmap      indices.bin and features.bin memory-mapped (MADV_RANDOM), the page cache holds
+ *               what was touched; sampler threads sample, a pool of gather_threads gathers
+ *     gnndrive  GNNDrive's pipeline: sampler threads -> extracting queue -> extractor threads
+ *               (io_uring + O_DIRECT reads into a shared feature buffer with reference counts
+ *               and an LRU standby list) -> training queue -> trainer -> releasing queue ->
+ *               releaser; indices read from disk during sampling, indptr in RAM
+ *     auto      memory when graph + features fit in mem_bytes (no limit: a quarter of RAM),
+ *               else gnndrive
+ * Batches train in id order (gnndrive with out_of_order may run them as they become ready), so
+ * the batches, their order and the model never depend on the strategy, thread counts or timing:
+ * with the same --threads every in-order strategy gives bit-identical results, run to run and
+ * across --resume, also mid-epoch.
+ *
+ * Memory: mem_bytes bounds every byte of graph and feature data, caches, staging and feature
+ * buffers the engine holds (tg_budget_t): indptr, in-RAM indices and features, labels, splits,
+ * the seed order, io/ staging, the feature buffer and its table. A budget too small for the
+ * strategy's minimum working set is refused at start, naming the amount needed. Model weights
+ * (with gradients and optimiser state), one batch's activations and the feature matrices of
+ * the batches in flight are accounted apart and reported (JSON: model_bytes, activation_bytes,
+ * batch_bytes_peak). mmap's mapped pages live in the page cache, which only a cgroup limit
+ * bounds (../shared/tools/membudget).
+ *
+ * Stopping: when *o.stop becomes non-zero (the CLI's SIGINT handler sets it) the run stops at
+ * the next batch boundary, writes its checkpoints (recording how many batches of the current
+ * epoch are done, and their loss sums) and returns -EINTR. --resume then skips those batches and
+ * continues bit-identically (in-order strategies); with out_of_order the batches already handed
+ * to the pipeline are trained first, so the checkpoint always covers a prefix of the epoch.
  *
  * Full batch: batch_size 0 (or >= the training split) puts every training node in one step. If
  * moreover every fanout is -1, the step runs on the whole graph (every node is a destination of
@@ -31,8 +59,11 @@
  * Evaluation (every eval_every epochs and after the last): by default layer-wise over all nodes
  * with full neighbourhoods (exact, no sampling noise; see tg_infer for how), giving valid and test
  * accuracy; with eval_sampled, mini-batches of the split with the training fanouts and a fixed
- * RNG stream. The reported test accuracy is the one at the best-validation epoch (ties: lower
- * validation loss, then the earlier epoch).
+ * RNG stream, through the strategy's own pipeline (so out of core it reads no more than training
+ * does). Out-of-core strategies keep layer-wise intermediate layers in temporary files in RUNDIR.
+ * eval_max_nodes limits each split to a fixed random sample of that many nodes. The reported
+ * test accuracy is the one at the best-validation epoch (ties: lower validation loss, then the
+ * earlier epoch).
  *
  * Files in out_dir (RUNDIR):
  *     checkpoint.bin   the state after the last checkpointed epoch (and before the first): resume
@@ -42,7 +73,8 @@
  *     result.json      the final JSON object of the run
  * Both .bin files hold an engine record (format version, dataset identity: node/edge counts,
  * feature width, classes and the CRC-32 of every array file from meta.txt; seed, batch size,
- * fanouts, feature normalisation, epochs done, best-validation bookkeeping; CRC-32) followed by
+ * fanouts, feature normalisation, epochs done, batches done of the next epoch with their loss
+ * sums, best-validation bookkeeping; CRC-32) followed by
  * tg_model_save's record (model + optimiser state + model RNG). The engine's own randomness is a
  * pure function of (seed, epoch, batch), so seed and epoch are its whole RNG state. Written
  * atomically: .tmp, fsync, rename, fsync of the directory.
@@ -52,6 +84,7 @@
 #ifndef TIERGNN_ENGINE_H
 #define TIERGNN_ENGINE_H
 
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -71,7 +104,7 @@ extern "C" {
 typedef struct tg_train_opts {
     const char *dataset;     /* dataset directory */
     const char *out_dir;     /* RUNDIR, created if missing */
-    const char *strategy;    /* "memory" */
+    const char *strategy;    /* "auto" (default), "memory", "mmap", "gnndrive" */
     tg_model_config_t model; /* in_dim, out_dim and multi_label are set from the dataset */
     tg_optim_config_t optim;
     int64_t fanouts[TG_MAX_LAYERS]; /* model.num_layers values; fanouts[l] feeds layer l */
@@ -90,6 +123,19 @@ typedef struct tg_train_opts {
                                   0 = after the last only */
     FILE *json;                /* JSON lines (NULL: none) */
     int progress;              /* live progress bar on stderr when it is a terminal */
+    /* out-of-core settings (docs/STRATEGIES.md) */
+    int verify;                 /* compare every dataset file's CRC-32 with meta.txt first */
+    int gather_threads;         /* mmap: threads gathering a batch's rows (0 = threads) */
+    int extractors;             /* gnndrive: extractor threads (0 = 2) */
+    int queue_depth;            /* gnndrive: training / releasing queue capacity (0 = 2) */
+    unsigned io_depth;          /* gnndrive: reads in flight per extractor (0 = device probe) */
+    uint32_t chunk_rows;        /* gnndrive: rows per feature-buffer acquire (0 = automatic) */
+    int64_t io_gap;             /* gnndrive: hole bytes read through to merge rows (-1 = auto) */
+    int out_of_order;           /* gnndrive: batches may train as soon as they are extracted */
+    uint64_t batches_per_epoch; /* train only the first N batches of each epoch (0 = all) */
+    uint64_t eval_max_nodes;    /* evaluate a fixed random sample of N nodes per split (0 = all) */
+    /* Stop request (e.g. set by a SIGINT handler): checked after every batch. NULL = none. */
+    volatile sig_atomic_t *stop;
 } tg_train_opts_t;
 
 typedef struct tg_train_result {
@@ -101,24 +147,33 @@ typedef struct tg_train_result {
     double last_train_loss;  /* mean over the labelled seeds of the last epoch */
     double train_time_s;     /* wall time of all epochs of this invocation */
     uint64_t peak_rss_bytes; /* VmHWM at the end */
+    const char *strategy;    /* the strategy that ran (static string) */
+    int interrupted;         /* stopped by *stop (tg_train returned -EINTR) */
+    uint64_t stopped_epoch;  /* then: epochs complete ... */
+    uint64_t stopped_batch;  /* ... and batches done of the next one */
 } tg_train_result_t;
 
 /* GraphSAGE, 2 layers, hidden 256, fanouts 10,10, batch 1024, 10 epochs, Adam lr 0.01,
  * dropout 0.5, eval and checkpoint every epoch, 1 thread, sampler threads = threads, seed 0,
- * strategy memory. */
+ * strategy auto, io_gap auto. */
 void tg_train_opts_default(tg_train_opts_t *o);
 
 /* Runs (or resumes) training; see the header comment. A NaN/Inf loss stops the run with -ERANGE
- * and a message naming the epoch and batch; RUNDIR keeps the last good checkpoint. */
+ * and a message naming the epoch and batch; RUNDIR keeps the last good checkpoint. An I/O error
+ * or short read ends it with the io layer's message (file and offset). A stop request ends it
+ * with -EINTR after writing a resumable checkpoint (res->interrupted = 1). */
 int tg_train(const tg_train_opts_t *o, tg_train_result_t *res);
 
 /* Evaluation of a checkpoint (RUNDIR/best.bin, or checkpoint.bin when which_last) on a split
  * (TG_FILE_TRAIN/VALID/TEST), the way training evaluated it (same normalisation, same mode).
  * Refuses a checkpoint of another dataset. */
 typedef struct tg_eval_opts {
-    int which_last;      /* 0: best.bin, 1: checkpoint.bin */
-    int threads;         /* >= 1 */
-    uint64_t eval_chunk; /* 0 = 65536 */
+    int which_last;       /* 0: best.bin, 1: checkpoint.bin */
+    int threads;          /* >= 1 */
+    uint64_t eval_chunk;  /* 0 = 65536 */
+    uint64_t mem_bytes;   /* data budget as in training (0 = unlimited) */
+    const char *strategy; /* NULL / "auto": memory if it fits mem_bytes, else gnndrive */
+    uint64_t max_nodes;   /* evaluate a fixed random sample of N nodes of the split (0 = all) */
 } tg_eval_opts_t;
 
 typedef struct tg_eval_result {
@@ -138,15 +193,17 @@ int tg_eval(const char *dataset, const char *rundir, tg_file_id_t split, const t
  *     out_path         predictions: int32[N] argmax class (multi-label: int32[N][C] of 0/1)
  *     out_path.emb     with embeddings: float32[N][E], the input of the last layer (after the
  *                      activation), E = tg_model_embed_dim
- * Each file is written through a .tmp, fsynced and renamed. Features are read into RAM when they
- * fit in mem_bytes (0 = a quarter of physical RAM), otherwise row by row from the feature file. */
+ * Each file is written through a .tmp, fsynced and renamed. The graph and features are read into
+ * RAM when they fit in mem_bytes (0 = a quarter of physical RAM); otherwise indices come from
+ * disk through io/ (indptr in RAM) and feature rows from the feature file (strategy auto). */
 typedef struct tg_infer_opts {
     int embeddings;
     int which_last;
     int threads;
     uint64_t chunk_nodes; /* 0 = 65536 */
-    uint64_t mem_bytes;
+    uint64_t mem_bytes;   /* data budget (0 = none; a quarter of RAM decides what goes in RAM) */
     int progress;
+    const char *strategy; /* NULL / "auto", "memory", "mmap", "gnndrive" */
 } tg_infer_opts_t;
 
 int tg_infer(const char *dataset, const char *rundir, const char *out_path,
@@ -166,6 +223,12 @@ typedef struct tg_ckpt_info {
     uint64_t best_epoch;
     double best_valid_acc, best_valid_loss, test_at_best;
     double last_train_loss;
+    /* A checkpoint written when a run stopped mid-epoch (format version 2): the first
+     * epoch_batches batches of epoch epochs_done + 1 are trained, with these sums over their
+     * labelled seeds (0 at an epoch boundary). */
+    uint64_t epoch_batches;
+    double epoch_loss_sum;
+    uint64_t epoch_correct, epoch_count;
 } tg_ckpt_info_t;
 
 int tg_ckpt_read_info(const char *path, tg_ckpt_info_t *info);

@@ -187,12 +187,16 @@ typedef struct tg_loader_opts {
     /* Optional: frees a payload (items discarded by tg_loader_stop or tg_loader_item_free). */
     void (*hook_free)(void *ctx, void *payload);
     void *ctx;
+    /* Optional: the first batch to hand out (0 = from the start). Batches before it are skipped,
+     * not sampled: batch b still takes seeds [b * batch_size, ...) and the RNG of (seed, epoch,
+     * b), so a pass resumed mid-epoch gives exactly the batches the uninterrupted pass would. */
+    uint64_t first_batch;
 } tg_loader_opts_t;
 
 typedef struct tg_loader tg_loader_t;
 
 int tg_loader_start(tg_loader_t **out, const tg_loader_opts_t *o);
-/* Number of batches in the epoch. */
+/* Number of batches in the epoch (those before first_batch included). */
 uint64_t tg_loader_num_batches(const tg_loader_t *l);
 /* Hands out the next batch in id order: returns 1 with *it set, 0 at the end of the epoch, or a
  * negative error code (a worker's error, with its message). The item is the caller's until

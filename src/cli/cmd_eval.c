@@ -16,12 +16,19 @@ static const char eval_usage[] =
     "  --last                     use the last checkpoint instead of the best model\n"
     "  --threads T                compute threads (default 1)\n"
     "  --eval-chunk N             nodes per chunk of layer-wise evaluation (default 65536)\n"
+    "  --max-nodes N              evaluate a fixed random sample of N nodes of the split (the\n"
+    "                             sample training's --eval-max-nodes N used)\n"
+    "  --mem SIZE                 limit for graph and feature data, as in training; a dataset\n"
+    "                             that does not fit is read from disk (default none)\n"
+    "  --strategy NAME            auto (default), memory, mmap or gnndrive\n"
     "  --json                     print one JSON object instead of a sentence\n";
 
 int tg_cmd_eval(int argc, char **argv)
 {
     tg_args_t a;
-    if (tg_args_parse(&a, argc, argv, "checkpoint=,split=,last,threads=,eval-chunk=,json,help") < 0)
+    if (tg_args_parse(&a, argc, argv,
+                      "checkpoint=,split=,last,threads=,eval-chunk=,max-nodes=,mem=,strategy=,json,"
+                      "help") < 0)
         return tg_cli_fail();
     if (tg_args_has(&a, "help")) {
         fputs(eval_usage, stdout);
@@ -51,8 +58,11 @@ int tg_cmd_eval(int argc, char **argv)
     tg_eval_opts_t o = {.which_last = tg_args_has(&a, "last")};
     uint64_t t;
     if (tg_args_u64(&a, "threads", 1, &t) < 0 ||
-        tg_args_u64(&a, "eval-chunk", 65536, &o.eval_chunk) < 0)
+        tg_args_u64(&a, "eval-chunk", 65536, &o.eval_chunk) < 0 ||
+        tg_args_u64(&a, "max-nodes", 0, &o.max_nodes) < 0 ||
+        tg_args_size(&a, "mem", 0, &o.mem_bytes) < 0)
         return tg_cli_fail();
+    o.strategy = tg_args_str(&a, "strategy", "auto");
     if (t < 1 || t > 1024) {
         tg_err(-EINVAL, "--threads %llu out of range, expected 1..1024", (unsigned long long)t);
         return tg_cli_fail();

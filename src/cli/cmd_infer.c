@@ -19,14 +19,17 @@ static const char infer_usage[] =
     "  --embeddings        also write FILE.emb\n"
     "  --last              use the last checkpoint instead of the best model\n"
     "  --chunk-nodes N     destination nodes per chunk (default 65536)\n"
-    "  --mem SIZE          keep features in RAM only if they fit in SIZE (default RAM/4)\n"
-    "  --threads T         compute threads (default 1)\n";
+    "  --mem SIZE          limit for graph and feature data: they are kept in RAM only if\n"
+    "                      they fit in SIZE, else read from disk (default: RAM/4 decides)\n"
+    "  --threads T         compute threads (default 1)\n"
+    "  --strategy NAME     auto (default), memory, mmap or gnndrive (docs/STRATEGIES.md)\n";
 
 int tg_cmd_infer(int argc, char **argv)
 {
     tg_args_t a;
-    if (tg_args_parse(&a, argc, argv,
-                      "checkpoint=,out=,embeddings,last,chunk-nodes=,mem=,threads=,help") < 0)
+    if (tg_args_parse(
+            &a, argc, argv,
+            "checkpoint=,out=,embeddings,last,chunk-nodes=,mem=,threads=,strategy=,help") < 0)
         return tg_cli_fail();
     if (tg_args_has(&a, "help")) {
         fputs(infer_usage, stdout);
@@ -44,7 +47,8 @@ int tg_cmd_infer(int argc, char **argv)
     }
     tg_infer_opts_t o = {.embeddings = tg_args_has(&a, "embeddings"),
                          .which_last = tg_args_has(&a, "last"),
-                         .progress = 1};
+                         .progress = 1,
+                         .strategy = tg_args_str(&a, "strategy", "auto")};
     uint64_t t;
     if (tg_args_u64(&a, "chunk-nodes", 65536, &o.chunk_nodes) < 0 ||
         tg_args_size(&a, "mem", 0, &o.mem_bytes) < 0 || tg_args_u64(&a, "threads", 1, &t) < 0)

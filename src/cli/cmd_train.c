@@ -1,5 +1,7 @@
-/* tiergnn train: flag parsing and validation; the run itself is tg_train (engine/). */
+/* tiergnn train: flag parsing and validation, the SIGINT handler; the run itself is tg_train
+ * (engine/). */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -47,18 +49,38 @@ static const char train_usage[] =
     "  --seed S                       seed of weights, dropout, shuffling, sampling (default 0)\n"
     "  --threads T                    compute threads (default 1)\n"
     "  --sampler-threads S            sampling + gathering threads (default T; 0 = inline)\n"
-    "  --strategy memory              where graph and features live (default memory)\n"
-    "  --mem SIZE                     limit for graph + feature data, e.g. 2G (default none)\n"
     "  --json                         one JSON object per epoch and one at the end on stdout\n"
+    "  --batches-per-epoch N          train only the first N batches of each epoch (default all)\n"
+    "  --eval-max-nodes N             evaluate a fixed random sample of N nodes per split\n"
+    "out of core (docs/STRATEGIES.md):\n"
+    "  --strategy auto|memory|mmap|gnndrive\n"
+    "                                 where graph and features live and what runs concurrently;\n"
+    "                                 auto = memory if graph + features fit in --mem (no --mem:\n"
+    "                                 a quarter of RAM), else gnndrive (default auto)\n"
+    "  --mem SIZE                     limit for all graph and feature data, caches, staging and\n"
+    "                                 feature buffers, e.g. 100M, 2G (default none)\n"
+    "  --verify                       check every dataset file's CRC-32 against meta.txt first\n"
+    "                                 (sizes are always checked)\n"
+    "  --gather-threads G             mmap: threads gathering a batch's rows (default T)\n"
+    "  --extractors E                 gnndrive: extractor threads (default 2)\n"
+    "  --queue-depth Q                gnndrive: training/releasing queue capacity (default 2)\n"
+    "  --io-depth D                   gnndrive: reads in flight per extractor (default: the\n"
+    "                                 device probe's depth / E)\n"
+    "  --io-gap BYTES                 gnndrive: read through holes up to BYTES to merge rows\n"
+    "                                 (default auto: what the disk reads in one request's time)\n"
+    "  --chunk-rows N                 gnndrive: rows per feature-buffer acquire (default auto)\n"
+    "  --out-of-order                 gnndrive: train batches as they are extracted (faster,\n"
+    "                                 not bit-identical to the other strategies)\n"
     "\n"
-    "See docs/TRAINING.md.\n";
+    "SIGINT (Ctrl-C) stops at the next batch boundary and writes a checkpoint that --resume\n"
+    "continues exactly; a second SIGINT kills at once. See docs/TRAINING.md.\n";
 
 #define TRAIN_SPEC                                                                                 \
     "model=,layers=,hidden=,heads=,dropout=,attn-dropout=,activation=,fanouts=,batch-size=,"       \
     "epochs=,optimizer=,lr=,weight-decay=,momentum=,normalize-features,eval-every=,"               \
     "eval-fanouts=,eval-chunk=,checkpoint-every=,out=,resume,seed=,threads=,sampler-threads=,"     \
-    "strategy=,mem=,json,"                                                                         \
-    "help"
+    "strategy=,mem=,json,verify,gather-threads=,extractors=,queue-depth=,io-depth=,io-gap=,"       \
+    "chunk-rows=,out-of-order,batches-per-epoch=,eval-max-nodes=,help"
 
 /* Reads an integer flag into an int within [lo, hi]. */
 static int int_flag(const tg_args_t *a, const char *name, int64_t def, int64_t lo, int64_t hi,
@@ -169,13 +191,52 @@ static int parse_train(tg_args_t *a, tg_train_opts_t *o)
     if ((rc = int_flag(a, "threads", 1, 1, 1024, &o->threads)) < 0) return rc;
     if ((rc = int_flag(a, "sampler-threads", o->threads, 0, 256, &o->sampler_threads)) < 0)
         return rc;
-    o->strategy = tg_args_str(a, "strategy", "memory");
-    if (strcmp(o->strategy, "memory") != 0)
-        return tg_err(-EINVAL, "--strategy '%s': expected memory", o->strategy);
+    o->strategy = tg_args_str(a, "strategy", "auto");
+    static const char *const names[] = {"auto", "memory", "mmap", "gnndrive"};
+    int known = 0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        known |= !strcmp(o->strategy, names[i]);
+    if (!known)
+        return tg_err(-EINVAL, "--strategy '%s': expected auto, memory, mmap or gnndrive",
+                      o->strategy);
     if ((rc = tg_args_size(a, "mem", 0, &o->mem_bytes)) < 0) return rc;
+    if (tg_args_str(a, "mem", NULL) && o->mem_bytes == 0)
+        return tg_err(-EINVAL, "--mem must be more than 0 (leave it out for no limit)");
     o->json = tg_args_has(a, "json") ? stdout : NULL;
     o->progress = 1;
+    o->verify = tg_args_has(a, "verify");
+    if ((rc = int_flag(a, "gather-threads", o->threads, 1, 1024, &o->gather_threads)) < 0)
+        return rc;
+    if ((rc = int_flag(a, "extractors", 2, 1, 64, &o->extractors)) < 0) return rc;
+    if ((rc = int_flag(a, "queue-depth", 2, 1, 1024, &o->queue_depth)) < 0) return rc;
+    if ((rc = int_flag(a, "io-depth", 0, 0, 4096, &v)) < 0) return rc;
+    o->io_depth = (unsigned)v;
+    if (tg_args_str(a, "io-gap", NULL)) {
+        uint64_t g;
+        if ((rc = tg_args_size(a, "io-gap", 0, &g)) < 0) return rc;
+        if (g > (1u << 20))
+            return tg_err(-EINVAL, "--io-gap %llu: at most 1M", (unsigned long long)g);
+        o->io_gap = (int64_t)g;
+    } else {
+        o->io_gap = -1;
+    }
+    if ((rc = int_flag(a, "chunk-rows", 0, 0, 1 << 24, &v)) < 0) return rc;
+    o->chunk_rows = (uint32_t)v;
+    o->out_of_order = tg_args_has(a, "out-of-order");
+    if ((rc = tg_args_u64(a, "batches-per-epoch", 0, &o->batches_per_epoch)) < 0) return rc;
+    if ((rc = tg_args_u64(a, "eval-max-nodes", 0, &o->eval_max_nodes)) < 0) return rc;
     return 0;
+}
+
+/* SIGINT asks the run to stop at the next batch boundary (it writes a checkpoint, then returns
+ * -EINTR); the handler then restores the default action, so a second Ctrl-C kills at once. */
+static volatile sig_atomic_t stop_requested;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+    signal(SIGINT, SIG_DFL);
 }
 
 int tg_cmd_train(int argc, char **argv)
@@ -189,7 +250,19 @@ int tg_cmd_train(int argc, char **argv)
     tg_train_opts_t o;
     tg_train_opts_default(&o);
     if (parse_train(&a, &o) < 0) return tg_cli_fail();
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    o.stop = &stop_requested;
     tg_train_result_t res;
-    if (tg_train(&o, &res) < 0) return tg_cli_fail();
+    int rc = tg_train(&o, &res);
+    signal(SIGINT, SIG_DFL);
+    if (rc == -EINTR && res.interrupted) {
+        fprintf(stderr, "tiergnn: %s\n", tg_errmsg());
+        return 130; /* the shell's code for "ended by SIGINT" */
+    }
+    if (rc < 0) return tg_cli_fail();
     return 0;
 }

@@ -2,14 +2,16 @@
  *
  * The engine record is a fixed sequence of little-endian fields (the byte order of every machine
  * tiergnn runs on), closed by a CRC-32, so a truncated or foreign file is refused before the
- * model is read. */
+ * model is read. Version 2 appends the progress inside an epoch (batches done and their loss
+ * sums) so that a run stopped mid-epoch resumes exactly there; version 1 records are still read
+ * (they always end on an epoch boundary). */
 #include "engine-impl.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #define CKPT_MAGIC "TGNNRUN1"
-#define CKPT_VERSION 1u
+#define CKPT_VERSION 2u
 
 typedef struct {
     unsigned char buf[512];
@@ -64,8 +66,10 @@ static double get_f64(rd_t *r)
 }
 
 /* Byte length of the record: magic, version, length, body, CRC. */
-#define CKPT_BODY_BYTES                                                                            \
+#define CKPT_BODY_BYTES_V1                                                                         \
     (8 + 8 + 4 + 4 + 4 * TG_FILE_COUNT + 8 + 8 + 4 + 8 * TG_MAX_LAYERS + 4 + 4 + 8 + 8 + 8 * 4)
+#define CKPT_RECORD_BYTES_V1 (8 + 4 + 4 + CKPT_BODY_BYTES_V1 + 4)
+#define CKPT_BODY_BYTES (CKPT_BODY_BYTES_V1 + 8 * 4)
 #define CKPT_RECORD_BYTES (8 + 4 + 4 + CKPT_BODY_BYTES + 4)
 
 static void encode(rec_t *r, const tg_ckpt_info_t *in)
@@ -93,6 +97,10 @@ static void encode(rec_t *r, const tg_ckpt_info_t *in)
     put_f64(r, in->best_valid_loss);
     put_f64(r, in->test_at_best);
     put_f64(r, in->last_train_loss);
+    put_u64(r, in->epoch_batches);
+    put_f64(r, in->epoch_loss_sum);
+    put_u64(r, in->epoch_correct);
+    put_u64(r, in->epoch_count);
     put_u32(r, tg_crc32(0, r->buf, r->len));
 }
 
@@ -150,14 +158,16 @@ int tg_ckpt_read_record(FILE *f, const char *path, tg_ckpt_info_t *info)
         return tg_err(-EINVAL, "%s: not a tiergnn checkpoint (bad magic)", path);
     rd_t r = {buf, got, 8};
     uint32_t version = get_u32(&r), len = get_u32(&r);
-    if (version != CKPT_VERSION)
-        return tg_err(-EINVAL, "%s: checkpoint format version %u, this tiergnn reads version %u",
+    if (version != 1 && version != CKPT_VERSION)
+        return tg_err(-EINVAL,
+                      "%s: checkpoint format version %u, this tiergnn reads versions 1 and %u",
                       path, version, CKPT_VERSION);
-    if (len != CKPT_RECORD_BYTES || got < len)
+    uint32_t want = version == 1 ? CKPT_RECORD_BYTES_V1 : CKPT_RECORD_BYTES;
+    if (len != want || got < len)
         return tg_err(-EINVAL,
                       "%s: truncated or damaged checkpoint (record of %zu bytes, %u "
                       "expected)",
-                      path, got, CKPT_RECORD_BYTES);
+                      path, got, want);
     uint32_t crc;
     memcpy(&crc, buf + len - 4, 4);
     if (crc != tg_crc32(0, buf, len - 4))
@@ -184,6 +194,12 @@ int tg_ckpt_read_record(FILE *f, const char *path, tg_ckpt_info_t *info)
     info->best_valid_loss = get_f64(&r);
     info->test_at_best = get_f64(&r);
     info->last_train_loss = get_f64(&r);
+    if (version >= 2) {
+        info->epoch_batches = get_u64(&r);
+        info->epoch_loss_sum = get_f64(&r);
+        info->epoch_correct = get_u64(&r);
+        info->epoch_count = get_u64(&r);
+    }
     /* f is left right after the record, where the model record starts. */
     if (fseek(f, (long)len, SEEK_SET) != 0) return tg_err(-EIO, "%s: seek failed", path);
     return 0;

@@ -1,27 +1,139 @@
-/* engine-impl.h - private seams of the engine: the opened dataset resources, checkpoints and
- * the layer-wise forward pass shared by evaluation and inference. */
+/* engine-impl.h - private seams of the engine: the opened dataset resources, the strategy table,
+ * checkpoints and the layer-wise forward pass shared by evaluation and inference. */
 #ifndef TG_ENGINE_IMPL_H
 #define TG_ENGINE_IMPL_H
 
+#include <stdatomic.h>
+
 #include "tiergnn/engine.h"
+#include "tiergnn/io.h"
 #include "tiergnn/store.h"
 
-/* Which feature store a run opens. */
-typedef enum { TG_RUN_STORE_MEMORY = 0, TG_RUN_STORE_FILE = 1 } tg_run_store_t;
+/* ================================================================ strategies
+ *
+ * A strategy decides when and in what order batches are sampled, where each feature row comes
+ * from and what runs concurrently; the model, the sampler's RNG and the loss never depend on it.
+ * It is a small table of function pointers (like tg_store_i), one file each under
+ * engine/strategies/. The engine asks a strategy for two things:
+ *
+ *   open:  the adjacency the samplers read and the feature store of layer-wise passes (full
+ *          neighbourhood evaluation, inference), reserved against the run's budget;
+ *   pass:  one pass over a list of seeds (a training epoch, or a sampled evaluation of a split):
+ *          batch b takes seeds [b * batch_size, ...) and the RNG of (seed, epoch, b), and the
+ *          strategy hands each batch with its feature matrix X to the step callback, on the
+ *          calling thread, in batch-id order unless the pass allows otherwise.
+ *
+ * Adding Ginex, DiskGNN, HierBatching or GIDS is a new file with a tg_strategy_i and a line in
+ * the table of strategies/strategy.c. */
+
+typedef struct tg_run tg_run_t;
+typedef struct tg_strategy tg_strategy_t;
+
+/* Settings a strategy may use; each ignores those that do not concern it. */
+typedef struct tg_strategy_opts {
+    int normalize;        /* L1 row normalisation of features */
+    int threads;          /* compute threads (the trainer's pool) */
+    int sampler_threads;  /* loader threads (>= 0; 0 = sample inline / one sampler) */
+    int gather_threads;   /* mmap: threads that gather one batch's rows (>= 1) */
+    int extractors;       /* gnndrive: extractor threads (>= 1) */
+    int queue_depth;      /* gnndrive: capacity of the training and releasing queues (>= 1) */
+    unsigned io_depth;    /* gnndrive: reads in flight per extractor; 0 = from the device probe */
+    uint32_t chunk_rows;  /* gnndrive: rows per feature-buffer acquire; 0 = automatic */
+    int64_t io_gap;       /* gnndrive: bytes of holes read through to merge rows; < 0 = auto */
+    int out_of_order;     /* gnndrive: training passes may run batches out of order */
+    uint64_t cache_bytes; /* gnndrive without --mem: feature buffer size (0 = automatic) */
+} tg_strategy_opts_t;
+
+void tg_strategy_opts_default(tg_strategy_opts_t *o);
+
+/* The step callback of a pass: the batch and its feature matrix X (num_nodes x dim f32, rows
+ * normalised when asked). Both stay valid until the callback returns. Returns 0 to go on,
+ * TG_PASS_STOP to stop at this batch boundary, or a negative error code with a message. */
+#define TG_PASS_STOP 1
+typedef int (*tg_pass_step_fn)(void *ctx, const tg_batch_t *b, const float *X);
+
+typedef struct tg_pass {
+    const uint64_t *seeds; /* the pass's seed order; outlives the pass */
+    uint64_t num_seeds;
+    uint64_t batch_size; /* >= 1 */
+    uint64_t seed, epoch;
+    uint64_t first_batch; /* batches before it were run earlier (resume): skipped */
+    int num_layers;
+    const int64_t *fanouts;
+    int allow_out_of_order; /* training passes: the strategy may use its out_of_order setting */
+    tg_pass_step_fn step;
+    void *ctx;
+} tg_pass_t;
+
+/* What a pass measured. I/O figures are per pass (the counters are taken at its start). */
+typedef struct tg_pass_stats {
+    uint64_t steps;            /* step callbacks run */
+    uint64_t next_batch;       /* first batch not run: the whole pass when not stopped */
+    int stopped;               /* a callback returned TG_PASS_STOP */
+    double sample_s;           /* summed over sampler threads */
+    double gather_s;           /* summed over gathering / extracting threads */
+    double wait_s;             /* the step thread waiting for its next batch */
+    uint64_t batch_bytes_peak; /* feature matrices of batches in flight at once */
+    int have_io;               /* the fields below are known */
+    uint64_t io_requests, io_read_bytes;
+    int have_io_wait;
+    double io_wait_s;
+    int have_cache; /* the strategy has a feature cache: lookups, hits */
+    uint64_t cache_lookups, cache_hits;
+} tg_pass_stats_t;
+
+typedef struct tg_strategy_i {
+    const char *name;
+    const char *summary; /* one line for --help and logs */
+    /* The least --mem bytes the strategy needs on ds beside the run's own (labels, splits,
+     * seed order): its adjacency, stores and buffers. Describes the items in why. */
+    uint64_t (*min_bytes)(const tg_dataset_t *ds, const tg_strategy_opts_t *o, char *why,
+                          size_t why_len);
+    /* Opens r->adj (raw, before the run wraps it) and r->store, reserving against r->budget, and
+     * the strategy's own state (which may be created lazily at the first pass). */
+    int (*open)(tg_strategy_t **out, tg_run_t *r, const tg_strategy_opts_t *o);
+    /* One pass; see above. On error every thread the pass started is joined and every batch
+     * freed before it returns. */
+    int (*pass)(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st);
+    /* Frees the strategy's state (not r->adj / r->store: the run closes those). NULL is fine. */
+    void (*close)(tg_strategy_t *s);
+} tg_strategy_i;
+
+extern const tg_strategy_i tg_strategy_memory;
+extern const tg_strategy_i tg_strategy_mmap;
+extern const tg_strategy_i tg_strategy_gnndrive;
+
+/* The strategy called name ("auto" is not one: see tg_strategy_choose). */
+int tg_strategy_find(const char *name, const tg_strategy_i **out);
+/* "memory, mmap, gnndrive" */
+const char *tg_strategy_names(void);
+
+/* ---------------------------------------------------------------- the run */
 
 /* Everything a run reads from the dataset, opened once. */
-typedef struct tg_run {
+struct tg_run {
     tg_dataset_t *ds;
-    tg_adj_t *adj;
-    tg_store_t *store;
+    tg_adj_t *adj;        /* the strategy's adjacency, wrapped to count the index bytes read */
+    tg_store_t *store;    /* the strategy's store for layer-wise passes */
     int32_t *labels;      /* (N * label_width) */
     uint32_t label_width; /* 1, or C when multi-label */
     uint64_t *split[3];   /* train, valid, test ids */
     uint64_t split_n[3];
+    uint64_t split_bytes, label_bytes; /* reserved against budget */
     tg_budget_t budget;
     int budget_init;
-    tg_pool_t *pool;
-} tg_run_t;
+    tg_pool_t *pool; /* compute threads */
+    const tg_strategy_i *strat_i;
+    tg_strategy_t *strat;
+    tg_strategy_opts_t sopts;
+    _Atomic uint64_t index_bytes; /* bytes of adjacency entries the samplers asked for */
+    uint32_t row_bytes;           /* one feature row in the file */
+};
+
+/* Which feature store a run opens (tg_run_open, the interface of issue 3): MEMORY = strategy
+ * memory; FILE = adjacency and features on disk (strategy gnndrive, whose layer-wise store
+ * reads rows with pread). */
+typedef enum { TG_RUN_STORE_MEMORY = 0, TG_RUN_STORE_FILE = 1 } tg_run_store_t;
 
 /* TG_FILE_TRAIN/VALID/TEST -> 0/1/2 */
 static inline int tg_split_index(tg_file_id_t f)
@@ -29,16 +141,64 @@ static inline int tg_split_index(tg_file_id_t f)
     return f == TG_FILE_TRAIN ? 0 : f == TG_FILE_VALID ? 1 : 2;
 }
 
-/* Opens the dataset, adjacency (in RAM), labels, splits, the feature store and a thread pool.
- * mem_bytes limits graph + feature data (0 = unlimited). */
+typedef struct tg_run_opts {
+    const char *dataset;
+    const char *strategy; /* a name, or "auto" / NULL: see tg_strategy_choose */
+    tg_strategy_opts_t sopts;
+    uint64_t mem_bytes;   /* the data budget (--mem); 0 = unlimited */
+    uint64_t extra_bytes; /* what the caller will reserve besides (seed order, masks) */
+    int threads;          /* compute threads */
+    int verify;           /* compare every file's CRC-32 with meta.txt before anything else */
+} tg_run_opts_t;
+
+/* Opens the dataset (sizes always checked against meta.txt, checksums with verify), labels and
+ * splits (reserved against the budget), the strategy (its adjacency and store) and the compute
+ * pool. Refuses with the amount needed when mem_bytes cannot hold the minimum working set. */
+int tg_run_open_opts(tg_run_t *r, const tg_run_opts_t *o);
+/* The issue-3 interface: strategy memory or gnndrive (see tg_run_store_t). */
 int tg_run_open(tg_run_t *r, const char *dataset, tg_run_store_t store, int normalize,
                 uint64_t mem_bytes, int threads);
 void tg_run_close(tg_run_t *r);
+
+/* Picks "memory" when its working set plus extra_bytes fits mem_bytes (0: a quarter of the
+ * physical RAM), else "gnndrive"; *why says how it decided. */
+int tg_strategy_choose(const tg_dataset_t *ds, uint64_t mem_bytes, uint64_t extra_bytes,
+                       const tg_strategy_opts_t *o, const tg_strategy_i **out, char *why,
+                       size_t why_len);
 
 /* Labels of nodes[0..n) into y (n * label_width); when mask is given, nodes whose mask byte is 0
  * get -1 (not counted by the loss). */
 void tg_run_labels(const tg_run_t *r, const uint64_t *nodes, size_t n, const uint8_t *mask,
                    int32_t *y);
+
+/* Runs one pass of the run's strategy (see tg_strategy_i.pass). */
+int tg_run_pass(tg_run_t *r, const tg_pass_t *p, tg_pass_stats_t *st);
+
+/* ---------------------------------------------------------------- strategy helpers */
+
+/* Wraps adj so that every read adds n * index_bytes to *counter; the wrapper owns adj. */
+int tg_adj_counting_wrap(tg_adj_t **out, tg_adj_t *adj, size_t index_bytes,
+                         _Atomic uint64_t *counter);
+
+/* Gathers one batch's rows into X for loader-based strategies. */
+typedef int (*tg_gather_fn)(void *ctx, const tg_batch_t *b, float *X);
+
+/* A pass over tg_loader_t: sampler threads sample and gather (gather on the same thread,
+ * prefetch batches ahead per thread), the calling thread runs the steps in batch-id order. */
+int tg_loader_pass(tg_run_t *r, const tg_pass_t *p, int sampler_threads, size_t prefetch,
+                   tg_gather_fn gather, void *gctx, tg_pass_stats_t *st);
+
+/* The process's own I/O as the kernel counts it: bytes read from storage (/proc/self/io
+ * read_bytes), major page faults, and block-I/O delay when delay accounting is on. For strategies
+ * whose reads the io/ layer does not see (page faults of mmap). */
+typedef struct tg_proc_io {
+    uint64_t read_bytes, major_faults;
+    double blkio_s;
+    int have_read_bytes, have_blkio;
+} tg_proc_io_t;
+void tg_proc_io_sample(tg_proc_io_t *s);
+/* st->io_* = what happened between a and b. */
+void tg_proc_io_delta(const tg_proc_io_t *a, const tg_proc_io_t *b, tg_pass_stats_t *st);
 
 /* ---------------------------------------------------------------- checkpoints */
 
@@ -82,8 +242,22 @@ typedef struct tg_split_eval {
     uint64_t count;
 } tg_split_eval_t;
 
-/* Evaluates m on the splits flagged in want[3] (train, valid, test). Full neighbours
- * (layer-wise) unless sampled, then mini-batches with fanouts and the eval RNG stream. */
+/* How to evaluate. */
+typedef struct tg_eval_how {
+    int sampled;            /* mini-batches with fanouts (through the strategy) vs layer-wise */
+    const int64_t *fanouts; /* sampled: per layer */
+    uint64_t batch_size;    /* sampled */
+    uint64_t seed;          /* sampled: the eval RNG stream is derived from it */
+    uint64_t chunk;         /* layer-wise: nodes per chunk (0 = 65536) */
+    const char *tmp_dir;    /* layer-wise: intermediate layers in files there (NULL: RAM) */
+    uint64_t max_nodes;     /* evaluate at most this many nodes per split (0 = all) */
+    tg_pass_stats_t *stats; /* sampled: summed pass figures (may be NULL) */
+} tg_eval_how_t;
+
+/* Evaluates m on the splits flagged in want[3] (train, valid, test). */
+int tg_run_evaluate_how(tg_run_t *r, tg_model_t *m, const int want[3], const tg_eval_how_t *h,
+                        tg_split_eval_t out[3]);
+/* The issue-3 interface: full neighbours (layer-wise, in RAM) unless sampled. */
 int tg_run_evaluate(tg_run_t *r, tg_model_t *m, const int want[3], int sampled,
                     const int64_t *fanouts, uint64_t batch_size, uint64_t seed, uint64_t chunk,
                     tg_split_eval_t out[3]);

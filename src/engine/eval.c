@@ -1,5 +1,6 @@
 /* Evaluation: accuracy and loss of a model on the splits, full-neighbour (layer-wise over all
- * nodes, exact) or sampled (mini-batches with the training fanouts, fixed RNG stream). */
+ * nodes, exact) or sampled (mini-batches with the training fanouts, fixed RNG stream, through the
+ * run's strategy, so that out of core the rows come the way training reads them). */
 #include "engine-impl.h"
 
 #include <stdlib.h>
@@ -72,93 +73,105 @@ static int lw_sink(void *ctx, const uint64_t *ids, size_t n, const float *logits
     return 0;
 }
 
+/* Sampled mode: one pass of the strategy over the split's nodes, in batch order. */
 typedef struct {
-    tg_run_t *r;
-    uint32_t dim;
-} gather_ctx_t;
+    tg_model_t *m;
+    acc_t *a;
+    float *logits;
+    size_t cap;
+} sampled_ctx_t;
 
-static int eval_hook(void *ctx, tg_loader_item_t *it)
+static int sampled_step(void *ctx, const tg_batch_t *b, const float *X)
 {
-    gather_ctx_t *g = ctx;
-    const tg_batch_t *b = &it->batch;
-    float *X = malloc((size_t)b->num_nodes * g->dim * sizeof *X);
-    if (!X) return tg_err(-ENOMEM, "evaluation: out of memory for %u feature rows", b->num_nodes);
-    int rc = tg_store_gather(g->r->store, b->nodes, b->num_nodes, X);
-    if (rc < 0) {
-        free(X);
-        return rc;
+    sampled_ctx_t *c = ctx;
+    const tg_model_config_t *cfg = tg_model_config(c->m);
+    size_t need = (size_t)b->num_seeds * cfg->out_dim;
+    if (need > c->cap) {
+        free(c->logits);
+        c->logits = malloc(need * sizeof *c->logits);
+        c->cap = c->logits ? need : 0;
+        if (!c->logits) return tg_err(-ENOMEM, "evaluation: out of memory for logits");
     }
-    it->payload = X;
-    return 0;
+    int rc = tg_model_predict(c->m, b, X, c->logits, NULL);
+    if (rc >= 0) rc = accumulate(c->a, b->nodes, b->num_seeds, c->logits);
+    return rc < 0 ? rc : 0;
 }
 
-static void eval_hook_free(void *ctx, void *p)
+static void add_stats(tg_pass_stats_t *sum, const tg_pass_stats_t *st)
 {
-    (void)ctx;
-    free(p);
+    sum->steps += st->steps;
+    sum->sample_s += st->sample_s;
+    sum->gather_s += st->gather_s;
+    sum->wait_s += st->wait_s;
+    sum->batch_bytes_peak = TG_MAX(sum->batch_bytes_peak, st->batch_bytes_peak);
+    sum->have_io |= st->have_io;
+    sum->io_requests += st->io_requests;
+    sum->io_read_bytes += st->io_read_bytes;
+    sum->have_io_wait |= st->have_io_wait;
+    sum->io_wait_s += st->io_wait_s;
+    sum->have_cache |= st->have_cache;
+    sum->cache_lookups += st->cache_lookups;
+    sum->cache_hits += st->cache_hits;
 }
 
-static int eval_sampled(tg_run_t *r, tg_model_t *m, int s, const int64_t *fanouts,
-                        uint64_t batch_size, uint64_t seed, acc_t *a)
+static int eval_sampled(tg_run_t *r, tg_model_t *m, int s, const tg_eval_how_t *h,
+                        const uint64_t *nodes, uint64_t n, acc_t *a)
 {
     const tg_model_config_t *cfg = tg_model_config(m);
-    uint64_t n = r->split_n[s];
     if (n == 0) return 0;
-    gather_ctx_t g = {r, r->store->dim};
-    tg_loader_opts_t lo = {.adj = r->adj,
-                           .num_layers = cfg->num_layers,
-                           .fanouts = fanouts,
-                           .seeds = r->split[s],
-                           .num_seeds = n,
-                           .batch_size = batch_size && batch_size < n ? batch_size : n,
-                           .seed = seed,
-                           .epoch = EVAL_EPOCH - (uint64_t)s,
-                           .num_threads = 0,
-                           .hook = eval_hook,
-                           .hook_free = eval_hook_free,
-                           .ctx = &g};
-    tg_loader_t *ld;
-    int rc = tg_loader_start(&ld, &lo);
-    if (rc < 0) return rc;
-    float *logits = NULL;
-    size_t cap = 0;
-    tg_loader_item_t *it;
-    while ((rc = tg_loader_next(ld, &it)) > 0) {
-        size_t need = (size_t)it->batch.num_seeds * cfg->out_dim;
-        if (need > cap) {
-            free(logits);
-            logits = malloc(need * sizeof *logits);
-            cap = logits ? need : 0;
-        }
-        if (!logits)
-            rc = tg_err(-ENOMEM, "evaluation: out of memory for logits");
-        else
-            rc = tg_model_predict(m, &it->batch, it->payload, logits, NULL);
-        if (rc >= 0) rc = accumulate(a, it->batch.nodes, it->batch.num_seeds, logits);
-        tg_loader_item_free(ld, it);
-        if (rc < 0) break;
-    }
-    free(logits);
-    tg_loader_stop(ld);
+    sampled_ctx_t c = {.m = m, .a = a};
+    tg_pass_t p = {.seeds = nodes,
+                   .num_seeds = n,
+                   .batch_size = h->batch_size && h->batch_size < n ? h->batch_size : n,
+                   .seed = h->seed,
+                   .epoch = EVAL_EPOCH - (uint64_t)s,
+                   .num_layers = cfg->num_layers,
+                   .fanouts = h->fanouts,
+                   .step = sampled_step,
+                   .ctx = &c};
+    tg_pass_stats_t st;
+    int rc = tg_run_pass(r, &p, &st);
+    if (h->stats) add_stats(h->stats, &st);
+    free(c.logits);
     return rc;
 }
 
-int tg_run_evaluate(tg_run_t *r, tg_model_t *m, const int want[3], int sampled,
-                    const int64_t *fanouts, uint64_t batch_size, uint64_t seed, uint64_t chunk,
-                    tg_split_eval_t out[3])
+/* The nodes of split s to evaluate: all of them, or a fixed random sample of max_nodes (the
+ * same every time for a seed, in the split's order so that batches stay comparable). */
+static int eval_nodes(const tg_run_t *r, int s, uint64_t max_nodes, uint64_t seed, uint64_t **out,
+                      uint64_t *n)
+{
+    *out = NULL;
+    *n = r->split_n[s];
+    if (!max_nodes || max_nodes >= r->split_n[s]) return 0;
+    uint64_t *ids = malloc(r->split_n[s] * sizeof *ids);
+    if (!ids) return tg_err(-ENOMEM, "evaluation: out of memory for the node sample");
+    memcpy(ids, r->split[s], r->split_n[s] * sizeof *ids);
+    tg_sampler_shuffle_epoch(ids, r->split_n[s], seed, EVAL_EPOCH - 8 - (uint64_t)s);
+    *n = max_nodes;
+    *out = ids;
+    return 0;
+}
+
+int tg_run_evaluate_how(tg_run_t *r, tg_model_t *m, const int want[3], const tg_eval_how_t *h,
+                        tg_split_eval_t out[3])
 {
     const tg_model_config_t *cfg = tg_model_config(m);
     int rc = 0;
     memset(out, 0, 3 * sizeof *out);
-    if (sampled) {
+    uint64_t *sample[3] = {NULL, NULL, NULL}, cnt[3] = {0, 0, 0};
+    for (int s = 0; s < 3 && rc >= 0; s++)
+        if (want[s]) rc = eval_nodes(r, s, h->max_nodes, h->seed, &sample[s], &cnt[s]);
+    if (rc < 0) goto out;
+    if (h->sampled) {
         for (int s = 0; s < 3 && rc >= 0; s++) {
             if (!want[s]) continue;
             acc_t a = {.r = r, .C = cfg->out_dim, .multi = cfg->multi_label};
-            rc = eval_sampled(r, m, s, fanouts, batch_size, seed, &a);
+            rc = eval_sampled(r, m, s, h, sample[s] ? sample[s] : r->split[s], cnt[s], &a);
             finish(&a, &out[s]);
             free(a.y);
         }
-        return rc;
+        goto out;
     }
     lw_ctx_t c;
     memset(&c, 0, sizeof c);
@@ -168,18 +181,26 @@ int tg_run_evaluate(tg_run_t *r, tg_model_t *m, const int want[3], int sampled,
         c.acc[s].C = cfg->out_dim;
         c.acc[s].multi = cfg->multi_label;
         c.bounds[s] = total;
-        total += want[s] ? r->split_n[s] : 0;
+        total += want[s] ? cnt[s] : 0;
     }
     c.bounds[3] = total;
     uint64_t *targets = malloc((total ? total : 1) * sizeof *targets);
-    if (!targets)
-        return tg_err(-ENOMEM, "evaluation: out of memory for %llu target ids",
-                      (unsigned long long)total);
+    if (!targets) {
+        rc = tg_err(-ENOMEM, "evaluation: out of memory for %llu target ids",
+                    (unsigned long long)total);
+        goto out;
+    }
     for (int s = 0; s < 3; s++)
-        if (want[s]) memcpy(targets + c.bounds[s], r->split[s], r->split_n[s] * sizeof *targets);
+        if (want[s])
+            memcpy(targets + c.bounds[s], sample[s] ? sample[s] : r->split[s],
+                   cnt[s] * sizeof *targets);
     if (total) {
-        tg_lw_opts_t lo = {
-            .chunk = chunk, .targets = targets, .num_targets = total, .sink = lw_sink, .ctx = &c};
+        tg_lw_opts_t lo = {.chunk = h->chunk,
+                           .tmp_dir = h->tmp_dir,
+                           .targets = targets,
+                           .num_targets = total,
+                           .sink = lw_sink,
+                           .ctx = &c};
         rc = tg_lw_forward(r, m, &lo);
     }
     for (int s = 0; s < 3; s++) {
@@ -187,5 +208,20 @@ int tg_run_evaluate(tg_run_t *r, tg_model_t *m, const int want[3], int sampled,
         free(c.acc[s].y);
     }
     free(targets);
+out:
+    for (int s = 0; s < 3; s++)
+        free(sample[s]);
     return rc;
+}
+
+int tg_run_evaluate(tg_run_t *r, tg_model_t *m, const int want[3], int sampled,
+                    const int64_t *fanouts, uint64_t batch_size, uint64_t seed, uint64_t chunk,
+                    tg_split_eval_t out[3])
+{
+    tg_eval_how_t h = {.sampled = sampled,
+                       .fanouts = fanouts,
+                       .batch_size = batch_size,
+                       .seed = seed,
+                       .chunk = chunk};
+    return tg_run_evaluate_how(r, m, want, &h, out);
 }

@@ -5,10 +5,11 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Opens RUNDIR's checkpoint, the dataset it must belong to, and the model. */
-static int open_saved(const char *dataset, const char *rundir, int which_last, tg_run_store_t store,
-                      int threads, tg_run_t *r, tg_model_t **m, tg_ckpt_info_t *info, char *path,
-                      size_t path_len)
+/* Opens RUNDIR's checkpoint, the dataset it must belong to (through `strategy`, "auto" picking
+ * memory when graph and features fit mem_bytes), and the model. */
+static int open_saved(const char *dataset, const char *rundir, int which_last, const char *strategy,
+                      uint64_t mem_bytes, int threads, tg_run_t *r, tg_model_t **m,
+                      tg_ckpt_info_t *info, char *path, size_t path_len)
 {
     snprintf(path, path_len, "%s/%s", rundir, which_last ? TG_CKPT_NAME : TG_CKPT_BEST_NAME);
     if (access(path, F_OK) != 0) {
@@ -21,7 +22,18 @@ static int open_saved(const char *dataset, const char *rundir, int which_last, t
     }
     int rc = tg_ckpt_read_info(path, info);
     if (rc < 0) return rc;
-    if ((rc = tg_run_open(r, dataset, store, info->normalize_features, 0, threads)) < 0) return rc;
+    tg_run_opts_t ro;
+    memset(&ro, 0, sizeof ro);
+    ro.dataset = dataset;
+    ro.strategy = strategy;
+    tg_strategy_opts_default(&ro.sopts);
+    ro.sopts.normalize = info->normalize_features;
+    ro.sopts.threads = threads;
+    ro.sopts.sampler_threads = threads;
+    ro.sopts.gather_threads = threads;
+    ro.mem_bytes = mem_bytes;
+    ro.threads = threads;
+    if ((rc = tg_run_open_opts(r, &ro)) < 0) return rc;
     if ((rc = tg_ckpt_check_dataset(info, r->ds, path)) < 0) goto err;
     if ((rc = tg_ckpt_load_model(path, info, m)) < 0) goto err;
     tg_model_set_pool(*m, r->pool);
@@ -42,14 +54,26 @@ int tg_eval(const char *dataset, const char *rundir, tg_file_id_t split, const t
     tg_ckpt_info_t info;
     char path[4096];
     int threads = o && o->threads > 0 ? o->threads : 1;
-    int rc = open_saved(dataset, rundir, o ? o->which_last : 0, TG_RUN_STORE_MEMORY, threads, &r,
-                        &m, &info, path, sizeof path);
+    int rc = open_saved(dataset, rundir, o ? o->which_last : 0, o ? o->strategy : NULL,
+                        o ? o->mem_bytes : 0, threads, &r, &m, &info, path, sizeof path);
     if (rc < 0) return rc;
     int want[3] = {0, 0, 0};
     want[tg_split_index(split)] = 1;
     tg_split_eval_t ev[3];
-    rc = tg_run_evaluate(&r, m, want, info.eval_sampled, info.fanouts, info.batch_size, info.seed,
-                         o ? o->eval_chunk : 0, ev);
+    /* Out of core, layer-wise intermediate layers go to a private folder in RUNDIR. */
+    char tmp_dir[4200];
+    int use_tmp = r.strat_i != &tg_strategy_memory && !info.eval_sampled;
+    snprintf(tmp_dir, sizeof tmp_dir, "%s/eval-tmp-%d", rundir, (int)getpid());
+    if (use_tmp && (rc = tg_mkdir_p(tmp_dir)) < 0) goto done;
+    tg_eval_how_t h = {.sampled = info.eval_sampled,
+                       .fanouts = info.fanouts,
+                       .batch_size = info.batch_size,
+                       .seed = info.seed,
+                       .chunk = o ? o->eval_chunk : 0,
+                       .tmp_dir = use_tmp ? tmp_dir : NULL,
+                       .max_nodes = o ? o->max_nodes : 0};
+    rc = tg_run_evaluate_how(&r, m, want, &h, ev);
+    if (use_tmp) tg_rmtree(tmp_dir);
     if (rc >= 0) {
         const tg_split_eval_t *e = &ev[tg_split_index(split)];
         res->acc = e->acc;
@@ -57,6 +81,7 @@ int tg_eval(const char *dataset, const char *rundir, tg_file_id_t split, const t
         res->count = e->count;
         res->epoch = info.best_epoch && !(o && o->which_last) ? info.best_epoch : info.epochs_done;
     }
+done:
     tg_model_destroy(m);
     tg_run_close(&r);
     return rc;
@@ -124,21 +149,28 @@ int tg_infer(const char *dataset, const char *rundir, const char *out_path,
     char ckpath[4096];
     snprintf(ckpath, sizeof ckpath, "%s/%s", rundir,
              o->which_last ? TG_CKPT_NAME : TG_CKPT_BEST_NAME);
-    /* Features go to RAM only when they fit in the memory allowed; otherwise each row is read
-     * from the feature file when a chunk needs it. */
-    tg_dataset_t *probe;
-    int rc = tg_dataset_open(&probe, dataset, 0);
-    if (rc < 0) return rc;
-    uint64_t feat_bytes = probe->meta.num_nodes * probe->meta.feat_dim * sizeof(float);
-    tg_dataset_close(probe);
-    uint64_t mem = o->mem_bytes ? o->mem_bytes : tg_phys_mem_bytes() / 4;
-    tg_run_store_t store = feat_bytes <= mem ? TG_RUN_STORE_MEMORY : TG_RUN_STORE_FILE;
-
+    /* Graph and features go to RAM only when they fit in the memory allowed (strategy auto);
+     * otherwise indices are read from disk and each row from the feature file when a chunk
+     * needs it. Without --mem the limit for that choice is a quarter of the RAM, but nothing
+     * is then accounted. */
+    int rc;
     tg_run_t r;
     tg_model_t *m = NULL;
     int threads = o->threads > 0 ? o->threads : 1;
-    if ((rc = open_saved(dataset, rundir, o->which_last, store, threads, &r, &m, &info, ckpath,
-                         sizeof ckpath)) < 0)
+    const char *strategy = o->strategy && *o->strategy ? o->strategy : "auto";
+    if (!o->mem_bytes && !strcmp(strategy, "auto")) {
+        tg_dataset_t *probe;
+        if ((rc = tg_dataset_open(&probe, dataset, 0)) < 0) return rc;
+        tg_strategy_opts_t so;
+        tg_strategy_opts_default(&so);
+        const tg_strategy_i *si;
+        char why[256];
+        tg_strategy_choose(probe, 0, 0, &so, &si, why, sizeof why);
+        tg_dataset_close(probe);
+        strategy = si->name;
+    }
+    if ((rc = open_saved(dataset, rundir, o->which_last, strategy, o->mem_bytes, threads, &r, &m,
+                         &info, ckpath, sizeof ckpath)) < 0)
         return rc;
     const tg_model_config_t *cfg = tg_model_config(m);
     infer_ctx_t c;

@@ -98,7 +98,9 @@ static int mat_read(const mat_t *x, const uint64_t *ids, size_t n, float *out)
     return 0;
 }
 
-/* In-degree without self edges of every node (for the GCN correction). */
+/* In-degree without self edges of every node (for the GCN correction). The positions of many
+ * consecutive nodes go into one tg_adj_read (up to `cap`), so that a disk-resident adjacency
+ * reads indices.bin in long sequential runs instead of one small read per node. */
 static int true_degrees(tg_adj_t *adj, uint32_t **out)
 {
     uint64_t n = adj->num_nodes;
@@ -110,17 +112,34 @@ static int true_degrees(tg_adj_t *adj, uint32_t **out)
         rc = tg_err(-ENOMEM, "layer-wise forward: out of memory for node degrees");
         goto out;
     }
-    for (uint64_t v = 0; v < n; v++) {
-        uint64_t beg = adj->indptr[v], end = adj->indptr[v + 1], c = 0;
-        for (uint64_t p = beg; p < end; p += cap) {
-            uint64_t k = TG_MIN(cap, end - p);
-            for (uint64_t i = 0; i < k; i++)
-                pos[i] = p + i;
-            if ((rc = tg_adj_read(adj, pos, (size_t)k, nbr)) < 0) goto out;
-            for (uint64_t i = 0; i < k; i++)
-                c += nbr[i] != v;
+    for (uint64_t v = 0; v < n; v++)
+        deg[v] = 0;
+    /* (v, p): the next position to read is p of node v */
+    uint64_t v = 0, p = n ? adj->indptr[0] : 0;
+    while (v < n) {
+        uint64_t k = 0, v_first = v;
+        uint64_t p_first = p;
+        /* fill pos with positions of v, v+1, ... (a long list may be split across calls) */
+        while (v < n && k < cap) {
+            uint64_t end = adj->indptr[v + 1];
+            while (p < end && k < cap)
+                pos[k++] = p++;
+            if (p == end) {
+                v++;
+                if (v < n) p = adj->indptr[v];
+            }
         }
-        deg[v] = (uint32_t)TG_MIN(c, (uint64_t)UINT32_MAX);
+        if (k && (rc = tg_adj_read(adj, pos, (size_t)k, nbr)) < 0) goto out;
+        /* walk the same positions again to credit each entry to its node */
+        uint64_t u = v_first, q = p_first;
+        for (uint64_t i = 0; i < k; i++) {
+            while (q == adj->indptr[u + 1]) {
+                u++;
+                q = adj->indptr[u];
+            }
+            if (nbr[i] != u && deg[u] < UINT32_MAX) deg[u]++;
+            q++;
+        }
     }
 out:
     free(pos);

@@ -1,55 +1,124 @@
-/* Opening the resources a run reads: dataset, adjacency, labels, splits, feature store, pool. */
+/* Opening the resources a run reads: dataset, labels, splits, the strategy's adjacency and
+ * feature store, the compute pool; all graph and feature data reserved against one budget. */
 #include "engine-impl.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-int tg_run_open(tg_run_t *r, const char *dataset, tg_run_store_t store, int normalize,
-                uint64_t mem_bytes, int threads)
+/* Bytes of labels and splits as the run holds them (labels i32, split ids widened to u64). */
+static uint64_t common_bytes(const tg_meta_t *m, uint64_t *labels, uint64_t *splits)
+{
+    *labels = m->num_nodes * (m->multi_label ? m->num_classes : 1) * sizeof(int32_t);
+    *splits = (m->num_train + m->num_valid + m->num_test) * sizeof(uint64_t);
+    return *labels + *splits;
+}
+
+int tg_run_open_opts(tg_run_t *r, const tg_run_opts_t *o)
 {
     memset(r, 0, sizeof *r);
-    int rc = tg_dataset_open(&r->ds, dataset, TG_OPEN_CHECK_SIZES);
-    if (rc < 0) return rc;
+    atomic_init(&r->index_bytes, 0);
+    unsigned flags = TG_OPEN_CHECK_SIZES | (o->verify ? TG_OPEN_CHECK_CHECKSUMS : 0);
+    int rc = tg_dataset_open(&r->ds, o->dataset, flags);
+    if (rc < 0) {
+        if (o->verify) tg_err_prefix(rc, "--verify");
+        return rc;
+    }
     const tg_meta_t *m = &r->ds->meta;
     if (m->num_nodes == 0 || m->num_nodes > UINT32_MAX) {
-        rc = tg_err(-EINVAL, "%s: %llu nodes; training needs 1..%u nodes", dataset,
+        rc = tg_err(-EINVAL, "%s: %llu nodes; training needs 1..%u nodes", o->dataset,
                     (unsigned long long)m->num_nodes, UINT32_MAX);
         goto err;
     }
     if (m->num_classes == 0) {
-        rc = tg_err(-EINVAL, "%s: the dataset has no classes (num_classes = 0)", dataset);
+        rc = tg_err(-EINVAL, "%s: the dataset has no classes (num_classes = 0)", o->dataset);
         goto err;
     }
-    tg_budget_init(&r->budget, mem_bytes);
+    r->sopts = o->sopts;
+    if (r->sopts.threads < 1) r->sopts.threads = o->threads > 0 ? o->threads : 1;
+    if (r->sopts.gather_threads < 1) r->sopts.gather_threads = r->sopts.threads;
+    if (r->sopts.extractors < 1) r->sopts.extractors = 2;
+    if (r->sopts.queue_depth < 1) r->sopts.queue_depth = 2;
+    if (r->sopts.sampler_threads < 0) r->sopts.sampler_threads = r->sopts.threads;
+
+    uint64_t lb, sb, common = common_bytes(m, &lb, &sb) + o->extra_bytes;
+    char why[512];
+    if (!o->strategy || !*o->strategy || !strcmp(o->strategy, "auto")) {
+        if ((rc = tg_strategy_choose(r->ds, o->mem_bytes, common, &r->sopts, &r->strat_i, why,
+                                     sizeof why)) < 0)
+            goto err;
+        tg_log_info("strategy %s: %s", r->strat_i->name, why);
+    } else if ((rc = tg_strategy_find(o->strategy, &r->strat_i)) < 0) {
+        goto err;
+    }
+    /* The minimum working set, checked before anything large is loaded. */
+    uint64_t need = r->strat_i->min_bytes(r->ds, &r->sopts, why, sizeof why) + common;
+    if (o->mem_bytes && need > o->mem_bytes) {
+        char a[32], b[32], c[32], d[32];
+        rc = tg_err(-ENOMEM,
+                    "--mem %s is too small for strategy %s on %s: its minimum working set is %s "
+                    "(labels and splits %s, seed order and masks %s, %s); give --mem %lluM or "
+                    "more",
+                    tg_fmt_bytes(o->mem_bytes, a, sizeof a), r->strat_i->name, o->dataset,
+                    tg_fmt_bytes(need, b, sizeof b), tg_fmt_bytes(lb + sb, c, sizeof c),
+                    tg_fmt_bytes(o->extra_bytes, d, sizeof d), why,
+                    (unsigned long long)((need + (1 << 20) - 1) >> 20));
+        goto err;
+    }
+    tg_budget_init(&r->budget, o->mem_bytes);
     r->budget_init = 1;
-    /* The adjacency in RAM is part of the data budget: indptr (N+1) and indices (E), as u64. */
-    uint64_t adj_bytes = (m->num_nodes + 1 + m->num_edges) * sizeof(uint64_t);
-    if ((rc = tg_budget_reserve(&r->budget, adj_bytes, "in-memory adjacency")) < 0) goto err;
-    if ((rc = tg_adj_memory_open(&r->adj, r->ds)) < 0) goto err;
+    if ((rc = tg_budget_reserve(&r->budget, lb, "labels")) < 0) goto err;
+    r->label_bytes = lb;
     if ((rc = tg_dataset_load_labels(r->ds, &r->labels)) < 0) goto err;
     r->label_width = m->multi_label ? m->num_classes : 1;
+    if ((rc = tg_budget_reserve(&r->budget, sb, "split ids")) < 0) goto err;
+    r->split_bytes = sb;
     static const tg_file_id_t ids[3] = {TG_FILE_TRAIN, TG_FILE_VALID, TG_FILE_TEST};
     for (int s = 0; s < 3; s++)
         if ((rc = tg_dataset_load_split(r->ds, ids[s], &r->split[s], &r->split_n[s])) < 0) goto err;
-    tg_store_opts_t so = {.normalize = normalize, .budget = &r->budget};
-    rc = store == TG_RUN_STORE_MEMORY ? tg_store_memory_open(&r->store, r->ds, &so)
-                                      : tg_store_file_open(&r->store, r->ds, &so);
-    if (rc < 0) goto err;
-    if ((rc = tg_pool_create(&r->pool, threads)) < 0) goto err;
+    r->row_bytes = (uint32_t)(m->feat_dim * tg_feat_dtype_size(m->feat_dtype));
+    tg_adj_t *raw = NULL;
+    if ((rc = r->strat_i->open(&r->strat, r, &r->sopts)) < 0) goto err;
+    /* Every strategy's samplers read through this wrapper: the index bytes they use. */
+    raw = r->adj;
+    r->adj = NULL;
+    if ((rc = tg_adj_counting_wrap(&r->adj, raw, tg_index_dtype_size(m->index_dtype),
+                                   &r->index_bytes)) < 0)
+        goto err;
+    if ((rc = tg_pool_create(&r->pool, o->threads > 0 ? o->threads : 1)) < 0) goto err;
     return 0;
 err:
     tg_run_close(r);
     return rc;
 }
 
+int tg_run_open(tg_run_t *r, const char *dataset, tg_run_store_t store, int normalize,
+                uint64_t mem_bytes, int threads)
+{
+    tg_run_opts_t o;
+    memset(&o, 0, sizeof o);
+    o.dataset = dataset;
+    o.strategy = store == TG_RUN_STORE_MEMORY ? "memory" : "gnndrive";
+    tg_strategy_opts_default(&o.sopts);
+    o.sopts.normalize = normalize;
+    o.sopts.threads = threads;
+    o.sopts.sampler_threads = threads;
+    o.sopts.io_depth = 16; /* no device probe for the layer-wise store's runs */
+    o.sopts.io_gap = 0;
+    o.mem_bytes = mem_bytes;
+    o.threads = threads;
+    return tg_run_open_opts(r, &o);
+}
+
 void tg_run_close(tg_run_t *r)
 {
     tg_pool_destroy(r->pool);
+    /* The adjacency and store first: a strategy may own what they count into. */
     tg_store_release(r->store);
+    tg_adj_destroy(r->adj);
+    if (r->strat_i) r->strat_i->close(r->strat);
     for (int s = 0; s < 3; s++)
         free(r->split[s]);
     free(r->labels);
-    tg_adj_destroy(r->adj);
     if (r->budget_init) tg_budget_destroy(&r->budget);
     tg_dataset_close(r->ds);
     memset(r, 0, sizeof *r);

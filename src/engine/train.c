@@ -1,4 +1,6 @@
-/* The training run: epoch loop, evaluation, checkpoints, JSON lines (see tiergnn/engine.h). */
+/* The training run: epoch loop over the strategy's passes, evaluation, checkpoints (also when a
+ * stop request arrives mid-epoch), JSON lines with the per-epoch I/O figures (see
+ * tiergnn/engine.h). */
 #include "engine-impl.h"
 
 #include <math.h>
@@ -10,7 +12,7 @@
 void tg_train_opts_default(tg_train_opts_t *o)
 {
     memset(o, 0, sizeof *o);
-    o->strategy = "memory";
+    o->strategy = "auto";
     tg_model_config_default(&o->model);
     o->model.num_layers = 2;
     o->model.hidden = 256;
@@ -26,73 +28,7 @@ void tg_train_opts_default(tg_train_opts_t *o)
     o->threads = 1;
     o->sampler_threads = -1;
     o->seed = 0;
-}
-
-/* The strategies this engine knows. Each one decides where batches' rows come from and what
- * runs concurrently; "memory" keeps graph and features in RAM and samples + gathers on
- * sampler threads ahead of the trainer. The out-of-core strategies join this table. */
-typedef struct {
-    const char *name;
-    tg_run_store_t store;
-} strategy_t;
-
-static const strategy_t strategies[] = {{"memory", TG_RUN_STORE_MEMORY}};
-
-static int find_strategy(const char *name, const strategy_t **out)
-{
-    for (size_t i = 0; i < sizeof strategies / sizeof strategies[0]; i++)
-        if (!strcmp(name, strategies[i].name)) {
-            *out = &strategies[i];
-            return 0;
-        }
-    return tg_err(-EINVAL, "unknown strategy '%s', expected: memory", name);
-}
-
-/* ---------------------------------------------------------------- the gather hook */
-
-typedef struct {
-    tg_run_t *r;
-    const uint8_t *train_mask; /* whole-graph mode: which seeds carry a label */
-} hook_ctx_t;
-
-typedef struct {
-    float *X;   /* (num_nodes, D) */
-    int32_t *y; /* (num_seeds * label_width) */
-} payload_t;
-
-static void payload_free(void *ctx, void *p)
-{
-    (void)ctx;
-    payload_t *pl = p;
-    if (pl) {
-        free(pl->X);
-        free(pl->y);
-        free(pl);
-    }
-}
-
-/* Runs on the sampler thread right after sampling: GATHER happens ahead of the trainer. */
-static int gather_hook(void *ctx, tg_loader_item_t *it)
-{
-    hook_ctx_t *h = ctx;
-    const tg_batch_t *b = &it->batch;
-    payload_t *pl = calloc(1, sizeof *pl);
-    if (pl) {
-        pl->X = malloc((size_t)b->num_nodes * h->r->store->dim * sizeof *pl->X);
-        pl->y = malloc((size_t)b->num_seeds * h->r->label_width * sizeof *pl->y);
-    }
-    if (!pl || !pl->X || !pl->y) {
-        payload_free(NULL, pl);
-        return tg_err(-ENOMEM, "out of memory for the features of %u nodes", b->num_nodes);
-    }
-    int rc = tg_store_gather(h->r->store, b->nodes, b->num_nodes, pl->X);
-    if (rc < 0) {
-        payload_free(NULL, pl);
-        return rc;
-    }
-    tg_run_labels(h->r, b->nodes, b->num_seeds, h->train_mask, pl->y);
-    it->payload = pl;
-    return 0;
+    o->io_gap = -1;
 }
 
 /* ---------------------------------------------------------------- helpers */
@@ -107,6 +43,15 @@ static int check_opts(const tg_train_opts_t *o, const tg_meta_t *meta)
     if (o->sampler_threads < -1 || o->sampler_threads > 256)
         return tg_err(-EINVAL, "--sampler-threads %d out of range, expected 0..256",
                       o->sampler_threads);
+    if (o->gather_threads < 0 || o->gather_threads > 1024)
+        return tg_err(-EINVAL, "--gather-threads %d out of range, expected 1..1024",
+                      o->gather_threads);
+    if (o->extractors < 0 || o->extractors > 64)
+        return tg_err(-EINVAL, "--extractors %d out of range, expected 1..64", o->extractors);
+    if (o->queue_depth < 0 || o->queue_depth > 1024)
+        return tg_err(-EINVAL, "--queue-depth %d out of range, expected 1..1024", o->queue_depth);
+    if (o->io_depth > 4096)
+        return tg_err(-EINVAL, "--io-depth %u out of range, expected 1..4096", o->io_depth);
     if (o->model.num_layers < 1 || o->model.num_layers > TG_MAX_LAYERS)
         return tg_err(-EINVAL, "--layers %d out of range, expected 1..%d", o->model.num_layers,
                       TG_MAX_LAYERS);
@@ -188,7 +133,7 @@ static int resume_from(const char *path, const tg_dataset_t *ds, const tg_ckpt_i
 }
 
 static void emit_final(const tg_train_opts_t *o, const tg_train_result_t *res, const tg_model_t *m,
-                       const tg_run_t *r, const char *rundir)
+                       const tg_run_t *r, const char *rundir, uint64_t batch_bytes_peak)
 {
     tg_json_t j;
     tg_json_begin(&j);
@@ -201,11 +146,13 @@ static void emit_final(const tg_train_opts_t *o, const tg_train_result_t *res, c
     tg_json_num(&j, "train_time_s", res->train_time_s);
     tg_json_num(&j, "final_train_loss", res->last_train_loss);
     tg_json_str(&j, "model", tg_model_type_name(tg_model_config(m)->type));
-    tg_json_str(&j, "strategy", o->strategy);
+    tg_json_str(&j, "strategy", r->strat_i->name);
     tg_json_uint(&j, "seed", o->seed);
     tg_json_uint(&j, "param_count", tg_model_param_count(m));
     tg_json_uint(&j, "model_bytes", tg_model_param_bytes(m));
     tg_json_uint(&j, "activation_bytes", tg_model_act_bytes(m));
+    tg_json_uint(&j, "batch_bytes_peak", batch_bytes_peak);
+    tg_json_uint(&j, "mem_bytes", o->mem_bytes);
     tg_json_uint(&j, "data_bytes_peak", r->budget.peak);
     char *text = NULL;
     tg_json_end(&j, o->json, &text);
@@ -225,22 +172,60 @@ static void emit_final(const tg_train_opts_t *o, const tg_train_result_t *res, c
     }
 }
 
-/* ---------------------------------------------------------------- the run */
+/* ---------------------------------------------------------------- the training step */
 
 typedef struct {
-    double time_s, sample_s, gather_s, compute_s, wait_s;
-    double loss_sum;
-    uint64_t correct, count, batches;
-} epoch_stats_t;
+    tg_run_t *r;
+    tg_model_t *m;
+    const uint8_t *train_mask; /* whole-graph mode: which seeds carry a label */
+    volatile sig_atomic_t *stop;
+    int32_t *y;
+    size_t y_cap;
+    /* the epoch so far */
+    double compute_s, loss_sum;
+    uint64_t correct, count, batches, feature_bytes;
+    uint64_t last_batch; /* id of the last batch trained */
+    int show_bar;
+    tg_progress_t *prog;
+} step_ctx_t;
+
+static int train_step(void *ctx, const tg_batch_t *b, const float *X)
+{
+    step_ctx_t *c = ctx;
+    size_t need = (size_t)b->num_seeds * c->r->label_width;
+    if (need > c->y_cap) {
+        free(c->y);
+        c->y = malloc(need * sizeof *c->y);
+        c->y_cap = c->y ? need : 0;
+        if (!c->y) return tg_err(-ENOMEM, "out of memory for the labels of %u seeds", b->num_seeds);
+    }
+    tg_run_labels(c->r, b->nodes, b->num_seeds, c->train_mask, c->y);
+    tg_step_stats_t st;
+    double t0 = tg_now();
+    int rc = tg_model_train_step(c->m, b, X, c->y, &st);
+    c->compute_s += tg_now() - t0;
+    c->last_batch = b->id;
+    if (rc < 0) return rc;
+    c->loss_sum += st.loss * (double)st.count;
+    c->correct += st.correct;
+    c->count += st.count;
+    c->batches++;
+    c->feature_bytes += (uint64_t)b->num_nodes * c->r->row_bytes;
+    if (c->show_bar) {
+        char sfx[64];
+        snprintf(sfx, sizeof sfx, "loss %.4f", c->count ? c->loss_sum / (double)c->count : 0.0);
+        tg_progress_update(c->prog, c->batches, sfx);
+    }
+    return c->stop && *c->stop ? TG_PASS_STOP : 0;
+}
+
+/* ---------------------------------------------------------------- the run */
 
 int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
 {
     tg_train_opts_t o = *opts;
     memset(res, 0, sizeof *res);
     int rc;
-    const strategy_t *strat;
-    if ((rc = find_strategy(o.strategy ? o.strategy : "memory", &strat)) < 0) return rc;
-    o.strategy = strat->name;
     if (o.model.type == TG_MODEL_MLP) /* edges are ignored: do not sample them */
         for (int l = 0; l < o.model.num_layers; l++)
             o.fanouts[l] = 0;
@@ -249,19 +234,23 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
     tg_model_t *m = NULL;
     uint8_t *train_mask = NULL;
     uint64_t *order = NULL;
-    tg_loader_t *ld = NULL;
+    uint64_t order_bytes = 0, mask_bytes = 0;
     tg_dataset_t *probe = NULL;
     char *best_blob = NULL; /* the best model's checkpoint bytes, not yet on disk if best_dirty */
     size_t best_len = 0;
     int best_dirty = 0;
     uint64_t ckpt_epoch = 0; /* epochs done in the checkpoint on disk */
+    uint64_t batch_bytes_peak = 0;
     char ckpt_path[4096], best_path[4096];
+    step_ctx_t sc;
     memset(&r, 0, sizeof r);
+    memset(&sc, 0, sizeof sc);
 
     /* Cheap checks before the expensive loads. */
     if (!o.dataset || !*o.dataset) return tg_err(-EINVAL, "a dataset directory is required");
     if ((rc = tg_dataset_open(&probe, o.dataset, 0)) < 0) return rc;
     rc = check_opts(&o, &probe->meta);
+    uint64_t ntrain0 = probe->meta.num_train, N0 = probe->meta.num_nodes;
     tg_dataset_close(probe);
     if (rc < 0) return rc;
     if ((rc = tg_mkdir_p(o.out_dir)) < 0) return rc;
@@ -273,9 +262,31 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
                       "choose another --out",
                       o.out_dir, TG_CKPT_NAME);
 
-    if ((rc = tg_run_open(&r, o.dataset, strat->store, o.normalize_features, o.mem_bytes,
-                          o.threads)) < 0)
-        goto out;
+    int whole = whole_graph_mode(&o, ntrain0);
+    order_bytes = (whole ? N0 : ntrain0) * sizeof *order;
+    mask_bytes = whole ? N0 : 0;
+    int sampler_threads = o.sampler_threads < 0 ? o.threads : o.sampler_threads;
+    tg_run_opts_t ro;
+    memset(&ro, 0, sizeof ro);
+    ro.dataset = o.dataset;
+    ro.strategy = o.strategy;
+    tg_strategy_opts_default(&ro.sopts);
+    ro.sopts.normalize = o.normalize_features;
+    ro.sopts.threads = o.threads;
+    ro.sopts.sampler_threads = sampler_threads;
+    ro.sopts.gather_threads = o.gather_threads ? o.gather_threads : o.threads;
+    if (o.extractors) ro.sopts.extractors = o.extractors;
+    if (o.queue_depth) ro.sopts.queue_depth = o.queue_depth;
+    ro.sopts.io_depth = o.io_depth;
+    ro.sopts.chunk_rows = o.chunk_rows;
+    ro.sopts.io_gap = o.io_gap;
+    ro.sopts.out_of_order = o.out_of_order;
+    ro.mem_bytes = o.mem_bytes;
+    ro.extra_bytes = order_bytes + mask_bytes;
+    ro.threads = o.threads;
+    ro.verify = o.verify;
+    if ((rc = tg_run_open_opts(&r, &ro)) < 0) goto out;
+    res->strategy = r.strat_i->name;
     const tg_meta_t *meta = &r.ds->meta;
     o.model.in_dim = meta->feat_dim;
     o.model.out_dim = meta->num_classes;
@@ -303,16 +314,23 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
         if ((rc = resume_from(ckpt_path, r.ds, &ck, m, &got)) < 0) goto out;
         ck = got;
         ckpt_epoch = ck.epochs_done;
-        tg_log_info("resuming %s after epoch %llu", o.out_dir, (unsigned long long)ck.epochs_done);
+        if (ck.epoch_batches)
+            tg_log_info("resuming %s in epoch %llu after its first %llu batch(es)", o.out_dir,
+                        (unsigned long long)ck.epochs_done + 1,
+                        (unsigned long long)ck.epoch_batches);
+        else
+            tg_log_info("resuming %s after epoch %llu", o.out_dir,
+                        (unsigned long long)ck.epochs_done);
     } else if ((rc = tg_ckpt_write(ckpt_path, &ck, m)) < 0) {
         /* the state before the first epoch: a run that fails at once still has a checkpoint */
         goto out;
     }
 
     uint64_t ntrain = r.split_n[0], N = meta->num_nodes;
-    int whole = whole_graph_mode(&o, ntrain);
     uint64_t nseeds = whole ? N : ntrain;
     uint64_t bsz = o.batch_size && o.batch_size < ntrain ? o.batch_size : nseeds;
+    /* The seed order and the mask are data the run holds: they count against --mem. */
+    if ((rc = tg_budget_reserve(&r.budget, order_bytes + mask_bytes, "seed order")) < 0) goto out;
     order = malloc(nseeds * sizeof *order);
     if (!order) {
         rc = tg_err(-ENOMEM, "out of memory for the seed order");
@@ -327,19 +345,36 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
         for (uint64_t i = 0; i < ntrain; i++)
             train_mask[r.split[0][i]] = 1;
     }
-    int sampler_threads = o.sampler_threads < 0 ? o.threads : o.sampler_threads;
-    hook_ctx_t hctx = {&r, train_mask};
-    tg_log_info("training %s on %s: %llu training nodes, %s, %llu batch(es) per epoch, "
-                "%d thread(s) + %d sampler thread(s)",
-                tg_model_type_name(o.model.type), o.dataset, (unsigned long long)ntrain,
-                whole ? "whole graph per step" : "sampled blocks",
-                (unsigned long long)((nseeds + bsz - 1) / bsz), o.threads, sampler_threads);
+    uint64_t all_batches = (nseeds + bsz - 1) / bsz;
+    uint64_t epoch_batches =
+        o.batches_per_epoch ? TG_MIN(o.batches_per_epoch, all_batches) : all_batches;
+    uint64_t pass_seeds = TG_MIN(nseeds, epoch_batches * bsz);
+    if (ck.epoch_batches > epoch_batches) {
+        rc = tg_err(-EINVAL,
+                    "cannot resume from %s: it stopped after %llu batches of epoch %llu, but "
+                    "this run trains only %llu batches per epoch",
+                    ckpt_path, (unsigned long long)ck.epoch_batches,
+                    (unsigned long long)ck.epochs_done + 1, (unsigned long long)epoch_batches);
+        goto out;
+    }
+    sc.r = &r;
+    sc.m = m;
+    sc.train_mask = train_mask;
+    sc.stop = o.stop;
+    char mb[32];
+    tg_log_info("training %s on %s with strategy %s: %llu training nodes, %s, %llu batch(es) per "
+                "epoch%s, %d thread(s) + %d sampler thread(s), --mem %s",
+                tg_model_type_name(o.model.type), o.dataset, r.strat_i->name,
+                (unsigned long long)ntrain, whole ? "whole graph per step" : "sampled blocks",
+                (unsigned long long)epoch_batches,
+                epoch_batches < all_batches ? " (limited by --batches-per-epoch)" : "", o.threads,
+                sampler_threads, o.mem_bytes ? tg_fmt_bytes(o.mem_bytes, mb, sizeof mb) : "none");
+    /* Layer-wise evaluation out of core keeps its intermediate layers in files. */
+    const char *lw_tmp = r.strat_i == &tg_strategy_memory ? NULL : o.out_dir;
 
     double t_run = tg_now();
     int show_bar = o.progress && isatty(STDERR_FILENO) && tg_log_level() >= TG_LOG_INFO;
     for (uint64_t epoch = ck.epochs_done; epoch < o.epochs; epoch++) {
-        epoch_stats_t es;
-        memset(&es, 0, sizeof es);
         double t0 = tg_now();
         if (whole) {
             for (uint64_t i = 0; i < N; i++)
@@ -348,76 +383,80 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
             memcpy(order, r.split[0], ntrain * sizeof *order);
             tg_sampler_shuffle_epoch(order, ntrain, o.seed, epoch);
         }
-        tg_loader_opts_t lo = {.adj = r.adj,
-                               .num_layers = o.model.num_layers,
-                               .fanouts = o.fanouts,
-                               .seeds = order,
-                               .num_seeds = nseeds,
-                               .batch_size = bsz,
-                               .seed = o.seed,
-                               .epoch = epoch,
-                               .num_threads = sampler_threads,
-                               .prefetch = 2,
-                               .hook = gather_hook,
-                               .hook_free = payload_free,
-                               .ctx = &hctx};
-        if ((rc = tg_loader_start(&ld, &lo)) < 0) goto out;
+        /* A run stopped mid-epoch continues with the batches it had not trained. */
+        uint64_t first = ck.epoch_batches;
+        sc.compute_s = 0;
+        sc.loss_sum = ck.epoch_loss_sum;
+        sc.correct = ck.epoch_correct;
+        sc.count = ck.epoch_count;
+        sc.batches = first;
+        sc.feature_bytes = 0;
         tg_progress_t prog;
         char label[48];
         snprintf(label, sizeof label, "epoch %llu/%llu", (unsigned long long)epoch + 1,
                  (unsigned long long)o.epochs);
-        if (show_bar) tg_progress_begin(&prog, label, tg_loader_num_batches(ld), "batches");
-        for (;;) {
-            tg_loader_item_t *it;
-            double tw = tg_now();
-            rc = tg_loader_next(ld, &it);
-            es.wait_s += tg_now() - tw;
-            if (rc < 0) {
-                tg_err_prefix(rc, "epoch %llu", (unsigned long long)epoch + 1);
-                goto out;
-            }
-            if (rc == 0) break;
-            payload_t *pl = it->payload;
-            tg_step_stats_t st;
-            double tc = tg_now();
-            rc = tg_model_train_step(m, &it->batch, pl->X, pl->y, &st);
-            es.compute_s += tg_now() - tc;
-            es.sample_s += it->sample_s;
-            es.gather_s += it->hook_s;
-            uint64_t bid = it->batch.id;
-            tg_loader_item_free(ld, it);
-            if (rc == -ERANGE) {
-                if (show_bar) tg_progress_end(&prog);
-                rc = tg_err(-ERANGE,
-                            "epoch %llu, batch %llu: the training loss is not finite (NaN or "
-                            "Inf), so training stopped; %s keeps the last good state (after "
-                            "epoch %llu). Try a lower --lr (now %g)",
-                            (unsigned long long)epoch + 1, (unsigned long long)bid, ckpt_path,
-                            (unsigned long long)ckpt_epoch, (double)o.optim.lr);
-                goto out;
-            }
-            if (rc < 0) {
-                tg_err_prefix(rc, "epoch %llu, batch %llu", (unsigned long long)epoch + 1,
-                              (unsigned long long)bid);
-                goto out;
-            }
-            es.loss_sum += st.loss * (double)st.count;
-            es.correct += st.correct;
-            es.count += st.count;
-            es.batches++;
-            if (show_bar) {
-                char sfx[64];
-                snprintf(sfx, sizeof sfx, "loss %.4f",
-                         es.count ? es.loss_sum / (double)es.count : 0.0);
-                tg_progress_update(&prog, es.batches, sfx);
-            }
+        sc.show_bar = show_bar;
+        sc.prog = &prog;
+        if (show_bar) {
+            tg_progress_begin(&prog, label, epoch_batches, "batches");
+            tg_progress_update(&prog, first, NULL);
         }
-        tg_loader_stop(ld);
-        ld = NULL;
+        tg_pass_t p = {.seeds = order,
+                       .num_seeds = pass_seeds,
+                       .batch_size = bsz,
+                       .seed = o.seed,
+                       .epoch = epoch,
+                       .first_batch = first,
+                       .num_layers = o.model.num_layers,
+                       .fanouts = o.fanouts,
+                       .allow_out_of_order = 1,
+                       .step = train_step,
+                       .ctx = &sc};
+        uint64_t idx0 = atomic_load(&r.index_bytes);
+        tg_pass_stats_t ps;
+        rc = tg_run_pass(&r, &p, &ps);
+        uint64_t index_bytes = atomic_load(&r.index_bytes) - idx0;
         if (show_bar) tg_progress_end(&prog);
-        es.time_s = tg_now() - t0;
-        double train_loss = es.count ? es.loss_sum / (double)es.count : NAN;
-        double train_acc = es.count ? (double)es.correct / (double)es.count : NAN;
+        batch_bytes_peak = TG_MAX(batch_bytes_peak, ps.batch_bytes_peak);
+        if (rc == -ERANGE) {
+            rc = tg_err(-ERANGE,
+                        "epoch %llu, batch %llu: the training loss is not finite (NaN or "
+                        "Inf), so training stopped; %s keeps the last good state (after "
+                        "epoch %llu). Try a lower --lr (now %g)",
+                        (unsigned long long)epoch + 1, (unsigned long long)sc.last_batch, ckpt_path,
+                        (unsigned long long)ckpt_epoch, (double)o.optim.lr);
+            goto out;
+        }
+        if (rc < 0) {
+            tg_err_prefix(rc, "epoch %llu", (unsigned long long)epoch + 1);
+            goto out;
+        }
+        double time_s = tg_now() - t0;
+        if (ps.stopped && ps.next_batch < epoch_batches) {
+            /* Stopped at a batch boundary inside the epoch: record where, resumably. */
+            ck.epoch_batches = ps.next_batch;
+            ck.epoch_loss_sum = sc.loss_sum;
+            ck.epoch_correct = sc.correct;
+            ck.epoch_count = sc.count;
+            if (best_dirty && (rc = tg_write_file_atomic(best_path, best_blob, best_len)) < 0)
+                goto out;
+            best_dirty = 0;
+            if ((rc = tg_ckpt_write(ckpt_path, &ck, m)) < 0) goto out;
+            res->interrupted = 1;
+            res->stopped_epoch = epoch;
+            res->stopped_batch = ps.next_batch;
+            rc = tg_err(-EINTR,
+                        "interrupted in epoch %llu after %llu of its %llu batches; %s records "
+                        "the state: continue with --resume",
+                        (unsigned long long)epoch + 1, (unsigned long long)ps.next_batch,
+                        (unsigned long long)epoch_batches, ckpt_path);
+            goto out;
+        }
+        ck.epoch_batches = 0;
+        ck.epoch_loss_sum = 0;
+        ck.epoch_correct = ck.epoch_count = 0;
+        double train_loss = sc.count ? sc.loss_sum / (double)sc.count : NAN;
+        double train_acc = sc.count ? (double)sc.correct / (double)sc.count : NAN;
 
         /* Evaluation */
         int last = epoch + 1 == o.epochs;
@@ -429,11 +468,21 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
         if (do_eval) {
             double te = tg_now();
             int want[3] = {0, 1, 1};
-            if ((rc = tg_run_evaluate(&r, m, want, o.eval_sampled, o.fanouts, o.batch_size, o.seed,
-                                      o.eval_chunk, ev)) < 0) {
+            tg_pass_stats_t es;
+            memset(&es, 0, sizeof es);
+            tg_eval_how_t h = {.sampled = o.eval_sampled,
+                               .fanouts = o.fanouts,
+                               .batch_size = o.batch_size,
+                               .seed = o.seed,
+                               .chunk = o.eval_chunk,
+                               .tmp_dir = lw_tmp,
+                               .max_nodes = o.eval_max_nodes,
+                               .stats = &es};
+            if ((rc = tg_run_evaluate_how(&r, m, want, &h, ev)) < 0) {
                 tg_err_prefix(rc, "evaluation after epoch %llu", (unsigned long long)epoch + 1);
                 goto out;
             }
+            batch_bytes_peak = TG_MAX(batch_bytes_peak, es.batch_bytes_peak);
             eval_s = tg_now() - te;
             /* Best validation accuracy; ties go to the lower validation loss, then the earlier
              * epoch. The test split never takes part in the choice. */
@@ -454,7 +503,10 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
             if ((rc = tg_ckpt_serialize(&ck, m, &best_blob, &best_len)) < 0) goto out;
             best_dirty = 1;
         }
-        int do_ckpt = last || (o.checkpoint_every && (epoch + 1) % o.checkpoint_every == 0);
+        /* A stop request at the epoch's last batch: checkpoint here and end. */
+        int stop_now = o.stop && *o.stop && !last;
+        int do_ckpt =
+            last || stop_now || (o.checkpoint_every && (epoch + 1) % o.checkpoint_every == 0);
         if (do_ckpt) {
             /* best.bin first: checkpoint.bin must never name a best epoch not yet on disk */
             if (best_dirty && (rc = tg_write_file_atomic(best_path, best_blob, best_len)) < 0)
@@ -465,37 +517,77 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
         }
         double ckpt_s = tg_now() - tk;
 
+        uint64_t needed = index_bytes + sc.feature_bytes;
+        double hit = ps.have_cache && ps.cache_lookups
+                         ? (double)ps.cache_hits / (double)ps.cache_lookups
+                         : NAN;
+        uint64_t peak_rss = tg_peak_rss_bytes();
         if (o.json) {
             tg_json_t j;
             tg_json_begin(&j);
             tg_json_uint(&j, "epoch", epoch + 1);
-            tg_json_num(&j, "time_s", es.time_s);
-            tg_json_num(&j, "sample_s", es.sample_s);
-            tg_json_num(&j, "gather_s", es.gather_s);
-            tg_json_num(&j, "compute_s", es.compute_s);
+            tg_json_num(&j, "time_s", time_s);
+            tg_json_num(&j, "sample_s", ps.sample_s);
+            tg_json_num(&j, "gather_s", ps.gather_s);
+            tg_json_num(&j, "compute_s", sc.compute_s);
             tg_json_num(&j, "train_loss", train_loss);
             tg_json_num(&j, "train_acc", train_acc);
             tg_json_num(&j, "valid_acc", do_eval ? ev[1].acc : NAN);
             tg_json_num(&j, "valid_loss", do_eval ? ev[1].loss : NAN);
             tg_json_num(&j, "test_acc", do_eval ? ev[2].acc : NAN);
-            tg_json_num(&j, "wait_s", es.wait_s);
+            tg_json_num(&j, "wait_s", ps.wait_s);
             tg_json_num(&j, "eval_s", eval_s);
             tg_json_num(&j, "checkpoint_s", ckpt_s);
-            tg_json_uint(&j, "batches", es.batches);
+            tg_json_uint(&j, "batches", ps.steps);
             tg_json_uint(&j, "rss_bytes", tg_rss_bytes());
+            tg_json_str(&j, "strategy", r.strat_i->name);
+            if (ps.have_io) {
+                tg_json_uint(&j, "io_requests", ps.io_requests);
+                tg_json_uint(&j, "io_read_bytes", ps.io_read_bytes);
+            } else {
+                tg_json_num(&j, "io_requests", NAN);
+                tg_json_num(&j, "io_read_bytes", NAN);
+            }
+            tg_json_uint(&j, "io_needed_bytes", needed);
+            tg_json_num(&j, "io_wait_s", ps.have_io_wait ? ps.io_wait_s : NAN);
+            tg_json_num(&j, "cache_hit_ratio", hit);
+            tg_json_uint(&j, "peak_rss_bytes", peak_rss);
+            tg_json_uint(&j, "data_bytes", r.budget.used);
+            tg_json_uint(&j, "batch_bytes_peak", ps.batch_bytes_peak);
             tg_json_end(&j, o.json, NULL);
+        }
+        char io_line[256] = "";
+        if (ps.have_io) {
+            char a[32], b[32], w[32] = "?", hs[32] = "";
+            if (ps.have_io_wait) snprintf(w, sizeof w, "%.2f s", ps.io_wait_s);
+            if (ps.have_cache) snprintf(hs, sizeof hs, ", hit ratio %.3f", hit);
+            snprintf(io_line, sizeof io_line, "; io %llu req, %s read / %s needed, wait %s%s",
+                     (unsigned long long)ps.io_requests,
+                     tg_fmt_bytes(ps.io_read_bytes, a, sizeof a), tg_fmt_bytes(needed, b, sizeof b),
+                     w, hs);
         }
         if (do_eval)
             tg_log_info("epoch %llu/%llu: loss %.4f train %.4f valid %.4f test %.4f%s (%.2f s: "
-                        "sample %.2f gather %.2f compute %.2f wait %.2f; eval %.2f s)",
+                        "sample %.2f gather %.2f compute %.2f wait %.2f%s; eval %.2f s)",
                         (unsigned long long)epoch + 1, (unsigned long long)o.epochs, train_loss,
-                        train_acc, ev[1].acc, ev[2].acc, improved ? " *" : "", es.time_s,
-                        es.sample_s, es.gather_s, es.compute_s, es.wait_s, eval_s);
+                        train_acc, ev[1].acc, ev[2].acc, improved ? " *" : "", time_s, ps.sample_s,
+                        ps.gather_s, sc.compute_s, ps.wait_s, io_line, eval_s);
         else
             tg_log_info("epoch %llu/%llu: loss %.4f train %.4f (%.2f s: sample %.2f gather %.2f "
-                        "compute %.2f wait %.2f)",
+                        "compute %.2f wait %.2f%s)",
                         (unsigned long long)epoch + 1, (unsigned long long)o.epochs, train_loss,
-                        train_acc, es.time_s, es.sample_s, es.gather_s, es.compute_s, es.wait_s);
+                        train_acc, time_s, ps.sample_s, ps.gather_s, sc.compute_s, ps.wait_s,
+                        io_line);
+        if (stop_now) {
+            res->interrupted = 1;
+            res->stopped_epoch = epoch + 1;
+            res->stopped_batch = 0;
+            rc = tg_err(-EINTR,
+                        "interrupted after epoch %llu; %s records the state: continue with "
+                        "--resume",
+                        (unsigned long long)epoch + 1, ckpt_path);
+            goto out;
+        }
     }
     res->train_time_s = tg_now() - t_run;
     res->epochs_done = ck.epochs_done;
@@ -508,10 +600,10 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
     if (ck.best_epoch)
         tg_log_info("best validation accuracy %.4f at epoch %llu; test accuracy there %.4f",
                     ck.best_valid_acc, (unsigned long long)ck.best_epoch, ck.test_at_best);
-    emit_final(&o, res, m, &r, o.out_dir);
+    emit_final(&o, res, m, &r, o.out_dir, batch_bytes_peak);
     rc = 0;
 out:
-    tg_loader_stop(ld);
+    free(sc.y);
     free(best_blob);
     free(order);
     free(train_mask);

@@ -1,7 +1,8 @@
 /* Concurrent, deterministic batch loader (see tiergnn/graph.h).
  *
- * Worker t owns batches t, t+T, t+2T... and its own bounded queue; the consumer pops batch b from
- * queue b mod T. Content depends only on (seed, epoch, batch id), order only on the batch id. */
+ * Worker t owns batches F+t, F+t+T, F+t+2T... (F = first_batch) and its own bounded queue; the
+ * consumer pops batch b from queue (b - F) mod T. Content depends only on (seed, epoch, batch id),
+ * order only on the batch id. */
 #include "tiergnn/graph.h"
 
 #include <stdatomic.h>
@@ -77,7 +78,8 @@ static void *worker_main(void *arg)
 {
     worker_t *w = arg;
     tg_loader_t *l = w->l;
-    for (uint64_t b = (uint64_t)w->tid; b < l->num_batches; b += (uint64_t)l->nthreads) {
+    for (uint64_t b = l->o.first_batch + (uint64_t)w->tid; b < l->num_batches;
+         b += (uint64_t)l->nthreads) {
         if (atomic_load(&l->stop)) break;
         slot_t *sl = make_batch(l, w->s, b);
         if (!sl) {
@@ -114,8 +116,15 @@ int tg_loader_start(tg_loader_t **out, const tg_loader_opts_t *o)
     l->o = *o;
     if (!l->o.prefetch) l->o.prefetch = 2;
     l->num_batches = (o->num_seeds + o->batch_size - 1) / o->batch_size;
+    if (o->first_batch > l->num_batches) {
+        uint64_t nb = l->num_batches;
+        free(l);
+        return tg_err(-EINVAL, "loader: first batch %llu beyond the %llu batches of the pass",
+                      (unsigned long long)o->first_batch, (unsigned long long)nb);
+    }
+    l->next = o->first_batch;
     /* More workers than batches would only idle. */
-    l->nthreads = (int)TG_MIN((uint64_t)o->num_threads, l->num_batches);
+    l->nthreads = (int)TG_MIN((uint64_t)o->num_threads, l->num_batches - o->first_batch);
     atomic_init(&l->stop, 0);
     int rc = 0;
     if (l->nthreads == 0) {
@@ -164,7 +173,7 @@ int tg_loader_next(tg_loader_t *l, tg_loader_item_t **it)
             return tg_err(-ENOMEM, "loader: out of memory for batch %llu", (unsigned long long)b);
     } else {
         void *p;
-        if (tg_queue_pop(l->w[b % (uint64_t)l->nthreads].q, &p) < 0) {
+        if (tg_queue_pop(l->w[(b - l->o.first_batch) % (uint64_t)l->nthreads].q, &p) < 0) {
             l->failed = 1;
             return tg_err(-ENOMEM, "loader: sampler thread for batch %llu stopped (out of memory)",
                           (unsigned long long)b);

@@ -1,0 +1,901 @@
+/* Strategy "gnndrive": GNNDrive's CPU-training pipeline (Jin et al., "GNNDrive", section 4):
+ *
+ *     sampler threads -> extracting queue -> extractor threads -> training queue -> trainer
+ *                                                                  -> releasing queue -> releaser
+ *
+ * Samplers: a tg_loader_t over the disk-resident adjacency (indptr in RAM, indices read through
+ * io/ with O_DIRECT); its per-thread bounded queues are the extracting queue and hand batches out
+ * in id order. Extractors (threads, each with its own io_uring queue over features.bin, opened
+ * once) take the next batch and move its rows through the shared feature buffer (store/featbuf:
+ * mapping table with slot, reference count and valid bit, reverse map, LRU standby list): acquire
+ * slots for a chunk of the batch's nodes, read the misses with io_uring straight into slot memory
+ * (several rows per read where holes between them are cheaper to read than to skip), complete
+ * each row as its read is reaped, wait for rows other extractors are loading, copy the chunk's
+ * rows into the batch's input matrix X and release the chunk. A node shared by batches in flight
+ * is read once; a recently released row is served again from the standby list without I/O.
+ * Extracted batches go to the training queue; the trainer (the calling thread) runs the step and
+ * passes the batch to the releasing queue, whose releaser frees it off the critical path.
+ *
+ * Why chunks: GNNDrive keeps a whole batch's rows referenced in the buffer until training, so the
+ * buffer must hold (extractors + queue + 1) whole batches. A 3-layer batch with fanouts 10,10,10
+ * and 1024 seeds touches ~300k nodes (150 MiB of f32 rows at D = 128): five of them are far more
+ * than a budget such as --mem 100M. Streaming each batch through the buffer in chunks keeps the
+ * buffer's minimum at extractors x chunk rows, and everything above it is cache. The input
+ * matrices of the batches in flight are part of those batches' activations (the model reads X
+ * exactly as in the other strategies), accounted apart from --mem and reported.
+ *
+ * Order: batches reach the extractors in id order; by default the training queue is a reorder
+ * window that hands them to the trainer in id order too, so results are bit-identical to the
+ * memory strategy. With out_of_order it is a FIFO: a batch trains as soon as it is extracted.
+ *
+ * Deadlock freedom: (1) every extractor holds at most one chunk of references and the buffer has
+ * at least extractors x chunk slots, so acquire never waits for the trainer (featbuf.h, rule 3);
+ * (2) an extractor reaps all of its own reads before it waits for rows of others (rule 2); (3) the
+ * in-order window has extractors + queue_depth places and batches enter extraction in id order,
+ * so the batch the trainer waits for always has a place.
+ *
+ * Errors: the first error of any stage (a sampler's, an extractor's I/O error or short read - the
+ * io layer's message names the file and offset -, the trainer's) is recorded with its message;
+ * the queues are closed, every thread joined, every batch freed, and the pass returns it. */
+#include "../engine-impl.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tiergnn/featbuf.h"
+
+#define ADJ_QUEUES 2u
+#define ADJ_DEPTH 64u
+#define ADJ_MAX_READ ((size_t)16 << 10)
+#define ADJ_MAX_REQUESTS ((size_t)16384)
+#define IO_BOOKKEEPING 120u              /* bytes per request while a read runs (io.h) */
+#define FEAT_MAX_READ ((size_t)64 << 10) /* largest read of features.bin: merged rows */
+#define DEFAULT_DEPTH 32u
+#define MIN_CHUNK 256u
+#define DEFAULT_CHUNK 8192u
+#define HANDLE_BYTES_PER_ROW 24u /* featbuf handle arrays per row (slots, loads, flags) */
+#define HANDLE_BYTES_FIXED 4096u
+
+/* ---------------------------------------------------------------- sizing */
+
+/* The device's preferred depth and the hole size worth reading through, from tg_io_probe_run
+ * (cached per device, measured once otherwise). Computed once per process. */
+static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
+static const char *probe_path;
+static unsigned probe_depth;
+static uint64_t probe_gap;
+static int probe_ok;
+
+static void probe_run(void)
+{
+    tg_io_probe_t pr;
+    tg_io_probe_opts_t po = {0};
+    if (tg_io_probe_run(probe_path, &po, &pr) < 0) {
+        tg_log_warn("gnndrive: device probe failed (%s); using %u reads in flight and no read "
+                    "merging across holes",
+                    tg_errmsg(), DEFAULT_DEPTH);
+        return;
+    }
+    probe_ok = 1;
+    probe_depth = pr.best_depth ? pr.best_depth : DEFAULT_DEPTH;
+    /* A read costs about 1/iops of the device's time at that depth; in that time it could have
+     * transferred seq_bytes_per_s / iops bytes. A hole smaller than that is cheaper to read. */
+    double iops = 0;
+    for (unsigned i = 0; i < pr.ndepths; i++)
+        if (pr.depth[i] == pr.best_depth) iops = pr.iops[i];
+    if (iops > 0 && pr.seq_bytes_per_s > 0) probe_gap = (uint64_t)(pr.seq_bytes_per_s / iops);
+}
+
+typedef struct {
+    unsigned depth; /* reads in flight per extractor */
+    uint64_t gap;   /* hole bytes read through (0: one read per row, merged only if adjacent) */
+    size_t span;    /* largest merged read */
+    uint32_t chunk; /* rows per acquire */
+    /* bytes against --mem */
+    uint64_t adj;           /* indptr + the index reads' staging (reserved at open) */
+    uint64_t adj_transient; /* io/ bookkeeping while index reads run */
+    uint64_t ex_fixed;      /* extractors' io/ staging and merged-read buffers */
+    uint64_t ex_transient;  /* io/ bookkeeping while a chunk's reads run */
+    uint64_t fb_min;        /* the feature buffer's minimum with this chunk, handles included */
+    size_t row_bytes;       /* one row in the file */
+    uint32_t align; /* slot alignment: rows land in slots with O_DIRECT when it divides them */
+} gd_plan_t;
+
+static void fb_opts_for(const tg_dataset_t *ds, const gd_plan_t *pl, int extractors,
+                        tg_featbuf_opts_t *fo)
+{
+    memset(fo, 0, sizeof *fo);
+    fo->num_nodes = ds->meta.num_nodes;
+    fo->feat_dim = ds->meta.feat_dim;
+    fo->dtype = ds->meta.feat_dtype;
+    fo->max_batch_nodes = pl->chunk;
+    fo->max_batches = (uint32_t)extractors;
+    fo->slot_align = pl->align;
+}
+
+static uint64_t handle_bytes(uint32_t chunk)
+{
+    return (uint64_t)chunk * HANDLE_BYTES_PER_ROW + HANDLE_BYTES_FIXED;
+}
+
+/* The depth, merge gap and every fixed cost of the strategy on ds with chunks of `chunk` rows. */
+static void plan_for(const tg_dataset_t *ds, const tg_strategy_opts_t *o, uint32_t chunk,
+                     gd_plan_t *pl)
+{
+    memset(pl, 0, sizeof *pl);
+    const tg_meta_t *m = &ds->meta;
+    int E = o->extractors > 0 ? o->extractors : 1;
+    pl->row_bytes = (size_t)m->feat_dim * tg_feat_dtype_size(m->feat_dtype);
+    if (o->io_depth) {
+        pl->depth = o->io_depth;
+    } else if (probe_ok) {
+        pl->depth = (probe_depth + (unsigned)E - 1) / (unsigned)E; /* the device's depth, shared */
+        if (pl->depth < 4) pl->depth = 4;
+    } else {
+        pl->depth = DEFAULT_DEPTH;
+    }
+    uint64_t gap = o->io_gap >= 0 ? (uint64_t)o->io_gap : (probe_ok ? probe_gap : 0);
+    pl->span = FEAT_MAX_READ;
+    pl->gap = TG_MIN(gap, (uint64_t)pl->span / 2);
+    pl->chunk = chunk;
+    /* 512-byte slots let an O_DIRECT read of a whole row land in its slot without a copy. */
+    pl->align = pl->row_bytes % 512 == 0 ? 512 : 0;
+    pl->adj =
+        (m->num_nodes + 1) * sizeof(uint64_t) + (uint64_t)ADJ_QUEUES * ADJ_DEPTH * ADJ_MAX_READ;
+    pl->adj_transient = (uint64_t)ADJ_QUEUES * ADJ_MAX_REQUESTS * IO_BOOKKEEPING;
+    pl->ex_fixed = (uint64_t)E * ((uint64_t)pl->depth * FEAT_MAX_READ +
+                                  (pl->gap ? (uint64_t)pl->depth * pl->span : 0));
+    pl->ex_transient = (uint64_t)E * chunk * IO_BOOKKEEPING;
+    tg_featbuf_opts_t fo;
+    fb_opts_for(ds, pl, E, &fo);
+    pl->fb_min = tg_featbuf_bytes_for(&fo, tg_featbuf_min_slots(&fo)) + E * handle_bytes(chunk);
+}
+
+static char probe_file[4096];
+
+/* Runs the device probe once per process (its result sizes the reads) unless both the depth and
+ * the merge gap were given. */
+static void ensure_probe(const tg_dataset_t *ds, const tg_strategy_opts_t *o)
+{
+    if (o->io_depth && o->io_gap >= 0) return;
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&mu);
+    if (!probe_path) {
+        tg_dataset_path(ds, TG_FILE_FEATURES, probe_file, sizeof probe_file);
+        probe_path = probe_file;
+    }
+    pthread_mutex_unlock(&mu);
+    pthread_once(&probe_once, probe_run);
+}
+
+static uint64_t plan_total(const gd_plan_t *pl)
+{
+    return pl->adj + pl->adj_transient + pl->ex_fixed + pl->ex_transient + pl->fb_min;
+}
+
+static uint64_t gd_min_bytes(const tg_dataset_t *ds, const tg_strategy_opts_t *o, char *why,
+                             size_t why_len)
+{
+    ensure_probe(ds, o);
+    gd_plan_t pl;
+    plan_for(ds, o, o->chunk_rows ? o->chunk_rows : MIN_CHUNK, &pl);
+    char a[32], b[32], c[32];
+    snprintf(why, why_len,
+             "indptr and index-read staging %s, feature-read staging of %d extractor(s) %s, "
+             "feature buffer of at least %d x %u rows %s",
+             tg_fmt_bytes(pl.adj + pl.adj_transient, a, sizeof a), o->extractors,
+             tg_fmt_bytes(pl.ex_fixed + pl.ex_transient, b, sizeof b), o->extractors, pl.chunk,
+             tg_fmt_bytes(pl.fb_min, c, sizeof c));
+    return plan_total(&pl);
+}
+
+/* ---------------------------------------------------------------- state */
+
+typedef struct {
+    int id;
+    tg_io_t *io; /* NULL after the queue broke: recreated at the next batch */
+    tg_featbuf_batch_t *h;
+    tg_io_req_t *reqs;             /* (2 * chunk): direct rows and merged runs */
+    uint32_t *run_first, *run_len; /* merged run r covers loads [first, first + len) */
+    uint32_t *pending;             /* runs waiting for a merge buffer */
+    char *stage;                   /* depth x span, 4 KiB aligned */
+    uint32_t *free_stage;          /* free merge buffers */
+    uint64_t staged_bytes;         /* reserved for stage */
+} extractor_t;
+
+struct tg_strategy {
+    tg_run_t *r;
+    tg_strategy_opts_t o;
+    tg_io_stats_t stats; /* every disk read: index reads of the samplers, feature reads */
+    tg_io_file_t *feat;
+    char feat_path[4096];
+    /* created at the first pass, when the run has reserved everything else */
+    int ready;
+    gd_plan_t plan;
+    tg_featbuf_t *fb;
+    int E;
+    extractor_t *ex;
+    uint32_t dim;
+    int dead; /* an earlier pass shut the buffer down */
+};
+
+static int gd_open(tg_strategy_t **out, tg_run_t *r, const tg_strategy_opts_t *o)
+{
+    *out = NULL;
+    tg_strategy_t *s = calloc(1, sizeof *s);
+    if (!s) return tg_err(-ENOMEM, "strategy gnndrive: out of memory");
+    s->r = r;
+    s->o = *o;
+    if (s->o.extractors < 1) s->o.extractors = 1;
+    if (s->o.queue_depth < 1) s->o.queue_depth = 1;
+    tg_io_stats_init(&s->stats);
+    tg_adj_disk_opts_t ao;
+    tg_adj_disk_opts_default(&ao);
+    ao.io.depth = ADJ_DEPTH;
+    ao.io.max_read_bytes = ADJ_MAX_READ;
+    ao.io.stats = &s->stats;
+    ao.queues = ADJ_QUEUES;
+    ao.max_requests = ADJ_MAX_REQUESTS;
+    int rc = tg_adj_disk_open(&r->adj, r->ds, &ao, &r->budget);
+    if (rc < 0) goto err;
+    /* Layer-wise passes (full-neighbour evaluation, inference) read rows with pread. */
+    tg_store_opts_t so = {.normalize = o->normalize, .budget = &r->budget};
+    if ((rc = tg_store_file_open(&r->store, r->ds, &so)) < 0) goto err;
+    tg_dataset_path(r->ds, TG_FILE_FEATURES, s->feat_path, sizeof s->feat_path);
+    if ((rc = tg_io_file_open(&s->feat, s->feat_path, 0)) < 0) goto err;
+    uint64_t want = tg_meta_expected_size(&r->ds->meta, TG_FILE_FEATURES);
+    if (tg_io_file_size(s->feat) != want) {
+        rc = tg_err(-EINVAL, "%s: %llu bytes, meta.txt says %llu (changed since it was written?)",
+                    s->feat_path, (unsigned long long)tg_io_file_size(s->feat),
+                    (unsigned long long)want);
+        goto err;
+    }
+    s->dim = r->ds->meta.feat_dim;
+    *out = s;
+    return 0;
+err:
+    tg_io_file_close(s->feat);
+    free(s);
+    return rc;
+}
+
+static void extractor_free(tg_strategy_t *s, extractor_t *x)
+{
+    tg_featbuf_batch_destroy(x->h);
+    tg_io_destroy(x->io);
+    free(x->reqs);
+    free(x->run_first);
+    free(x->run_len);
+    free(x->pending);
+    free(x->free_stage);
+    free(x->stage);
+    if (x->staged_bytes) tg_budget_release(&s->r->budget, x->staged_bytes);
+    memset(x, 0, sizeof *x);
+}
+
+static int extractor_io(tg_strategy_t *s, extractor_t *x)
+{
+    tg_io_opts_t io = {.depth = s->plan.depth,
+                       .max_read_bytes = FEAT_MAX_READ,
+                       .budget = &s->r->budget,
+                       .stats = &s->stats};
+    return tg_io_create(&x->io, &io);
+}
+
+/* Sizes and creates the extractors and the feature buffer from what the budget has left. */
+static int gd_setup(tg_strategy_t *s)
+{
+    tg_run_t *r = s->r;
+    const tg_dataset_t *ds = r->ds;
+    int E = s->o.extractors, rc;
+    ensure_probe(ds, &s->o);
+    uint32_t chunk = s->o.chunk_rows ? s->o.chunk_rows : DEFAULT_CHUNK;
+    if (chunk > ds->meta.num_nodes) chunk = (uint32_t)TG_MAX(ds->meta.num_nodes, 1);
+    gd_plan_t pl;
+    plan_for(ds, &s->o, chunk, &pl);
+    uint64_t limit = r->budget.limit;
+    if (limit && !s->o.chunk_rows) {
+        /* Halve the chunk until the buffer's minimum is at most a quarter of what it gets: the
+         * rest of it is cache, which is what saves reads. The adjacency is reserved already. */
+        uint64_t avail = limit > r->budget.used ? limit - r->budget.used : 0;
+        while (chunk > MIN_CHUNK &&
+               pl.adj_transient + pl.ex_fixed + pl.ex_transient + 4 * pl.fb_min > avail) {
+            chunk = TG_MAX(chunk / 2, MIN_CHUNK);
+            plan_for(ds, &s->o, chunk, &pl);
+        }
+    }
+    s->plan = pl;
+    s->E = E;
+    s->ex = calloc((size_t)E, sizeof *s->ex);
+    if (!s->ex) return tg_err(-ENOMEM, "gnndrive: out of memory");
+    for (int e = 0; e < E; e++) {
+        extractor_t *x = &s->ex[e];
+        x->id = e;
+        if ((rc = extractor_io(s, x)) < 0) goto err;
+        x->reqs = malloc(2 * (size_t)chunk * sizeof *x->reqs);
+        x->run_first = malloc((size_t)chunk * sizeof *x->run_first);
+        x->run_len = malloc((size_t)chunk * sizeof *x->run_len);
+        x->pending = malloc((size_t)chunk * sizeof *x->pending);
+        x->free_stage = malloc((size_t)pl.depth * sizeof *x->free_stage);
+        if (!x->reqs || !x->run_first || !x->run_len || !x->pending || !x->free_stage) {
+            rc = tg_err(-ENOMEM, "gnndrive: out of memory for extractor %d", e);
+            goto err;
+        }
+        if (pl.gap) {
+            uint64_t sb = (uint64_t)pl.depth * pl.span;
+            if ((rc = tg_budget_reserve(&r->budget, sb, "gnndrive merged-read buffers")) < 0)
+                goto err;
+            x->staged_bytes = sb;
+            x->stage = tg_aligned_alloc(4096, (size_t)sb);
+            if (!x->stage) {
+                rc = tg_err(-ENOMEM, "gnndrive: out of memory for merged-read buffers");
+                goto err;
+            }
+        }
+    }
+    tg_featbuf_opts_t fo;
+    fb_opts_for(ds, &pl, E, &fo);
+    uint64_t hb = (uint64_t)E * handle_bytes(chunk);
+    if (limit) {
+        /* Everything left, less the handles and the io layer's bookkeeping while reads run. */
+        uint64_t used = r->budget.used, keep = hb + pl.adj_transient + pl.ex_transient;
+        fo.mem_bytes = limit > used + keep ? limit - used - keep : 1;
+    } else {
+        /* No --mem: the buffer caches up to an eighth of RAM, or the whole feature file. */
+        uint64_t cap = s->o.cache_bytes ? s->o.cache_bytes : tg_phys_mem_bytes() / 8;
+        uint64_t want = tg_featbuf_bytes_for(
+            &fo, (uint32_t)TG_MIN(ds->meta.num_nodes, (uint64_t)UINT32_MAX - 1));
+        fo.mem_bytes = TG_MAX(TG_MIN(cap, want), pl.fb_min);
+    }
+    if ((rc = tg_featbuf_create(&s->fb, &fo, &r->budget)) < 0) {
+        char a[32];
+        tg_err_prefix(rc, "gnndrive: --mem %s cannot hold the feature buffer",
+                      tg_fmt_bytes(limit, a, sizeof a));
+        goto err;
+    }
+    for (int e = 0; e < E; e++)
+        if ((rc = tg_featbuf_batch_create(s->fb, &s->ex[e].h)) < 0) goto err;
+    char a[32], b[32];
+    tg_log_info("gnndrive: %d extractor(s), %u reads in flight each, %u rows per chunk, "
+                "feature buffer %u slots (%s), %s%s",
+                E, pl.depth, chunk, tg_featbuf_num_slots(s->fb),
+                tg_fmt_bytes(tg_featbuf_reserved_bytes(s->fb), a, sizeof a),
+                pl.gap ? "holes up to " : "one read per row run",
+                pl.gap ? tg_fmt_bytes(pl.gap, b, sizeof b) : "");
+    s->ready = 1;
+    return 0;
+err:
+    if (s->ex)
+        for (int e = 0; e < E; e++)
+            extractor_free(s, &s->ex[e]);
+    free(s->ex);
+    s->ex = NULL;
+    tg_featbuf_destroy(s->fb);
+    s->fb = NULL;
+    return rc;
+}
+
+static void gd_close(tg_strategy_t *s)
+{
+    if (!s) return;
+    if (s->ex)
+        for (int e = 0; e < s->E; e++)
+            extractor_free(s, &s->ex[e]);
+    free(s->ex);
+    tg_featbuf_destroy(s->fb);
+    tg_io_file_close(s->feat);
+    free(s);
+}
+
+/* ---------------------------------------------------------------- one pass */
+
+typedef struct {
+    tg_loader_item_t *it;
+    float *X;
+    size_t x_bytes;
+} item_t;
+
+typedef struct {
+    tg_strategy_t *s;
+    const tg_pass_t *p;
+    tg_loader_t *ld;
+    /* the extracting side: tg_loader_next is serialised; pulled counts batches handed out */
+    pthread_mutex_t ld_mu;
+    uint64_t pulled;
+    int stop_pull;
+    /* the training queue: a reorder window (in order) or a FIFO */
+    pthread_mutex_t mu;
+    pthread_cond_t cv_put, cv_get;
+    item_t **ring;
+    size_t cap, count, head;
+    uint64_t next; /* in order: index (from first_batch) of the batch the trainer takes next */
+    int in_order, closed;
+    tg_queue_t *relq;
+    /* the first error */
+    pthread_mutex_t err_mu;
+    int err_rc;
+    char err_msg[1024];
+    atomic_int abort; /* stop extracting (error, or an in-order stop) */
+    _Atomic uint64_t gather_ns, sample_ns, x_bytes, x_peak;
+} pass_t;
+
+static void item_free(pass_t *P, item_t *t)
+{
+    if (!t) return;
+    if (t->X) {
+        free(t->X);
+        atomic_fetch_sub(&P->x_bytes, t->x_bytes);
+    }
+    if (t->it) tg_loader_item_free(P->ld, t->it);
+    free(t);
+}
+
+static void buf_close(pass_t *P)
+{
+    pthread_mutex_lock(&P->mu);
+    P->closed = 1;
+    pthread_cond_broadcast(&P->cv_put);
+    pthread_cond_broadcast(&P->cv_get);
+    pthread_mutex_unlock(&P->mu);
+}
+
+/* Records the first error (with this thread's message) and stops the pipeline. */
+static void fail(pass_t *P, int rc, const char *msg)
+{
+    pthread_mutex_lock(&P->err_mu);
+    if (!P->err_rc) {
+        P->err_rc = rc;
+        snprintf(P->err_msg, sizeof P->err_msg, "%s", msg && *msg ? msg : "unknown error");
+    }
+    pthread_mutex_unlock(&P->err_mu);
+    atomic_store(&P->abort, 1);
+    buf_close(P);
+}
+
+/* Puts an extracted batch into the training queue. -EPIPE when the queue closed. */
+static int buf_put(pass_t *P, item_t *t)
+{
+    pthread_mutex_lock(&P->mu);
+    uint64_t idx = t->it->batch.id - P->p->first_batch;
+    if (P->in_order) {
+        while (!P->closed && idx >= P->next + P->cap)
+            pthread_cond_wait(&P->cv_put, &P->mu);
+    } else {
+        while (!P->closed && P->count == P->cap)
+            pthread_cond_wait(&P->cv_put, &P->mu);
+    }
+    if (P->closed) {
+        pthread_mutex_unlock(&P->mu);
+        return -EPIPE;
+    }
+    if (P->in_order)
+        P->ring[idx % P->cap] = t;
+    else
+        P->ring[(P->head + P->count) % P->cap] = t;
+    P->count++;
+    pthread_cond_broadcast(&P->cv_get);
+    pthread_mutex_unlock(&P->mu);
+    return 0;
+}
+
+/* Takes the next batch to train: batch `next` in order, else the oldest extracted. */
+static int buf_get(pass_t *P, item_t **out)
+{
+    *out = NULL;
+    pthread_mutex_lock(&P->mu);
+    for (;;) {
+        if (P->closed) break;
+        if (P->in_order) {
+            item_t **slot = &P->ring[P->next % P->cap];
+            if (*slot) {
+                *out = *slot;
+                *slot = NULL;
+                P->next++;
+                break;
+            }
+        } else if (P->count) {
+            *out = P->ring[P->head];
+            P->ring[P->head] = NULL;
+            P->head = (P->head + 1) % P->cap;
+            break;
+        }
+        pthread_cond_wait(&P->cv_get, &P->mu);
+    }
+    if (*out) {
+        P->count--;
+        pthread_cond_broadcast(&P->cv_put);
+    }
+    pthread_mutex_unlock(&P->mu);
+    return *out ? 0 : -EPIPE;
+}
+
+/* The queue broke (a failed submit or reap): destroying it waits for the reads the kernel still
+ * owns, so no slot is given up while a read may land in it; then every outstanding load fails.
+ * The extractor makes a new queue at its next batch. */
+static int queue_broke(pass_t *P, extractor_t *x, int rc)
+{
+    fail(P, rc, tg_errmsg());
+    tg_io_destroy(x->io);
+    x->io = NULL;
+    tg_featbuf_complete_all(x->h, rc);
+    return rc;
+}
+
+/* Reads the loads of the acquired chunk and completes every one of them, whatever happens.
+ * Rows alone (or adjacent: the io layer merges those) are read straight into their slots; rows
+ * separated by holes of at most plan.gap bytes are read as one run into a merge buffer and
+ * copied to their slots. Returns 0 or the first failure, whose message is recorded in the pass
+ * before the failed rows are completed: a batch waiting for one of them then reports the I/O
+ * error (file and offset) and not only its consequence. */
+static int read_loads(pass_t *P, extractor_t *x, const tg_featbuf_load_t *ld, size_t nl,
+                      uint64_t batch)
+{
+    tg_strategy_t *s = P->s;
+    const gd_plan_t *pl = &s->plan;
+    tg_featbuf_t *fb = s->fb;
+    size_t row = pl->row_bytes;
+    int rc = 0;
+    if (!x->io && (rc = extractor_io(s, x)) < 0) {
+        fail(P, rc, tg_errmsg());
+        tg_featbuf_complete_all(x->h, rc);
+        return rc;
+    }
+    /* reqs[0, nd): single rows; reqs[nl + r]: merged run r. user = load index << 1 for a row,
+     * run index << 1 | 1 for a run. Loads come sorted by node (TG_FEATBUF_SORT_LOADS). */
+    uint64_t align = tg_io_file_align(s->feat);
+    size_t nd = 0, nruns = 0;
+    for (size_t i = 0; i < nl;) {
+        size_t j = i + 1;
+        uint64_t start = ld[i].node * row, end = start + row;
+        if (pl->gap)
+            while (j < nl) {
+                /* a run's aligned read must fit one merge buffer */
+                uint64_t o = ld[j].node * row;
+                if (o < end || o - end > pl->gap || o + row - start + 2 * align > pl->span) break;
+                end = o + row;
+                j++;
+            }
+        if (j - i == 1) {
+            x->reqs[nd++] = (tg_io_req_t){.file = s->feat,
+                                          .off = start,
+                                          .len = row,
+                                          .dst = tg_featbuf_row(fb, ld[i].slot),
+                                          .user = (void *)(uintptr_t)(i << 1)};
+        } else {
+            x->run_first[nruns] = (uint32_t)i;
+            x->run_len[nruns] = (uint32_t)(j - i);
+            nruns++;
+        }
+        i = j;
+    }
+    tg_io_req_t *runreq = x->reqs + nl;
+    size_t nfree = 0, rnext = 0;
+    for (uint32_t b = 0; b < pl->depth && x->stage; b++)
+        x->free_stage[nfree++] = b;
+    if (nd && (rc = tg_io_submit(x->io, x->reqs, nd)) < 0) return queue_broke(P, x, rc);
+    int failed = 0;
+    for (;;) {
+        /* Runs get a merge buffer each as buffers come free, submitted together. */
+        size_t k = 0;
+        while (!failed && rnext + k < nruns && nfree > 0) {
+            size_t r = rnext + k;
+            uint32_t bidx = x->free_stage[--nfree];
+            const tg_featbuf_load_t *a = &ld[x->run_first[r]];
+            const tg_featbuf_load_t *z = &ld[x->run_first[r] + x->run_len[r] - 1];
+            uint64_t off = a->node * row / align * align;
+            uint64_t end = (z->node * row + row + align - 1) / align * align;
+            runreq[r] = (tg_io_req_t){.file = s->feat,
+                                      .off = off,
+                                      .len = (size_t)(end - off),
+                                      .dst = x->stage + (size_t)bidx * pl->span,
+                                      .user = (void *)(uintptr_t)((r << 1) | 1)};
+            k++;
+        }
+        if (k && (rc = tg_io_submit(x->io, runreq + rnext, k)) < 0) return queue_broke(P, x, rc);
+        rnext += k;
+        if (tg_io_inflight(x->io) == 0) break;
+        tg_io_req_t *done[64];
+        int got = tg_io_reap(x->io, done, 64, 1);
+        if (got < 0) return queue_broke(P, x, got);
+        for (int i = 0; i < got; i++) {
+            tg_io_req_t *q = done[i];
+            uintptr_t u = (uintptr_t)q->user;
+            size_t first = (u & 1) ? x->run_first[u >> 1] : (u >> 1);
+            if (q->res < 0 && !failed) {
+                char msg[900];
+                snprintf(msg, sizeof msg, "%s", tg_errmsg());
+                rc = tg_err(q->res, "batch %llu: reading the features of node %llu: %s",
+                            (unsigned long long)batch, (unsigned long long)ld[first].node, msg);
+                fail(P, rc, tg_errmsg());
+                failed = 1;
+            }
+            if (!(u & 1)) {
+                tg_featbuf_complete(x->h, first, q->res);
+                continue;
+            }
+            const char *base = q->dst;
+            for (uint32_t t = 0; t < x->run_len[u >> 1]; t++) {
+                const tg_featbuf_load_t *l = &ld[first + t];
+                if (q->res == 0)
+                    memcpy(tg_featbuf_row(fb, l->slot), base + (l->node * row - q->off), row);
+                tg_featbuf_complete(x->h, first + t, q->res);
+            }
+            x->free_stage[nfree++] = (uint32_t)((base - x->stage) / pl->span);
+        }
+    }
+    /* After a failure the runs not yet submitted fail too. */
+    if (failed) tg_featbuf_complete_all(x->h, rc);
+    return rc;
+}
+
+/* Moves batch t's rows into t->X, chunk by chunk through the feature buffer. */
+static int extract_batch(pass_t *P, extractor_t *x, item_t *t)
+{
+    tg_strategy_t *s = P->s;
+    const tg_batch_t *b = &t->it->batch;
+    uint32_t chunk = s->plan.chunk, dim = s->dim;
+    for (uint32_t c0 = 0; c0 < b->num_nodes; c0 += chunk) {
+        if (atomic_load(&P->abort)) return -ECANCELED;
+        size_t n = TG_MIN((size_t)chunk, (size_t)(b->num_nodes - c0));
+        int rc = tg_featbuf_acquire(x->h, b->nodes + c0, n, TG_FEATBUF_SORT_LOADS);
+        if (rc < 0) {
+            if (rc != -ECANCELED) {
+                tg_err_prefix(rc, "batch %llu", (unsigned long long)b->id);
+                fail(P, rc, tg_errmsg());
+            }
+            return rc;
+        }
+        size_t nl;
+        const tg_featbuf_load_t *ld = tg_featbuf_batch_loads(x->h, &nl);
+        rc = read_loads(P, x, ld, nl, b->id);
+        if (rc == 0) {
+            rc = tg_featbuf_wait(x->h);
+            /* a row another extractor failed to load: that extractor recorded the error */
+            if (rc < 0 && rc != -ECANCELED) {
+                tg_err_prefix(rc, "batch %llu", (unsigned long long)b->id);
+                fail(P, rc, tg_errmsg());
+            }
+        }
+        if (rc == 0) rc = tg_featbuf_gather_f32(x->h, t->X + (size_t)c0 * dim, NULL);
+        int rr = tg_featbuf_release(x->h);
+        if (rc == 0 && rr < 0) {
+            rc = rr;
+            fail(P, rc, tg_errmsg());
+        }
+        if (rc < 0) return rc;
+        if (s->o.normalize) tg_feat_normalize_rows(t->X + (size_t)c0 * dim, n, dim);
+    }
+    return 0;
+}
+
+typedef struct {
+    pass_t *P;
+    extractor_t *x;
+} ex_arg_t;
+
+static void *extractor_main(void *arg)
+{
+    ex_arg_t *a = arg;
+    pass_t *P = a->P;
+    extractor_t *x = a->x;
+    tg_strategy_t *s = P->s;
+    for (;;) {
+        pthread_mutex_lock(&P->ld_mu);
+        if (P->stop_pull || atomic_load(&P->abort)) {
+            pthread_mutex_unlock(&P->ld_mu);
+            break;
+        }
+        tg_loader_item_t *it = NULL;
+        int rc = tg_loader_next(P->ld, &it);
+        if (rc > 0) P->pulled++;
+        if (rc < 0) fail(P, rc, tg_errmsg()); /* a sampler's error, with its message */
+        pthread_mutex_unlock(&P->ld_mu);
+        if (rc <= 0) break;
+        atomic_fetch_add(&P->sample_ns, (uint64_t)(it->sample_s * 1e9));
+        double t0 = tg_now();
+        item_t *t = calloc(1, sizeof *t);
+        if (t) {
+            t->it = it;
+            t->x_bytes = (size_t)it->batch.num_nodes * s->dim * sizeof(float);
+            t->X = malloc(t->x_bytes ? t->x_bytes : 1);
+        }
+        if (!t || !t->X) {
+            uint64_t id = it->batch.id;
+            uint32_t nn = it->batch.num_nodes;
+            if (t) {
+                t->x_bytes = 0; /* nothing was counted */
+                item_free(P, t);
+            } else {
+                tg_loader_item_free(P->ld, it);
+            }
+            rc = tg_err(-ENOMEM, "batch %llu: out of memory for the features of %u nodes",
+                        (unsigned long long)id, nn);
+            fail(P, rc, tg_errmsg());
+            break;
+        }
+        uint64_t now = atomic_fetch_add(&P->x_bytes, t->x_bytes) + t->x_bytes;
+        uint64_t peak = atomic_load(&P->x_peak);
+        while (now > peak && !atomic_compare_exchange_weak(&P->x_peak, &peak, now)) {
+        }
+        rc = extract_batch(P, x, t);
+        atomic_fetch_add(&P->gather_ns, (uint64_t)((tg_now() - t0) * 1e9));
+        if (rc < 0 || buf_put(P, t) < 0) {
+            item_free(P, t);
+            break;
+        }
+    }
+    return NULL;
+}
+
+static void *releaser_main(void *arg)
+{
+    pass_t *P = arg;
+    void *t;
+    /* Frees batches after training, off the trainer's critical path (unmapping a large input
+     * matrix costs time). */
+    while (tg_queue_pop(P->relq, &t) == 0)
+        item_free(P, t);
+    return NULL;
+}
+
+static int gd_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
+{
+    memset(st, 0, sizeof *st);
+    st->next_batch = p->first_batch;
+    if (s->dead)
+        return tg_err(-ECANCELED, "gnndrive: the pipeline was shut down by an earlier error");
+    int rc;
+    if (!s->ready && (rc = gd_setup(s)) < 0) return rc;
+    pass_t P;
+    memset(&P, 0, sizeof P);
+    P.s = s;
+    P.p = p;
+    P.in_order = !(p->allow_out_of_order && s->o.out_of_order);
+    int E = s->E;
+    P.cap = P.in_order ? (size_t)(s->o.queue_depth + E) : (size_t)s->o.queue_depth;
+    pthread_mutex_init(&P.ld_mu, NULL);
+    pthread_mutex_init(&P.mu, NULL);
+    pthread_mutex_init(&P.err_mu, NULL);
+    pthread_cond_init(&P.cv_put, NULL);
+    pthread_cond_init(&P.cv_get, NULL);
+    atomic_init(&P.abort, 0);
+    atomic_init(&P.gather_ns, 0);
+    atomic_init(&P.sample_ns, 0);
+    atomic_init(&P.x_bytes, 0);
+    atomic_init(&P.x_peak, 0);
+    pthread_t *th = calloc((size_t)E, sizeof *th);
+    ex_arg_t *args = calloc((size_t)E, sizeof *args);
+    int *started = calloc((size_t)E, sizeof *started);
+    pthread_t rel;
+    int rel_started = 0;
+    tg_featbuf_stats_t fs0;
+    tg_io_counts_t io0;
+    tg_featbuf_stats(s->fb, &fs0, 1);
+    tg_io_stats_take(&s->stats, &io0);
+    P.ring = calloc(P.cap, sizeof *P.ring);
+    if (!th || !args || !started || !P.ring) {
+        rc = tg_err(-ENOMEM, "gnndrive: out of memory");
+        goto out;
+    }
+    if ((rc = tg_queue_create(&P.relq, (size_t)s->o.queue_depth)) < 0) goto out;
+    tg_loader_opts_t lo = {.adj = s->r->adj,
+                           .num_layers = p->num_layers,
+                           .fanouts = p->fanouts,
+                           .seeds = p->seeds,
+                           .num_seeds = p->num_seeds,
+                           .batch_size = p->batch_size,
+                           .seed = p->seed,
+                           .epoch = p->epoch,
+                           .num_threads = s->o.sampler_threads,
+                           .prefetch = (size_t)s->o.queue_depth,
+                           .first_batch = p->first_batch};
+    if ((rc = tg_loader_start(&P.ld, &lo)) < 0) goto out;
+    uint64_t total = tg_loader_num_batches(P.ld) - p->first_batch;
+    int e;
+    if ((e = pthread_create(&rel, NULL, releaser_main, &P)) != 0) {
+        rc = tg_err(-e, "gnndrive: cannot start the releaser thread");
+        goto out;
+    }
+    rel_started = 1;
+    for (int i = 0; i < E; i++) {
+        args[i] = (ex_arg_t){&P, &s->ex[i]};
+        if ((e = pthread_create(&th[i], NULL, extractor_main, &args[i])) != 0) {
+            rc = tg_err(-e, "gnndrive: cannot start extractor thread %d", i);
+            fail(&P, rc, tg_errmsg());
+            break;
+        }
+        started[i] = 1;
+    }
+    /* The trainer: this thread. */
+    uint64_t done = 0, target = total;
+    int draining = 0;
+    while (rc == 0 && done < target) {
+        item_t *t;
+        double tw = tg_now();
+        int g = buf_get(&P, &t);
+        st->wait_s += tg_now() - tw;
+        if (g < 0) break; /* the pipeline failed: its error is recorded */
+        int src = p->step(p->ctx, &t->it->batch, t->X);
+        uint64_t id = t->it->batch.id;
+        if (tg_queue_push(P.relq, t) < 0) item_free(&P, t);
+        if (src < 0) {
+            fail(&P, src, tg_errmsg());
+            break;
+        }
+        st->steps++;
+        done++;
+        if (P.in_order) st->next_batch = id + 1;
+        if (src == TG_PASS_STOP && !draining) {
+            st->stopped = 1;
+            pthread_mutex_lock(&P.ld_mu);
+            P.stop_pull = 1;
+            uint64_t pulled = P.pulled;
+            pthread_mutex_unlock(&P.ld_mu);
+            if (P.in_order) break;
+            /* Out of order, the batches already handed out train first, so the pass ends on
+             * a prefix of the epoch and a resumed run skips exactly those. */
+            target = pulled;
+            draining = 1;
+        }
+    }
+    if (!P.in_order) st->next_batch = p->first_batch + done;
+out:
+    pthread_mutex_lock(&P.ld_mu);
+    P.stop_pull = 1;
+    pthread_mutex_unlock(&P.ld_mu);
+    if (P.err_rc) {
+        /* Blocked extractors wake up with -ECANCELED; the buffer is unusable from now on. */
+        if (s->fb) tg_featbuf_shutdown(s->fb);
+        s->dead = 1;
+    }
+    atomic_store(&P.abort, 1);
+    buf_close(&P);
+    for (int i = 0; th && started && i < E; i++)
+        if (started[i]) pthread_join(th[i], NULL);
+    /* Batches that were extracted but not trained (a stop, an error) go back too. */
+    if (P.ring)
+        for (size_t i = 0; i < P.cap; i++)
+            item_free(&P, P.ring[i]);
+    if (P.relq) tg_queue_close(P.relq);
+    if (rel_started) pthread_join(rel, NULL);
+    tg_loader_stop(P.ld);
+    tg_queue_destroy(P.relq);
+    if (P.err_rc && rc == 0) rc = tg_err(P.err_rc, "%s", P.err_msg);
+    st->sample_s = (double)atomic_load(&P.sample_ns) * 1e-9;
+    st->gather_s = (double)atomic_load(&P.gather_ns) * 1e-9;
+    st->batch_bytes_peak = atomic_load(&P.x_peak);
+    if (s->fb) {
+        tg_featbuf_stats_t fs;
+        tg_featbuf_stats(s->fb, &fs, 1);
+        st->have_cache = 1;
+        st->cache_lookups = fs.lookups;
+        st->cache_hits = fs.hits + fs.waits;
+    }
+    tg_io_counts_t io;
+    tg_io_stats_take(&s->stats, &io);
+    st->have_io = st->have_io_wait = 1;
+    st->io_requests = io.io_requests;
+    st->io_read_bytes = io.io_read_bytes;
+    st->io_wait_s = io.io_wait_s;
+    free(P.ring);
+    free(th);
+    free(args);
+    free(started);
+    pthread_cond_destroy(&P.cv_put);
+    pthread_cond_destroy(&P.cv_get);
+    pthread_mutex_destroy(&P.err_mu);
+    pthread_mutex_destroy(&P.mu);
+    pthread_mutex_destroy(&P.ld_mu);
+    return rc;
+}
+
+const tg_strategy_i tg_strategy_gnndrive = {
+    .name = "gnndrive",
+    .summary = "GNNDrive: samplers -> extractors (io_uring into a shared feature buffer) -> "
+               "trainer -> releaser; indices and features on disk",
+    .min_bytes = gd_min_bytes,
+    .open = gd_open,
+    .pass = gd_pass,
+    .close = gd_close,
+};

@@ -1,0 +1,89 @@
+/* Strategy "mmap": the papers' tuned PyG+ baseline. indices.bin and features.bin are mapped
+ * read-only with readahead off (MADV_RANDOM), so every touched page is read on its own by a page
+ * fault and kept in the page cache, which only a cgroup limit bounds. Only indptr is reserved
+ * against --mem. Sampler threads (tg_loader_t) sample; each gathers its batch's rows with a pool
+ * of gather_threads threads, so that many page faults are outstanding at once. The pool is shared
+ * by the sampler threads one batch at a time (tg_pool_for is not reentrant). */
+#include "../engine-impl.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct tg_strategy {
+    tg_run_t *r;
+    tg_strategy_opts_t o;
+    tg_pool_t *gather_pool;
+    pthread_mutex_t mu; /* one batch gathers on the pool at a time */
+};
+
+static uint64_t mmap_min_bytes(const tg_dataset_t *ds, const tg_strategy_opts_t *o, char *why,
+                               size_t why_len)
+{
+    (void)o;
+    uint64_t indptr = (ds->meta.num_nodes + 1) * sizeof(uint64_t);
+    char a[32];
+    snprintf(why, why_len, "adjacency indptr %s (mapped pages live in the page cache)",
+             tg_fmt_bytes(indptr, a, sizeof a));
+    return indptr;
+}
+
+static int mmap_open(tg_strategy_t **out, tg_run_t *r, const tg_strategy_opts_t *o)
+{
+    *out = NULL;
+    int rc = tg_adj_mmap_open(&r->adj, r->ds, &r->budget);
+    if (rc < 0) return rc;
+    tg_store_opts_t so = {.normalize = o->normalize, .budget = &r->budget};
+    if ((rc = tg_store_mmap_open(&r->store, r->ds, &so)) < 0) return rc;
+    tg_strategy_t *s = calloc(1, sizeof *s);
+    if (!s) return tg_err(-ENOMEM, "strategy mmap: out of memory");
+    s->r = r;
+    s->o = *o;
+    pthread_mutex_init(&s->mu, NULL);
+    if ((rc = tg_pool_create(&s->gather_pool, o->gather_threads > 0 ? o->gather_threads : 1)) < 0) {
+        pthread_mutex_destroy(&s->mu);
+        free(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+static int mmap_gather(void *ctx, const tg_batch_t *b, float *X)
+{
+    tg_strategy_t *s = ctx;
+    pthread_mutex_lock(&s->mu);
+    int rc = tg_store_gather_parallel(s->r->store, s->gather_pool, b->nodes, b->num_nodes, X);
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+static int mmap_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
+{
+    tg_proc_io_t a, b;
+    tg_proc_io_sample(&a);
+    /* One batch ready per sampler thread: a gathered matrix can be large, and the page cache,
+     * not our buffers, is where mmap keeps data. */
+    int rc = tg_loader_pass(s->r, p, s->o.sampler_threads, 1, mmap_gather, s, st);
+    tg_proc_io_sample(&b);
+    tg_proc_io_delta(&a, &b, st);
+    return rc;
+}
+
+static void mmap_close(tg_strategy_t *s)
+{
+    if (!s) return;
+    tg_pool_destroy(s->gather_pool);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+const tg_strategy_i tg_strategy_mmap = {
+    .name = "mmap",
+    .summary = "indices and features memory-mapped (MADV_RANDOM), page cache bounded by the "
+               "cgroup; sampler threads sample, a pool gathers",
+    .min_bytes = mmap_min_bytes,
+    .open = mmap_open,
+    .pass = mmap_pass,
+    .close = mmap_close,
+};

@@ -1,0 +1,264 @@
+/* The table of strategies, the automatic choice, and what several strategies share: the counting
+ * adjacency, the loader-based pass (memory, mmap) and the kernel's I/O counters. */
+#include "../engine-impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+static const tg_strategy_i *const strategies[] = {&tg_strategy_memory, &tg_strategy_mmap,
+                                                  &tg_strategy_gnndrive};
+
+#define NSTRAT (sizeof strategies / sizeof strategies[0])
+
+void tg_strategy_opts_default(tg_strategy_opts_t *o)
+{
+    memset(o, 0, sizeof *o);
+    o->threads = 1;
+    o->sampler_threads = 1;
+    o->gather_threads = 1;
+    o->extractors = 2;
+    o->queue_depth = 2;
+    o->io_gap = -1;
+}
+
+const char *tg_strategy_names(void)
+{
+    return "memory, mmap, gnndrive";
+}
+
+int tg_strategy_find(const char *name, const tg_strategy_i **out)
+{
+    for (size_t i = 0; i < NSTRAT; i++)
+        if (!strcmp(name, strategies[i]->name)) {
+            *out = strategies[i];
+            return 0;
+        }
+    return tg_err(-EINVAL, "unknown strategy '%s', expected auto, %s", name, tg_strategy_names());
+}
+
+int tg_strategy_choose(const tg_dataset_t *ds, uint64_t mem_bytes, uint64_t extra_bytes,
+                       const tg_strategy_opts_t *o, const tg_strategy_i **out, char *why,
+                       size_t why_len)
+{
+    char items[512], a[32], b[32];
+    uint64_t need = tg_strategy_memory.min_bytes(ds, o, items, sizeof items) + extra_bytes;
+    uint64_t room = mem_bytes ? mem_bytes : tg_phys_mem_bytes() / 4;
+    if (need <= room) {
+        *out = &tg_strategy_memory;
+        snprintf(why, why_len, "graph and features (%s) fit in %s %s",
+                 tg_fmt_bytes(need, a, sizeof a), mem_bytes ? "--mem" : "a quarter of RAM,",
+                 tg_fmt_bytes(room, b, sizeof b));
+    } else {
+        *out = &tg_strategy_gnndrive;
+        snprintf(why, why_len, "graph and features (%s) do not fit in %s %s",
+                 tg_fmt_bytes(need, a, sizeof a), mem_bytes ? "--mem" : "a quarter of RAM,",
+                 tg_fmt_bytes(room, b, sizeof b));
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- counting adjacency */
+
+typedef struct {
+    tg_adj_t *inner;
+    size_t index_bytes;
+    _Atomic uint64_t *counter;
+} counting_t;
+
+static int counting_read(tg_adj_t *adj, const uint64_t *pos, size_t n, uint64_t *out)
+{
+    counting_t *c = adj->impl;
+    atomic_fetch_add_explicit(c->counter, (uint64_t)n * c->index_bytes, memory_order_relaxed);
+    return tg_adj_read(c->inner, pos, n, out);
+}
+
+static void counting_destroy(tg_adj_t *adj)
+{
+    counting_t *c = adj->impl;
+    tg_adj_destroy(c->inner);
+    free(c);
+    free(adj);
+}
+
+static const tg_adj_i counting_iface = {"counting", counting_read, counting_destroy};
+
+int tg_adj_counting_wrap(tg_adj_t **out, tg_adj_t *adj, size_t index_bytes,
+                         _Atomic uint64_t *counter)
+{
+    *out = NULL;
+    tg_adj_t *w = calloc(1, sizeof *w);
+    counting_t *c = calloc(1, sizeof *c);
+    if (!w || !c) {
+        free(w);
+        free(c);
+        tg_adj_destroy(adj);
+        return tg_err(-ENOMEM, "adjacency: out of memory");
+    }
+    c->inner = adj;
+    c->index_bytes = index_bytes;
+    c->counter = counter;
+    w->iface = &counting_iface;
+    w->num_nodes = adj->num_nodes;
+    w->num_edges = adj->num_edges;
+    w->indptr = adj->indptr;
+    w->impl = c;
+    *out = w;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- kernel I/O counters */
+
+void tg_proc_io_sample(tg_proc_io_t *s)
+{
+    memset(s, 0, sizeof *s);
+    FILE *f = fopen("/proc/self/io", "r");
+    if (f) {
+        char line[128];
+        while (fgets(line, sizeof line, f))
+            if (!strncmp(line, "read_bytes:", 11)) {
+                s->read_bytes = strtoull(line + 11, NULL, 10);
+                s->have_read_bytes = 1;
+            }
+        fclose(f);
+    }
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) == 0) s->major_faults = (uint64_t)ru.ru_majflt;
+    /* Field 42 of /proc/self/stat: aggregated block I/O delays in clock ticks. It stays 0 unless
+     * the kernel's delay accounting is on (kernel.task_delayacct), so it only counts then. */
+    int on = 0;
+    f = fopen("/proc/sys/kernel/task_delayacct", "r");
+    if (f) {
+        on = fgetc(f) == '1';
+        fclose(f);
+    }
+    if (!on) return;
+    f = fopen("/proc/self/stat", "r");
+    if (!f) return;
+    char buf[2048];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *p = strrchr(buf, ')'); /* the command name may hold spaces: count after it */
+    if (!p) return;
+    int field = 2;
+    for (char *q = p + 1; *q; q++)
+        if (*q == ' ' && ++field == 42) {
+            s->blkio_s = (double)strtoull(q + 1, NULL, 10) / (double)sysconf(_SC_CLK_TCK);
+            s->have_blkio = 1;
+            break;
+        }
+}
+
+void tg_proc_io_delta(const tg_proc_io_t *a, const tg_proc_io_t *b, tg_pass_stats_t *st)
+{
+    if (!a->have_read_bytes || !b->have_read_bytes) return;
+    st->have_io = 1;
+    st->io_read_bytes = b->read_bytes - a->read_bytes;
+    /* Without readahead (MADV_RANDOM) each major fault reads one page: one request. */
+    st->io_requests = b->major_faults - a->major_faults;
+    if (a->have_blkio && b->have_blkio) {
+        st->have_io_wait = 1;
+        st->io_wait_s = b->blkio_s - a->blkio_s;
+    }
+}
+
+/* ---------------------------------------------------------------- the loader pass */
+
+typedef struct {
+    tg_gather_fn gather;
+    void *gctx;
+    size_t row_floats;
+    _Atomic uint64_t in_flight, peak;
+} lp_ctx_t;
+
+static void lp_free(void *ctx, void *payload)
+{
+    lp_ctx_t *c = ctx;
+    if (!payload) return;
+    size_t *hdr = (size_t *)payload - 2; /* see lp_hook: the byte count sits before X */
+    atomic_fetch_sub(&c->in_flight, hdr[0]);
+    free(hdr);
+}
+
+/* Runs on the sampler thread right after sampling: GATHER happens ahead of the trainer. X is
+ * preceded by a small header holding its size, so the free function can account for it. */
+static int lp_hook(void *ctx, tg_loader_item_t *it)
+{
+    lp_ctx_t *c = ctx;
+    const tg_batch_t *b = &it->batch;
+    size_t bytes = (size_t)b->num_nodes * c->row_floats * sizeof(float);
+    size_t *hdr = malloc(bytes + 2 * sizeof(size_t));
+    if (!hdr) return tg_err(-ENOMEM, "out of memory for the features of %u nodes", b->num_nodes);
+    hdr[0] = bytes;
+    float *X = (float *)(hdr + 2);
+    uint64_t now = atomic_fetch_add(&c->in_flight, bytes) + bytes;
+    uint64_t peak = atomic_load(&c->peak);
+    while (now > peak && !atomic_compare_exchange_weak(&c->peak, &peak, now)) {
+    }
+    int rc = c->gather(c->gctx, b, X);
+    if (rc < 0) {
+        lp_free(c, X);
+        return rc;
+    }
+    it->payload = X;
+    return 0;
+}
+
+int tg_loader_pass(tg_run_t *r, const tg_pass_t *p, int sampler_threads, size_t prefetch,
+                   tg_gather_fn gather, void *gctx, tg_pass_stats_t *st)
+{
+    memset(st, 0, sizeof *st);
+    lp_ctx_t c = {.gather = gather, .gctx = gctx, .row_floats = r->store->dim};
+    atomic_init(&c.in_flight, 0);
+    atomic_init(&c.peak, 0);
+    tg_loader_opts_t lo = {.adj = r->adj,
+                           .num_layers = p->num_layers,
+                           .fanouts = p->fanouts,
+                           .seeds = p->seeds,
+                           .num_seeds = p->num_seeds,
+                           .batch_size = p->batch_size,
+                           .seed = p->seed,
+                           .epoch = p->epoch,
+                           .num_threads = sampler_threads,
+                           .prefetch = prefetch,
+                           .hook = lp_hook,
+                           .hook_free = lp_free,
+                           .ctx = &c,
+                           .first_batch = p->first_batch};
+    tg_loader_t *ld;
+    int rc = tg_loader_start(&ld, &lo);
+    if (rc < 0) return rc;
+    st->next_batch = p->first_batch;
+    for (;;) {
+        tg_loader_item_t *it;
+        double tw = tg_now();
+        rc = tg_loader_next(ld, &it);
+        st->wait_s += tg_now() - tw;
+        if (rc <= 0) break;
+        st->sample_s += it->sample_s;
+        st->gather_s += it->hook_s;
+        rc = p->step(p->ctx, &it->batch, it->payload);
+        uint64_t id = it->batch.id;
+        tg_loader_item_free(ld, it);
+        if (rc < 0) break;
+        st->steps++;
+        st->next_batch = id + 1;
+        if (rc == TG_PASS_STOP) {
+            st->stopped = 1;
+            rc = 0;
+            break;
+        }
+    }
+    tg_loader_stop(ld);
+    st->batch_bytes_peak = atomic_load(&c.peak);
+    return rc < 0 ? rc : 0;
+}
+
+/* ---------------------------------------------------------------- running a pass */
+
+int tg_run_pass(tg_run_t *r, const tg_pass_t *p, tg_pass_stats_t *st)
+{
+    return r->strat_i->pass(r->strat, p, st);
+}
