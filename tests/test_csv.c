@@ -193,11 +193,15 @@ TG_TEST(pairs_fast_path)
     check_pairs("0,1\n2,3\r\n4, 5\n6,7,8\n9,\n,1\n12,13", 0);
 }
 
+/* 300k rows, ~10 MB: more than the 4 MiB read buffer and several 2 MiB inflate blocks, so
+ * refills and block boundaries are crossed many times. */
+#define SAMPLE_ROWS 300000
+
 static void write_sample(const char *path, int gz)
 {
-    char *text = malloc(1 << 20);
+    char *text = malloc(48u * SAMPLE_ROWS);
     size_t len = 0;
-    for (int i = 0; i < 20000; i++)
+    for (int i = 0; i < SAMPLE_ROWS; i++)
         len += (size_t)sprintf(text + len, "%d,%.6f,%de-2\r\n", i, i * 0.5, -i);
     if (gz)
         tg_test_write_gz(path, text);
@@ -232,8 +236,25 @@ TG_TEST(files_plain_and_gzip)
             n++;
         }
         TG_CHECK(rc == 0);
-        TG_CHECK(n == 20000);
+        TG_CHECK(n == SAMPLE_ROWS);
         TG_CHECK(tg_csv_offset(&c) > 0);
+        tg_csv_close(&c);
+    }
+}
+
+/* Closing after a few rows, with the inflate thread blocked on a full queue, must not hang or
+ * leak. */
+TG_TEST(close_early)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/early.csv.gz", dir);
+    write_sample(path, 1);
+    for (int rows = 0; rows < 3; rows++) {
+        tg_csv_t c;
+        TG_CHECK_OK(tg_csv_open(&c, path, 0));
+        for (int i = 0; i < rows * 1000; i++)
+            TG_CHECK(tg_csv_next(&c) == 1);
+        if (rows == 2) usleep(100000); /* let the thread fill the queue */
         tg_csv_close(&c);
     }
 }
@@ -338,6 +359,7 @@ int main(void)
     TG_RUN(rows_and_line_endings);
     TG_RUN(pairs_fast_path);
     TG_RUN(files_plain_and_gzip);
+    TG_RUN(close_early);
     TG_RUN(errors);
     TG_RUN(file_errors);
     if (!tg_test_failures) tg_rmtree(dir);
