@@ -583,8 +583,11 @@ static int read_loads(pass_t *P, extractor_t *x, const tg_featbuf_load_t *ld, si
             uint32_t bidx = x->free_stage[--nfree];
             const tg_featbuf_load_t *a = &ld[x->run_first[r]];
             const tg_featbuf_load_t *z = &ld[x->run_first[r] + x->run_len[r] - 1];
+            /* aligned, so that the read lands in the buffer directly, but not past the end of
+             * the file (a short read there would be an error) */
             uint64_t off = a->node * row / align * align;
             uint64_t end = (z->node * row + row + align - 1) / align * align;
+            end = TG_MIN(end, tg_io_file_size(s->feat));
             runreq[r] = (tg_io_req_t){.file = s->feat,
                                       .off = off,
                                       .len = (size_t)(end - off),
