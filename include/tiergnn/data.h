@@ -283,7 +283,8 @@ typedef enum { TG_IMPORT_OGB, TG_IMPORT_NPY, TG_IMPORT_EDGELIST } tg_import_kind
 typedef struct tg_import_opts {
     tg_import_kind_t kind;
     const char *src;   /* directory (ogb, npy) or file (edgelist) */
-    const char *split; /* ogb: split name (default: the only folder under split/, or "planetoid") */
+    const char *split; /* ogb: split name (default: the only folder under split/; with several
+                          and none named, the import stops and lists them) */
     int undirected, dedup, self_loops;
     /* edgelist only: generated features and labels (as in tg_generate) */
     uint32_t feat_dim, classes;
