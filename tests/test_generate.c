@@ -247,6 +247,12 @@ TG_TEST(statistics)
     TG_CHECK((double)deg[N / 2] < mean);
     TG_CHECK(zero < N / 50);
     free(deg);
+    /* communities are spread over the ids: neighbouring ids share a label about 1/C of the
+     * time, as for a random layout (a contiguous layout would give ~1) */
+    uint64_t adjacent = 0;
+    for (uint64_t v = 0; v + 1 < N; v++)
+        adjacent += L.lab[v] == L.lab[v + 1];
+    TG_CHECK_NEAR((double)adjacent / (double)(N - 1), 1.0 / 8, 0.0125);
     /* classes of equal size */
     uint64_t cls[8] = {0};
     for (uint64_t v = 0; v < N; v++)

@@ -180,13 +180,14 @@ static float *normal_table(void)
 
 /* ---------------------------------------------------------------- id bijection */
 
-/* An invertible hash of [0, 2^k) (multiply by odd, xor-shift; twice, like a murmur finalizer
- * cut to k bits, then add a key), made a bijection of [0, N) by cycle walking: apply it until
- * the value lands below N (under 2 steps on average, since 2^k < 2N). */
+/* An invertible hash of [0, 2^k) (two rounds of: multiply by an odd key, xor-shift the high
+ * half down, add a key), made a bijection of [0, N) by cycle walking: apply it until the value
+ * lands below N (under 2 steps on average, since 2^k < 2N). One round leaves visible arithmetic
+ * progressions (consecutive stored ids cycling through the communities); two do not. */
 typedef struct perm {
     unsigned k, shift;
     uint64_t mask, n;
-    uint64_t mul[2], inv[2], add;
+    uint64_t mul[2], inv[2], add[2];
 } perm_t;
 
 static uint64_t mul_inverse(uint64_t a) /* a odd: a * x == 1 mod 2^64 (Newton) */
@@ -210,33 +211,31 @@ static void perm_init(perm_t *p, uint64_t n, uint64_t seed)
     for (int i = 0; i < 2; i++) {
         p->mul[i] = tg_rng_u64(&r) | 1;
         p->inv[i] = mul_inverse(p->mul[i]);
+        p->add[i] = tg_rng_u64(&r);
     }
-    p->add = tg_rng_u64(&r);
 }
 
 static inline uint64_t perm_round(const perm_t *p, uint64_t x)
 {
-    x = (x * p->mul[0]) & p->mask;
-    x ^= x >> p->shift;
-    x = (x * p->mul[1]) & p->mask;
-    x ^= x >> p->shift;
-    return (x + p->add) & p->mask;
-}
-
-static inline uint64_t unxorshift(const perm_t *p, uint64_t x)
-{
-    /* x ^= x >> s, undone: each step fixes `shift` more high bits */
-    uint64_t y = x;
-    for (unsigned b = p->shift; b < p->k; b += p->shift)
-        y = x ^ (y >> p->shift);
-    return y;
+    for (int i = 0; i < 2; i++) {
+        x = (x * p->mul[i]) & p->mask;
+        x ^= x >> p->shift;
+        x = (x + p->add[i]) & p->mask;
+    }
+    return x;
 }
 
 static inline uint64_t perm_round_inv(const perm_t *p, uint64_t x)
 {
-    x = (x - p->add) & p->mask;
-    x = (unxorshift(p, x) * p->inv[1]) & p->mask;
-    return (unxorshift(p, x) * p->inv[0]) & p->mask;
+    for (int i = 1; i >= 0; i--) {
+        x = (x - p->add[i]) & p->mask;
+        /* x ^= x >> s, undone: each step fixes `shift` more high bits */
+        uint64_t y = x;
+        for (unsigned b = p->shift; b < p->k; b += p->shift)
+            y = x ^ (y >> p->shift);
+        x = (y * p->inv[i]) & p->mask;
+    }
+    return x;
 }
 
 static inline uint64_t perm_fwd(const perm_t *p, uint64_t v)
