@@ -48,9 +48,10 @@
 #define ADJ_QUEUES 2u
 #define ADJ_DEPTH 64u
 #define ADJ_MAX_READ ((size_t)16 << 10)
-#define ADJ_MAX_REQUESTS ((size_t)16384)
+#define ADJ_MAX_REQUESTS ((size_t)4096)
 #define IO_BOOKKEEPING 120u              /* bytes per request while a read runs (io.h) */
-#define FEAT_MAX_READ ((size_t)64 << 10) /* largest read of features.bin: merged rows */
+#define FEAT_SPAN ((size_t)64 << 10)     /* largest read of rows merged across holes */
+#define FEAT_MAX_READ ((size_t)16 << 10) /* largest read of adjacent rows (io/ merges them) */
 #define DEFAULT_DEPTH 32u
 #define MIN_CHUNK 256u
 #define DEFAULT_CHUNK 8192u
@@ -88,10 +89,11 @@ static void probe_run(void)
 }
 
 typedef struct {
-    unsigned depth; /* reads in flight per extractor */
-    uint64_t gap;   /* hole bytes read through (0: one read per row, merged only if adjacent) */
-    size_t span;    /* largest merged read */
-    uint32_t chunk; /* rows per acquire */
+    unsigned depth;  /* reads in flight per extractor */
+    uint64_t gap;    /* hole bytes read through (0: one read per row, merged only if adjacent) */
+    size_t span;     /* largest merged read */
+    size_t max_read; /* the extractors' io/ queues: a merged run is one disk read */
+    uint32_t chunk;  /* rows per acquire */
     /* bytes against --mem */
     uint64_t adj;           /* indptr + the index reads' staging (reserved at open) */
     uint64_t adj_transient; /* io/ bookkeeping while index reads run */
@@ -136,15 +138,16 @@ static void plan_for(const tg_dataset_t *ds, const tg_strategy_opts_t *o, uint32
         pl->depth = DEFAULT_DEPTH;
     }
     uint64_t gap = o->io_gap >= 0 ? (uint64_t)o->io_gap : (probe_ok ? probe_gap : 0);
-    pl->span = FEAT_MAX_READ;
+    pl->span = FEAT_SPAN;
     pl->gap = TG_MIN(gap, (uint64_t)pl->span / 2);
+    pl->max_read = pl->gap ? pl->span : FEAT_MAX_READ;
     pl->chunk = chunk;
     /* 512-byte slots let an O_DIRECT read of a whole row land in its slot without a copy. */
     pl->align = pl->row_bytes % 512 == 0 ? 512 : 0;
     pl->adj =
         (m->num_nodes + 1) * sizeof(uint64_t) + (uint64_t)ADJ_QUEUES * ADJ_DEPTH * ADJ_MAX_READ;
     pl->adj_transient = (uint64_t)ADJ_QUEUES * ADJ_MAX_REQUESTS * IO_BOOKKEEPING;
-    pl->ex_fixed = (uint64_t)E * ((uint64_t)pl->depth * FEAT_MAX_READ +
+    pl->ex_fixed = (uint64_t)E * ((uint64_t)pl->depth * pl->max_read +
                                   (pl->gap ? (uint64_t)pl->depth * pl->span : 0));
     pl->ex_transient = (uint64_t)E * chunk * IO_BOOKKEEPING;
     tg_featbuf_opts_t fo;
@@ -277,7 +280,7 @@ static void extractor_free(tg_strategy_t *s, extractor_t *x)
 static int extractor_io(tg_strategy_t *s, extractor_t *x)
 {
     tg_io_opts_t io = {.depth = s->plan.depth,
-                       .max_read_bytes = FEAT_MAX_READ,
+                       .max_read_bytes = s->plan.max_read,
                        .budget = &s->r->budget,
                        .stats = &s->stats};
     return tg_io_create(&x->io, &io);
