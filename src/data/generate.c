@@ -180,14 +180,15 @@ static float *normal_table(void)
 
 /* ---------------------------------------------------------------- id bijection */
 
-/* An invertible hash of [0, 2^k) (two rounds of: multiply by an odd key, xor-shift the high
- * half down, add a key), made a bijection of [0, N) by cycle walking: apply it until the value
- * lands below N (under 2 steps on average, since 2^k < 2N). One round leaves visible arithmetic
- * progressions (consecutive stored ids cycling through the communities); two do not. */
+/* An invertible hash of [0, 2^k) (three rounds of: multiply by an odd key, xor-shift by k/3,
+ * add a key), made a bijection of [0, N) by cycle walking: apply it until the value lands below
+ * N (under 2 steps on average, since 2^k < 2N). Fewer rounds leave arithmetic progressions for
+ * some seeds (consecutive stored ids cycling through the communities, up to 1.3x the random
+ * rate of equal neighbouring labels); three stay within a few percent of random. */
 typedef struct perm {
     unsigned k, shift;
     uint64_t mask, n;
-    uint64_t mul[2], inv[2], add[2];
+    uint64_t mul[3], inv[3], add[3];
 } perm_t;
 
 static uint64_t mul_inverse(uint64_t a) /* a odd: a * x == 1 mod 2^64 (Newton) */
@@ -207,8 +208,8 @@ static void perm_init(perm_t *p, uint64_t n, uint64_t seed)
     while (p->k < 64 && (n - 1) >> p->k)
         p->k++;
     p->mask = p->k >= 64 ? ~0ull : (1ull << p->k) - 1;
-    p->shift = p->k / 2 + 1;
-    for (int i = 0; i < 2; i++) {
+    p->shift = TG_MAX(1, p->k / 3);
+    for (int i = 0; i < 3; i++) {
         p->mul[i] = tg_rng_u64(&r) | 1;
         p->inv[i] = mul_inverse(p->mul[i]);
         p->add[i] = tg_rng_u64(&r);
@@ -217,7 +218,7 @@ static void perm_init(perm_t *p, uint64_t n, uint64_t seed)
 
 static inline uint64_t perm_round(const perm_t *p, uint64_t x)
 {
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         x = (x * p->mul[i]) & p->mask;
         x ^= x >> p->shift;
         x = (x + p->add[i]) & p->mask;
@@ -227,7 +228,7 @@ static inline uint64_t perm_round(const perm_t *p, uint64_t x)
 
 static inline uint64_t perm_round_inv(const perm_t *p, uint64_t x)
 {
-    for (int i = 1; i >= 0; i--) {
+    for (int i = 2; i >= 0; i--) {
         x = (x - p->add[i]) & p->mask;
         /* x ^= x >> s, undone: each step fixes `shift` more high bits */
         uint64_t y = x;
