@@ -21,7 +21,7 @@ typedef struct {
     int extractors, queue_depth, sampler_threads;
     uint32_t chunk;
     int64_t gap;
-    int normalize, out_of_order;
+    int normalize, out_of_order, sweep;
     uint64_t cache_bytes;
 } cfg_t;
 
@@ -54,6 +54,7 @@ static int open_run(tg_run_t *r, const char *dir, const cfg_t *c)
     o.sopts.chunk_rows = c->chunk;
     o.sopts.out_of_order = c->out_of_order;
     o.sopts.cache_bytes = c->cache_bytes;
+    o.sopts.sweep_batches = c->sweep ? c->sweep : 1;
     o.mem_bytes = c->mem;
     o.threads = 1;
     return tg_run_open_opts(r, &o);
@@ -228,6 +229,13 @@ TG_TEST(rows_match_memory_store)
     c.extractors = 3;
     rows_case(ds, &c, "out of order, 3 extractors");
     cfg_default(&c);
+    c.sweep = 3; /* three batches per sweep: shared rows read once, scattered to each */
+    c.chunk = 100;
+    rows_case(ds, &c, "sweeps of 3 batches, 100-row chunks");
+    c.out_of_order = 1;
+    c.gap = 4096;
+    rows_case(ds16, &c, "sweeps of 3, out of order, f16, gap 4 KiB");
+    cfg_default(&c);
     c.mem = 15u << 20; /* a tight budget: the buffer gets what is left */
     c.chunk = 128;
     rows_case(ds, &c, "--mem 15M, 128-row chunks");
@@ -242,6 +250,7 @@ TG_TEST(stop_and_first_batch)
         cfg_default(&c);
         c.out_of_order = ooo;
         c.extractors = 3;
+        c.sweep = 2;
         tg_run_t r;
         TG_CHECK_OK(open_run(&r, ds, &c));
         tg_store_t *ref = ref_store(ds, 0);

@@ -132,6 +132,7 @@ typedef struct tg_train_opts {
     uint32_t chunk_rows;        /* gnndrive: rows per feature-buffer acquire (0 = automatic) */
     int64_t io_gap;             /* gnndrive: hole bytes read through to merge rows (-1 = auto) */
     int out_of_order;           /* gnndrive: batches may train as soon as they are extracted */
+    int sweep_batches;          /* gnndrive: batches an extractor reads in one sweep (0 = 1) */
     uint64_t batches_per_epoch; /* train only the first N batches of each epoch (0 = all) */
     uint64_t eval_max_nodes;    /* evaluate a fixed random sample of N nodes per split (0 = all) */
     /* Stop request (e.g. set by a SIGINT handler): checked after every batch. NULL = none. */

@@ -69,6 +69,8 @@ static const char train_usage[] =
     "  --io-gap BYTES                 gnndrive: read through holes up to BYTES to merge rows\n"
     "                                 (default auto: what the disk reads in one request's time)\n"
     "  --chunk-rows N                 gnndrive: rows per feature-buffer acquire (default auto)\n"
+    "  --sweep-batches S              gnndrive: batches an extractor reads in one sweep of the\n"
+    "                                 feature file, sharing reads (default 1)\n"
     "  --out-of-order                 gnndrive: train batches as they are extracted (faster,\n"
     "                                 not bit-identical to the other strategies)\n"
     "\n"
@@ -80,7 +82,7 @@ static const char train_usage[] =
     "epochs=,optimizer=,lr=,weight-decay=,momentum=,normalize-features,eval-every=,"               \
     "eval-fanouts=,eval-chunk=,checkpoint-every=,out=,resume,seed=,threads=,sampler-threads=,"     \
     "strategy=,mem=,json,verify,gather-threads=,extractors=,queue-depth=,io-depth=,io-gap=,"       \
-    "chunk-rows=,out-of-order,batches-per-epoch=,eval-max-nodes=,help"
+    "chunk-rows=,out-of-order,sweep-batches=,batches-per-epoch=,eval-max-nodes=,help"
 
 /* Reads an integer flag into an int within [lo, hi]. */
 static int int_flag(const tg_args_t *a, const char *name, int64_t def, int64_t lo, int64_t hi,
@@ -223,6 +225,7 @@ static int parse_train(tg_args_t *a, tg_train_opts_t *o)
     if ((rc = int_flag(a, "chunk-rows", 0, 0, 1 << 24, &v)) < 0) return rc;
     o->chunk_rows = (uint32_t)v;
     o->out_of_order = tg_args_has(a, "out-of-order");
+    if ((rc = int_flag(a, "sweep-batches", 1, 1, 16, &o->sweep_batches)) < 0) return rc;
     if ((rc = tg_args_u64(a, "batches-per-epoch", 0, &o->batches_per_epoch)) < 0) return rc;
     if ((rc = tg_args_u64(a, "eval-max-nodes", 0, &o->eval_max_nodes)) < 0) return rc;
     return 0;

@@ -41,6 +41,7 @@ typedef struct tg_strategy_opts {
     uint32_t chunk_rows;  /* gnndrive: rows per feature-buffer acquire; 0 = automatic */
     int64_t io_gap;       /* gnndrive: bytes of holes read through to merge rows; < 0 = auto */
     int out_of_order;     /* gnndrive: training passes may run batches out of order */
+    int sweep_batches;    /* gnndrive: batches an extractor reads in one sweep (1..16) */
     uint64_t cache_bytes; /* gnndrive without --mem: feature buffer size (0 = automatic) */
 } tg_strategy_opts_t;
 

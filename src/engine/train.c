@@ -50,6 +50,8 @@ static int check_opts(const tg_train_opts_t *o, const tg_meta_t *meta)
         return tg_err(-EINVAL, "--extractors %d out of range, expected 1..64", o->extractors);
     if (o->queue_depth < 0 || o->queue_depth > 1024)
         return tg_err(-EINVAL, "--queue-depth %d out of range, expected 1..1024", o->queue_depth);
+    if (o->sweep_batches < 0 || o->sweep_batches > 16)
+        return tg_err(-EINVAL, "--sweep-batches %d out of range, expected 1..16", o->sweep_batches);
     if (o->io_depth > 4096)
         return tg_err(-EINVAL, "--io-depth %u out of range, expected 1..4096", o->io_depth);
     if (o->model.num_layers < 1 || o->model.num_layers > TG_MAX_LAYERS)
@@ -281,6 +283,7 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
     ro.sopts.chunk_rows = o.chunk_rows;
     ro.sopts.io_gap = o.io_gap;
     ro.sopts.out_of_order = o.out_of_order;
+    ro.sopts.sweep_batches = o.sweep_batches ? o.sweep_batches : 1;
     ro.mem_bytes = o.mem_bytes;
     ro.extra_bytes = order_bytes + mask_bytes;
     ro.threads = o.threads;

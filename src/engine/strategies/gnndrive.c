@@ -45,7 +45,7 @@
 
 #include "tiergnn/featbuf.h"
 
-#define ADJ_QUEUES 2u
+#define ADJ_MIN_QUEUES 2u
 #define ADJ_DEPTH 64u
 #define ADJ_MAX_READ ((size_t)16 << 10)
 #define ADJ_MAX_REQUESTS ((size_t)4096)
@@ -53,7 +53,9 @@
 #define FEAT_SPAN ((size_t)64 << 10)     /* largest read of rows merged across holes */
 #define FEAT_MAX_READ ((size_t)16 << 10) /* largest read of adjacent rows (io/ merges them) */
 #define DEFAULT_DEPTH 32u
+#define MERGED_DEPTH 32u
 #define MIN_CHUNK 256u
+#define TG_MAX_SWEEP 16
 #define DEFAULT_CHUNK 8192u
 #define HANDLE_BYTES_PER_ROW 24u /* featbuf handle arrays per row (slots, loads, flags) */
 #define HANDLE_BYTES_FIXED 4096u
@@ -104,6 +106,13 @@ typedef struct {
     uint32_t align; /* slot alignment: rows land in slots with O_DIRECT when it divides them */
 } gd_plan_t;
 
+/* One queue per sampler thread for the index reads: each sampler's read of a layer waits for
+ * its disk reads, so samplers overlap their waits only with queues of their own. */
+static unsigned adj_queues(const tg_strategy_opts_t *o)
+{
+    return TG_MAX(ADJ_MIN_QUEUES, (unsigned)o->sampler_threads);
+}
+
 static void fb_opts_for(const tg_dataset_t *ds, const gd_plan_t *pl, int extractors,
                         tg_featbuf_opts_t *fo)
 {
@@ -141,12 +150,15 @@ static void plan_for(const tg_dataset_t *ds, const tg_strategy_opts_t *o, uint32
     pl->span = FEAT_SPAN;
     pl->gap = TG_MIN(gap, (uint64_t)pl->span / 2);
     pl->max_read = pl->gap ? pl->span : FEAT_MAX_READ;
+    /* Merged reads are long: a few in flight keep the disk's bandwidth busy, and each costs
+     * two buffers of span bytes against --mem that the feature buffer can use better. */
+    if (pl->gap && !o->io_depth) pl->depth = TG_MIN(pl->depth, MERGED_DEPTH);
     pl->chunk = chunk;
     /* 512-byte slots let an O_DIRECT read of a whole row land in its slot without a copy. */
     pl->align = pl->row_bytes % 512 == 0 ? 512 : 0;
     pl->adj =
-        (m->num_nodes + 1) * sizeof(uint64_t) + (uint64_t)ADJ_QUEUES * ADJ_DEPTH * ADJ_MAX_READ;
-    pl->adj_transient = (uint64_t)ADJ_QUEUES * ADJ_MAX_REQUESTS * IO_BOOKKEEPING;
+        (m->num_nodes + 1) * sizeof(uint64_t) + (uint64_t)adj_queues(o) * ADJ_DEPTH * ADJ_MAX_READ;
+    pl->adj_transient = (uint64_t)adj_queues(o) * ADJ_MAX_REQUESTS * IO_BOOKKEEPING;
     pl->ex_fixed = (uint64_t)E * ((uint64_t)pl->depth * pl->max_read +
                                   (pl->gap ? (uint64_t)pl->depth * pl->span : 0));
     pl->ex_transient = (uint64_t)E * chunk * IO_BOOKKEEPING;
@@ -238,7 +250,7 @@ static int gd_open(tg_strategy_t **out, tg_run_t *r, const tg_strategy_opts_t *o
     ao.io.depth = ADJ_DEPTH;
     ao.io.max_read_bytes = ADJ_MAX_READ;
     ao.io.stats = &s->stats;
-    ao.queues = ADJ_QUEUES;
+    ao.queues = adj_queues(o);
     ao.max_requests = ADJ_MAX_REQUESTS;
     int rc = tg_adj_disk_open(&r->adj, r->ds, &ao, &r->budget);
     if (rc < 0) goto err;
@@ -395,8 +407,8 @@ static void gd_close(tg_strategy_t *s)
 
 typedef struct {
     tg_loader_item_t *it;
-    float *X;
-    size_t x_bytes;
+    float *X;       /* (num_nodes, dim): the batch's input matrix */
+    size_t x_bytes; /* of X, counted in batch_bytes_peak while it exists */
 } item_t;
 
 typedef struct {
@@ -426,10 +438,8 @@ typedef struct {
 static void item_free(pass_t *P, item_t *t)
 {
     if (!t) return;
-    if (t->X) {
-        free(t->X);
-        atomic_fetch_sub(&P->x_bytes, t->x_bytes);
-    }
+    free(t->X);
+    if (t->x_bytes) atomic_fetch_sub(&P->x_bytes, t->x_bytes);
     if (t->it) tg_loader_item_free(P->ld, t->it);
     free(t);
 }
@@ -635,44 +645,146 @@ static int read_loads(pass_t *P, extractor_t *x, const tg_featbuf_load_t *ld, si
     return rc;
 }
 
-/* Moves batch t's rows into t->X, chunk by chunk through the feature buffer. */
-static int extract_batch(pass_t *P, extractor_t *x, item_t *t)
+/* keys[i] = node << 32 | position, sorted by node: LSD radix sort on the node bits (two 16-bit
+ * passes; ids are < 2^32), stable, O(n). tmp has room for n keys. */
+static void sort_by_node(uint64_t *keys, uint64_t *tmp, size_t n)
+{
+    for (int shift = 32; shift < 64; shift += 16) {
+        size_t count[65537];
+        memset(count, 0, sizeof count);
+        for (size_t i = 0; i < n; i++)
+            count[((keys[i] >> shift) & 0xffff) + 1]++;
+        for (size_t d = 0; d < 65536; d++)
+            count[d + 1] += count[d];
+        for (size_t i = 0; i < n; i++)
+            tmp[count[(keys[i] >> shift) & 0xffff]++] = keys[i];
+        memcpy(keys, tmp, n * sizeof *keys);
+    }
+}
+
+/* A group of batches extracted in one sweep: g[j]'s position p is global index off[j] + p. */
+typedef struct {
+    item_t **g;
+    int ng;
+    uint64_t off[TG_MAX_SWEEP + 1];
+} group_t;
+
+/* Copies the rows of the acquired chunk (unique nodes ids[c0 .. c0 + n)) to every place they
+ * take in the group's matrices: the keys start[u] .. start[u+1] of unique node u name them (f16
+ * rows widened). Only after tg_featbuf_wait returned 0. */
+static void scatter_rows(const tg_strategy_t *s, const tg_featbuf_batch_t *h, const group_t *G,
+                         const uint64_t *keys, const uint32_t *start, size_t c0)
+{
+    size_t n;
+    const uint32_t *slots = tg_featbuf_batch_slots(h, &n);
+    uint32_t dim = s->dim;
+    int f16 = s->r->ds->meta.feat_dtype == TG_F16;
+    int j = 0;
+    for (size_t u = 0; u < n; u++) {
+        const void *src = tg_featbuf_row(s->fb, slots[u]);
+        for (uint32_t k = start[c0 + u]; k < start[c0 + u + 1]; k++) {
+            uint64_t gi = keys[k] & 0xffffffffu;
+            while (gi < G->off[j])
+                j--;
+            while (gi >= G->off[j + 1])
+                j++;
+            float *dst = G->g[j]->X + (size_t)(gi - G->off[j]) * dim;
+            if (!f16) {
+                memcpy(dst, src, (size_t)dim * sizeof(float));
+            } else {
+                const uint16_t *h16 = src;
+                for (uint32_t d = 0; d < dim; d++)
+                    dst[d] = tg_f16_to_f32(h16[d]);
+            }
+        }
+    }
+}
+
+/* Moves the rows of a group of batches into their matrices X through the feature buffer, in one
+ * sweep over the feature file: the group's nodes are sorted by id and deduplicated, and chunks
+ * of consecutive ids are acquired, read and scattered in turn. In id order a chunk covers a
+ * narrow range of the file, where its rows lie close together and merge into few reads (chunks
+ * of a batch's own order would scatter over the whole file), and a row two batches of the group
+ * share is read once. Sweeps alternate direction from group to group, so that a sweep starts
+ * where the previous one ended, among the rows the standby list still holds. */
+static int extract_group(pass_t *P, extractor_t *x, const group_t *G)
 {
     tg_strategy_t *s = P->s;
-    const tg_batch_t *b = &t->it->batch;
-    uint32_t chunk = s->plan.chunk, dim = s->dim;
-    for (uint32_t c0 = 0; c0 < b->num_nodes; c0 += chunk) {
-        if (atomic_load(&P->abort)) return -ECANCELED;
-        size_t n = TG_MIN((size_t)chunk, (size_t)(b->num_nodes - c0));
-        int rc = tg_featbuf_acquire(x->h, b->nodes + c0, n, TG_FEATBUF_SORT_LOADS);
+    uint32_t chunk = s->plan.chunk;
+    uint64_t total = G->off[G->ng];
+    size_t bytes = (size_t)total * (2 * sizeof(uint64_t) + sizeof(uint32_t)) + sizeof(uint32_t);
+    uint64_t *keys = malloc((size_t)total * 2 * sizeof *keys + 1);
+    uint32_t *start = malloc(((size_t)total + 1) * sizeof *start);
+    uint64_t first = G->g[0]->it->batch.id;
+    if (!keys || !start) {
+        free(keys);
+        free(start);
+        int rc = tg_err(-ENOMEM, "batch %llu: out of memory for the extraction of %llu rows",
+                        (unsigned long long)first, (unsigned long long)total);
+        fail(P, rc, tg_errmsg());
+        return rc;
+    }
+    uint64_t now = atomic_fetch_add(&P->x_bytes, bytes) + bytes;
+    uint64_t peak = atomic_load(&P->x_peak);
+    while (now > peak && !atomic_compare_exchange_weak(&P->x_peak, &peak, now)) {
+    }
+    uint64_t *tmp = keys + total;
+    for (int j = 0; j < G->ng; j++) {
+        const tg_batch_t *b = &G->g[j]->it->batch;
+        for (uint32_t i = 0; i < b->num_nodes; i++)
+            keys[G->off[j] + i] = b->nodes[i] << 32 | (G->off[j] + i);
+    }
+    sort_by_node(keys, tmp, (size_t)total);
+    uint64_t *ids = tmp, nu = 0; /* the unique node ids, in order */
+    for (uint64_t k = 0; k < total; k++)
+        if (k == 0 || keys[k] >> 32 != keys[k - 1] >> 32) {
+            ids[nu] = keys[k] >> 32;
+            start[nu++] = (uint32_t)k;
+        }
+    start[nu] = (uint32_t)total;
+    uint64_t nchunks = (nu + chunk - 1) / chunk;
+    int descending = (first / (uint64_t)G->ng) & 1;
+    int rc = 0;
+    for (uint64_t ci = 0; ci < nchunks && rc == 0; ci++) {
+        if (atomic_load(&P->abort)) {
+            rc = -ECANCELED;
+            break;
+        }
+        uint64_t c0 = (descending ? nchunks - 1 - ci : ci) * chunk;
+        size_t n = (size_t)TG_MIN((uint64_t)chunk, nu - c0);
+        rc = tg_featbuf_acquire(x->h, ids + c0, n, TG_FEATBUF_SORT_LOADS);
         if (rc < 0) {
             if (rc != -ECANCELED) {
-                tg_err_prefix(rc, "batch %llu", (unsigned long long)b->id);
+                tg_err_prefix(rc, "batch %llu", (unsigned long long)first);
                 fail(P, rc, tg_errmsg());
             }
-            return rc;
+            break;
         }
         size_t nl;
         const tg_featbuf_load_t *ld = tg_featbuf_batch_loads(x->h, &nl);
-        rc = read_loads(P, x, ld, nl, b->id);
+        rc = read_loads(P, x, ld, nl, first);
         if (rc == 0) {
             rc = tg_featbuf_wait(x->h);
             /* a row another extractor failed to load: that extractor recorded the error */
             if (rc < 0 && rc != -ECANCELED) {
-                tg_err_prefix(rc, "batch %llu", (unsigned long long)b->id);
+                tg_err_prefix(rc, "batch %llu", (unsigned long long)first);
                 fail(P, rc, tg_errmsg());
             }
         }
-        if (rc == 0) rc = tg_featbuf_gather_f32(x->h, t->X + (size_t)c0 * dim, NULL);
+        if (rc == 0) scatter_rows(s, x->h, G, keys, start, (size_t)c0);
         int rr = tg_featbuf_release(x->h);
         if (rc == 0 && rr < 0) {
             rc = rr;
             fail(P, rc, tg_errmsg());
         }
-        if (rc < 0) return rc;
-        if (s->o.normalize) tg_feat_normalize_rows(t->X + (size_t)c0 * dim, n, dim);
     }
-    return 0;
+    free(keys);
+    free(start);
+    atomic_fetch_sub(&P->x_bytes, bytes);
+    if (rc == 0 && s->o.normalize)
+        for (int j = 0; j < G->ng; j++)
+            tg_feat_normalize_rows(G->g[j]->X, G->g[j]->it->batch.num_nodes, s->dim);
+    return rc;
 }
 
 typedef struct {
@@ -686,50 +798,64 @@ static void *extractor_main(void *arg)
     pass_t *P = a->P;
     extractor_t *x = a->x;
     tg_strategy_t *s = P->s;
+    int sweep = s->o.sweep_batches > 0 ? s->o.sweep_batches : 1;
     for (;;) {
+        /* The next `sweep` batches, consecutive: pulled under one lock. */
+        tg_loader_item_t *its[TG_MAX_SWEEP];
+        int ng = 0, rc = 0;
         pthread_mutex_lock(&P->ld_mu);
-        if (P->stop_pull || atomic_load(&P->abort)) {
-            pthread_mutex_unlock(&P->ld_mu);
-            break;
+        while (ng < sweep && !P->stop_pull && !atomic_load(&P->abort)) {
+            rc = tg_loader_next(P->ld, &its[ng]);
+            if (rc <= 0) break;
+            P->pulled++;
+            ng++;
         }
-        tg_loader_item_t *it = NULL;
-        int rc = tg_loader_next(P->ld, &it);
-        if (rc > 0) P->pulled++;
         if (rc < 0) fail(P, rc, tg_errmsg()); /* a sampler's error, with its message */
         pthread_mutex_unlock(&P->ld_mu);
-        if (rc <= 0) break;
-        atomic_fetch_add(&P->sample_ns, (uint64_t)(it->sample_s * 1e9));
+        if (ng == 0) break;
+        if (rc < 0) { /* a sampler failed: the pulled batches go back */
+            for (int j = 0; j < ng; j++)
+                tg_loader_item_free(P->ld, its[j]);
+            break;
+        }
         double t0 = tg_now();
-        item_t *t = calloc(1, sizeof *t);
-        if (t) {
-            t->it = it;
-            t->x_bytes = (size_t)it->batch.num_nodes * s->dim * sizeof(float);
-            t->X = malloc(t->x_bytes ? t->x_bytes : 1);
-        }
-        if (!t || !t->X) {
-            uint64_t id = it->batch.id;
-            uint32_t nn = it->batch.num_nodes;
-            if (t) {
-                t->x_bytes = 0; /* nothing was counted */
-                item_free(P, t);
+        item_t *g[TG_MAX_SWEEP];
+        group_t G = {.g = g, .ng = ng};
+        int ok = 1;
+        for (int j = 0; j < ng; j++) {
+            atomic_fetch_add(&P->sample_ns, (uint64_t)(its[j]->sample_s * 1e9));
+            g[j] = calloc(1, sizeof *g[j]);
+            if (g[j]) {
+                g[j]->it = its[j];
+                size_t xb = (size_t)its[j]->batch.num_nodes * s->dim * sizeof(float);
+                g[j]->X = malloc(xb ? xb : 1);
+                if (g[j]->X) {
+                    g[j]->x_bytes = xb;
+                    uint64_t now = atomic_fetch_add(&P->x_bytes, xb) + xb;
+                    uint64_t peak = atomic_load(&P->x_peak);
+                    while (now > peak && !atomic_compare_exchange_weak(&P->x_peak, &peak, now)) {
+                    }
+                }
             } else {
-                tg_loader_item_free(P->ld, it);
+                tg_loader_item_free(P->ld, its[j]);
             }
-            rc = tg_err(-ENOMEM, "batch %llu: out of memory for the features of %u nodes",
-                        (unsigned long long)id, nn);
-            fail(P, rc, tg_errmsg());
-            break;
+            if (ok && (!g[j] || !g[j]->X)) {
+                rc = tg_err(-ENOMEM, "batch %llu: out of memory for the features of %u nodes",
+                            (unsigned long long)its[j]->batch.id, its[j]->batch.num_nodes);
+                fail(P, rc, tg_errmsg());
+                ok = 0;
+            }
+            G.off[j + 1] = G.off[j] + its[j]->batch.num_nodes;
         }
-        uint64_t now = atomic_fetch_add(&P->x_bytes, t->x_bytes) + t->x_bytes;
-        uint64_t peak = atomic_load(&P->x_peak);
-        while (now > peak && !atomic_compare_exchange_weak(&P->x_peak, &peak, now)) {
-        }
-        rc = extract_batch(P, x, t);
+        if (ok) rc = extract_group(P, x, &G);
         atomic_fetch_add(&P->gather_ns, (uint64_t)((tg_now() - t0) * 1e9));
-        if (rc < 0 || buf_put(P, t) < 0) {
-            item_free(P, t);
-            break;
-        }
+        int j = 0;
+        if (ok && rc == 0)
+            for (; j < ng; j++)
+                if (buf_put(P, g[j]) < 0) break;
+        for (; j < ng; j++)
+            item_free(P, g[j]);
+        if (!ok || rc < 0 || j < ng || ng < sweep) break;
     }
     return NULL;
 }
@@ -759,7 +885,8 @@ static int gd_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
     P.p = p;
     P.in_order = !(p->allow_out_of_order && s->o.out_of_order);
     int E = s->E;
-    P.cap = P.in_order ? (size_t)(s->o.queue_depth + E) : (size_t)s->o.queue_depth;
+    int sweep = s->o.sweep_batches > 0 ? s->o.sweep_batches : 1;
+    P.cap = P.in_order ? (size_t)(s->o.queue_depth + E * sweep) : (size_t)s->o.queue_depth;
     pthread_mutex_init(&P.ld_mu, NULL);
     pthread_mutex_init(&P.mu, NULL);
     pthread_mutex_init(&P.err_mu, NULL);
