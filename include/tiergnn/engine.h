@@ -118,7 +118,8 @@ typedef struct tg_train_opts {
     int resume;                /* continue from RUNDIR/checkpoint.bin */
     int normalize_features;    /* L1 row normalisation (tiergnn/store.h) */
     uint64_t mem_bytes;        /* budget for graph + feature data; 0 = unlimited */
-    uint64_t eval_chunk;       /* nodes per chunk of layer-wise evaluation (0 = 65536) */
+    uint64_t eval_chunk;       /* nodes per chunk of layer-wise evaluation (0 = automatic:
+                                  65536 in RAM, ~64 MiB of input rows out of core) */
     uint64_t checkpoint_every; /* write the checkpoints every N epochs and after the last;
                                   0 = after the last only */
     FILE *json;                /* JSON lines (NULL: none) */
@@ -171,7 +172,7 @@ int tg_train(const tg_train_opts_t *o, tg_train_result_t *res);
 typedef struct tg_eval_opts {
     int which_last;       /* 0: best.bin, 1: checkpoint.bin */
     int threads;          /* >= 1 */
-    uint64_t eval_chunk;  /* 0 = 65536 */
+    uint64_t eval_chunk;  /* 0 = automatic (see tg_train_opts_t) */
     uint64_t mem_bytes;   /* data budget as in training (0 = unlimited) */
     const char *strategy; /* NULL / "auto": memory if it fits mem_bytes, else gnndrive */
     uint64_t max_nodes;   /* evaluate a fixed random sample of N nodes of the split (0 = all) */
@@ -201,7 +202,7 @@ typedef struct tg_infer_opts {
     int embeddings;
     int which_last;
     int threads;
-    uint64_t chunk_nodes; /* 0 = 65536 */
+    uint64_t chunk_nodes; /* 0 = automatic (see tg_train_opts_t.eval_chunk) */
     uint64_t mem_bytes;   /* data budget (0 = none; a quarter of RAM decides what goes in RAM) */
     int progress;
     const char *strategy; /* NULL / "auto", "memory", "mmap", "gnndrive" */

@@ -15,7 +15,8 @@ static const char eval_usage[] =
     "  --split valid|test|train   (default test)\n"
     "  --last                     use the last checkpoint instead of the best model\n"
     "  --threads T                compute threads (default 1)\n"
-    "  --eval-chunk N             nodes per chunk of layer-wise evaluation (default 65536)\n"
+    "  --eval-chunk N             nodes per chunk of layer-wise evaluation (default: 65536 in\n"
+    "                             RAM, out of core as many as take ~64 MiB of rows)\n"
     "  --max-nodes N              evaluate a fixed random sample of N nodes of the split (the\n"
     "                             sample training's --eval-max-nodes N used)\n"
     "  --mem SIZE                 limit for graph and feature data, as in training; a dataset\n"
@@ -58,7 +59,7 @@ int tg_cmd_eval(int argc, char **argv)
     tg_eval_opts_t o = {.which_last = tg_args_has(&a, "last")};
     uint64_t t;
     if (tg_args_u64(&a, "threads", 1, &t) < 0 ||
-        tg_args_u64(&a, "eval-chunk", 65536, &o.eval_chunk) < 0 ||
+        tg_args_u64(&a, "eval-chunk", 0, &o.eval_chunk) < 0 ||
         tg_args_u64(&a, "max-nodes", 0, &o.max_nodes) < 0 ||
         tg_args_size(&a, "mem", 0, &o.mem_bytes) < 0)
         return tg_cli_fail();
@@ -67,7 +68,7 @@ int tg_cmd_eval(int argc, char **argv)
         tg_err(-EINVAL, "--threads %llu out of range, expected 1..1024", (unsigned long long)t);
         return tg_cli_fail();
     }
-    if (o.eval_chunk == 0) {
+    if (tg_args_str(&a, "eval-chunk", NULL) && o.eval_chunk == 0) {
         tg_err(-EINVAL, "--eval-chunk must be at least 1");
         return tg_cli_fail();
     }

@@ -18,7 +18,8 @@ static const char infer_usage[] =
     "\n"
     "  --embeddings        also write FILE.emb\n"
     "  --last              use the last checkpoint instead of the best model\n"
-    "  --chunk-nodes N     destination nodes per chunk (default 65536)\n"
+    "  --chunk-nodes N     destination nodes per chunk (default: 65536 in RAM, out of core\n"
+    "                      as many as take ~64 MiB of input rows)\n"
     "  --mem SIZE          limit for graph and feature data: they are kept in RAM only if\n"
     "                      they fit in SIZE, else read from disk (default: RAM/4 decides)\n"
     "  --threads T         compute threads (default 1)\n"
@@ -50,10 +51,10 @@ int tg_cmd_infer(int argc, char **argv)
                          .progress = 1,
                          .strategy = tg_args_str(&a, "strategy", "auto")};
     uint64_t t;
-    if (tg_args_u64(&a, "chunk-nodes", 65536, &o.chunk_nodes) < 0 ||
+    if (tg_args_u64(&a, "chunk-nodes", 0, &o.chunk_nodes) < 0 ||
         tg_args_size(&a, "mem", 0, &o.mem_bytes) < 0 || tg_args_u64(&a, "threads", 1, &t) < 0)
         return tg_cli_fail();
-    if (o.chunk_nodes == 0) {
+    if (tg_args_str(&a, "chunk-nodes", NULL) && o.chunk_nodes == 0) {
         tg_err(-EINVAL, "--chunk-nodes must be at least 1");
         return tg_cli_fail();
     }

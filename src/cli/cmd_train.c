@@ -40,7 +40,8 @@ static const char train_usage[] =
     "                                 0 = after the last only (default 1)\n"
     "  --eval-fanouts full|train      full neighbourhoods, layer by layer (default), or the\n"
     "                                 training fanouts with a fixed sampling stream\n"
-    "  --eval-chunk N                 nodes per chunk of layer-wise evaluation (default 65536)\n"
+    "  --eval-chunk N                 nodes per chunk of layer-wise evaluation (default: 65536\n"
+    "                                 in RAM, out of core as many as take ~64 MiB of rows)\n"
     "run:\n"
     "  --out RUNDIR                   checkpoints, best model and result.json (required)\n"
     "  --resume                       continue RUNDIR's run up to --epochs\n"
@@ -184,8 +185,10 @@ static int parse_train(tg_args_t *a, tg_train_opts_t *o)
         o->eval_sampled = 1;
     else
         return tg_err(-EINVAL, "--eval-fanouts '%s': expected full or train", ef);
-    if ((rc = tg_args_u64(a, "eval-chunk", 65536, &o->eval_chunk)) < 0) return rc;
-    if (o->eval_chunk == 0) return tg_err(-EINVAL, "--eval-chunk must be at least 1");
+    if (tg_args_str(a, "eval-chunk", NULL)) {
+        if ((rc = tg_args_u64(a, "eval-chunk", 0, &o->eval_chunk)) < 0) return rc;
+        if (o->eval_chunk == 0) return tg_err(-EINVAL, "--eval-chunk must be at least 1");
+    }
 
     if ((rc = tg_args_u64(a, "checkpoint-every", 1, &o->checkpoint_every)) < 0) return rc;
     o->resume = tg_args_has(a, "resume");

@@ -233,8 +233,11 @@ typedef struct tg_lw_opts {
 } tg_lw_opts_t;
 
 /* Full-neighbour forward of every layer: layers 0..L-2 for all nodes (each layer's output is the
- * next one's input), the last layer for the targets only. */
+ * next one's input), the last layer for the targets only. chunk 0 = tg_lw_auto_chunk. */
 int tg_lw_forward(tg_run_t *r, tg_model_t *m, const tg_lw_opts_t *o);
+/* Nodes per chunk when none is given: 65536 in RAM; out of core, as many as make about 64 MiB of
+ * input rows on average. */
+uint64_t tg_lw_auto_chunk(const tg_run_t *r, const tg_model_t *m);
 
 /* ---------------------------------------------------------------- evaluation */
 

@@ -20,6 +20,9 @@
 #include <string.h>
 #include <unistd.h>
 
+/* Bytes of input rows an automatic out-of-core chunk aims at. */
+#define LW_CHUNK_BYTES ((uint64_t)64 << 20)
+
 /* A (rows, cols) float matrix in RAM or in a file. */
 typedef struct {
     float *mem;
@@ -167,12 +170,25 @@ static void gcn_scale_sources(const tg_block_t *blk, const uint64_t *nodes, cons
     }
 }
 
+uint64_t tg_lw_auto_chunk(const tg_run_t *r, const tg_model_t *m)
+{
+    if (r->strat_i == &tg_strategy_memory) return 65536;
+    /* Out of core: a chunk's input rows (its nodes and all their in-neighbours, on average
+     * 1 + E/N rows per node) should take about LW_CHUNK_BYTES, like one training batch's
+     * activations, not a fixed 65536 nodes' worth (which on a dense graph is gigabytes). */
+    const tg_model_config_t *cfg = tg_model_config(m);
+    uint32_t width = TG_MAX(cfg->in_dim, TG_MAX(cfg->hidden, cfg->out_dim));
+    double rows = 1.0 + (double)r->adj->num_edges / (double)TG_MAX(r->adj->num_nodes, 1);
+    uint64_t c = (uint64_t)((double)LW_CHUNK_BYTES / (rows * width * sizeof(float)));
+    return TG_MIN(TG_MAX(c, (uint64_t)256), (uint64_t)65536);
+}
+
 int tg_lw_forward(tg_run_t *r, tg_model_t *m, const tg_lw_opts_t *o)
 {
     const tg_model_config_t *cfg = tg_model_config(m);
     int L = cfg->num_layers, rc = 0;
     uint64_t N = r->adj->num_nodes;
-    uint64_t chunk = o->chunk ? o->chunk : 65536;
+    uint64_t chunk = o->chunk ? o->chunk : tg_lw_auto_chunk(r, m);
     int64_t full = TG_FANOUT_ALL;
     tg_sampler_t *s = NULL;
     uint32_t *deg = NULL, *outdeg = NULL;

@@ -409,6 +409,7 @@ typedef struct {
     tg_loader_item_t *it;
     float *X;       /* (num_nodes, dim): the batch's input matrix */
     size_t x_bytes; /* of X, counted in batch_bytes_peak while it exists */
+    int counted;    /* holds one of the pass's matrix places (x_max) */
 } item_t;
 
 typedef struct {
@@ -433,7 +434,20 @@ typedef struct {
     char err_msg[1024];
     atomic_int abort; /* stop extracting (error, or an in-order stop) */
     _Atomic uint64_t gather_ns, sample_ns, x_bytes, x_peak;
+    /* Input matrices in flight, from extraction to release: at most x_max. Places are taken in
+     * batch-id order (under ld_mu), so the batch the trainer needs next never waits for a place
+     * a later batch holds. */
+    pthread_mutex_t x_mu;
+    pthread_cond_t x_cv;
+    int x_count, x_max;
 } pass_t;
+
+static void x_wake_all(pass_t *P)
+{
+    pthread_mutex_lock(&P->x_mu);
+    pthread_cond_broadcast(&P->x_cv);
+    pthread_mutex_unlock(&P->x_mu);
+}
 
 static void item_free(pass_t *P, item_t *t)
 {
@@ -441,6 +455,12 @@ static void item_free(pass_t *P, item_t *t)
     free(t->X);
     if (t->x_bytes) atomic_fetch_sub(&P->x_bytes, t->x_bytes);
     if (t->it) tg_loader_item_free(P->ld, t->it);
+    if (t->counted) {
+        pthread_mutex_lock(&P->x_mu);
+        P->x_count--;
+        pthread_cond_broadcast(&P->x_cv);
+        pthread_mutex_unlock(&P->x_mu);
+    }
     free(t);
 }
 
@@ -464,6 +484,7 @@ static void fail(pass_t *P, int rc, const char *msg)
     pthread_mutex_unlock(&P->err_mu);
     atomic_store(&P->abort, 1);
     buf_close(P);
+    x_wake_all(P);
 }
 
 /* Puts an extracted batch into the training queue. -EPIPE when the queue closed. */
@@ -811,9 +832,21 @@ static void *extractor_main(void *arg)
             ng++;
         }
         if (rc < 0) fail(P, rc, tg_errmsg()); /* a sampler's error, with its message */
+        int placed = 0;
+        if (ng && rc >= 0) {
+            /* places for the group's matrices, taken before any later batch can take one */
+            pthread_mutex_lock(&P->x_mu);
+            while (P->x_count + ng > P->x_max && !atomic_load(&P->abort))
+                pthread_cond_wait(&P->x_cv, &P->x_mu);
+            if (!atomic_load(&P->abort)) {
+                P->x_count += ng;
+                placed = 1;
+            }
+            pthread_mutex_unlock(&P->x_mu);
+        }
         pthread_mutex_unlock(&P->ld_mu);
         if (ng == 0) break;
-        if (rc < 0) { /* a sampler failed: the pulled batches go back */
+        if (!placed) { /* a sampler failed, or the pass is stopping: the batches go back */
             for (int j = 0; j < ng; j++)
                 tg_loader_item_free(P->ld, its[j]);
             break;
@@ -823,10 +856,14 @@ static void *extractor_main(void *arg)
         group_t G = {.g = g, .ng = ng};
         int ok = 1;
         for (int j = 0; j < ng; j++) {
+            uint64_t bid = its[j]->batch.id;
+            uint32_t nn = its[j]->batch.num_nodes;
+            G.off[j + 1] = G.off[j] + nn;
             atomic_fetch_add(&P->sample_ns, (uint64_t)(its[j]->sample_s * 1e9));
             g[j] = calloc(1, sizeof *g[j]);
             if (g[j]) {
                 g[j]->it = its[j];
+                g[j]->counted = 1;
                 size_t xb = (size_t)its[j]->batch.num_nodes * s->dim * sizeof(float);
                 g[j]->X = malloc(xb ? xb : 1);
                 if (g[j]->X) {
@@ -838,14 +875,17 @@ static void *extractor_main(void *arg)
                 }
             } else {
                 tg_loader_item_free(P->ld, its[j]);
+                pthread_mutex_lock(&P->x_mu); /* its place goes back */
+                P->x_count--;
+                pthread_cond_broadcast(&P->x_cv);
+                pthread_mutex_unlock(&P->x_mu);
             }
             if (ok && (!g[j] || !g[j]->X)) {
                 rc = tg_err(-ENOMEM, "batch %llu: out of memory for the features of %u nodes",
-                            (unsigned long long)its[j]->batch.id, its[j]->batch.num_nodes);
+                            (unsigned long long)bid, nn);
                 fail(P, rc, tg_errmsg());
                 ok = 0;
             }
-            G.off[j + 1] = G.off[j] + its[j]->batch.num_nodes;
         }
         if (ok) rc = extract_group(P, x, &G);
         atomic_fetch_add(&P->gather_ns, (uint64_t)((tg_now() - t0) * 1e9));
@@ -897,6 +937,9 @@ static int gd_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
     atomic_init(&P.sample_ns, 0);
     atomic_init(&P.x_bytes, 0);
     atomic_init(&P.x_peak, 0);
+    pthread_mutex_init(&P.x_mu, NULL);
+    pthread_cond_init(&P.x_cv, NULL);
+    P.x_max = E * sweep + s->o.queue_depth;
     pthread_t *th = calloc((size_t)E, sizeof *th);
     ex_arg_t *args = calloc((size_t)E, sizeof *args);
     int *started = calloc((size_t)E, sizeof *started);
@@ -974,6 +1017,9 @@ static int gd_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
     }
     if (!P.in_order) st->next_batch = p->first_batch + done;
 out:
+    /* An extractor may wait for a matrix place while it holds ld_mu: wake it first. */
+    atomic_store(&P.abort, 1);
+    x_wake_all(&P);
     pthread_mutex_lock(&P.ld_mu);
     P.stop_pull = 1;
     pthread_mutex_unlock(&P.ld_mu);
@@ -1018,6 +1064,8 @@ out:
     pthread_cond_destroy(&P.cv_put);
     pthread_cond_destroy(&P.cv_get);
     pthread_mutex_destroy(&P.err_mu);
+    pthread_cond_destroy(&P.x_cv);
+    pthread_mutex_destroy(&P.x_mu);
     pthread_mutex_destroy(&P.mu);
     pthread_mutex_destroy(&P.ld_mu);
     return rc;
