@@ -29,7 +29,8 @@
 
 typedef struct run_file {
     char *path;
-    uint64_t count; /* keys */
+    uint64_t count;  /* keys */
+    unsigned kbytes; /* bytes per key in the file: 8 x words, or fewer for packed one-word keys */
 } run_file_t;
 
 struct tg_edgesort {
@@ -38,6 +39,7 @@ struct tg_edgesort {
     char *tmp_dir, *progress;
     int words;         /* u64 words per key: 1 packed, 2 = {src, dst} */
     unsigned src_bits; /* bits of a node id: key = dst << src_bits | src when words == 1 */
+    unsigned pack;     /* spilled runs store one-word keys in this many bytes (<= 8) */
     uint64_t *buf;     /* run buffer, cap keys */
     uint64_t *scratch; /* radix scratch, cap keys; merge read buffers in finish() */
     size_t cap, len;   /* keys */
@@ -50,6 +52,13 @@ struct tg_edgesort {
     tg_edgesort_stats_t st;
     uint64_t seen; /* edges offered to add(), for error messages */
     int finished;
+    /* A spilled run is written by a thread of its own from the scratch buffer while add()
+     * fills the run buffer again; spill_wait() joins it before the scratch is needed. */
+    pthread_t wr_thread;
+    int wr_active, wr_fd, wr_direct, wr_rc;
+    run_file_t wr_run;
+    size_t wr_bytes;
+    char wr_msg[512];
 };
 
 static unsigned bits_for(uint64_t n)
@@ -76,6 +85,10 @@ int tg_edgesort_create(tg_edgesort_t **out, const tg_edgesort_opts_t *o)
     es->self_loops = o->self_loops;
     es->remove_self_loops = o->remove_self_loops;
     es->src_bits = bits_for(o->num_nodes);
+    /* Spilled runs of one-word keys keep only the bytes the keys use (6 for up to 2^24 nodes):
+     * the final merge reads them back, and on a disk that reads slower than it writes the run
+     * bytes set the merge's pace. */
+    es->pack = TG_MAX(1u, (2 * es->src_bits + 7) / 8);
     es->words = 2 * es->src_bits <= 64 ? 1 : 2;
     es->tmp_dir = strdup(o->tmp_dir);
     es->progress = o->progress ? strdup(o->progress) : NULL;
@@ -124,9 +137,12 @@ void tg_edgesort_stats(const tg_edgesort_t *es, tg_edgesort_stats_t *st)
     *st = es->st;
 }
 
+static int spill_wait(tg_edgesort_t *es);
+
 void tg_edgesort_destroy(tg_edgesort_t *es)
 {
     if (!es) return;
+    spill_wait(es);
     for (size_t i = 0; i < es->nruns; i++) {
         unlink(es->runs[i].path);
         free(es->runs[i].path);
@@ -367,6 +383,7 @@ static int run_new(tg_edgesort_t *es, run_file_t *r)
     if (!r->path) return tg_err(-ENOMEM, "edge sort: out of memory");
     snprintf(r->path, n, "%s/edgesort-%d-%" PRIu64 ".run", es->tmp_dir, (int)getpid(), es->seq++);
     r->count = 0;
+    r->kbytes = 8 * (unsigned)es->words;
     return 0;
 }
 
@@ -443,30 +460,97 @@ static int run_write(int fd, int *direct, const void *buf, size_t len, uint64_t 
     return tg_pwrite_full(fd, buf, len, off, path);
 }
 
-/* Sorts the run buffer and writes it to a new run file. Run files are scratch data: no fsync. */
+/* Packs n one-word keys in place to kb bytes each (little endian, low bytes first). Key i moves
+ * down to byte i * kb; the 8-byte store there only touches keys already read. */
+static void pack_keys(uint64_t *a, size_t n, unsigned kb)
+{
+    unsigned char *p = (unsigned char *)a;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t k = a[i];
+        memcpy(p + i * kb, &k, 8);
+    }
+}
+
+/* Undoes pack_keys in place, last key first (an 8-byte load at i * kb stays inside the n x 8
+ * bytes; the bytes past the key are masked off). */
+static void unpack_keys(uint64_t *a, size_t n, unsigned kb)
+{
+    const unsigned char *p = (const unsigned char *)a;
+    uint64_t mask = kb >= 8 ? ~0ull : (1ull << (8 * kb)) - 1;
+    for (size_t i = n; i-- > 0;) {
+        uint64_t k;
+        memcpy(&k, p + i * kb, 8);
+        a[i] = k & mask;
+    }
+}
+
+static void *spill_writer(void *arg)
+{
+    tg_edgesort_t *es = arg;
+    if (es->wr_run.kbytes < 8) pack_keys(es->scratch, es->wr_run.count, es->wr_run.kbytes);
+    int rc = run_write(es->wr_fd, &es->wr_direct, es->scratch, es->wr_bytes, 0, es->wr_run.path);
+    if (close(es->wr_fd) && !rc)
+        rc = tg_err(-errno, "%s: close failed: %s", es->wr_run.path, strerror(errno));
+    if (rc) snprintf(es->wr_msg, sizeof es->wr_msg, "%s", tg_errmsg());
+    es->wr_rc = rc;
+    return NULL;
+}
+
+/* Records the written run (or returns the write's error). */
+static int spill_done(tg_edgesort_t *es)
+{
+    run_file_t r = es->wr_run;
+    if (es->wr_rc) {
+        unlink(r.path);
+        free(r.path);
+        return tg_err(es->wr_rc, "%s", es->wr_msg);
+    }
+    es->st.bytes_spilled += es->wr_bytes;
+    return run_push(es, r);
+}
+
+/* Joins the run file write in flight, if any, and records the run. */
+static int spill_wait(tg_edgesort_t *es)
+{
+    if (!es->wr_active) return 0;
+    pthread_join(es->wr_thread, NULL);
+    es->wr_active = 0;
+    return spill_done(es);
+}
+
+/* Sorts the run buffer and starts writing it to a new run file from the scratch buffer (the
+ * buffers swap), so add() can go on while the disk takes the run. Run files are scratch data:
+ * no fsync. */
 static int spill(tg_edgesort_t *es)
 {
+    int rc = spill_wait(es); /* the scratch is the radix sort's */
+    if (rc) return rc;
     radix_sort(es);
     if (es->dedup) dedup_sorted(es);
     run_file_t r;
-    int rc = run_new(es, &r), fd = -1, direct = 0;
-    if (rc) return rc;
+    int fd = -1, direct = 0;
+    if ((rc = run_new(es, &r))) return rc;
     if ((rc = open_new_file(r.path, &fd, &direct))) {
         free(r.path);
         return rc;
     }
-    size_t bytes = es->len * 8 * (size_t)es->words;
-    rc = run_write(fd, &direct, es->buf, bytes, 0, r.path);
-    if (close(fd) && !rc) rc = tg_err(-errno, "%s: close failed: %s", r.path, strerror(errno));
-    if (rc) {
-        unlink(r.path);
-        free(r.path);
-        return rc;
-    }
     r.count = es->len;
-    es->st.bytes_spilled += bytes;
+    r.kbytes = es->words == 1 ? es->pack : 16;
+    uint64_t *t = es->buf;
+    es->buf = es->scratch;
+    es->scratch = t;
+    es->wr_run = r;
+    es->wr_fd = fd;
+    es->wr_direct = direct;
+    es->wr_bytes = es->len * (size_t)r.kbytes;
+    es->wr_rc = 0;
     es->len = 0;
-    return run_push(es, r);
+    if (pthread_create(&es->wr_thread, NULL, spill_writer, es)) {
+        spill_writer(es); /* no thread: write it here */
+        return spill_done(es);
+    }
+    es->wr_active = 1;
+    return 0;
 }
 
 static int range_error(const tg_edgesort_t *es, uint64_t at, uint64_t s, uint64_t d)
@@ -537,6 +621,7 @@ typedef struct stream {
      * the merge consumes the other */
     int fd; /* -1 for the in-memory run and for nodes */
     const char *path;
+    unsigned kbytes;              /* bytes per key in the file (run_file_t) */
     uint64_t file_off, file_left; /* next read: byte offset; keys not yet scheduled */
     uint64_t *half[2];
     size_t half_cap, half_n[2]; /* keys */
@@ -610,7 +695,8 @@ static inline void merge2_2(const uint64_t *a, size_t *i, size_t na, const uint6
  * read at the end is fine as long as the keys asked for arrived). */
 static int pf_read(stream_t *s, int words, uint64_t *buf, size_t n, uint64_t off)
 {
-    size_t want = n * 8 * (size_t)words, len = want;
+    size_t want = n * (size_t)s->kbytes, len = want;
+    (void)words;
     int fl = fcntl(s->fd, F_GETFL);
     if (fl >= 0 && (fl & O_DIRECT)) len = (want + 4095) / 4096 * 4096;
     size_t got = 0;
@@ -636,6 +722,7 @@ static int pf_read(stream_t *s, int words, uint64_t *buf, size_t n, uint64_t off
          * is at the end of the file (checked by the loop) */
         if (got % 4096) len = want;
     }
+    if (s->kbytes < 8) unpack_keys(buf, n, s->kbytes);
     return 0;
 }
 
@@ -679,7 +766,7 @@ static void pf_schedule(stream_t *s, int h)
     pf->q[(pf->qhead + pf->qlen) % pf->qcap] =
         (pf_req_t){.s = s, .h = h, .off = s->file_off, .n = n};
     pf->qlen++;
-    s->file_off += n * 8 * (uint64_t)pf->words;
+    s->file_off += n * (uint64_t)s->kbytes;
     s->file_left -= n;
     s->state[h] = HALF_LOADING;
     pthread_cond_broadcast(&pf->cv);
@@ -795,7 +882,9 @@ static int tree_open(tg_edgesort_t *es, size_t first, size_t nfiles, int mem_run
     size_t win = nfiles ? (es->cap - (k - 1) * nb) / nfiles : 0;
     /* Halves of whole 4 KiB blocks (in a 4 KiB-aligned scratch) allow O_DIRECT reads; windows
      * too small for that (tiny budgets) read through the page cache. */
-    size_t half = win / 2 / RUN_ALIGN_KEYS * RUN_ALIGN_KEYS;
+    /* Packed keys: pieces of a multiple of 4096 keys start and end on 4 KiB boundaries. */
+    size_t align = RUN_ALIGN_KEYS * 8;
+    size_t half = win / 2 / align * align;
     int direct = half > 0;
     if (!direct) half = TG_MAX(win / 2, (size_t)1);
     if (direct) win = 2 * half;
@@ -813,6 +902,7 @@ static int tree_open(tg_edgesort_t *es, size_t first, size_t nfiles, int mem_run
         if (fd < 0 && direct && errno == EINVAL) fd = open(f->path, O_RDONLY | O_CLOEXEC);
         t->leaves[i] = (stream_t){.fd = fd,
                                   .path = f->path,
+                                  .kbytes = f->kbytes,
                                   .file_left = f->count,
                                   .half = {p, p + half * w},
                                   .half_cap = half,
@@ -1158,6 +1248,8 @@ int tg_edgesort_finish(tg_edgesort_t *es, tg_filew_t *indptr, tg_filew_t *indice
 {
     if (es->finished) return tg_err(-EINVAL, "edge sort: finish called twice");
     es->finished = 1;
+    int wrc = spill_wait(es);
+    if (wrc) return wrc;
     if (index_dtype == TG_U32 && es->num_nodes > (1ull << 32))
         return tg_err(-EINVAL, "edge sort: u32 indices cannot address %" PRIu64 " nodes",
                       es->num_nodes);
@@ -1175,6 +1267,7 @@ int tg_edgesort_finish(tg_edgesort_t *es, tg_filew_t *indptr, tg_filew_t *indice
     if (es->nruns + 1 > fanin) {
         /* Too many inputs for one pass: the last run joins the others on disk. */
         if (es->len && (rc = spill(es))) goto out;
+        if ((rc = spill_wait(es))) goto out;
         mem_run = 0;
         if ((rc = reduce_runs(es, fanin))) goto out;
     } else {

@@ -919,11 +919,13 @@ int tg_generate(const char *out_dir, const tg_gen_opts_t *o)
     have_feat = 1;
     if ((rc = pipe_start(&fp, &g, &ff))) goto fail;
     pipe_up = 1;
+    /* Labels and splits first: one thread beside the feature workers, rather than alone at the
+     * end after the edge sort's merge. */
+    if ((rc = write_labels(&w, &g))) goto fail;
+    if ((rc = write_splits(&w, &g, cnt))) goto fail;
     uint64_t ne = 0;
     if ((rc = gen_edges(&w, &g, pool, mem - fixed, &fp, &ne))) goto fail;
     m->num_edges = ne;
-    if ((rc = write_labels(&w, &g))) goto fail;
-    if ((rc = write_splits(&w, &g, cnt))) goto fail;
     if (atomic_load(&fp.rows_done) < g.n) {
         tg_progress_t pg;
         tg_progress_begin(&pg, "features", g.n, "rows");
