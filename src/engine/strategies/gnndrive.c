@@ -420,6 +420,10 @@ typedef struct {
     pthread_mutex_t ld_mu;
     uint64_t pulled;
     int stop_pull;
+    /* Set by the trainer before it takes ld_mu to stop pulling: an extractor that waits for a
+     * matrix place while holding ld_mu gives up its unplaced batches instead, so the trainer
+     * never waits on ld_mu behind a wait that only the trainer's progress could end. */
+    atomic_int stopping;
     /* the training queue: a reorder window (in order) or a FIFO */
     pthread_mutex_t mu;
     pthread_cond_t cv_put, cv_get;
@@ -836,13 +840,17 @@ static void *extractor_main(void *arg)
         if (ng && rc >= 0) {
             /* places for the group's matrices, taken before any later batch can take one */
             pthread_mutex_lock(&P->x_mu);
-            while (P->x_count + ng > P->x_max && !atomic_load(&P->abort))
+            while (P->x_count + ng > P->x_max && !atomic_load(&P->abort) &&
+                   !atomic_load(&P->stopping))
                 pthread_cond_wait(&P->x_cv, &P->x_mu);
-            if (!atomic_load(&P->abort)) {
+            if (!atomic_load(&P->abort) && !atomic_load(&P->stopping)) {
                 P->x_count += ng;
                 placed = 1;
             }
             pthread_mutex_unlock(&P->x_mu);
+            /* Unplaced batches go back below: they no longer count as handed out, so a
+             * draining trainer's target (read under ld_mu) only covers batches it will get. */
+            if (!placed) P->pulled -= (uint64_t)ng;
         }
         pthread_mutex_unlock(&P->ld_mu);
         if (ng == 0) break;
@@ -933,6 +941,7 @@ static int gd_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
     pthread_cond_init(&P.cv_put, NULL);
     pthread_cond_init(&P.cv_get, NULL);
     atomic_init(&P.abort, 0);
+    atomic_init(&P.stopping, 0);
     atomic_init(&P.gather_ns, 0);
     atomic_init(&P.sample_ns, 0);
     atomic_init(&P.x_bytes, 0);
@@ -1004,6 +1013,8 @@ static int gd_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
         if (P.in_order) st->next_batch = id + 1;
         if (src == TG_PASS_STOP && !draining) {
             st->stopped = 1;
+            atomic_store(&P.stopping, 1);
+            x_wake_all(&P);
             pthread_mutex_lock(&P.ld_mu);
             P.stop_pull = 1;
             uint64_t pulled = P.pulled;
