@@ -413,7 +413,8 @@ static void truncation_case(const char *strategy, const char *needle)
 TG_TEST(feature_file_truncated_mid_run)
 {
     truncation_case("gnndrive", "offset");
-    truncation_case("mmap", "offset");
+    truncation_case("mmap",
+                    "truncated"); /* SIGBUS names the offset; a partial last page the size */
 }
 
 TG_TEST(budget_too_small)
