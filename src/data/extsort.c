@@ -4,7 +4,10 @@
  * is one u64, dst << src_bits | src (10M nodes: 48 key bits); larger graphs use two words
  * {lo = src, hi = dst}. Keys collect in a run buffer; when it is full the run is sorted in
  * memory (a parallel MSD pass into cache-sized buckets, then an LSD radix sort per bucket; see
- * radix_sort), deduplicated if asked, and written to a run file in tmp_dir with O_DIRECT.
+ * radix_sort), deduplicated if asked, and written to a run file in tmp_dir with O_DIRECT by a
+ * thread of its own (from the radix scratch, while the run buffer fills again). One-word keys
+ * are stored in run files with only the bytes they use (6 for 10M nodes) and unpacked by the
+ * read thread: the final merge is bound by reading the runs back.
  * finish() keeps the last run in memory, reuses the radix scratch as read windows for the run
  * files (filled ahead by a read thread), and merges everything with a binary tree of branchless
  * 2-way merges straight into the indptr/indices writers, the tree and the CSC writing on two
