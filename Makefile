@@ -9,6 +9,7 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 DEMO_DIR ?= data/demo
 DEMO_NODES ?= 200000
+DEMO_MEM ?= 16M
 TIERGNN := $(BUILD)/tiergnn
 
 all: build
@@ -46,9 +47,12 @@ demo: build
 	  $(TIERGNN) generate $(DEMO_DIR) --nodes $(DEMO_NODES) --avg-degree 15 --feat-dim 64 --classes 16 --seed 1; \
 	fi
 	$(TIERGNN) info $(DEMO_DIR)
-	$(TIERGNN) train $(DEMO_DIR) --model sage --layers 3 --hidden 128 --fanouts 10,10,10 \
-	  --batch-size 1024 --epochs 3 --threads $(JOBS) --seed 1 --out runs/demo-sage
-	$(TIERGNN) eval $(DEMO_DIR) --checkpoint runs/demo-sage --split test
+	@echo "== out of core: features.bin is ~3x --mem; strategy gnndrive (io_uring + O_DIRECT + feature buffer)"
+	rm -rf runs/demo-sage
+	$(TIERGNN) train $(DEMO_DIR) --strategy gnndrive --mem $(DEMO_MEM) --model sage --layers 3 --hidden 128 \
+	  --fanouts 10,10,10 --batch-size 1024 --epochs 2 --eval-every 0 --eval-fanouts train \
+	  --threads $(JOBS) --seed 1 --out runs/demo-sage
+	$(TIERGNN) eval $(DEMO_DIR) --checkpoint runs/demo-sage --split test --mem $(DEMO_MEM) --strategy gnndrive
 
 bench: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=gcc -DTG_BENCH=ON >/dev/null
