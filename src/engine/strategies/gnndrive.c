@@ -54,6 +54,7 @@
 #define FEAT_MAX_READ ((size_t)16 << 10) /* largest read of adjacent rows (io/ merges them) */
 #define DEFAULT_DEPTH 32u
 #define MERGED_DEPTH 32u
+#define MIN_PROBED_DEPTH 16u
 #define MIN_CHUNK 256u
 #define TG_MAX_SWEEP 16
 #define DEFAULT_CHUNK 8192u
@@ -141,8 +142,11 @@ static void plan_for(const tg_dataset_t *ds, const tg_strategy_opts_t *o, uint32
     if (o->io_depth) {
         pl->depth = o->io_depth;
     } else if (probe_ok) {
-        pl->depth = (probe_depth + (unsigned)E - 1) / (unsigned)E; /* the device's depth, shared */
-        if (pl->depth < 4) pl->depth = 4;
+        /* the device's depth, shared by the extractors; not below MIN_PROBED_DEPTH, because a
+         * probe taken while other processes load the disk can report a best depth of 1 or 4,
+         * and a shallow queue costs far more on a free disk than a deep one on a busy disk */
+        pl->depth = (probe_depth + (unsigned)E - 1) / (unsigned)E;
+        if (pl->depth < MIN_PROBED_DEPTH) pl->depth = MIN_PROBED_DEPTH;
     } else {
         pl->depth = DEFAULT_DEPTH;
     }
