@@ -55,6 +55,7 @@
 #define DEFAULT_DEPTH 32u
 #define MERGED_DEPTH 32u
 #define MIN_PROBED_DEPTH 16u
+#define MIN_DEPTH 4u /* the least depth a tight budget may lower the automatic one to */
 #define MIN_CHUNK 256u
 #define TG_MAX_SWEEP 16
 #define DEFAULT_CHUNK 8192u
@@ -133,7 +134,7 @@ static uint64_t handle_bytes(uint32_t chunk)
 
 /* The depth, merge gap and every fixed cost of the strategy on ds with chunks of `chunk` rows. */
 static void plan_for(const tg_dataset_t *ds, const tg_strategy_opts_t *o, uint32_t chunk,
-                     gd_plan_t *pl)
+                     unsigned max_depth, gd_plan_t *pl)
 {
     memset(pl, 0, sizeof *pl);
     const tg_meta_t *m = &ds->meta;
@@ -157,6 +158,8 @@ static void plan_for(const tg_dataset_t *ds, const tg_strategy_opts_t *o, uint32
     /* Merged reads are long: a few in flight keep the disk's bandwidth busy, and each costs
      * two buffers of span bytes against --mem that the feature buffer can use better. */
     if (pl->gap && !o->io_depth) pl->depth = TG_MIN(pl->depth, MERGED_DEPTH);
+    /* a tight budget lowers the automatic depth: every read in flight holds staging */
+    if (max_depth && !o->io_depth) pl->depth = TG_MIN(pl->depth, max_depth);
     pl->chunk = chunk;
     /* 512-byte slots let an O_DIRECT read of a whole row land in its slot without a copy. */
     pl->align = pl->row_bytes % 512 == 0 ? 512 : 0;
@@ -198,7 +201,7 @@ static uint64_t gd_min_bytes(const tg_dataset_t *ds, const tg_strategy_opts_t *o
 {
     ensure_probe(ds, o);
     gd_plan_t pl;
-    plan_for(ds, o, o->chunk_rows ? o->chunk_rows : MIN_CHUNK, &pl);
+    plan_for(ds, o, o->chunk_rows ? o->chunk_rows : MIN_CHUNK, MIN_DEPTH, &pl);
     char a[32], b[32], c[32];
     snprintf(why, why_len,
              "indptr and index-read staging %s, feature-read staging of %d extractor(s) %s, "
@@ -312,16 +315,30 @@ static int gd_setup(tg_strategy_t *s)
     uint32_t chunk = s->o.chunk_rows ? s->o.chunk_rows : DEFAULT_CHUNK;
     if (chunk > ds->meta.num_nodes) chunk = (uint32_t)TG_MAX(ds->meta.num_nodes, 1);
     gd_plan_t pl;
-    plan_for(ds, &s->o, chunk, &pl);
+    unsigned depth_cap = 0;
+    plan_for(ds, &s->o, chunk, depth_cap, &pl);
     uint64_t limit = r->budget.limit;
-    if (limit && !s->o.chunk_rows) {
-        /* Halve the chunk until the buffer's minimum is at most a quarter of what it gets: the
-         * rest of it is cache, which is what saves reads. The adjacency is reserved already. */
+    if (limit) {
+        /* Under a tight budget: halve the automatic depth until the extractors' staging takes
+         * at most a quarter of what is left, and the chunk until the buffer's minimum is at most
+         * a quarter of what the buffer gets (then the depth again): the rest of the buffer is
+         * cache, which is what saves reads. The adjacency is reserved already. */
         uint64_t avail = limit > r->budget.used ? limit - r->budget.used : 0;
-        while (chunk > MIN_CHUNK &&
-               pl.adj_transient + pl.ex_fixed + pl.ex_transient + 4 * pl.fb_min > avail) {
-            chunk = TG_MAX(chunk / 2, MIN_CHUNK);
-            plan_for(ds, &s->o, chunk, &pl);
+        for (;;) {
+            uint64_t fixed = pl.adj_transient + pl.ex_fixed + pl.ex_transient;
+            int ok_depth = pl.ex_fixed <= avail / 4, ok_chunk = fixed + 4 * pl.fb_min <= avail;
+            int can_chunk = !s->o.chunk_rows && chunk > MIN_CHUNK;
+            int can_depth = !s->o.io_depth && pl.depth > MIN_DEPTH;
+            if (ok_depth && ok_chunk) break;
+            if (!ok_depth && can_depth)
+                depth_cap = TG_MAX(pl.depth / 2, MIN_DEPTH);
+            else if (!ok_chunk && can_chunk)
+                chunk = TG_MAX(chunk / 2, MIN_CHUNK);
+            else if (!ok_chunk && can_depth)
+                depth_cap = TG_MAX(pl.depth / 2, MIN_DEPTH);
+            else
+                break;
+            plan_for(ds, &s->o, chunk, depth_cap, &pl);
         }
     }
     s->plan = pl;
