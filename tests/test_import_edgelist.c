@@ -11,23 +11,6 @@
 
 static char tmp[4096];
 
-static void check_no_output(const char *out)
-{
-    struct stat st;
-    if (!stat(out, &st)) TG_FAIL("%s exists after a failed import", out);
-    char *d = strdup(out), *b = strdup(out);
-    char prefix[1024];
-    snprintf(prefix, sizeof prefix, "%s.tmp-", basename(b));
-    DIR *dir = opendir(dirname(d));
-    struct dirent *e;
-    while (dir && (e = readdir(dir)))
-        if (!strncmp(e->d_name, prefix, strlen(prefix)))
-            TG_FAIL("leftover temporary directory %s", e->d_name);
-    if (dir) closedir(dir);
-    free(d);
-    free(b);
-}
-
 static const char *file(const char *name, const char *text, int gz)
 {
     static char path[4300];
@@ -190,7 +173,7 @@ static void expect_fail(const char *text, uint64_t mem, const char *needle)
     if (!strstr(tg_errmsg(), "bad.txt"))
         TG_FAIL("message '%s' does not name the file", tg_errmsg());
     if (strchr(tg_errmsg(), '\n')) TG_FAIL("message is not one line: '%s'", tg_errmsg());
-    check_no_output(out);
+    tg_test_check_no_output(out);
 }
 
 TG_TEST(bad_input)
@@ -207,7 +190,7 @@ TG_TEST(bad_input)
     snprintf(missing, sizeof missing, "%s/none.txt", tmp);
     snprintf(out, sizeof out, "%s/bad-out", tmp);
     TG_CHECK_ERR(import_el(out, missing, 0, 0, 0, 1, 16 << 20), "none.txt: cannot open");
-    check_no_output(out);
+    tg_test_check_no_output(out);
 
     /* through the CLI */
     const char *src = file("bad.txt", "1 2\n2 3 \n3 four\n", 0);
@@ -217,7 +200,7 @@ TG_TEST(bad_input)
     if (text && !strstr(text, "bad.txt: line 3, field 2: expected an integer, got 'four'"))
         TG_FAIL("CLI: %s", text);
     free(text);
-    check_no_output(out);
+    tg_test_check_no_output(out);
     src = file("good.txt", "1 2\n2 3\n3 1\n", 0);
     rc = tg_test_cli(&text, "import %s --from edgelist %s --feat-dim 4 --classes 2 --undirected",
                      out, src);

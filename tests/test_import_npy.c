@@ -10,23 +10,6 @@
 
 static char tmp[4096];
 
-static void check_no_output(const char *out)
-{
-    struct stat st;
-    if (!stat(out, &st)) TG_FAIL("%s exists after a failed import", out);
-    char *d = strdup(out), *b = strdup(out);
-    char prefix[1024];
-    snprintf(prefix, sizeof prefix, "%s.tmp-", basename(b));
-    DIR *dir = opendir(dirname(d));
-    struct dirent *e;
-    while (dir && (e = readdir(dir)))
-        if (!strncmp(e->d_name, prefix, strlen(prefix)))
-            TG_FAIL("leftover temporary directory %s", e->d_name);
-    if (dir) closedir(dir);
-    free(d);
-    free(b);
-}
-
 /* Writes root/name as a v1 .npy file: dict header padded to 64 bytes, then the data. */
 static void npy_write(const char *root, const char *name, const char *descr, const char *shape,
                       const void *data, size_t bytes)
@@ -192,7 +175,7 @@ static void expect_fail(int csc, const char *name, const char *descr, const char
     if (strchr(tg_errmsg(), '\n')) TG_FAIL("message is not one line: '%s'", tg_errmsg());
     if (name && !strstr(tg_errmsg(), name) && strcmp(name, "indptr.npy"))
         TG_FAIL("message '%s' does not name %s", tg_errmsg(), name);
-    check_no_output(out);
+    tg_test_check_no_output(out);
 }
 
 TG_TEST(bad_input)
@@ -240,7 +223,7 @@ TG_TEST(bad_input)
     TG_CHECK_ERR(import_npy(out, src, TG_F32),
                  "feat.npy: truncated: shape and dtype <f8 need 80 data bytes from offset 128, "
                  "but the file ends at offset 178");
-    check_no_output(out);
+    tg_test_check_no_output(out);
 
     /* f16 storage: a finite value beyond the f16 range is an error, not a silent inf */
     src = make_npy("bad", 1);
@@ -248,7 +231,7 @@ TG_TEST(bad_input)
     npy_write(src, "feat.npy", "<f4", "(5, 2)", big, sizeof big);
     TG_CHECK_ERR(import_npy(out, src, TG_F16),
                  "feat.npy: row 1: feature 0: 100000 does not fit in f16");
-    check_no_output(out);
+    tg_test_check_no_output(out);
     TG_CHECK_OK(import_npy(out, src, TG_F32));
     tg_rmtree(out);
 
@@ -256,7 +239,7 @@ TG_TEST(bad_input)
     src = make_npy("bad", 1);
     npy_write(src, "edge_index.npy", "<i8", "(2, 1)", i8, 16);
     TG_CHECK_ERR(import_npy(out, src, TG_F32), "both edge_index.npy and indptr.npy exist");
-    check_no_output(out);
+    tg_test_check_no_output(out);
 
     /* and through the CLI: non-zero exit, message names the file */
     src = make_npy("bad", 0);
@@ -266,7 +249,7 @@ TG_TEST(bad_input)
     TG_CHECK(rc != 0);
     if (text && !strstr(text, "labels.npy: dtype '>i8' is big-endian")) TG_FAIL("CLI: %s", text);
     free(text);
-    check_no_output(out);
+    tg_test_check_no_output(out);
 }
 
 int main(void)

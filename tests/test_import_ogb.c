@@ -14,24 +14,6 @@ static char tmp[4096];
 
 /* ---------------------------------------------------------------- helpers */
 
-/* After a failed import: OUT must not exist, nor any OUT.tmp-* beside it. */
-static void check_no_output(const char *out)
-{
-    struct stat st;
-    if (!stat(out, &st)) TG_FAIL("%s exists after a failed import", out);
-    char *d = strdup(out), *b = strdup(out);
-    char prefix[1024];
-    snprintf(prefix, sizeof prefix, "%s.tmp-", basename(b));
-    DIR *dir = opendir(dirname(d));
-    struct dirent *e;
-    while (dir && (e = readdir(dir)))
-        if (!strncmp(e->d_name, prefix, strlen(prefix)))
-            TG_FAIL("leftover temporary directory %s", e->d_name);
-    if (dir) closedir(dir);
-    free(d);
-    free(b);
-}
-
 static void put(const char *root, const char *rel, const char *text, int gz)
 {
     char path[4300];
@@ -368,7 +350,7 @@ TG_TEST(split_choice)
     tg_rmtree(out);
     TG_CHECK_ERR(import_ogb(out, root, NULL, 0, 0, 0),
                  "2 splits, pick one with --split NAME (available: s1, s2)");
-    check_no_output(out);
+    tg_test_check_no_output(out);
     TG_CHECK_ERR(import_ogb(out, root, "s3", 0, 0, 0),
                  "split/s3: no such split (available: s1, s2)");
     TG_CHECK_OK(import_ogb(out, root, "s2", 0, 0, 0));
@@ -387,7 +369,7 @@ static void expect_fail(const char *over, const char *with, int gz, const char *
     tg_rmtree(out);
     TG_CHECK_ERR(import_ogb(out, src, NULL, 0, 0, 0), needle);
     if (strchr(tg_errmsg(), '\n')) TG_FAIL("message is not one line: '%s'", tg_errmsg());
-    check_no_output(out);
+    tg_test_check_no_output(out);
 }
 
 TG_TEST(bad_input)
@@ -434,11 +416,11 @@ TG_TEST(bad_input)
     const char *out = out_path("bad-out");
     TG_CHECK_ERR(import_ogb(out, src, NULL, 0, 0, 0),
                  "node-feat.csv.gz: truncated or corrupt gzip");
-    check_no_output(out);
+    tg_test_check_no_output(out);
 
     TG_CHECK_ERR(import_ogb(out, "/nonexistent/ogb", NULL, 0, 0, 0),
                  "/nonexistent/ogb: not a directory");
-    check_no_output(out);
+    tg_test_check_no_output(out);
 }
 
 TG_TEST(cli)
@@ -452,7 +434,7 @@ TG_TEST(cli)
     if (text && !strstr(text, "raw/edge.csv: line 5, field 2: expected an integer, got 'bad'"))
         TG_FAIL("CLI output: %s", text);
     free(text);
-    check_no_output(out);
+    tg_test_check_no_output(out);
     rc = tg_test_cli(&text, "import %s --from csv %s", out, src);
     TG_CHECK(rc != 0);
     if (text && !strstr(text, "--from must be ogb, npy or edgelist"))
@@ -470,7 +452,7 @@ TG_TEST(cli)
     TG_CHECK(rc == 0);
     if (text && !strstr(text, "--from ogb|npy|edgelist")) TG_FAIL("help: %s", text);
     free(text);
-    check_no_output(out);
+    tg_test_check_no_output(out);
 
     /* an output whose parent is a regular file cannot be created */
     src = make_ogb("cli", 0, NULL, NULL);

@@ -130,6 +130,19 @@ int tg_args_size(const tg_args_t *a, const char *name, uint64_t def, uint64_t *o
     return rc < 0 ? tg_err_prefix(rc, "--%s", name) : rc;
 }
 
+int tg_args_int_range(const tg_args_t *a, const char *name, int64_t def, int64_t lo, int64_t hi,
+                      int *out)
+{
+    int64_t v;
+    int rc = tg_args_i64(a, name, def, &v);
+    if (rc < 0) return rc;
+    if (v < lo || v > hi)
+        return tg_err(-EINVAL, "--%s %lld out of range, expected %lld..%lld", name, (long long)v,
+                      (long long)lo, (long long)hi);
+    *out = (int)v;
+    return 0;
+}
+
 int tg_cli_fail(void)
 {
     fprintf(stderr, "tiergnn: %s\n", tg_errmsg()[0] ? tg_errmsg() : "failed");

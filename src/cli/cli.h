@@ -27,6 +27,9 @@ const char *tg_args_str(const tg_args_t *a, const char *name, const char *def);
 int tg_args_u64(const tg_args_t *a, const char *name, uint64_t def, uint64_t *out);
 int tg_args_i64(const tg_args_t *a, const char *name, int64_t def, int64_t *out);
 int tg_args_double(const tg_args_t *a, const char *name, double def, double *out);
+/* Integer flag into an int; values outside [lo, hi] are an error naming the flag and range. */
+int tg_args_int_range(const tg_args_t *a, const char *name, int64_t def, int64_t lo, int64_t hi,
+                      int *out);
 int tg_args_size(const tg_args_t *a, const char *name, uint64_t def, uint64_t *out);
 
 /* Common flags handled by main before dispatch: --quiet, --verbose. */

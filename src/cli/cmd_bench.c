@@ -60,19 +60,6 @@ static int is_own(const char *flag)
     return 0;
 }
 
-static int int_flag(const tg_args_t *a, const char *name, int64_t def, int64_t lo, int64_t hi,
-                    int *out)
-{
-    int64_t v;
-    int rc = tg_args_i64(a, name, def, &v);
-    if (rc < 0) return rc;
-    if (v < lo || v > hi)
-        return tg_err(-EINVAL, "--%s %lld out of range, expected %lld..%lld", name, (long long)v,
-                      (long long)lo, (long long)hi);
-    *out = (int)v;
-    return 0;
-}
-
 /* The settings the bench needs itself (what is sampled, how big the model is), read with the
  * train command's defaults. */
 static int parse_model(const tg_args_t *a, tg_bench_opts_t *o)
@@ -84,22 +71,24 @@ static int parse_model(const tg_args_t *a, tg_bench_opts_t *o)
     int64_t fan[TG_MAX_LAYERS];
     const char *fs = tg_args_str(a, "fanouts", NULL);
     if (fs && (rc = tg_fanouts_parse(fs, fan, &nf)) < 0) return rc;
-    if ((rc = int_flag(a, "layers", nf ? nf : 2, 1, TG_MAX_LAYERS, &layers)) < 0) return rc;
+    if ((rc = tg_args_int_range(a, "layers", nf ? nf : 2, 1, TG_MAX_LAYERS, &layers)) < 0)
+        return rc;
     if (nf && nf != layers)
         return tg_err(-EINVAL, "--fanouts has %d value(s) but --layers is %d", nf, layers);
     o->model.num_layers = layers;
     for (int l = 0; l < layers; l++)
         o->fanouts[l] = nf ? fan[l] : (o->model.type == TG_MODEL_MLP ? 0 : 10);
     int v = 0;
-    if ((rc = int_flag(a, "hidden", 256, 1, 1 << 20, &v)) < 0) return rc;
+    if ((rc = tg_args_int_range(a, "hidden", 256, 1, 1 << 20, &v)) < 0) return rc;
     o->model.hidden = (uint32_t)v;
-    if ((rc = int_flag(a, "heads", o->model.type == TG_MODEL_GAT ? 4 : 1, 1, 1024, &v)) < 0)
+    if ((rc = tg_args_int_range(a, "heads", o->model.type == TG_MODEL_GAT ? 4 : 1, 1, 1024, &v)) <
+        0)
         return rc;
     o->model.heads = v;
     if ((rc = tg_args_u64(a, "batch-size", 1024, &o->batch_size)) < 0) return rc;
     if ((rc = tg_args_u64(a, "seed", 0, &o->seed)) < 0) return rc;
-    if ((rc = int_flag(a, "threads", 1, 1, 1024, &o->threads)) < 0) return rc;
-    if ((rc = int_flag(a, "sampler-threads", o->threads, 0, 256, &o->sampler_threads)) < 0)
+    if ((rc = tg_args_int_range(a, "threads", 1, 1, 1024, &o->threads)) < 0) return rc;
+    if ((rc = tg_args_int_range(a, "sampler-threads", o->threads, 0, 256, &o->sampler_threads)) < 0)
         return rc;
     const char *ef = tg_args_str(a, "eval-fanouts", "full");
     o->eval_sampled = !strcmp(ef, "train");

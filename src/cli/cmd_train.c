@@ -85,20 +85,6 @@ static const char train_usage[] =
     "strategy=,mem=,json,verify,gather-threads=,extractors=,queue-depth=,io-depth=,io-gap=,"       \
     "chunk-rows=,out-of-order,sweep-batches=,batches-per-epoch=,eval-max-nodes=,help"
 
-/* Reads an integer flag into an int within [lo, hi]. */
-static int int_flag(const tg_args_t *a, const char *name, int64_t def, int64_t lo, int64_t hi,
-                    int *out)
-{
-    int64_t v;
-    int rc = tg_args_i64(a, name, def, &v);
-    if (rc < 0) return rc;
-    if (v < lo || v > hi)
-        return tg_err(-EINVAL, "--%s %lld out of range, expected %lld..%lld", name, (long long)v,
-                      (long long)lo, (long long)hi);
-    *out = (int)v;
-    return 0;
-}
-
 static int prob_flag(const tg_args_t *a, const char *name, double def, float *out)
 {
     double v;
@@ -128,7 +114,8 @@ static int parse_train(tg_args_t *a, tg_train_opts_t *o)
     const char *fs = tg_args_str(a, "fanouts", NULL);
     if (fs && (rc = tg_fanouts_parse(fs, fan, &nf)) < 0) return rc;
     int layers = 0;
-    if ((rc = int_flag(a, "layers", nf ? nf : 2, 1, TG_MAX_LAYERS, &layers)) < 0) return rc;
+    if ((rc = tg_args_int_range(a, "layers", nf ? nf : 2, 1, TG_MAX_LAYERS, &layers)) < 0)
+        return rc;
     if (nf && nf != layers)
         return tg_err(-EINVAL,
                       "--fanouts has %d value(s) but --layers is %d: give one fanout "
@@ -139,9 +126,10 @@ static int parse_train(tg_args_t *a, tg_train_opts_t *o)
         o->fanouts[l] = nf ? fan[l] : (o->model.type == TG_MODEL_MLP ? 0 : 10);
 
     int v = 0;
-    if ((rc = int_flag(a, "hidden", 256, 1, 1 << 20, &v)) < 0) return rc;
+    if ((rc = tg_args_int_range(a, "hidden", 256, 1, 1 << 20, &v)) < 0) return rc;
     o->model.hidden = (uint32_t)v;
-    if ((rc = int_flag(a, "heads", o->model.type == TG_MODEL_GAT ? 4 : 1, 1, 1024, &v)) < 0)
+    if ((rc = tg_args_int_range(a, "heads", o->model.type == TG_MODEL_GAT ? 4 : 1, 1, 1024, &v)) <
+        0)
         return rc;
     o->model.heads = v;
     if (o->model.type == TG_MODEL_GAT && o->model.hidden % (uint32_t)o->model.heads)
@@ -193,8 +181,8 @@ static int parse_train(tg_args_t *a, tg_train_opts_t *o)
     if ((rc = tg_args_u64(a, "checkpoint-every", 1, &o->checkpoint_every)) < 0) return rc;
     o->resume = tg_args_has(a, "resume");
     if ((rc = tg_args_u64(a, "seed", 0, &o->seed)) < 0) return rc;
-    if ((rc = int_flag(a, "threads", 1, 1, 1024, &o->threads)) < 0) return rc;
-    if ((rc = int_flag(a, "sampler-threads", o->threads, 0, 256, &o->sampler_threads)) < 0)
+    if ((rc = tg_args_int_range(a, "threads", 1, 1, 1024, &o->threads)) < 0) return rc;
+    if ((rc = tg_args_int_range(a, "sampler-threads", o->threads, 0, 256, &o->sampler_threads)) < 0)
         return rc;
     o->strategy = tg_args_str(a, "strategy", "auto");
     static const char *const names[] = {"auto", "memory", "mmap", "gnndrive"};
@@ -210,11 +198,11 @@ static int parse_train(tg_args_t *a, tg_train_opts_t *o)
     o->json = tg_args_has(a, "json") ? stdout : NULL;
     o->progress = 1;
     o->verify = tg_args_has(a, "verify");
-    if ((rc = int_flag(a, "gather-threads", o->threads, 1, 1024, &o->gather_threads)) < 0)
+    if ((rc = tg_args_int_range(a, "gather-threads", o->threads, 1, 1024, &o->gather_threads)) < 0)
         return rc;
-    if ((rc = int_flag(a, "extractors", 2, 1, 64, &o->extractors)) < 0) return rc;
-    if ((rc = int_flag(a, "queue-depth", 2, 1, 1024, &o->queue_depth)) < 0) return rc;
-    if ((rc = int_flag(a, "io-depth", 0, 0, 4096, &v)) < 0) return rc;
+    if ((rc = tg_args_int_range(a, "extractors", 2, 1, 64, &o->extractors)) < 0) return rc;
+    if ((rc = tg_args_int_range(a, "queue-depth", 2, 1, 1024, &o->queue_depth)) < 0) return rc;
+    if ((rc = tg_args_int_range(a, "io-depth", 0, 0, 4096, &v)) < 0) return rc;
     o->io_depth = (unsigned)v;
     if (tg_args_str(a, "io-gap", NULL)) {
         uint64_t g;
@@ -225,10 +213,10 @@ static int parse_train(tg_args_t *a, tg_train_opts_t *o)
     } else {
         o->io_gap = -1;
     }
-    if ((rc = int_flag(a, "chunk-rows", 0, 0, 1 << 24, &v)) < 0) return rc;
+    if ((rc = tg_args_int_range(a, "chunk-rows", 0, 0, 1 << 24, &v)) < 0) return rc;
     o->chunk_rows = (uint32_t)v;
     o->out_of_order = tg_args_has(a, "out-of-order");
-    if ((rc = int_flag(a, "sweep-batches", 1, 1, 16, &o->sweep_batches)) < 0) return rc;
+    if ((rc = tg_args_int_range(a, "sweep-batches", 1, 1, 16, &o->sweep_batches)) < 0) return rc;
     if ((rc = tg_args_u64(a, "batches-per-epoch", 0, &o->batches_per_epoch)) < 0) return rc;
     if ((rc = tg_args_u64(a, "eval-max-nodes", 0, &o->eval_max_nodes)) < 0) return rc;
     return 0;

@@ -1,5 +1,7 @@
 #include "tg_test.h"
 
+#include <dirent.h>
+#include <libgen.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -93,4 +95,21 @@ void tg_test_write_gz(const char *path, const char *text)
     }
     gzputs(g, text);
     gzclose(g);
+}
+
+void tg_test_check_no_output(const char *out)
+{
+    struct stat st;
+    if (!stat(out, &st)) TG_FAIL("%s exists after a failed import", out);
+    char *d = strdup(out), *b = strdup(out);
+    char prefix[1024];
+    snprintf(prefix, sizeof prefix, "%s.tmp-", basename(b));
+    DIR *dir = opendir(dirname(d));
+    struct dirent *e;
+    while (dir && (e = readdir(dir)))
+        if (!strncmp(e->d_name, prefix, strlen(prefix)))
+            TG_FAIL("leftover temporary directory %s", e->d_name);
+    if (dir) closedir(dir);
+    free(d);
+    free(b);
 }

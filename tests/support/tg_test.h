@@ -83,6 +83,9 @@ const char *tg_test_shared_dataset(const char *name);
 /* Runs the tiergnn CLI with a shell command line suffix ("generate out --nodes 10");
  * captures stdout+stderr into *output (malloc'd, may be NULL). Returns the exit status. */
 int tg_test_cli(char **output, const char *fmt, ...) TG_PRINTF(2, 3);
+/* After a failed dataset write: OUT must not exist, nor any OUT.tmp-* beside it (fails the test
+ * otherwise). */
+void tg_test_check_no_output(const char *out);
 /* Writes a small text file (creating it). */
 void tg_test_write_file(const char *path, const char *text);
 /* Writes a gzip-compressed text file. */
