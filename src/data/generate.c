@@ -255,6 +255,68 @@ static inline uint64_t perm_back(const perm_t *p, uint64_t v)
     return v;
 }
 
+/* perm_fwd of a whole array. While ids fit in 32 bits the rounds only need the low 32 bits of
+ * each key, so blocks of ids go through 32-bit lanes, two rounds for every id without a branch
+ * (vectorised; an AVX2 clone where the CPU has it) and the few ids still outside [0, N) after
+ * two cycle-walking steps (a fraction (1 - N/2^k)^2 < 1/4) finish one by one. The same values
+ * as perm_fwd, at a fraction of the cost: the bijection used to be half of drawing an edge. */
+typedef struct perm32 {
+    uint32_t mul[3], add[3], mask, n;
+    unsigned shift;
+} perm32_t;
+
+static inline uint32_t perm32_round(const perm32_t *p, uint32_t x)
+{
+    for (int i = 0; i < 3; i++) {
+        x = (x * p->mul[i]) & p->mask;
+        x ^= x >> p->shift;
+        x = (x + p->add[i]) & p->mask;
+    }
+    return x;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target_clones("avx2", "default")))
+#endif
+static void
+perm32_block(const perm32_t *p, uint32_t *x, size_t m)
+{
+    for (size_t i = 0; i < m; i++)
+        x[i] = perm32_round(p, x[i]);
+    for (size_t i = 0; i < m; i++) {
+        uint32_t y = perm32_round(p, x[i]);
+        x[i] = x[i] >= p->n ? y : x[i];
+    }
+}
+
+static void perm_fwd_many(const perm_t *p, uint64_t *x, size_t m)
+{
+    if (p->n > UINT32_MAX) {
+        for (size_t i = 0; i < m; i++)
+            x[i] = perm_fwd(p, x[i]);
+        return;
+    }
+    perm32_t q = {.mask = (uint32_t)p->mask, .n = (uint32_t)p->n, .shift = p->shift};
+    for (int i = 0; i < 3; i++) {
+        q.mul[i] = (uint32_t)p->mul[i];
+        q.add[i] = (uint32_t)p->add[i];
+    }
+    enum { BLOCK = 1024 };
+    uint32_t t[BLOCK];
+    for (size_t b = 0; b < m; b += BLOCK) {
+        size_t len = TG_MIN((size_t)BLOCK, m - b);
+        for (size_t i = 0; i < len; i++)
+            t[i] = (uint32_t)x[b + i];
+        perm32_block(&q, t, len);
+        for (size_t i = 0; i < len; i++) {
+            uint64_t v = t[i];
+            while (v >= p->n)
+                v = perm32_round(&q, (uint32_t)v);
+            x[b + i] = v;
+        }
+    }
+}
+
 /* ---------------------------------------------------------------- the model */
 
 typedef struct gen {
@@ -327,7 +389,7 @@ static void edge_chunks(void *arg, size_t b, size_t e, int tid)
         tg_rng_t r;
         tg_rng_seed2(&r, g->o->seed, STREAM_EDGES + chunk);
         uint64_t *src = j->src[i], *dst = j->dst[i];
-        size_t n = 0;
+        size_t n = 0; /* pairs kept: virtual ids first, both directions stored at the end */
         for (uint64_t k = 0; k < count; k++) {
             uint64_t cu = rng_below(&r, g->c), cv = cu;
             uint64_t u = comm_start(g, cu) + skew_offset(&r, comm_size(g, cu));
@@ -337,14 +399,15 @@ static void edge_chunks(void *arg, size_t b, size_t e, int tid)
             }
             uint64_t v = comm_start(g, cv) + skew_offset(&r, comm_size(g, cv));
             if (u == v) continue; /* no self loops */
-            u = perm_fwd(&g->perm, u);
-            v = perm_fwd(&g->perm, v);
             src[n] = u;
             dst[n++] = v;
-            src[n] = v;
-            dst[n++] = u;
         }
-        j->len[i] = n;
+        perm_fwd_many(&g->perm, src, n);
+        perm_fwd_many(&g->perm, dst, n);
+        /* the reverse directions: the sort makes the order inside a chunk irrelevant */
+        memcpy(src + n, dst, n * sizeof *src);
+        memcpy(dst + n, src, n * sizeof *dst);
+        j->len[i] = 2 * n;
     }
 }
 
