@@ -1,6 +1,6 @@
 /* External edge sort against an in-memory qsort reference: random inputs, forced multi-run and
  * cascade merges (tiny mem_bytes), dedup / self-loop options, u32 and u64 index widths, packed
- * and two-word keys, thread counts, and the id range error. */
+ * and two-word keys, thread counts, keys written into reserved room, and the error paths. */
 #include "data/extsort-impl.h"
 #include "tg_test.h"
 #include "tiergnn/data.h"
@@ -76,7 +76,27 @@ typedef struct {
     tg_index_dtype_t idx;
     int batches; /* add() calls */
     int skew;    /* draw ids from a small hot set too (many duplicates) */
+    int reserve; /* add through tg_edgesort_reserve/commit (packed keys) instead of add() */
 } case_t;
+
+/* Adds src/dst[0..n) by writing packed keys into reserved room, in pieces of `step`; self loops
+ * are left out here when the sort is asked to drop them (reserve does not filter). */
+static void add_reserved(tg_edgesort_t *es, const case_t *c, const uint64_t *src,
+                         const uint64_t *dst, size_t step)
+{
+    unsigned kb = tg_edgesort_key_bits(es);
+    TG_CHECK(kb > 0);
+    if (!kb) return;
+    for (size_t i = 0; i < c->n; i += step) {
+        size_t m = TG_MIN(step, c->n - i), k = 0;
+        uint64_t *keys = NULL;
+        TG_CHECK_OK(tg_edgesort_reserve(es, m, &keys));
+        if (!keys) return;
+        for (size_t j = i; j < i + m; j++)
+            if (!(c->remove_self_loops && src[j] == dst[j])) keys[k++] = dst[j] << kb | src[j];
+        TG_CHECK_OK(tg_edgesort_commit(es, k));
+    }
+}
 
 static void run_case(const case_t *c, uint64_t seed, tg_edgesort_stats_t *st_out)
 {
@@ -103,8 +123,11 @@ static void run_case(const case_t *c, uint64_t seed, tg_edgesort_stats_t *st_out
     if (!es) return;
     if (c->wide) TG_CHECK_OK(tg_edgesort_force_wide(es));
     size_t step = (c->n + (size_t)c->batches - 1) / (size_t)c->batches;
-    for (size_t i = 0; i < c->n; i += step)
-        TG_CHECK_OK(tg_edgesort_add(es, src + i, dst + i, TG_MIN(step, c->n - i)));
+    if (c->reserve)
+        add_reserved(es, c, src, dst, step);
+    else
+        for (size_t i = 0; i < c->n; i += step)
+            TG_CHECK_OK(tg_edgesort_add(es, src + i, dst + i, TG_MIN(step, c->n - i)));
     char pp[4096], ip[4096];
     snprintf(pp, sizeof pp, "%s/indptr.bin", dir);
     snprintf(ip, sizeof ip, "%s/indices.bin", dir);
@@ -261,6 +284,53 @@ TG_TEST(msd_path)
     TG_CHECK(st.runs_spilled >= 2);
 }
 
+TG_TEST(reserved_keys)
+{
+    /* in memory, spilled runs (the reservation spills first), dedup and dropped self loops */
+    case_t a = {.N = 5000,
+                .n = 20000,
+                .mem = 1 << 20,
+                .batches = 7,
+                .nthreads = 2,
+                .reserve = 1,
+                .dedup = 1,
+                .remove_self_loops = 1,
+                .skew = 1};
+    run_case(&a, 80, NULL);
+    case_t b = {
+        .N = 3000000, .n = 300000, .mem = 2 << 20, .batches = 40, .nthreads = 2, .reserve = 1};
+    tg_edgesort_stats_t st;
+    run_case(&b, 81, &st);
+    TG_CHECK(st.runs_spilled >= 2);
+    case_t m = {.N = 1u << 20,
+                .n = 150000,
+                .mem = 64 << 20,
+                .batches = 3,
+                .nthreads = 2,
+                .reserve = 1,
+                .self_loops = 1};
+    run_case(&m, 82, NULL);
+
+    /* misuse: more than the buffer holds, committing more than reserved, two-word keys */
+    const char *dir = tg_test_tmpdir("extsort-reserve");
+    tg_edgesort_opts_t o = {.num_nodes = 10, .tmp_dir = dir, .mem_bytes = 1 << 16};
+    tg_edgesort_t *es;
+    TG_CHECK_OK(tg_edgesort_create(&es, &o));
+    uint64_t *k = NULL;
+    size_t cap = tg_edgesort_capacity(es);
+    TG_CHECK(cap > 0);
+    TG_CHECK_ERR(tg_edgesort_reserve(es, cap + 1, &k), "cannot reserve");
+    TG_CHECK(k == NULL);
+    TG_CHECK_OK(tg_edgesort_reserve(es, 4, &k));
+    TG_CHECK_ERR(tg_edgesort_commit(es, 5), "commit of 5 keys, 4 reserved");
+    TG_CHECK_OK(tg_edgesort_commit(es, 0));
+    TG_CHECK_OK(tg_edgesort_force_wide(es));
+    TG_CHECK_EQ_U64(tg_edgesort_key_bits(es), 0);
+    TG_CHECK_ERR(tg_edgesort_reserve(es, 1, &k), "two-word keys");
+    tg_edgesort_destroy(es);
+    tg_rmtree(dir);
+}
+
 TG_TEST(range_error)
 {
     const char *dir = tg_test_tmpdir("extsort-range");
@@ -284,6 +354,7 @@ int main(void)
     TG_RUN(index_widths_and_wide_keys);
     TG_RUN(thread_counts_and_edge_cases);
     TG_RUN(msd_path);
+    TG_RUN(reserved_keys);
     TG_RUN(range_error);
     return tg_test_done();
 }

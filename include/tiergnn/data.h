@@ -232,6 +232,18 @@ typedef struct tg_edgesort_opts {
 int tg_edgesort_create(tg_edgesort_t **out, const tg_edgesort_opts_t *opts);
 /* Adds n edges src[i] -> dst[i]. Ids must be < num_nodes (checked; error names the index). */
 int tg_edgesort_add(tg_edgesort_t *es, const uint64_t *src, const uint64_t *dst, size_t n);
+/* Zero-copy adding for producers that can pack keys themselves (the generator draws edges
+ * straight into the run buffer on all its threads). Packed keys are dst << src_bits | src, one
+ * u64 per edge, and exist while 2 * bits(N - 1) <= 64: tg_edgesort_key_bits gives src_bits, or
+ * 0 when keys are wider (use tg_edgesort_add then). tg_edgesort_reserve makes room for n keys
+ * (sorting and spilling the run first if needed) and points *keys at it; the caller writes up
+ * to n keys there, each with ids < num_nodes, and passes the count to tg_edgesort_commit before
+ * any other call. Neither check nor drop anything: self loops must be left out by the caller
+ * when remove_self_loops is set. -EINVAL when n is more than the run buffer holds. */
+unsigned tg_edgesort_key_bits(const tg_edgesort_t *es);
+size_t tg_edgesort_capacity(const tg_edgesort_t *es); /* keys the run buffer holds */
+int tg_edgesort_reserve(tg_edgesort_t *es, size_t n, uint64_t **keys);
+int tg_edgesort_commit(tg_edgesort_t *es, size_t n);
 /* Merges and writes indptr (u64[N+1]) and indices (index_dtype) through the given writers
  * (which stay open: the caller closes them). *num_edges receives the final edge count. Call
  * once; afterwards only tg_edgesort_destroy. index_dtype u32 with num_nodes > 2^32 is -EINVAL. */

@@ -53,7 +53,8 @@ struct tg_edgesort {
     uint64_t *hist;   /* nthreads x 2^RADIX_MAX_BITS counters */
     uint64_t *bstart; /* 2^MSD_BITS + 1 bucket offsets of the MSD pass */
     tg_edgesort_stats_t st;
-    uint64_t seen; /* edges offered to add(), for error messages */
+    uint64_t seen;   /* edges offered to add(), for error messages */
+    size_t reserved; /* keys handed out by tg_edgesort_reserve, not yet committed */
     int finished;
     /* A spilled run is written by a thread of its own from the scratch buffer while add()
      * fills the run buffer again; spill_wait() joins it before the scratch is needed. */
@@ -605,6 +606,46 @@ int tg_edgesort_add(tg_edgesort_t *es, const uint64_t *src, const uint64_t *dst,
     return 0;
 }
 
+unsigned tg_edgesort_key_bits(const tg_edgesort_t *es)
+{
+    return es->words == 1 ? es->src_bits : 0;
+}
+
+size_t tg_edgesort_capacity(const tg_edgesort_t *es)
+{
+    return es->cap;
+}
+
+int tg_edgesort_reserve(tg_edgesort_t *es, size_t n, uint64_t **keys)
+{
+    *keys = NULL;
+    if (es->finished) return tg_err(-EINVAL, "edge sort: reserve after finish");
+    if (es->words != 1)
+        return tg_err(-EINVAL, "edge sort: %" PRIu64 " nodes need two-word keys: use add",
+                      es->num_nodes);
+    if (n > es->cap)
+        return tg_err(-EINVAL, "edge sort: cannot reserve %zu keys in a run buffer of %zu", n,
+                      es->cap);
+    if (es->cap - es->len < n) {
+        int rc = spill(es);
+        if (rc) return rc;
+    }
+    es->reserved = n;
+    *keys = es->buf + es->len;
+    return 0;
+}
+
+int tg_edgesort_commit(tg_edgesort_t *es, size_t n)
+{
+    if (n > es->reserved)
+        return tg_err(-EINVAL, "edge sort: commit of %zu keys, %zu reserved", n, es->reserved);
+    es->reserved = 0;
+    es->len += n;
+    es->seen += n;
+    es->st.edges_added += n;
+    return 0;
+}
+
 /* ---------------------------------------------------------------- merging */
 
 /* The k-way merge is a balanced binary tree of 2-way merges, each node filling a small block
@@ -1044,9 +1085,53 @@ static int csc_advance(csc_sink_t *s, uint64_t dst)
     return 0;
 }
 
+/* The common case of csc_sink_block (one-word keys, u32 indices, no self loops to add) as a
+ * tight loop with the sink's state in locals: the sink thread is the final merge's slower half,
+ * and the general loop spends most of its time on per-key branches and calls. */
+static int csc_sink_fast(csc_sink_t *s, const uint64_t *k, size_t n)
+{
+    const unsigned sb = s->es->src_bits;
+    const uint64_t smask = (1ull << sb) - 1;
+    const int dedup = s->es->dedup;
+    uint32_t *ib = s->ibatch;
+    uint64_t last = s->last[0], nout = s->nout;
+    size_t ilen = s->ilen;
+    int have_last = s->have_last, rc = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t key = k[i];
+        if (dedup && have_last && key == last) continue;
+        have_last = 1;
+        last = key;
+        uint64_t dst = key >> sb;
+        if (dst != s->cur) { /* may flush both batches */
+            s->ilen = ilen;
+            s->nout = nout;
+            if ((rc = csc_advance(s, dst))) break;
+            ilen = s->ilen;
+        }
+        ib[ilen++] = (uint32_t)(key & smask);
+        nout++;
+        if (ilen == OUT_BATCH) {
+            s->ilen = ilen;
+            s->nout = nout;
+            if ((rc = csc_flush(s))) break;
+            ilen = 0;
+        }
+    }
+    if (!rc) {
+        s->ilen = ilen;
+        s->nout = nout;
+    }
+    s->have_last = have_last;
+    s->last[0] = last;
+    return rc;
+}
+
 static int csc_sink_block(csc_sink_t *s, const uint64_t *k, size_t n)
 {
     tg_edgesort_t *es = s->es;
+    if (es->words == 1 && !s->idx64 && !es->self_loops && es->src_bits < 64)
+        return csc_sink_fast(s, k, n);
     const size_t w = (size_t)es->words;
     const unsigned sb = es->src_bits;
     const uint64_t smask = sb >= 64 ? ~0ull : (1ull << sb) - 1;

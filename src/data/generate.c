@@ -37,7 +37,8 @@
 #define FEAT_BLOCK_VALUES (1u << 20) /* feature values per block (rows = this / D) */
 #define NORMAL_TABLE_BITS 16
 #define MIN_SORT_MEM (8u << 20)
-#define IO_BUF (1u << 20)
+#define IO_BUF (1u << 20)     /* labels and splits */
+#define IO_BUF_CSC (8u << 20) /* indptr and indices: 1 MiB writes left the final merge waiting */
 
 enum { /* RNG stream ids; edge chunks and feature blocks count up from their base */
        STREAM_PERM = 1,
@@ -375,7 +376,9 @@ typedef struct edge_job {
     const gen_t *g;
     uint64_t first_chunk, nchunks;
     uint64_t **src, **dst; /* per chunk, 2 * EDGE_CHUNK entries */
-    size_t *len;
+    size_t *len;           /* directed edges of each chunk */
+    uint64_t *keys;        /* when set: packed keys go here, chunk i at i * 2 * EDGE_CHUNK */
+    unsigned key_bits;     /* key = dst << key_bits | src */
 } edge_job_t;
 
 /* Draws the pairs of chunks [b, e) of the job; each chunk has its own RNG stream. */
@@ -404,9 +407,18 @@ static void edge_chunks(void *arg, size_t b, size_t e, int tid)
         }
         perm_fwd_many(&g->perm, src, n);
         perm_fwd_many(&g->perm, dst, n);
-        /* the reverse directions: the sort makes the order inside a chunk irrelevant */
-        memcpy(src + n, dst, n * sizeof *src);
-        memcpy(dst + n, src, n * sizeof *dst);
+        /* both directions; the sort makes the order inside a chunk irrelevant */
+        if (j->keys) {
+            uint64_t *out = j->keys + i * 2 * EDGE_CHUNK;
+            const unsigned kb = j->key_bits;
+            for (size_t k = 0; k < n; k++) {
+                out[2 * k] = dst[k] << kb | src[k];
+                out[2 * k + 1] = src[k] << kb | dst[k];
+            }
+        } else {
+            memcpy(src + n, dst, n * sizeof *src);
+            memcpy(dst + n, src, n * sizeof *dst);
+        }
         j->len[i] = 2 * n;
     }
 }
@@ -733,7 +745,7 @@ static uint64_t fixed_mem(const tg_gen_opts_t *o, int threads)
     block = (block + 4095) / 4096 * 4096;
     uint64_t feats = feat_nslots(threads) * block + 2 * block;
     uint64_t edges = (uint64_t)threads * EDGE_CHUNK * 2 * 2 * 8;
-    uint64_t writers = 4 * (uint64_t)IO_BUF * 2;
+    uint64_t writers = 2 * (2 * (uint64_t)IO_BUF_CSC + 3 * (uint64_t)IO_BUF);
     uint64_t tables = ((uint64_t)4 << NORMAL_TABLE_BITS) + (uint64_t)o->classes * o->feat_dim * 12;
     return feats + edges + writers + tables + (4u << 20);
 }
@@ -859,14 +871,31 @@ static int gen_edges(tg_dsw_t *w, gen_t *g, tg_pool_t *pool, uint64_t sort_mem, 
                              .nthreads = g->threads,
                              .progress = "sorting edges"};
     if (!rc) rc = tg_edgesort_create(&es, &so);
+    /* Pool threads pack their keys straight into the sort's run buffer when it can take a
+     * round of chunks: no copy through tg_edgesort_add, which ran on one thread only. */
+    int direct = 0;
+    if (!rc) {
+        j.key_bits = tg_edgesort_key_bits(es);
+        direct = j.key_bits && tg_edgesort_capacity(es) >= per * 2 * EDGE_CHUNK;
+    }
     tg_progress_t pg;
     tg_progress_begin(&pg, "drawing edges", g->pairs, "pairs");
     char suffix[64];
     for (uint64_t c = 0; c < nchunks && !rc; c += per) {
         j.first_chunk = c;
         j.nchunks = TG_MIN(per, nchunks - c);
+        if (direct && (rc = tg_edgesort_reserve(es, (size_t)j.nchunks * 2 * EDGE_CHUNK, &j.keys)))
+            break;
         tg_pool_for(pool, (size_t)j.nchunks, edge_chunks, &j);
-        for (size_t i = 0; i < j.nchunks && !rc; i++)
+        if (direct) { /* close the gaps left by dropped self loops */
+            size_t at = j.len[0];
+            for (size_t i = 1; i < j.nchunks; i++) {
+                memmove(j.keys + at, j.keys + i * 2 * EDGE_CHUNK, j.len[i] * sizeof *j.keys);
+                at += j.len[i];
+            }
+            rc = tg_edgesort_commit(es, at);
+        }
+        for (size_t i = 0; i < j.nchunks && !rc && !direct; i++)
             rc = tg_edgesort_add(es, j.src[i], j.dst[i], j.len[i]);
         pthread_mutex_lock(&fp->mu);
         if (!rc && fp->err) /* the features failed (disk full?): stop drawing edges now */
@@ -885,8 +914,8 @@ static int gen_edges(tg_dsw_t *w, gen_t *g, tg_pool_t *pool, uint64_t sort_mem, 
             j.dst[i] = NULL;
         }
     }
-    if (!rc && !(rc = tg_dsw_open_file_buf(w, TG_FILE_INDPTR, &fp_w, IO_BUF))) have_p = 1;
-    if (!rc && !(rc = tg_dsw_open_file_buf(w, TG_FILE_INDICES, &fi_w, IO_BUF))) have_i = 1;
+    if (!rc && !(rc = tg_dsw_open_file_buf(w, TG_FILE_INDPTR, &fp_w, IO_BUF_CSC))) have_p = 1;
+    if (!rc && !(rc = tg_dsw_open_file_buf(w, TG_FILE_INDICES, &fi_w, IO_BUF_CSC))) have_i = 1;
     if (!rc) rc = tg_edgesort_finish(es, &fp_w, &fi_w, w->meta.index_dtype, num_edges);
     if (!rc) {
         have_p = 0;
