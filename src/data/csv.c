@@ -15,6 +15,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define CSV_BUF (4u << 20)        /* initial read buffer */
 #define CSV_MAX_LINE (256u << 20) /* a longer line is an error, not an unbounded allocation */
@@ -169,6 +170,19 @@ int tg_csv_open(tg_csv_t *c, const char *path, unsigned flags)
     return 0;
 }
 
+int tg_csv_open_range(tg_csv_t *c, int fd, const char *name, unsigned flags, uint64_t begin,
+                      uint64_t end, uint64_t first_line)
+{
+    int rc = csv_init(c, name, flags, CSV_BUF);
+    if (rc) return rc;
+    c->range = 1;
+    c->range_fd = fd;
+    c->range_off = begin;
+    c->range_end = end < begin ? begin : end;
+    c->line = first_line;
+    return 0;
+}
+
 int tg_csv_open_mem(tg_csv_t *c, const void *data, size_t len, const char *name, unsigned flags,
                     size_t chunk)
 {
@@ -193,6 +207,7 @@ void tg_csv_close(tg_csv_t *c)
 uint64_t tg_csv_offset(const tg_csv_t *c)
 {
     if (c->gzq) return c->gz_comp_off; /* gzoffset belongs to the inflate thread */
+    if (c->range) return c->range_off;
     if (c->gz) {
         z_off_t off = gzoffset(c->gz);
         return off > 0 ? (uint64_t)off : 0;
@@ -252,6 +267,20 @@ static int fill(tg_csv_t *c)
                               c->path, (unsigned long long)c->line, m);
         }
         got = (size_t)n;
+    } else if (c->range) {
+        got = 0;
+        want = (size_t)TG_MIN((uint64_t)want, c->range_end - c->range_off);
+        while (got < want) {
+            ssize_t n =
+                pread(c->range_fd, c->buf + c->len + got, want - got, (off_t)(c->range_off + got));
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0)
+                return tg_err(-EIO, "%s: read error at offset %llu: %s", c->path,
+                              (unsigned long long)(c->range_off + got), strerror(errno));
+            if (n == 0) break; /* the file ended before range_end (UINT64_MAX: to the end) */
+            got += (size_t)n;
+        }
+        c->range_off += got;
     } else {
         got = TG_MIN(want, c->mem_len - c->mem_pos);
         memcpy(c->buf + c->len, c->mem + c->mem_pos, got);

@@ -24,7 +24,9 @@
 #include <unistd.h>
 
 #define RADIX_MAX_BITS 11 /* widest LSD digit (2^11 counters per thread) */
-#define MSD_BITS 10       /* the one MSD pass: 1024 buckets */
+#define MAX_DIGITS 16     /* LSD digits of the widest key: two words of up to 64 bits */
+#define HIST_PER_THREAD ((size_t)MAX_DIGITS << RADIX_MAX_BITS) /* counters of one thread */
+#define MSD_BITS 10                                            /* the one MSD pass: 1024 buckets */
 #define MIN_MEM_BYTES (64u << 10)
 #define RUN_ALIGN_KEYS 512 /* 4 KiB of one-word keys */
 #define MAX_FANIN 128
@@ -50,7 +52,7 @@ struct tg_edgesort {
     size_t nruns, runs_cap;
     uint64_t seq; /* run file name counter */
     tg_pool_t *pool;
-    uint64_t *hist;   /* nthreads x 2^RADIX_MAX_BITS counters */
+    uint64_t *hist;   /* nthreads x HIST_PER_THREAD counters */
     uint64_t *bstart; /* 2^MSD_BITS + 1 bucket offsets of the MSD pass */
     tg_edgesort_stats_t st;
     uint64_t seen;   /* edges offered to add(), for error messages */
@@ -108,7 +110,7 @@ int tg_edgesort_create(tg_edgesort_t **out, const tg_edgesort_opts_t *o)
     es->cap = (size_t)(mem / 2 / (8 * (uint64_t)es->words)) / RUN_ALIGN_KEYS * RUN_ALIGN_KEYS;
     es->buf = tg_aligned_alloc(4096, es->cap * 8 * (size_t)es->words);
     es->scratch = tg_aligned_alloc(4096, es->cap * 8 * (size_t)es->words);
-    es->hist = calloc((size_t)nth << RADIX_MAX_BITS, sizeof *es->hist);
+    es->hist = calloc((size_t)nth * HIST_PER_THREAD, sizeof *es->hist);
     es->bstart = calloc(((size_t)1 << MSD_BITS) + 1, sizeof *es->bstart);
     if (!es->buf || !es->scratch || !es->hist || !es->bstart) {
         char b[32];
@@ -226,36 +228,57 @@ static size_t split_digits(digit_t *d, size_t nd, unsigned word, unsigned lo, un
 }
 
 /* Sequential LSD radix sort of n keys in a by digits d[0..nd), least significant first, with
- * tmp as the other buffer and hist (2^RADIX_MAX_BITS counters) as scratch. Stable. Returns the
- * buffer that holds the result (a or tmp). */
+ * tmp as the other buffer and hist (HIST_PER_THREAD counters) as scratch. Stable. Returns the
+ * buffer that holds the result (a or tmp). The counts of every digit come from one read of the
+ * keys before the first pass (they do not change between passes), not one read per pass. */
 static uint64_t *lsd_sort(uint64_t *a, uint64_t *tmp, size_t n, int words, const digit_t *d,
                           size_t nd, uint64_t *hist)
 {
     if (n < 2) return a;
+    const size_t w = (size_t)words, stride = (size_t)1 << RADIX_MAX_BITS;
+    for (size_t p = 0; p < nd; p++)
+        memset(hist + p * stride, 0, ((size_t)1 << d[p].width) * sizeof *hist);
+    unsigned sh[MAX_DIGITS];
+    uint64_t m[MAX_DIGITS], *h[MAX_DIGITS];
+    for (size_t p = 0; p < nd; p++) {
+        sh[p] = d[p].shift;
+        m[p] = ((uint64_t)1 << d[p].width) - 1;
+        h[p] = hist + p * stride;
+    }
+    if (words == 1 && nd == 4) { /* 48-bit keys (up to 2^24 nodes) less the MSD digit */
+        for (size_t i = 0; i < n; i++) {
+            uint64_t k = a[i];
+            h[0][(k >> sh[0]) & m[0]]++;
+            h[1][(k >> sh[1]) & m[1]]++;
+            h[2][(k >> sh[2]) & m[2]]++;
+            h[3][(k >> sh[3]) & m[3]]++;
+        }
+    } else {
+        for (size_t i = 0; i < n; i++)
+            for (size_t p = 0; p < nd; p++)
+                h[p][(a[i * w + d[p].word] >> sh[p]) & m[p]]++;
+    }
     for (size_t p = 0; p < nd; p++) {
         size_t nb = (size_t)1 << d[p].width;
         uint64_t mask = nb - 1;
         unsigned sh = d[p].shift;
-        const uint64_t *w = a + d[p].word;
-        memset(hist, 0, nb * sizeof *hist);
-        for (size_t i = 0; i < n; i++)
-            hist[(w[i * (size_t)words] >> sh) & mask]++;
-        if (hist[(w[0] >> sh) & mask] == n) continue; /* one digit value: nothing to order */
+        uint64_t *h = hist + p * stride;
+        if (h[(a[d[p].word] >> sh) & mask] == n) continue; /* one digit value: nothing to order */
         uint64_t sum = 0;
         for (size_t k = 0; k < nb; k++) {
-            uint64_t x = hist[k];
-            hist[k] = sum;
+            uint64_t x = h[k];
+            h[k] = sum;
             sum += x;
         }
         if (words == 1) {
             for (size_t i = 0; i < n; i++) {
                 uint64_t k = a[i];
-                tmp[hist[(k >> sh) & mask]++] = k;
+                tmp[h[(k >> sh) & mask]++] = k;
             }
         } else {
             for (size_t i = 0; i < n; i++) {
                 uint64_t lo = a[2 * i], hi = a[2 * i + 1];
-                uint64_t o = hist[((d[p].word ? hi : lo) >> sh) & mask]++;
+                uint64_t o = h[((d[p].word ? hi : lo) >> sh) & mask]++;
                 tmp[2 * o] = lo;
                 tmp[2 * o + 1] = hi;
             }
@@ -283,7 +306,7 @@ static void local_sorts(void *arg, size_t b, size_t e, int tid)
     local_ctx_t *c = arg;
     tg_edgesort_t *es = c->es;
     size_t w = (size_t)es->words;
-    uint64_t *hist = es->hist + ((size_t)tid << RADIX_MAX_BITS);
+    uint64_t *hist = es->hist + (size_t)tid * HIST_PER_THREAD;
     for (size_t task = b; task < e; task++) {
         uint64_t lo = c->n * task / (size_t)c->nth, hi = c->n * (task + 1) / (size_t)c->nth;
         for (size_t k = 0; k < c->nb; k++) {
@@ -312,7 +335,7 @@ static void radix_sort(tg_edgesort_t *es)
      * src word then src_bits of the dst word. */
     unsigned sb = es->src_bits;
     unsigned top_word = es->words == 1 ? 0 : 1, top_bits = es->words == 1 ? 2 * sb : sb;
-    digit_t d[16];
+    digit_t d[MAX_DIGITS];
     size_t nd = 0;
     if (es->words == 2) nd = split_digits(d, nd, 0, 0, sb);
     if (n < (1u << 16) || top_bits <= MSD_BITS) { /* small: sequential LSD over everything */

@@ -48,6 +48,9 @@ typedef struct tg_csv {
     uint64_t gz_comp_off;   /* compressed offset of that block's end */
     const char *mem;        /* or memory source (tests, fuzzing) */
     size_t mem_len, mem_pos;
+    int range_fd; /* or bytes [range_off, range_end) of a plain file, when range */
+    int range;    /* (tg_csv_open_range; the descriptor is the caller's) */
+    uint64_t range_off, range_end;
     char *path; /* name used in messages */
     char *buf;  /* raw bytes; [pos, len) not consumed yet; buf[cap] is spare for a NUL */
     size_t cap, len, pos, max_cap;
@@ -64,6 +67,12 @@ typedef struct tg_csv {
 
 /* Opens a plain or gzip-compressed file. */
 int tg_csv_open(tg_csv_t *c, const char *path, unsigned flags);
+/* Reads bytes [begin, end) of the plain (uncompressed) file open as fd with pread, numbering
+ * lines from first_line + 1: the edge-list importer parses parts of one file on several threads,
+ * each with its own handle on the same descriptor (which stays the caller's and must outlive c).
+ * end = UINT64_MAX reads to the end of the file. Read errors name the byte offset. */
+int tg_csv_open_range(tg_csv_t *c, int fd, const char *name, unsigned flags, uint64_t begin,
+                      uint64_t end, uint64_t first_line);
 /* Reads from memory (not copied; must outlive c). chunk > 0 sets the refill size, so that tests
  * and fuzzers exercise rows that straddle buffer refills. */
 int tg_csv_open_mem(tg_csv_t *c, const void *data, size_t len, const char *name, unsigned flags,
@@ -88,7 +97,8 @@ int tg_csv_get_f64(const tg_csv_t *c, size_t i, double *out);
 int tg_csv_row_f32(const tg_csv_t *c, float *out, size_t n);
 /* 1 if field i is empty or a NaN spelling (missing value in pandas-written files). */
 int tg_csv_is_missing(const tg_csv_t *c, size_t i);
-/* Input bytes consumed so far (compressed bytes for gzip), for progress bars. */
+/* Input bytes consumed so far (compressed bytes for gzip; the file offset for a range), for
+ * progress bars. */
 uint64_t tg_csv_offset(const tg_csv_t *c);
 void tg_csv_close(tg_csv_t *c);
 
@@ -243,5 +253,9 @@ static inline void tg_imp_prog_end(tg_imp_prog_t *p, int ok)
 int tg_import_ogb(const char *out_dir, const tg_import_opts_t *o);
 int tg_import_npy(const char *out_dir, const tg_import_opts_t *o);
 int tg_import_edgelist(const char *out_dir, const tg_import_opts_t *o);
+/* The same, parsing a plain file in exactly nranges byte ranges on as many threads (0: as many
+ * as the cores, the size and --mem allow; gzip files and pipes are always one), so that tests
+ * can split small files. */
+int tg_import_edgelist_ranges(const char *out_dir, const tg_import_opts_t *o, int nranges);
 
 #endif
