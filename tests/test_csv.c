@@ -1,5 +1,6 @@
 /* The streaming CSV reader: number parsing (checked against strtod), plain and gzip input, CRLF,
  * missing final newline, rows that straddle buffer refills, and every error with its line. */
+#include <fcntl.h>
 #include <float.h>
 #include <unistd.h>
 
@@ -350,6 +351,62 @@ TG_TEST(file_errors)
     tg_csv_close(&c);
 }
 
+/* tg_csv_open_range: parts of a plain file cut at line ends give the rows of the whole file,
+ * with line numbers continued from first_line; a read error and a file shorter than the range
+ * name the offset. */
+TG_TEST(ranges)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/range.txt", dir);
+    const char *text = "# c\n1 2\n\n3 4\n5 6\n7 8"; /* lines 1..6, the last without newline */
+    tg_test_write_file(path, text);
+    int fd = open(path, O_RDONLY);
+    TG_CHECK(fd >= 0);
+    /* cut after line 3 ("\n" at offset 8) and after line 4 */
+    uint64_t cuts[] = {0, 9, 13, strlen(text)};
+    uint64_t line = 0;
+    int64_t want = 1;
+    unsigned fl = TG_CSV_WS | TG_CSV_COMMENTS | TG_CSV_SKIP_BLANK | TG_CSV_ALLOW_EMPTY;
+    static const uint64_t want_line[] = {2, 4, 5, 6};
+    for (int k = 0; k < 3; k++) {
+        tg_csv_t c;
+        TG_CHECK_OK(tg_csv_open_range(&c, fd, "range.txt", fl, cuts[k], cuts[k + 1], line));
+        int64_t a, b;
+        int rc;
+        while ((rc = tg_csv_next_pair(&c, &a, &b)) > 0) {
+            if (rc == 1) { /* not the fused fast path: a comment before it, or no newline */
+                TG_CHECK_OK(tg_csv_get_i64(&c, 0, &a));
+                TG_CHECK_OK(tg_csv_get_i64(&c, 1, &b));
+            }
+            TG_CHECK(a == want && b == want + 1);
+            TG_CHECK_EQ_U64(c.line, want_line[(want - 1) / 2]);
+            want += 2;
+        }
+        TG_CHECK(rc == 0);
+        TG_CHECK_EQ_U64(tg_csv_offset(&c), cuts[k + 1]);
+        line = c.line;
+        tg_csv_close(&c);
+    }
+    TG_CHECK(want == 9 && line == 6);
+
+    /* the range ends past the end of the file (it was truncated after it was split) */
+    tg_csv_t c;
+    TG_CHECK_OK(tg_csv_open_range(&c, fd, "range.txt", fl, 13, 100, 4));
+    int64_t a, b;
+    TG_CHECK_ERR(tg_csv_next_pair(&c, &a, &b),
+                 "range.txt: the file ends at offset 20, before 100 (did it change");
+    tg_csv_close(&c);
+    close(fd);
+
+    /* a descriptor that cannot be read */
+    fd = open(path, O_WRONLY);
+    TG_CHECK(fd >= 0);
+    TG_CHECK_OK(tg_csv_open_range(&c, fd, "range.txt", fl, 5, UINT64_MAX, 0));
+    TG_CHECK_ERR(tg_csv_next(&c), "range.txt: read error at offset 5: Bad file descriptor");
+    tg_csv_close(&c);
+    close(fd);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "%s", tg_test_tmpdir("csv"));
@@ -360,6 +417,7 @@ int main(void)
     TG_RUN(pairs_fast_path);
     TG_RUN(files_plain_and_gzip);
     TG_RUN(close_early);
+    TG_RUN(ranges);
     TG_RUN(errors);
     TG_RUN(file_errors);
     if (!tg_test_failures) tg_rmtree(dir);

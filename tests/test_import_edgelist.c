@@ -2,10 +2,13 @@
  * (renumbered by rank), --undirected / --dedup / --self-loops, the synthesised node data
  * (deterministic, labels follow the communities), and bad input. */
 #include <dirent.h>
+#include <fcntl.h>
 #include <libgen.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "data/import-impl.h"
 #include "tg_test.h"
 #include "tiergnn/data.h"
 
@@ -20,6 +23,23 @@ static const char *file(const char *name, const char *text, int gz)
     else
         tg_test_write_file(path, text);
     return path;
+}
+
+static int import_ranges(const char *out, const char *src, int und, int dedup, int loops,
+                         uint64_t seed, uint64_t mem, int nranges)
+{
+    tg_import_opts_t o;
+    tg_import_opts_default(&o);
+    o.kind = TG_IMPORT_EDGELIST;
+    o.src = src;
+    o.undirected = und;
+    o.dedup = dedup;
+    o.self_loops = loops;
+    o.feat_dim = 16;
+    o.classes = 4;
+    o.seed = seed;
+    o.mem_bytes = mem;
+    return tg_import_edgelist_ranges(out, &o, nranges);
 }
 
 static int import_el(const char *out, const char *src, int und, int dedup, int loops, uint64_t seed,
@@ -211,6 +231,215 @@ TG_TEST(bad_input)
     tg_rmtree(out);
 }
 
+/* No file of the import's own (the binary edges of pass 1) may be left in the dataset. */
+static void check_only_dataset_files(const char *out)
+{
+    DIR *d = opendir(out);
+    struct dirent *e;
+    int n = 0;
+    while (d && (e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        n++;
+        if (!strcmp(e->d_name, "meta.txt")) continue;
+        size_t l = strlen(e->d_name);
+        if (l < 5 || strcmp(e->d_name + l - 4, ".bin") || !strncmp(e->d_name, "edges-", 6))
+            TG_FAIL("%s: unexpected file %s", out, e->d_name);
+    }
+    if (d) closedir(d);
+    TG_CHECK(n == 8);
+}
+
+/* A plain file parsed in 1..8 ranges on as many threads gives the same dataset, whatever the
+ * cuts fall on (comments, blank lines, CRLF, extra columns, a last line without newline). */
+TG_TEST(ranges_same_result)
+{
+    char *text = malloc(1 << 16);
+    size_t k = 0;
+    for (int i = 0; i < 400; i++) {
+        if (i % 37 == 0) k += (size_t)sprintf(text + k, "# comment %d\n", i);
+        if (i % 53 == 0) k += (size_t)sprintf(text + k, "\n");
+        k += (size_t)sprintf(text + k, i % 7 ? "%d\t%d\n" : "%d %d 0.5\r\n", 3 * (i % 101),
+                             3 * ((i * 13 + 5) % 101));
+    }
+    sprintf(text + k, "7 9"); /* sparse ids, no final newline */
+    const char *src = file("ranges.txt", text, 0);
+    free(text);
+    char ref[4300], out[4300], adj0[8192], adj[8192];
+    snprintf(ref, sizeof ref, "%s/ranges-ref", tmp);
+    snprintf(out, sizeof out, "%s/ranges-out", tmp);
+    tg_rmtree(ref);
+    TG_CHECK_OK(import_ranges(ref, src, 0, 0, 0, 3, 16 << 20, 1));
+    adjacency(ref, adj0, sizeof adj0);
+    check_only_dataset_files(ref);
+    tg_meta_t a, b;
+    TG_CHECK_OK(tg_meta_read(&a, ref));
+    TG_CHECK_EQ_U64(a.num_edges, 401);
+    for (int n = 2; n <= 9; n++) {
+        tg_rmtree(out);
+        TG_CHECK_OK(import_ranges(out, src, 0, 0, 0, 3, 16 << 20, n));
+        adjacency(out, adj, sizeof adj);
+        if (strcmp(adj, adj0)) TG_FAIL("%d ranges: adjacency differs", n);
+        TG_CHECK_OK(tg_meta_read(&b, out));
+        for (int i = 0; i < TG_FILE_COUNT; i++)
+            if (a.files[i].crc32 != b.files[i].crc32) TG_FAIL("%d ranges: file %d differs", n, i);
+        check_only_dataset_files(out);
+    }
+    tg_rmtree(ref);
+    tg_rmtree(out);
+}
+
+static void expect_fail_ranges(const char *text, int nranges, const char *needle)
+{
+    const char *src = file("bad.txt", text, 0);
+    char out[4300];
+    snprintf(out, sizeof out, "%s/bad-out", tmp);
+    tg_err_clear();
+    int rc = import_ranges(out, src, 0, 0, 0, 1, 16 << 20, nranges);
+    if (rc >= 0)
+        TG_FAIL("%d ranges: succeeded, expected '%s'", nranges, needle);
+    else if (!strstr(tg_errmsg(), needle))
+        TG_FAIL("%d ranges: message '%s' lacks '%s'", nranges, tg_errmsg(), needle);
+    tg_test_check_no_output(out);
+}
+
+/* Errors in any range name the line of the whole file, and the first error in file order wins
+ * even when a later range fails too (or first). */
+TG_TEST(ranges_errors)
+{
+    enum { LINES = 300 };
+    char *text = malloc(LINES * 16 + 64);
+    char want[256];
+    int bad_at[] = {1, 2, 99, 100, 101, 150, 151, 200, 299, 300};
+    for (size_t b = 0; b < sizeof bad_at / sizeof bad_at[0]; b++) {
+        for (int variant = 0; variant < 4; variant++) {
+            size_t k = 0;
+            for (int i = 1; i <= LINES; i++) {
+                const char *nl = i == LINES ? "" : "\n";
+                if (i == bad_at[b] && variant == 0)
+                    k += (size_t)sprintf(text + k, "x %d%s", i, nl); /* garbled */
+                else if (i == bad_at[b] && variant == 1)
+                    k += (size_t)sprintf(text + k, "%d%s", i, nl); /* truncated */
+                else if (i == bad_at[b] && variant == 2)
+                    k += (size_t)sprintf(text + k, "1 1000000000000%s", nl); /* id map */
+                else if (i == bad_at[b] && variant == 3)
+                    k += (size_t)sprintf(text + k, "%d -%d%s", i, i, nl);
+                else if (variant == 0 && i == LINES - 1 && bad_at[b] < LINES - 1)
+                    k += (size_t)sprintf(text + k, "%d y%s", i, nl); /* a later error too */
+                else
+                    k += (size_t)sprintf(text + k, "%d %d%s", i, i + 1, nl);
+            }
+            text[k] = 0;
+            if (variant == 0)
+                snprintf(want, sizeof want, "bad.txt: line %d, field 1: expected an integer",
+                         bad_at[b]);
+            else if (variant == 1)
+                snprintf(want, sizeof want, "bad.txt: line %d: expected two node ids, got 1 field",
+                         bad_at[b]);
+            else if (variant == 2)
+                snprintf(want, sizeof want, "bad.txt: line %d: node id 1000000000000 needs a",
+                         bad_at[b]);
+            else
+                snprintf(want, sizeof want, "bad.txt: line %d: negative node id -%d", bad_at[b],
+                         bad_at[b]);
+            for (int n = 1; n <= 4; n++)
+                expect_fail_ranges(text, n, want);
+        }
+    }
+    free(text);
+    for (int n = 1; n <= 3; n++) {
+        expect_fail_ranges("", n, "bad.txt: empty file");
+        expect_fail_ranges("# nothing\n\n% nothing\n\n", n, "bad.txt: no data rows in 4 lines");
+    }
+}
+
+/* Damage to the binary files between the passes (a full or failing disk, another process) is
+ * an error naming the file, and leaves no output. */
+static int damage_kind;
+static void damage(const char *dir)
+{
+    char path[4300];
+    snprintf(path, sizeof path, "%s/edges-1.bin", dir);
+    if (damage_kind == 0) {
+        TG_CHECK(truncate(path, 13) == 0); /* inside the first block */
+    } else if (damage_kind == 1) {
+        uint32_t hdr[2] = {7, 5}; /* width 5 */
+        int fd = open(path, O_WRONLY);
+        TG_CHECK(fd >= 0 && pwrite(fd, hdr, 8, 0) == 8);
+        close(fd);
+    } else if (damage_kind == 2) {
+        uint32_t id = 4000000000u; /* larger than any id of the file */
+        int fd = open(path, O_WRONLY);
+        TG_CHECK(fd >= 0 && pwrite(fd, &id, 4, 8) == 4);
+        close(fd);
+    } else if (damage_kind == 3) {
+        TG_CHECK(unlink(path) == 0);
+    } else {
+        TG_CHECK(truncate(path, 0) == 0); /* whole blocks gone */
+    }
+}
+
+TG_TEST(ranges_damaged_temp_files)
+{
+    char *text = malloc(4096);
+    size_t k = 0;
+    for (int i = 0; i < 200; i++)
+        k += (size_t)sprintf(text + k, "%d %d\n", i, (i * 7 + 3) % 200);
+    const char *src = file("dmg.txt", text, 0);
+    free(text);
+    char out[4300];
+    snprintf(out, sizeof out, "%s/dmg-out", tmp);
+    static const char *const want[] = {
+        "edges-1.bin: truncated temporary file: it ends at offset 13",
+        "edges-1.bin: offset 0: corrupt temporary file (block of 7 x 5)",
+        "edges-1.bin: offset 0: corrupt temporary file (id 4000000000 > 199)",
+        "edges-1.bin: cannot open: No such file or directory",
+        "dmg.txt: the temporary files hold 108 edges, not 200", /* range 0 has 108 */
+    };
+    tg_edgelist_test_between_passes = damage;
+    for (damage_kind = 0; damage_kind < 5; damage_kind++) {
+        TG_CHECK_ERR(import_ranges(out, src, 0, 0, 0, 1, 16 << 20, 2), want[damage_kind]);
+        tg_test_check_no_output(out);
+    }
+    tg_edgelist_test_between_passes = NULL;
+}
+
+/* Text is parsed once, so a pipe works (it was read twice before). */
+static void *fifo_writer(void *arg)
+{
+    int fd = open(arg, O_WRONLY);
+    if (fd < 0) return NULL;
+    for (int i = 0; i < 5000; i++) {
+        char line[64];
+        int n = snprintf(line, sizeof line, "%d %d\n", 10 * (i % 50), 10 * ((i + 1) % 50));
+        if (write(fd, line, (size_t)n) != n) break;
+    }
+    close(fd);
+    return NULL;
+}
+
+TG_TEST(from_pipe)
+{
+    char fifo[4300], out[4300];
+    snprintf(fifo, sizeof fifo, "%s/edges.fifo", tmp);
+    snprintf(out, sizeof out, "%s/fifo-out", tmp);
+    unlink(fifo);
+    if (mkfifo(fifo, 0600)) {
+        printf("SKIP from_pipe: mkfifo: %s\n", strerror(errno));
+        return;
+    }
+    pthread_t th;
+    TG_CHECK(pthread_create(&th, NULL, fifo_writer, fifo) == 0);
+    tg_rmtree(out);
+    TG_CHECK_OK(import_el(out, fifo, 0, 1, 0, 1, 16 << 20));
+    pthread_join(th, NULL);
+    tg_meta_t m;
+    TG_CHECK_OK(tg_meta_read(&m, out));
+    TG_CHECK_EQ_U64(m.num_nodes, 50);
+    TG_CHECK_EQ_U64(m.num_edges, 50);
+    tg_rmtree(out);
+    unlink(fifo);
+}
+
 int main(void)
 {
     tg_log_set_level(TG_LOG_WARN);
@@ -218,6 +447,10 @@ int main(void)
     TG_RUN(parse_and_options);
     TG_RUN(synthesis);
     TG_RUN(bad_input);
+    TG_RUN(ranges_same_result);
+    TG_RUN(ranges_errors);
+    TG_RUN(ranges_damaged_temp_files);
+    TG_RUN(from_pipe);
     if (!tg_test_failures) tg_rmtree(tmp);
     return tg_test_done();
 }

@@ -277,7 +277,17 @@ static int fill(tg_csv_t *c)
             if (n < 0)
                 return tg_err(-EIO, "%s: read error at offset %llu: %s", c->path,
                               (unsigned long long)(c->range_off + got), strerror(errno));
-            if (n == 0) break; /* the file ended before range_end (UINT64_MAX: to the end) */
+            if (n == 0) {
+                /* The importer cut the range at a line end it saw: a file that is shorter now
+                 * changed under it. UINT64_MAX means "to the end". */
+                if (c->range_end != UINT64_MAX)
+                    return tg_err(-EIO,
+                                  "%s: the file ends at offset %llu, before %llu (did it change "
+                                  "while it was read?)",
+                                  c->path, (unsigned long long)(c->range_off + got),
+                                  (unsigned long long)c->range_end);
+                break;
+            }
             got += (size_t)n;
         }
         c->range_off += got;

@@ -257,5 +257,8 @@ int tg_import_edgelist(const char *out_dir, const tg_import_opts_t *o);
  * as the cores, the size and --mem allow; gzip files and pipes are always one), so that tests
  * can split small files. */
 int tg_import_edgelist_ranges(const char *out_dir, const tg_import_opts_t *o, int nranges);
+/* Tests only: called between the passes with the temporary directory that holds the binary
+ * files edges-<k>.bin, so that a test can damage them. NULL (the default): nothing. */
+extern void (*tg_edgelist_test_between_passes)(const char *tmp_dir);
 
 #endif
