@@ -235,6 +235,20 @@ TG_TEST(bad_input)
     TG_CHECK_OK(import_npy(out, src, TG_F32));
     tg_rmtree(out);
 
+    /* The features are copied on a thread of their own beside the edges: an error there is
+     * reported as it would be alone, and when both fail, the edges' error is the one. */
+    src = make_npy("bad", 1);
+    float nan_row[10] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+    nan_row[7] = NAN;
+    npy_write(src, "feat.npy", "<f4", "(5, 2)", nan_row, sizeof nan_row);
+    TG_CHECK_ERR(import_npy(out, src, TG_F32),
+                 "feat.npy: offset 156: feature [3, 1] is not finite");
+    tg_test_check_no_output(out);
+    npy_write(src, "indices.npy", "<i4", "(4,)", (int32_t[]){1, 2, 0, 5}, 16);
+    TG_CHECK_ERR(import_npy(out, src, TG_F32),
+                 "indices.npy: offset 140 (element 3): node id 5 out of range [0, 5)");
+    tg_test_check_no_output(out);
+
     /* both graph forms present is ambiguous */
     src = make_npy("bad", 1);
     npy_write(src, "edge_index.npy", "<i8", "(2, 1)", i8, 16);

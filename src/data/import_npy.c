@@ -8,13 +8,20 @@
  *
  * N comes from feat.npy; every other count is checked against it. Arrays are read in chunks
  * through the .npy reader's bounce buffer, so memory does not grow with the input.
+ *
+ * The features are most of the bytes and need no more than a copy, a check and a CRC: they are
+ * copied on a thread of their own while this one reads and sorts the edges, so the disk writes
+ * features while the CPU sorts (one after the other, the import took the sum of both).
  */
 #include "import-impl.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define PATHLEN 4096
 #define CHUNK (1u << 16) /* elements per read */
@@ -164,9 +171,14 @@ static int read_edge_index(tg_imp_t *im, const char *src, const char *feat_path)
         size_t k = (size_t)TG_MIN((uint64_t)CHUNK, e - first);
         if ((rc = tg_npy_read_i64(&f, first, k, s)) || (rc = tg_npy_read_i64(&f, e + first, k, d)))
             break;
+        /* one branch-free pass finds whether any id is out of range (negative ids are huge
+         * as unsigned); only then does the slow pass name the first */
+        uint64_t bad = 0;
+        for (size_t j = 0; j < k; j++)
+            bad |= ((uint64_t)s[j] >= n) | ((uint64_t)d[j] >= n);
         for (size_t j = 0; j < k && !rc; j++) {
-            if ((rc = check_id(&f, first + j, s[j], n, feat_path)) ||
-                (rc = check_id(&f, e + first + j, d[j], n, feat_path)))
+            if (bad && ((rc = check_id(&f, first + j, s[j], n, feat_path)) ||
+                        (rc = check_id(&f, e + first + j, d[j], n, feat_path))))
                 break;
             rc = tg_imp_edge(im, (uint64_t)s[j], (uint64_t)d[j]);
         }
@@ -180,8 +192,29 @@ out:
     return rc;
 }
 
-static int read_features(tg_imp_t *im, tg_npy_t *f)
+/* The feature copy's thread: its handle, the stop flag the edges raise when they fail, and
+ * what it reports back (rows done for the progress bar; its error, copied out of its
+ * thread-local message). */
+typedef struct feat_job {
+    tg_imp_t *im;
+    tg_npy_t *f;
+    pthread_t th;
+    int threaded;
+    atomic_int stop;
+    atomic_int finished;
+    atomic_uint_fast64_t rows_done;
+    int rc;
+    char msg[512];
+} feat_job_t;
+
+/* Memory the feature copy keeps beside the edge sort: its 8 MiB double-buffered writer, the
+ * 1 MiB row buffer and the .npy reader's bounce buffer, rounded up. */
+#define FEAT_JOB_BYTES (24ull << 20)
+
+static int read_features(feat_job_t *job)
 {
+    tg_imp_t *im = job->im;
+    tg_npy_t *f = job->f;
     uint64_t n = f->shape[0];
     uint32_t d = (uint32_t)f->shape[1];
     size_t rows_per = TG_MAX((size_t)1, (size_t)(1u << 20) / d);
@@ -195,9 +228,11 @@ static int read_features(tg_imp_t *im, tg_npy_t *f)
         free(tmp);
         return rc;
     }
-    tg_imp_prog_t pr;
-    tg_imp_prog_begin(&pr, "features", n * d * f->itemsize);
     for (uint64_t r = 0; r < n && !rc; r += rows_per) {
+        if (atomic_load(&job->stop)) {
+            rc = -ECANCELED; /* the edges failed; their error is the one reported */
+            break;
+        }
         size_t k = (size_t)TG_MIN((uint64_t)rows_per, n - r);
         if ((rc = tg_npy_read_f32(f, r * d, k * d, buf))) break;
         for (size_t i = 0; i < k && !rc; i++) {
@@ -213,9 +248,8 @@ static int read_features(tg_imp_t *im, tg_npy_t *f)
             if (!rc && (rc = tg_imp_put_feat_row(im, &fw, row, d, tmp)) == -ERANGE)
                 rc = tg_err_prefix(rc, "%s: row %llu", f->path, (unsigned long long)(r + i));
         }
-        tg_imp_prog_update(&pr, (r + k) * d * f->itemsize);
+        atomic_store(&job->rows_done, r + k);
     }
-    tg_imp_prog_end(&pr, rc == 0);
     free(buf);
     free(tmp);
     if (rc) {
@@ -224,6 +258,46 @@ static int read_features(tg_imp_t *im, tg_npy_t *f)
     }
     im->dsw.meta.feat_dim = d;
     return tg_dsw_close_file(&im->dsw, TG_FILE_FEATURES, &fw);
+}
+
+static void *feat_main(void *arg)
+{
+    feat_job_t *job = arg;
+    job->rc = read_features(job);
+    if (job->rc) snprintf(job->msg, sizeof job->msg, "%s", tg_errmsg());
+    atomic_store(&job->finished, 1);
+    return NULL;
+}
+
+static void feat_start(feat_job_t *job, tg_imp_t *im, tg_npy_t *f)
+{
+    memset(job, 0, sizeof *job);
+    job->im = im;
+    job->f = f;
+    /* no thread: feat_finish copies the features on this one */
+    job->threaded = pthread_create(&job->th, NULL, feat_main, job) == 0;
+}
+
+/* Waits for the feature copy (showing its progress once it is all that is left), or runs it
+ * here when it has no thread; stops it first when the rest failed (rc). */
+static int feat_finish(feat_job_t *job, int rc)
+{
+    if (!job->threaded) return rc ? rc : read_features(job);
+    if (rc) {
+        atomic_store(&job->stop, 1);
+        pthread_join(job->th, NULL);
+        return rc;
+    }
+    tg_imp_prog_t pr;
+    uint64_t n = job->f->shape[0], row_bytes = job->f->shape[1] * job->f->itemsize;
+    tg_imp_prog_begin(&pr, "features", n * row_bytes);
+    while (!atomic_load(&job->finished)) {
+        tg_imp_prog_update(&pr, atomic_load(&job->rows_done) * row_bytes);
+        usleep(50000);
+    }
+    pthread_join(job->th, NULL);
+    tg_imp_prog_end(&pr, job->rc == 0);
+    return job->rc ? tg_err(job->rc, "%s", job->msg) : 0;
 }
 
 static int read_labels(tg_imp_t *im, const char *src, const char *feat_path)
@@ -372,12 +446,15 @@ int tg_import_npy(const char *out_dir, const tg_import_opts_t *o)
         tg_npy_close(&feat);
         return tg_err(-ENOMEM, "out of memory");
     }
+    /* The feature copy keeps FEAT_JOB_BYTES of --mem while the edges are sorted. */
+    tg_import_opts_t so = *o;
+    if (so.mem_bytes > 2 * FEAT_JOB_BYTES) so.mem_bytes -= FEAT_JOB_BYTES;
     tg_imp_t im;
     char source[512];
     snprintf(source, sizeof source, "import --from npy %s%s%s%s", o->src,
              o->undirected ? " --undirected" : "", o->dedup ? " --dedup" : "",
              o->self_loops ? " --self-loops" : "");
-    if ((rc = tg_imp_begin(&im, out_dir, o, source))) {
+    if ((rc = tg_imp_begin(&im, out_dir, &so, source))) {
         tg_npy_close(&feat);
         free(split_paths);
         return rc;
@@ -385,17 +462,19 @@ int tg_import_npy(const char *out_dir, const tg_import_opts_t *o)
     tg_log_info("import npy %s: %llu nodes, %llu features (%s), graph from %s", o->src,
                 (unsigned long long)n, (unsigned long long)feat.shape[1], feat.descr,
                 have_ei ? "edge_index.npy" : "indptr.npy + indices.npy");
-    if ((rc = tg_imp_edges_begin(&im, n))) goto out;
-    rc = have_ei ? read_edge_index(&im, o->src, pf) : read_csc(&im, o->src, pf);
-    if (rc) goto out;
-    tg_log_info("edges: %llu read, sorting into CSC", (unsigned long long)im.edges_in);
-    if ((rc = tg_imp_edges_finish(&im))) goto out;
-    if ((rc = read_features(&im, &feat))) goto out;
-    if ((rc = read_labels(&im, o->src, pf))) goto out;
+    feat_job_t fj;
+    feat_start(&fj, &im, &feat);
+    if (!(rc = tg_imp_edges_begin(&im, n)))
+        rc = have_ei ? read_edge_index(&im, o->src, pf) : read_csc(&im, o->src, pf);
+    if (!rc) {
+        tg_log_info("edges: %llu read, sorting into CSC", (unsigned long long)im.edges_in);
+        rc = tg_imp_edges_finish(&im);
+    }
+    if (!rc) rc = read_labels(&im, o->src, pf);
     static const char *const names[3] = {"train_idx.npy", "valid_idx.npy", "test_idx.npy"};
     for (int k = 0; k < 3 && !rc; k++)
         rc = read_split(&im, o->src, names[k], (tg_file_id_t)(TG_FILE_TRAIN + k), split_paths[k]);
-    if (rc) goto out;
+    if ((rc = feat_finish(&fj, rc))) goto out;
     rc = tg_imp_commit(&im);
 out:
     tg_imp_abort(&im);

@@ -484,7 +484,9 @@ int tg_npy_read_i64(tg_npy_t *f, uint64_t first, size_t n, int64_t *out)
         size_t k = TG_MIN(n, per);
         int rc = read_raw(f, first, k);
         if (rc) return rc;
-        for (size_t i = 0; i < k; i++) {
+        /* int64, the usual id dtype, is already what we want */
+        if (f->dtype == TG_NPY_I8) memcpy(out, f->bounce, k * 8);
+        for (size_t i = 0; i < k && f->dtype != TG_NPY_I8; i++) {
             const uint8_t *p = f->bounce + i * f->itemsize;
             int64_t v;
             if (f->dtype == TG_NPY_I8) {
