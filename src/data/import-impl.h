@@ -254,8 +254,8 @@ int tg_import_ogb(const char *out_dir, const tg_import_opts_t *o);
 int tg_import_npy(const char *out_dir, const tg_import_opts_t *o);
 int tg_import_edgelist(const char *out_dir, const tg_import_opts_t *o);
 /* The same, parsing a plain file in exactly nranges byte ranges on as many threads (0: as many
- * as the cores, the size and --mem allow; gzip files and pipes are always one), so that tests
- * can split small files. */
+ * as the cores, the size and --mem allow; gzip files and pipes are always one) and running
+ * label propagation on nranges threads, so that tests can split small inputs. */
 int tg_import_edgelist_ranges(const char *out_dir, const tg_import_opts_t *o, int nranges);
 /* Tests only: called between the passes with the temporary directory that holds the binary
  * files edges-<k>.bin, so that a test can damage them. NULL (the default): nothing. */

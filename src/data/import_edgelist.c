@@ -614,30 +614,52 @@ static inline int seqr_get(seqr_t *r, uint64_t *out)
     return 0;
 }
 
-/* One synchronous round: next[v] = most frequent label among v and its in-neighbours. The
- * label lookups cur[u] are random accesses; prefetching a few edges ahead keeps several cache
- * misses in flight (it halved the time of a round on a random graph). */
-static int lp_round(tg_imp_t *im, const uint16_t *cur, uint16_t *next, uint32_t *cnt,
-                    uint16_t *touched, void *bufs)
+/* One synchronous round over nodes [v0, v1): next[v] = most frequent label among v and its
+ * in-neighbours. The label lookups cur[u] are random accesses; prefetching a few edges ahead
+ * keeps several cache misses in flight (it halved the time of a round on a random graph). The
+ * round reads only cur and writes only next[v0, v1), so node ranges run on separate threads
+ * and give the same labels. */
+typedef struct {
+    tg_imp_t *im;
+    const uint16_t *cur;
+    uint16_t *next;
+    uint64_t v0, v1;
+    uint32_t *cnt;     /* classes counters, zero between nodes */
+    uint16_t *touched; /* classes + 1 */
+    void *bufs;        /* 4 * SEQR_ELEMS * 8 bytes: raw + widened, indptr and indices */
+    pthread_t th;
+    int started;
+    int rc;
+    char msg[1024];
+} lp_part_t;
+
+static int lp_round(lp_part_t *pt)
 {
+    tg_imp_t *im = pt->im;
+    const uint16_t *cur = pt->cur;
+    uint16_t *next = pt->next;
+    uint32_t *cnt = pt->cnt;
+    uint16_t *touched = pt->touched;
     const tg_meta_t *m = &im->dsw.meta;
     char pp[4096], pi[4096];
     tg_dsw_path(&im->dsw, TG_FILE_INDPTR, pp, sizeof pp);
     tg_dsw_path(&im->dsw, TG_FILE_INDICES, pi, sizeof pi);
-    uint8_t *raw = bufs;
+    uint8_t *raw = pt->bufs;
     uint64_t *vals = (uint64_t *)(raw + 2 * (size_t)SEQR_ELEMS * 8);
+    size_t isz = tg_index_dtype_size(m->index_dtype);
     seqr_t rp, ri;
     int rc = seqr_open(&rp, pp, 8, raw, vals);
     if (rc) return rc;
-    if ((rc = seqr_open(&ri, pi, tg_index_dtype_size(m->index_dtype), raw + SEQR_ELEMS * 8,
-                        vals + SEQR_ELEMS))) {
+    if ((rc = seqr_open(&ri, pi, isz, raw + SEQR_ELEMS * 8, vals + SEQR_ELEMS))) {
         close(rp.fd);
         return rc;
     }
     enum { AHEAD = 16 };
     uint64_t beg = 0, end = 0;
+    rp.off = pt->v0 * 8;
     if ((rc = seqr_get(&rp, &beg))) goto out;
-    for (uint64_t v = 0; v < m->num_nodes; v++, beg = end) {
+    ri.off = beg * isz;
+    for (uint64_t v = pt->v0; v < pt->v1; v++, beg = end) {
         if ((rc = seqr_get(&rp, &end))) goto out;
         size_t nt = 0;
         uint16_t best = cur[v];
@@ -664,6 +686,35 @@ out:
     return rc;
 }
 
+static void *lp_main(void *arg)
+{
+    lp_part_t *pt = arg;
+    pt->rc = lp_round(pt);
+    if (pt->rc) snprintf(pt->msg, sizeof pt->msg, "%s", tg_errmsg());
+    return NULL;
+}
+
+/* Runs one round on all parts (part 0 on this thread) and returns the first part's error. */
+static int lp_round_all(lp_part_t *pts, int n, const uint16_t *cur, uint16_t *next)
+{
+    for (int k = 0; k < n; k++) {
+        pts[k].cur = cur;
+        pts[k].next = next;
+    }
+    for (int k = 1; k < n; k++)
+        pts[k].started = !pthread_create(&pts[k].th, NULL, lp_main, &pts[k]);
+    lp_main(&pts[0]);
+    for (int k = 1; k < n; k++) {
+        if (pts[k].started)
+            pthread_join(pts[k].th, NULL);
+        else
+            lp_main(&pts[k]); /* no thread: here */
+    }
+    for (int k = 0; k < n; k++)
+        if (pts[k].rc) return tg_err(pts[k].rc, "%s", pts[k].msg);
+    return 0;
+}
+
 /* Fills out[0..n) with approximately N(0,1) noise: the Irwin-Hall sum of four 16-bit uniforms
  * from one 64-bit draw, centred and scaled to unit variance (bounded at +-3.46). It is noise on
  * a synthetic signal, so the missing tails do not matter, and it costs one RNG call and no
@@ -687,16 +738,17 @@ static uint16_t seed_label(const tg_import_opts_t *o, uint64_t v)
     return (uint16_t)tg_rng_below(&r, o->classes);
 }
 
-static int gen_node_data(tg_imp_t *im)
+/* nthreads > 0 fixes the threads of label propagation (tests: small graphs use one). */
+static int gen_node_data(tg_imp_t *im, int nthreads)
 {
     const tg_import_opts_t *o = im->o;
     tg_meta_t *m = &im->dsw.meta;
     uint64_t n = m->num_nodes;
     uint32_t c = o->classes, d = o->feat_dim;
     int rc = 0;
-    uint16_t *lab = NULL, *nxt = NULL, *touched = NULL, *tmp = NULL;
-    uint32_t *cnt = NULL;
-    void *bufs = NULL;
+    uint16_t *lab = NULL, *nxt = NULL, *tmp = NULL;
+    lp_part_t *parts = NULL;
+    int nparts = 0;
     float *mu = NULL, *row = NULL;
 
     /* Labels: random seeds, then LP_ROUNDS of majority vote over in-neighbours. That needs two
@@ -704,22 +756,43 @@ static int gen_node_data(tg_imp_t *im)
      * Without the memory (or with one class) labels stay the random seeds, computed per node
      * on the fly below, so memory stays bounded either way. */
     tg_rng_t rng;
+    /* Threads for the rounds: each takes 2 MiB of read buffers, small graphs need none, and
+     * whether labels propagate at all must not depend on how many there are (the same
+     * dataset for any machine), so threads only get what --mem has left. */
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    nparts = (int)TG_MAX(1, TG_MIN(TG_MIN(cpus, 8L), (long)(m->num_edges >> 20)));
+    if (nthreads > 0) nparts = (int)TG_MIN((uint64_t)TG_MIN(nthreads, 8), TG_MAX(n, (uint64_t)1));
+    size_t part_bytes = 4 * (size_t)SEQR_ELEMS * 8 + (size_t)c * 4 + ((size_t)c + 1) * 2;
+    while (nparts > 1 && n * 2 * sizeof *lab + (uint64_t)nparts * part_bytes > o->mem_bytes)
+        nparts--;
     if (c > 1 && n * 2 * sizeof *lab <= o->mem_bytes) {
         lab = malloc(n * sizeof *lab);
         nxt = malloc(n * sizeof *nxt);
-        cnt = calloc(c, sizeof *cnt);
-        touched = malloc(((size_t)c + 1) * sizeof *touched);
-        bufs = malloc(4 * (size_t)SEQR_ELEMS * 8); /* raw + widened, indptr and indices */
-        if (!lab || !nxt || !cnt || !touched || !bufs) {
+        parts = calloc((size_t)nparts, sizeof *parts);
+        if (!lab || !nxt || !parts) {
             rc = tg_err(-ENOMEM, "out of memory for label propagation over %llu nodes",
                         (unsigned long long)n);
             goto out;
+        }
+        for (int k = 0; k < nparts; k++) {
+            lp_part_t *pt = &parts[k];
+            pt->im = im;
+            pt->v0 = n * (uint64_t)k / (uint64_t)nparts;
+            pt->v1 = n * (uint64_t)(k + 1) / (uint64_t)nparts;
+            pt->cnt = calloc(c, sizeof *pt->cnt);
+            pt->touched = malloc(((size_t)c + 1) * sizeof *pt->touched);
+            pt->bufs = malloc(4 * (size_t)SEQR_ELEMS * 8); /* raw + widened, indptr and indices */
+            if (!pt->cnt || !pt->touched || !pt->bufs) {
+                rc = tg_err(-ENOMEM, "out of memory for label propagation over %llu nodes",
+                            (unsigned long long)n);
+                goto out;
+            }
         }
         for (uint64_t v = 0; v < n; v++)
             lab[v] = seed_label(o, v);
         double t0 = tg_now();
         for (int r = 0; r < LP_ROUNDS; r++) {
-            if ((rc = lp_round(im, lab, nxt, cnt, touched, bufs))) goto out;
+            if ((rc = lp_round_all(parts, nparts, lab, nxt))) goto out;
             uint16_t *t = lab;
             lab = nxt;
             nxt = t;
@@ -797,9 +870,12 @@ static int gen_node_data(tg_imp_t *im)
 out:
     free(lab);
     free(nxt);
-    free(cnt);
-    free(touched);
-    free(bufs);
+    for (int k = 0; parts && k < nparts; k++) {
+        free(parts[k].cnt);
+        free(parts[k].touched);
+        free(parts[k].bufs);
+    }
+    free(parts);
     free(mu);
     free(row);
     free(tmp);
@@ -869,7 +945,7 @@ int tg_import_edgelist_ranges(const char *out_dir, const tg_import_opts_t *opts,
     pass1_free(&p1);
     idmap_free(&map);
     o.mem_bytes = opts->mem_bytes; /* the sort is done: the synthesis may use all of --mem */
-    if (!rc) rc = gen_node_data(&im);
+    if (!rc) rc = gen_node_data(&im, nranges);
     if (!rc) rc = tg_imp_commit(&im);
     tg_imp_abort(&im);
     return rc;
