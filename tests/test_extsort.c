@@ -331,6 +331,48 @@ TG_TEST(reserved_keys)
     tg_rmtree(dir);
 }
 
+/* A run file damaged between spilling and the final merge: the read error surfaces from the
+ * merge thread that reads it (the root's subtrees run on threads of their own) as an error
+ * naming the file, with no hang, and the run files are removed. */
+TG_TEST(damaged_run_file)
+{
+    const char *dir = tg_test_tmpdir("extsort-damaged");
+    tg_edgesort_opts_t o = {
+        .num_nodes = 1u << 20, .tmp_dir = dir, .mem_bytes = 2u << 20, .nthreads = 2};
+    tg_edgesort_t *es;
+    TG_CHECK_OK(tg_edgesort_create(&es, &o));
+    if (!es) return;
+    size_t n = 4 * tg_edgesort_capacity(es) - 1000; /* three run files and the run in memory */
+    uint64_t *src = malloc(n * 8), *dst = malloc(n * 8);
+    tg_rng_t r;
+    tg_rng_seed(&r, 90);
+    for (size_t i = 0; i < n; i++) {
+        src[i] = tg_rng_below(&r, o.num_nodes);
+        dst[i] = tg_rng_below(&r, o.num_nodes);
+    }
+    TG_CHECK_OK(tg_edgesort_add(es, src, dst, n));
+    /* the first run file is complete (each spill waits for the one before) */
+    char cmd[4300];
+    snprintf(cmd, sizeof cmd, "f=$(ls %s/*.run | sort | head -1) && truncate -s 40960 \"$f\"", dir);
+    TG_CHECK(system(cmd) == 0);
+    char pp[4096], ip[4096];
+    snprintf(pp, sizeof pp, "%s/indptr.bin", dir);
+    snprintf(ip, sizeof ip, "%s/indices.bin", dir);
+    tg_filew_t wp, wi;
+    TG_CHECK_OK(tg_filew_open(&wp, pp, 1 << 16));
+    TG_CHECK_OK(tg_filew_open(&wi, ip, 1 << 16));
+    uint64_t ne = 0;
+    TG_CHECK_ERR(tg_edgesort_finish(es, &wp, &wi, TG_U32, &ne), ".run: unexpected end of file");
+    tg_filew_discard(&wp);
+    tg_filew_discard(&wi);
+    tg_edgesort_destroy(es);
+    snprintf(cmd, sizeof cmd, "ls %s | grep -c '\\.run$' >/dev/null", dir);
+    TG_CHECK(system(cmd) != 0);
+    free(src);
+    free(dst);
+    tg_rmtree(dir);
+}
+
 TG_TEST(range_error)
 {
     const char *dir = tg_test_tmpdir("extsort-range");
@@ -355,6 +397,7 @@ int main(void)
     TG_RUN(thread_counts_and_edge_cases);
     TG_RUN(msd_path);
     TG_RUN(reserved_keys);
+    TG_RUN(damaged_run_file);
     TG_RUN(range_error);
     return tg_test_done();
 }

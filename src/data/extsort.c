@@ -695,6 +695,7 @@ typedef struct stream {
     int state[2];               /* HALF_EMPTY, HALF_LOADING, HALF_READY */
     int cur, started;
     struct prefetch *pf;
+    struct async_node *an; /* a proxy leaf whose blocks another thread merges (async_start) */
 } stream_t;
 
 enum { HALF_EMPTY = 0, HALF_LOADING = 1, HALF_READY = 2 };
@@ -861,11 +862,13 @@ static int leaf_next(stream_t *s)
     return 1;
 }
 
+static int async_next(stream_t *s);
+
 /* Makes keys available in s (pos < n); returns 1, 0 at the end of the stream, or an error. */
 static int stream_fill(stream_t *s, int words)
 {
     if (s->pos < s->n) return 1;
-    if (!s->a) return s->fd < 0 ? 0 : leaf_next(s);
+    if (!s->a) return s->fd >= 0 ? leaf_next(s) : s->an ? async_next(s) : 0;
     stream_t *a = s->a, *b = s->b;
     size_t o = 0;
     while (o < s->cap) {
@@ -890,6 +893,129 @@ static int stream_fill(stream_t *s, int words)
     s->pos = 0;
     s->n = o;
     return o > 0;
+}
+
+/* A subtree merged on a thread of its own. The final merge's tree pulls every key through
+ * log2(k) levels on one thread, and with four runs that thread, not the disk or the CSC
+ * writer, set the pace while the second core idled: the root's two subtrees now each run on
+ * a thread, handing blocks to the root through a small ring, and the root's thread only does
+ * the last 2-way merge. Blocks are whole merge outputs, so the keys are the same. */
+#define ASYNC_SLOTS 3
+#define ASYNC_KEYS (64u << 10)
+
+typedef struct async_node {
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    stream_t *child; /* the merge node the thread drives */
+    stream_t proxy;  /* what the parent reads instead of child */
+    uint64_t *buf[ASYNC_SLOTS];
+    size_t n[ASYNC_SLOTS];
+    int full[ASYNC_SLOTS];
+    size_t head, tail; /* next slot the parent takes / the thread fills */
+    int words, done, stop, err, started;
+    char msg[512];
+} async_node_t;
+
+static void *async_main(void *arg)
+{
+    async_node_t *an = arg;
+    pthread_mutex_lock(&an->mu);
+    while (!an->done && !an->err) {
+        while (an->full[an->tail] && !an->stop)
+            pthread_cond_wait(&an->cv, &an->mu);
+        if (an->stop) break;
+        size_t slot = an->tail;
+        pthread_mutex_unlock(&an->mu);
+        stream_t *c = an->child;
+        c->buf = an->buf[slot];
+        c->cap = ASYNC_KEYS;
+        c->pos = c->n = 0;
+        int r = stream_fill(c, an->words);
+        pthread_mutex_lock(&an->mu);
+        if (r < 0) {
+            an->err = r;
+            snprintf(an->msg, sizeof an->msg, "%s", tg_errmsg());
+        } else if (r == 0) {
+            an->done = 1;
+        } else {
+            an->n[slot] = c->n;
+            an->full[slot] = 1;
+            an->tail = (slot + 1) % ASYNC_SLOTS;
+        }
+        pthread_cond_broadcast(&an->cv);
+    }
+    pthread_mutex_unlock(&an->mu);
+    return NULL;
+}
+
+/* The parent used up the proxy's block: give the slot back and wait for the next one. */
+static int async_next(stream_t *s)
+{
+    async_node_t *an = s->an;
+    pthread_mutex_lock(&an->mu);
+    if (s->started) {
+        an->full[an->head] = 0;
+        an->head = (an->head + 1) % ASYNC_SLOTS;
+        pthread_cond_broadcast(&an->cv);
+    }
+    s->started = 1;
+    while (!an->full[an->head] && !an->done && !an->err)
+        pthread_cond_wait(&an->cv, &an->mu);
+    int rc = an->err, got = an->full[an->head];
+    if (got) {
+        s->buf = an->buf[an->head];
+        s->n = an->n[an->head];
+        s->pos = 0;
+    }
+    pthread_mutex_unlock(&an->mu);
+    if (rc) return tg_err(rc, "%s", an->msg);
+    return got;
+}
+
+/* Stops and joins the thread (if it runs) and frees the ring; the child is the tree's. */
+static void async_stop(async_node_t *an)
+{
+    if (an->started) {
+        pthread_mutex_lock(&an->mu);
+        an->stop = 1;
+        pthread_cond_broadcast(&an->cv);
+        pthread_mutex_unlock(&an->mu);
+        pthread_join(an->th, NULL);
+        pthread_mutex_destroy(&an->mu);
+        pthread_cond_destroy(&an->cv);
+        an->started = 0;
+    }
+    for (int i = 0; i < ASYNC_SLOTS; i++) {
+        free(an->buf[i]);
+        an->buf[i] = NULL;
+    }
+}
+
+/* Moves the merge node *slot onto a thread: *slot becomes the proxy. Leaves stay as they are,
+ * and so does everything when a thread cannot be had (the merge is then single-threaded). */
+static void async_start(async_node_t *an, stream_t **slot, int words)
+{
+    memset(an, 0, sizeof *an);
+    if (!(*slot)->a) return;
+    for (int i = 0; i < ASYNC_SLOTS; i++)
+        if (!(an->buf[i] = malloc(ASYNC_KEYS * 8 * (size_t)words))) {
+            async_stop(an);
+            return;
+        }
+    an->child = *slot;
+    an->words = words;
+    an->proxy = (stream_t){.fd = -1, .an = an};
+    pthread_mutex_init(&an->mu, NULL);
+    pthread_cond_init(&an->cv, NULL);
+    if (pthread_create(&an->th, NULL, async_main, an)) {
+        pthread_mutex_destroy(&an->mu);
+        pthread_cond_destroy(&an->cv);
+        async_stop(an);
+        return;
+    }
+    an->started = 1;
+    *slot = &an->proxy;
 }
 
 /* The merge tree over leaves [lo, hi); nodes come from *next. */
@@ -1241,6 +1367,10 @@ static int merge_pipelined(tg_edgesort_t *es, merge_tree_t *t, csc_sink_t *s, tg
     int started = !rc && pthread_create(&th, NULL, sink_main, &h) == 0;
     if (!rc && !started) rc = tg_err(-EAGAIN, "edge sort: cannot start the merge sink thread");
     stream_t *root = t->root;
+    async_node_t an[2];
+    stream_t *kids[2] = {root->a, root->b};
+    async_start(&an[0], &root->a, es->words);
+    async_start(&an[1], &root->b, es->words);
     size_t tail = 0;
     while (!rc) {
         pthread_mutex_lock(&h.mu);
@@ -1269,6 +1399,12 @@ static int merge_pipelined(tg_edgesort_t *es, merge_tree_t *t, csc_sink_t *s, tg
     }
     root->buf = NULL; /* it pointed into a slot */
     root->n = root->pos = 0;
+    for (int i = 0; i < 2; i++) { /* before the tree (and its read-ahead) closes */
+        async_stop(&an[i]);
+        if (kids[i]->a) kids[i]->buf = NULL; /* it pointed into the ring */
+    }
+    root->a = kids[0];
+    root->b = kids[1];
     if (started) {
         pthread_mutex_lock(&h.mu);
         h.done = 1;
