@@ -14,7 +14,8 @@
 #   - reports peak RSS (GNU time's %M) against --mem.
 # Everything in WORKDIR is deleted at the end unless KEEP=1.
 #
-# Environment: TG_BIN (default build/tiergnn), MEMS (--mem values, default "256M 1G"),
+# Environment: TG_BIN (default build/tiergnn), MEMS (--mem values, default "256M 1G"), INPUTS
+# (which inputs, default "npy ogb edgelist"),
 # NPY_NODES/NPY_DIM/NPY_EDGES (4000000/128/40000000), OGB_NODES/OGB_DIM/OGB_EDGES
 # (1000000/128/10000000), EL_NODES/EL_EDGES (4000000/120000000),
 # DROP_CACHES=1 to drop the page cache before each run (root only; otherwise inputs may be cached,
@@ -24,6 +25,7 @@ set -euo pipefail
 WORK=${1:-$PWD/bench-import-tmp}
 BIN=${TG_BIN:-build/tiergnn}
 MEMS=${MEMS:-"256M 1G"}
+INPUTS=${INPUTS:-"npy ogb edgelist"}
 NPY_NODES=${NPY_NODES:-4000000}
 NPY_DIM=${NPY_DIM:-128}
 NPY_EDGES=${NPY_EDGES:-40000000}
@@ -200,11 +202,17 @@ EOF
 cc -O2 -o "$WORK/gen" "$WORK/gen.c"
 
 echo "# generating inputs in $WORK" >&2
-mkdir -p "$WORK/npy"
-"$WORK/gen" npy "$WORK/npy" "$NPY_NODES" "$NPY_DIM" "$NPY_EDGES"
-"$WORK/gen" edgelist "$WORK/edges.txt" "$EL_NODES" "$EL_EDGES"
-mkdir -p "$WORK/ogb/raw" "$WORK/ogb/split/random"
-"$WORK/gen" ogb "$WORK/ogb" "$OGB_NODES" "$OGB_DIM" "$OGB_EDGES"
+case " $INPUTS " in *" npy "*)
+    mkdir -p "$WORK/npy"
+    "$WORK/gen" npy "$WORK/npy" "$NPY_NODES" "$NPY_DIM" "$NPY_EDGES" ;;
+esac
+case " $INPUTS " in *" edgelist "*)
+    "$WORK/gen" edgelist "$WORK/edges.txt" "$EL_NODES" "$EL_EDGES" ;;
+esac
+case " $INPUTS " in *" ogb "*)
+    mkdir -p "$WORK/ogb/raw" "$WORK/ogb/split/random"
+    "$WORK/gen" ogb "$WORK/ogb" "$OGB_NODES" "$OGB_DIM" "$OGB_EDGES" ;;
+esac
 sync
 
 drop_caches() {
@@ -281,7 +289,11 @@ run() { # run NAME MEM EXPECT_EDGES ARGS...
 }
 
 for mem in $MEMS; do
-    run npy "$mem" "$NPY_EDGES" --from npy "$WORK/npy"
-    run ogb "$mem" "$OGB_EDGES" --from ogb "$WORK/ogb" --split random
-    run edgelist "$mem" "$EL_EDGES" --from edgelist "$WORK/edges.txt" --feat-dim 64
+    for input in $INPUTS; do
+        case $input in
+        npy) run npy "$mem" "$NPY_EDGES" --from npy "$WORK/npy" ;;
+        ogb) run ogb "$mem" "$OGB_EDGES" --from ogb "$WORK/ogb" --split random ;;
+        edgelist) run edgelist "$mem" "$EL_EDGES" --from edgelist "$WORK/edges.txt" --feat-dim 64 ;;
+        esac
+    done
 done

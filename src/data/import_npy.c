@@ -144,6 +144,26 @@ out:
 }
 
 /* edge_index (2, E): row 0 and row 1 are read side by side. */
+/* Adds k range-checked edges s[i] -> d[i] as packed keys written straight into the edge sort's
+ * run buffer (tg_edgesort_reserve): no per-edge call, no copy through tg_edgesort_add. The
+ * keys are the ones tg_imp_edge would have added, so the dataset is the same. */
+static int add_packed(tg_imp_t *im, const uint64_t *s, const uint64_t *d, size_t k)
+{
+    const unsigned kb = tg_edgesort_key_bits(im->es);
+    const int both = im->o->undirected;
+    uint64_t *keys;
+    int rc = tg_imp_flush_edges(im); /* whatever went through tg_imp_edge first */
+    if (!rc) rc = tg_edgesort_reserve(im->es, (both ? 2 : 1) * k, &keys);
+    if (rc) return rc;
+    size_t m = 0;
+    for (size_t j = 0; j < k; j++) {
+        keys[m++] = d[j] << kb | s[j];
+        if (both && s[j] != d[j]) keys[m++] = s[j] << kb | d[j];
+    }
+    im->edges_in += k;
+    return tg_edgesort_commit(im->es, m);
+}
+
 static int read_edge_index(tg_imp_t *im, const char *src, const char *feat_path)
 {
     char pe[PATHLEN];
@@ -165,6 +185,9 @@ static int read_edge_index(tg_imp_t *im, const char *src, const char *feat_path)
         goto out;
     }
     uint64_t e = f.shape[1], n = im->num_nodes;
+    /* room for a whole chunk of packed keys (both directions with --undirected) */
+    int packed = tg_edgesort_key_bits(im->es) &&
+                 tg_edgesort_capacity(im->es) >= (im->o->undirected ? 2u : 1u) * CHUNK;
     tg_imp_prog_t pr;
     tg_imp_prog_begin(&pr, "edges", 2 * e * f.itemsize);
     for (uint64_t first = 0; first < e && !rc; first += CHUNK) {
@@ -176,7 +199,9 @@ static int read_edge_index(tg_imp_t *im, const char *src, const char *feat_path)
         uint64_t bad = 0;
         for (size_t j = 0; j < k; j++)
             bad |= ((uint64_t)s[j] >= n) | ((uint64_t)d[j] >= n);
-        for (size_t j = 0; j < k && !rc; j++) {
+        if (!bad && packed && (rc = add_packed(im, (const uint64_t *)s, (const uint64_t *)d, k)))
+            break;
+        for (size_t j = 0; j < k && !rc && (bad || !packed); j++) {
             if (bad && ((rc = check_id(&f, first + j, s[j], n, feat_path)) ||
                         (rc = check_id(&f, e + first + j, d[j], n, feat_path))))
                 break;
