@@ -67,6 +67,8 @@ struct tg_edgesort {
     char wr_msg[512];
 };
 
+static uint64_t side_bytes(int words, int nth);
+
 static unsigned bits_for(uint64_t n)
 {
     /* bits needed for ids 0..n-1 */
@@ -105,7 +107,10 @@ int tg_edgesort_create(tg_edgesort_t **out, const tg_edgesort_opts_t *o)
         rc = tg_err(-ENOMEM, "edge sort: out of memory");
         goto fail;
     }
-    /* The run buffer and the scratch split mem_bytes evenly. */
+    /* The sort's side buffers (final merge rings, histograms) come out of the budget too; the
+     * run buffer and the scratch split the rest evenly. */
+    uint64_t side = side_bytes(es->words, nth);
+    if (mem >= 4 * side) mem -= side;
     /* Whole 4 KiB blocks per buffer, so full buffers can be written with O_DIRECT. */
     es->cap = (size_t)(mem / 2 / (8 * (uint64_t)es->words)) / RUN_ALIGN_KEYS * RUN_ALIGN_KEYS;
     es->buf = tg_aligned_alloc(4096, es->cap * 8 * (size_t)es->words);
@@ -1419,6 +1424,16 @@ static int merge_pipelined(tg_edgesort_t *es, merge_tree_t *t, csc_sink_t *s, tg
     for (int i = 0; i < HANDOFF_SLOTS; i++)
         free(h.buf[i]);
     return rc;
+}
+
+/* Memory besides the run buffer and scratch: the final merge's handoff slots, the two
+ * subtree rings, the CSC sink's batches and the radix histograms. */
+static uint64_t side_bytes(int words, int nth)
+{
+    uint64_t key = 8 * (uint64_t)words;
+    return HANDOFF_SLOTS * (uint64_t)HANDOFF_KEYS * key +
+           2 * ASYNC_SLOTS * (uint64_t)ASYNC_KEYS * key + 2 * (uint64_t)OUT_BATCH * 8 +
+           (uint64_t)nth * HIST_PER_THREAD * 8;
 }
 
 /* ---------------------------------------------------------------- driving the merges */

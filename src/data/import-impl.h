@@ -220,7 +220,7 @@ void tg_imp_abort(tg_imp_t *im);
  * when neither exists, "dir/base.csv[.gz]" for the message) and returns 0 or -ENOENT. */
 int tg_imp_find_csv(const char *dir, const char *base, char *buf, size_t len);
 /* Memory the importer keeps besides the sort's share of --mem (see tg_imp_edges_begin). */
-#define TG_IMP_FIXED_BYTES (32ull << 20)
+#define TG_IMP_FIXED_BYTES (40ull << 20)
 /* Progress is shown for inputs at least this large. */
 #define TG_IMP_PROGRESS_BYTES (64ull << 20)
 uint64_t tg_imp_file_size(const char *path);

@@ -73,7 +73,8 @@ int tg_imp_edges_begin(tg_imp_t *im, uint64_t num_nodes)
     im->dst = malloc(im->cap * sizeof *im->dst);
     if (!im->src || !im->dst) return tg_err(-ENOMEM, "out of memory for the edge buffer");
     /* --mem bounds the whole import, so the sort gets what the importer's own buffers leave:
-     * two 8 MiB file writers, the 4 MiB CSV buffer, the edge chunk and zlib's state. */
+     * two double-buffered 8 MiB file writers, the 4 MiB CSV buffer, the edge chunk and zlib's
+     * state. */
     uint64_t mem = im->o->mem_bytes;
     uint64_t sort_mem = mem > 2 * TG_IMP_FIXED_BYTES ? mem - TG_IMP_FIXED_BYTES : mem / 2;
     tg_edgesort_opts_t so = {
