@@ -74,9 +74,10 @@ typedef struct {
     uint64_t mem;
     int dedup, self_loops, remove_self_loops, wide, nthreads;
     tg_index_dtype_t idx;
-    int batches; /* add() calls */
-    int skew;    /* draw ids from a small hot set too (many duplicates) */
-    int reserve; /* add through tg_edgesort_reserve/commit (packed keys) instead of add() */
+    int batches;       /* add() calls */
+    int skew;          /* draw ids from a small hot set too (many duplicates) */
+    int reserve;       /* add through tg_edgesort_reserve/commit (packed keys) instead of add() */
+    uint64_t expected; /* tg_edgesort_opts_t.expected_edges */
 } case_t;
 
 /* Adds src/dst[0..n) by writing packed keys into reserved room, in pieces of `step`; self loops
@@ -117,7 +118,8 @@ static void run_case(const case_t *c, uint64_t seed, tg_edgesort_stats_t *st_out
                             .dedup = c->dedup,
                             .self_loops = c->self_loops,
                             .remove_self_loops = c->remove_self_loops,
-                            .nthreads = c->nthreads};
+                            .nthreads = c->nthreads,
+                            .expected_edges = c->expected};
     tg_edgesort_t *es = NULL;
     TG_CHECK_OK(tg_edgesort_create(&es, &o));
     if (!es) return;
@@ -373,6 +375,31 @@ TG_TEST(damaged_run_file)
     tg_rmtree(dir);
 }
 
+/* expected_edges plans the spilled runs so that the last, kept in memory, is full: one run
+ * fewer on disk here, and the same output whatever the hint says. */
+TG_TEST(planned_runs)
+{
+    /* 2 MiB: about 65k keys a run; 150k edges = 2.3 runs -> two spilled without the hint,
+     * and with it the same count but smaller, with a full run left in memory */
+    case_t c = {.N = 3000000, .n = 150000, .mem = 2 << 20, .batches = 50, .nthreads = 2};
+    tg_edgesort_stats_t plain, hinted;
+    run_case(&c, 91, &plain);
+    c.expected = c.n;
+    run_case(&c, 91, &hinted);
+    TG_CHECK_EQ_U64(hinted.runs_spilled, plain.runs_spilled);
+    TG_CHECK(hinted.bytes_spilled < plain.bytes_spilled);
+    /* through reservations too, and wrong hints: too low, too high, far too high */
+    c.reserve = 1;
+    run_case(&c, 92, &hinted);
+    TG_CHECK(hinted.bytes_spilled < plain.bytes_spilled);
+    uint64_t wrong[3] = {c.n / 3, 2 * c.n, 100 * c.n};
+    for (int i = 0; i < 3; i++) {
+        c.expected = wrong[i];
+        c.reserve = i == 1;
+        run_case(&c, 93 + (uint64_t)i, NULL);
+    }
+}
+
 TG_TEST(range_error)
 {
     const char *dir = tg_test_tmpdir("extsort-range");
@@ -397,6 +424,7 @@ int main(void)
     TG_RUN(thread_counts_and_edge_cases);
     TG_RUN(msd_path);
     TG_RUN(reserved_keys);
+    TG_RUN(planned_runs);
     TG_RUN(damaged_run_file);
     TG_RUN(range_error);
     return tg_test_done();

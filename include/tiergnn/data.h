@@ -227,6 +227,11 @@ typedef struct tg_edgesort_opts {
     int remove_self_loops; /* drop (v, v) edges from the input (before self_loops adds them) */
     int nthreads;          /* threads for the in-memory radix sort (0: online CPUs, at most 8) */
     const char *progress;  /* label of a progress bar for spills and the merge (NULL: none) */
+    /* Edges the caller expects to add (0: unknown). When they will not fit in one run, the runs
+     * that go to disk are made smaller and equal, so that the last run, which the final merge
+     * keeps in memory, is a full one: fewer bytes written and read back. Only a hint: any
+     * number of edges still works, and the output does not depend on it. */
+    uint64_t expected_edges;
 } tg_edgesort_opts_t;
 
 int tg_edgesort_create(tg_edgesort_t **out, const tg_edgesort_opts_t *opts);

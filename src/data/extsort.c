@@ -48,6 +48,8 @@ struct tg_edgesort {
     uint64_t *buf;     /* run buffer, cap keys */
     uint64_t *scratch; /* radix scratch, cap keys; merge read buffers in finish() */
     size_t cap, len;   /* keys */
+    size_t run_limit;  /* keys the current run takes before it spills (plan_run) */
+    uint64_t expected; /* tg_edgesort_opts_t.expected_edges */
     run_file_t *runs;
     size_t nruns, runs_cap;
     uint64_t seq; /* run file name counter */
@@ -68,6 +70,26 @@ struct tg_edgesort {
 };
 
 static uint64_t side_bytes(int words, int nth);
+
+/* Sets how many keys the run being filled takes. Without an expected count, or when what is
+ * still expected fits in one run, that is the whole buffer. Otherwise the r runs still needed
+ * are planned so that the last, which stays in memory for the final merge, is full and the
+ * r - 1 that go to disk share the rest equally. Planned again after every spill, so runs that
+ * spilled early (a reservation that did not fit) or edges dropped as repeats shift the plan
+ * instead of adding a run. */
+static void plan_run(tg_edgesort_t *es)
+{
+    uint64_t added = es->st.edges_added, cap = es->cap;
+    uint64_t left = es->expected > added ? es->expected - added : 0;
+    es->run_limit = es->cap;
+    if (left <= cap || cap < RUN_ALIGN_KEYS) return;
+    /* The last run is planned 1/16 short of full: runs spill a little early (a reservation
+     * that does not fit), and the shortfall must not add a run at the end. */
+    uint64_t r = (left + cap - 1) / cap, last = cap - cap / 16;
+    uint64_t per = (left - last + r - 2) / (r - 1);
+    per = (per + RUN_ALIGN_KEYS - 1) / RUN_ALIGN_KEYS * RUN_ALIGN_KEYS;
+    es->run_limit = (size_t)TG_MIN(per, cap);
+}
 
 static unsigned bits_for(uint64_t n)
 {
@@ -115,6 +137,8 @@ int tg_edgesort_create(tg_edgesort_t **out, const tg_edgesort_opts_t *o)
     es->cap = (size_t)(mem / 2 / (8 * (uint64_t)es->words)) / RUN_ALIGN_KEYS * RUN_ALIGN_KEYS;
     es->buf = tg_aligned_alloc(4096, es->cap * 8 * (size_t)es->words);
     es->scratch = tg_aligned_alloc(4096, es->cap * 8 * (size_t)es->words);
+    es->expected = o->expected_edges;
+    plan_run(es);
     es->hist = calloc((size_t)nth * HIST_PER_THREAD, sizeof *es->hist);
     es->bstart = calloc(((size_t)1 << MSD_BITS) + 1, sizeof *es->bstart);
     if (!es->buf || !es->scratch || !es->hist || !es->bstart) {
@@ -140,6 +164,7 @@ int tg_edgesort_force_wide(tg_edgesort_t *es)
     es->cap /= 2;
     es->words = 2;
     es->st.key_words = 2;
+    plan_run(es); /* the run limit was planned for the old capacity */
     return 0;
 }
 
@@ -577,6 +602,7 @@ static int spill(tg_edgesort_t *es)
     es->wr_bytes = es->len * (size_t)r.kbytes;
     es->wr_rc = 0;
     es->len = 0;
+    plan_run(es);
     if (pthread_create(&es->wr_thread, NULL, spill_writer, es)) {
         spill_writer(es); /* no thread: write it here */
         return spill_done(es);
@@ -602,12 +628,12 @@ int tg_edgesort_add(tg_edgesort_t *es, const uint64_t *src, const uint64_t *dst,
     const int drop_loops = es->remove_self_loops;
     size_t i = 0;
     while (i < n) {
-        if (es->len == es->cap) {
+        if (es->len >= es->run_limit) {
             int rc = spill(es);
             if (rc) return rc;
         }
         /* a stretch that fits in the run buffer, with the buffer state in locals */
-        size_t m = TG_MIN(n - i, es->cap - es->len), o = 0;
+        size_t m = TG_MIN(n - i, es->run_limit - es->len), o = 0;
         uint64_t *out = es->buf + es->len * (size_t)es->words;
         int rc = 0;
         for (size_t j = i; j < i + m; j++) {
@@ -654,7 +680,7 @@ int tg_edgesort_reserve(tg_edgesort_t *es, size_t n, uint64_t **keys)
     if (n > es->cap)
         return tg_err(-EINVAL, "edge sort: cannot reserve %zu keys in a run buffer of %zu", n,
                       es->cap);
-    if (es->cap - es->len < n) {
+    if (es->len && es->run_limit - TG_MIN(es->run_limit, es->len) < n) {
         int rc = spill(es);
         if (rc) return rc;
     }

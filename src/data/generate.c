@@ -869,7 +869,8 @@ static int gen_edges(tg_dsw_t *w, gen_t *g, tg_pool_t *pool, uint64_t sort_mem, 
                              .dedup = 1,
                              .remove_self_loops = 1,
                              .nthreads = g->threads,
-                             .progress = "sorting edges"};
+                             .progress = "sorting edges",
+                             .expected_edges = 2 * g->pairs};
     if (!rc) rc = tg_edgesort_create(&es, &so);
     /* Pool threads pack their keys straight into the sort's run buffer when it can take a
      * round of chunks: no copy through tg_edgesort_add, which ran on one thread only. */
