@@ -99,6 +99,15 @@ static void add_reserved(tg_edgesort_t *es, const case_t *c, const uint64_t *src
     }
 }
 
+/* The indptr and indices writers finish() writes through, in dir (paths of 4096 bytes). */
+static void open_outputs(const char *dir, char *pp, char *ip, tg_filew_t *wp, tg_filew_t *wi)
+{
+    snprintf(pp, 4096, "%s/indptr.bin", dir);
+    snprintf(ip, 4096, "%s/indices.bin", dir);
+    TG_CHECK_OK(tg_filew_open(wp, pp, 1 << 16));
+    TG_CHECK_OK(tg_filew_open(wi, ip, 1 << 16));
+}
+
 static void run_case(const case_t *c, uint64_t seed, tg_edgesort_stats_t *st_out)
 {
     const char *dir = tg_test_tmpdir("extsort");
@@ -131,11 +140,8 @@ static void run_case(const case_t *c, uint64_t seed, tg_edgesort_stats_t *st_out
         for (size_t i = 0; i < c->n; i += step)
             TG_CHECK_OK(tg_edgesort_add(es, src + i, dst + i, TG_MIN(step, c->n - i)));
     char pp[4096], ip[4096];
-    snprintf(pp, sizeof pp, "%s/indptr.bin", dir);
-    snprintf(ip, sizeof ip, "%s/indices.bin", dir);
     tg_filew_t wp, wi;
-    TG_CHECK_OK(tg_filew_open(&wp, pp, 1 << 16));
-    TG_CHECK_OK(tg_filew_open(&wi, ip, 1 << 16));
+    open_outputs(dir, pp, ip, &wp, &wi);
     uint64_t ne = 0;
     TG_CHECK_OK(tg_edgesort_finish(es, &wp, &wi, c->idx, &ne));
     tg_file_info_t fp, fi;
@@ -358,11 +364,8 @@ TG_TEST(damaged_run_file)
     snprintf(cmd, sizeof cmd, "f=$(ls %s/*.run | sort | head -1) && truncate -s 40960 \"$f\"", dir);
     TG_CHECK(system(cmd) == 0);
     char pp[4096], ip[4096];
-    snprintf(pp, sizeof pp, "%s/indptr.bin", dir);
-    snprintf(ip, sizeof ip, "%s/indices.bin", dir);
     tg_filew_t wp, wi;
-    TG_CHECK_OK(tg_filew_open(&wp, pp, 1 << 16));
-    TG_CHECK_OK(tg_filew_open(&wi, ip, 1 << 16));
+    open_outputs(dir, pp, ip, &wp, &wi);
     uint64_t ne = 0;
     TG_CHECK_ERR(tg_edgesort_finish(es, &wp, &wi, TG_U32, &ne), ".run: unexpected end of file");
     tg_filew_discard(&wp);
