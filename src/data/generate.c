@@ -280,13 +280,14 @@ static inline uint32_t perm32_round(const perm32_t *p, uint32_t x)
 __attribute__((target_clones("avx2", "default")))
 #endif
 static void
-perm32_block(const perm32_t *p, uint32_t *x, size_t m)
+perm32_block(const perm32_t *p, uint32_t *restrict x, size_t m)
 {
+    const perm32_t q = *p; /* a local copy: the keys cannot alias x, so the loops vectorise */
     for (size_t i = 0; i < m; i++)
-        x[i] = perm32_round(p, x[i]);
+        x[i] = perm32_round(&q, x[i]);
     for (size_t i = 0; i < m; i++) {
-        uint32_t y = perm32_round(p, x[i]);
-        x[i] = x[i] >= p->n ? y : x[i];
+        uint32_t y = perm32_round(&q, x[i]);
+        x[i] = x[i] >= q.n ? y : x[i];
     }
 }
 
