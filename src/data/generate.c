@@ -749,7 +749,8 @@ static uint64_t fixed_mem(const tg_gen_opts_t *o, int threads)
     uint64_t edges = (uint64_t)threads * EDGE_CHUNK * 2 * 2 * 8;
     uint64_t writers = 2 * (2 * (uint64_t)IO_BUF_CSC + 3 * (uint64_t)IO_BUF);
     uint64_t tables = ((uint64_t)4 << NORMAL_TABLE_BITS) + (uint64_t)o->classes * o->feat_dim * 12;
-    return feats + edges + writers + tables + (4u << 20);
+    uint64_t rows = (uint64_t)threads * o->feat_dim * sizeof(float); /* feature workers' scratch */
+    return feats + edges + writers + tables + rows + (4u << 20);
 }
 
 uint64_t tg_gen_min_mem(const tg_gen_opts_t *o)
