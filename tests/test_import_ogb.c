@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "data/import-impl.h"
 #include "tg_test.h"
 #include "tiergnn/data.h"
 
@@ -423,6 +424,256 @@ TG_TEST(bad_input)
     tg_test_check_no_output(out);
 }
 
+/* ---------------------------------------------------------------- features on threads */
+
+/* An OGB tree of n nodes whose node-feat.csv is `feat` (any text); the other files are minimal
+ * (one edge, every node labelled 0, node 0 the only training node). */
+static const char *make_feat_tree(const char *name, uint64_t n, const char *feat, int gz)
+{
+    static char root[4200];
+    snprintf(root, sizeof root, "%s/%s", tmp, name);
+    tg_rmtree(root);
+    char num[32];
+    snprintf(num, sizeof num, "%llu\n", (unsigned long long)n);
+    char *lab = malloc(2 * n + 1);
+    for (uint64_t i = 0; i < n; i++)
+        memcpy(lab + 2 * i, "0\n", 2);
+    lab[2 * n] = 0;
+    put(root, "raw/edge.csv", "0,1\n", 0);
+    put(root, "raw/num-edge-list.csv", "1\n", 0);
+    put(root, "raw/num-node-list.csv", num, 0);
+    put(root, "raw/node-label.csv", lab, 0);
+    put(root, "raw/node-feat.csv", feat, gz);
+    put(root, "split/s1/train.csv", "0\n", 0);
+    put(root, "split/s1/valid.csv", "", 0);
+    put(root, "split/s1/test.csv", "", 0);
+    free(lab);
+    return root;
+}
+
+/* nthreads 0: the ordinary import (one thread for a small file). */
+static int import_threads(const char *out, const char *src, int nthreads, uint64_t chunk, int f16)
+{
+    tg_import_opts_t o;
+    tg_import_opts_default(&o);
+    o.kind = TG_IMPORT_OGB;
+    o.src = src;
+    o.mem_bytes = 16u << 20;
+    if (f16) o.feat_dtype = TG_F16;
+    return nthreads ? tg_import_ogb_threads(out, &o, nthreads, chunk) : tg_import(out, &o);
+}
+
+/* features.bin and its meta.txt line ("file = features.bin SIZE CRC") of a dataset. */
+static char *features_of(const char *out, size_t *len, char *meta_line, size_t mlen)
+{
+    char path[4300];
+    snprintf(path, sizeof path, "%s/features.bin", out);
+    char *data = NULL;
+    *len = 0;
+    TG_CHECK_OK(tg_read_file(path, &data, len));
+    snprintf(path, sizeof path, "%s/meta.txt", out);
+    char *meta = NULL;
+    size_t ml;
+    meta_line[0] = 0;
+    TG_CHECK_OK(tg_read_file(path, &meta, &ml));
+    const char *l = meta ? strstr(meta, "file = features.bin") : NULL;
+    if (l) snprintf(meta_line, mlen, "%.*s", (int)strcspn(l, "\n"), l);
+    free(meta);
+    return data;
+}
+
+/* Rows of varied length and spelling, CRLF and LF, blank lines, a line longer than small chunks
+ * and no final newline: every way of splitting it must give the bytes of the one-thread
+ * import, for f32 and f16. */
+TG_TEST(threads_same_dataset)
+{
+    enum { N = 300 };
+    size_t cap = 1 << 20, k = 0;
+    char *feat = malloc(cap);
+    for (int i = 0; i < N; i++) {
+        if (i % 17 == 3) k += (size_t)snprintf(feat + k, cap - k, "\n  \r\n");
+        if (i == 150) {
+            /* a long line: 5 numbers padded with blanks to ~3000 bytes */
+            k += (size_t)snprintf(feat + k, cap - k, "%1000s,-2.5e-3,%1000s,4,5\n", "1.25", "  3");
+            continue;
+        }
+        k += (size_t)snprintf(feat + k, cap - k, "%d,%.6g,-%d.%d,%de-2,0%s", i, i * 0.37, i % 7,
+                              i % 13, i, i == N - 1 ? "" : (i % 5 ? "\n" : "\r\n"));
+    }
+    const char *src = make_feat_tree("thr", N, feat, 0);
+    char root[4200];
+    snprintf(root, sizeof root, "%s", src);
+    const char *ref_out = out_path("thr-ref"), *out = out_path("thr-out");
+    for (int f16 = 0; f16 < 2; f16++) {
+        tg_rmtree(ref_out);
+        TG_CHECK_OK(import_threads(ref_out, root, 0, 0, f16));
+        size_t rlen;
+        char rmeta[256], meta[256];
+        char *ref = features_of(ref_out, &rlen, rmeta, sizeof rmeta);
+        TG_CHECK_EQ_U64(rlen, (uint64_t)N * 5 * (f16 ? 2 : 4));
+        const uint64_t chunks[] = {5, 64, 333, 1000, 4096, 1u << 20, 0};
+        for (int t = 1; t <= 4; t++)
+            for (size_t c = 0; c < sizeof chunks / sizeof chunks[0]; c++) {
+                if (f16 && t != 3) continue; /* f16: one thread count is enough */
+                tg_rmtree(out);
+                TG_CHECK_OK(import_threads(out, root, t, chunks[c], f16));
+                size_t len;
+                char *got = features_of(out, &len, meta, sizeof meta);
+                if (!got || !ref || len != rlen || memcmp(got, ref, len) || strcmp(meta, rmeta))
+                    TG_FAIL("f16 %d, %d threads, chunk %llu: features differ ('%s' vs '%s')", f16,
+                            t, (unsigned long long)chunks[c], meta, rmeta);
+                free(got);
+            }
+        /* .gz goes through one thread whatever is asked */
+        make_feat_tree("thr-gz", N, feat, 1);
+        char gzroot[4200];
+        snprintf(gzroot, sizeof gzroot, "%s/thr-gz", tmp);
+        tg_rmtree(out);
+        TG_CHECK_OK(import_threads(out, gzroot, 3, 7, f16));
+        size_t len;
+        char *got = features_of(out, &len, meta, sizeof meta);
+        if (!got || !ref || len != rlen || memcmp(got, ref, len) || strcmp(meta, rmeta))
+            TG_FAIL("f16 %d: features from node-feat.csv.gz differ", f16);
+        free(got);
+        free(ref);
+    }
+    tg_rmtree(ref_out);
+    tg_rmtree(out);
+    free(feat);
+}
+
+/* n rows "a.5,b.5,c.5\n" of exactly W bytes, so that a chunk of m * W bytes ends exactly after
+ * line m; row `bad` (1-based, 0: none) replaced by `with` (padded to W when shorter). */
+#define W 12
+static char *fixed_rows(int n, int bad, const char *with, int bad2, const char *with2)
+{
+    char *s = malloc((size_t)n * 64 + 1);
+    size_t k = 0;
+    for (int i = 1; i <= n; i++) {
+        const char *w = i == bad ? with : i == bad2 ? with2 : NULL;
+        if (w)
+            k += (size_t)sprintf(s + k, "%-*s\n", W - 1, w);
+        else
+            k += (size_t)sprintf(s + k, "%d.5,%d.5,%d.5\n", i % 10, (i / 10) % 10, i % 7);
+    }
+    s[k] = 0;
+    return s;
+}
+
+static void expect_feat_fail(const char *feat, uint64_t n, int nthreads, uint64_t chunk, int f16,
+                             const char *needle)
+{
+    const char *src = make_feat_tree("fbad", n, feat, 0);
+    const char *out = out_path("fbad-out");
+    tg_rmtree(out);
+    tg_err_clear();
+    int rc = import_threads(out, src, nthreads, chunk, f16);
+    if (rc >= 0 || !strstr(tg_errmsg(), needle))
+        TG_FAIL("%d threads, chunk %llu: rc %d, message '%s', want '%s'", nthreads,
+                (unsigned long long)chunk, rc, tg_errmsg(), needle);
+    if (strchr(tg_errmsg(), '\n')) TG_FAIL("message is not one line: '%s'", tg_errmsg());
+    tg_test_check_no_output(out);
+}
+
+/* A bad row on every line of a 12-row file, with chunks that end exactly before it, exactly
+ * after it and in its middle, on 1 and 3 threads: the message names its line in the whole file. */
+TG_TEST(threads_errors_at_boundaries)
+{
+    enum { R = 12 };
+    const uint64_t chunks[] = {3 * W, 3 * W + 5, 4 * W - 1, 1};
+    char needle[200];
+    for (int bad = 1; bad <= R; bad++)
+        for (int kind = 0; kind < 3; kind++) {
+            char *feat = fixed_rows(R, bad,
+                                    kind == 0   ? "1,x,3"
+                                    : kind == 1 ? "1,2"
+                                                : "1,2,3,4",
+                                    0, NULL);
+            if (kind == 0)
+                snprintf(needle, sizeof needle,
+                         "raw/node-feat.csv: line %d, field 2: expected a number, got 'x'", bad);
+            else
+                snprintf(needle, sizeof needle,
+                         "raw/node-feat.csv: line %d: expected 3 fields, got %d", bad,
+                         kind == 1 ? 2 : 4);
+            /* the first row fixes D: a short or long first row makes the second one ragged */
+            if (bad == 1 && kind > 0)
+                snprintf(needle, sizeof needle,
+                         "raw/node-feat.csv: line 2: expected %d fields, got 3", kind == 1 ? 2 : 4);
+            for (int t = 1; t <= 3; t += 2)
+                for (size_t c = 0; c < sizeof chunks / sizeof chunks[0]; c++)
+                    expect_feat_fail(feat, R, t, chunks[c], 0, needle);
+            free(feat);
+        }
+}
+
+TG_TEST(threads_first_error_wins)
+{
+    enum { R = 40 };
+    /* two errors in different chunks, on 2 and 3 threads: the earlier line is reported
+     * whichever thread finishes first */
+    const int pairs[][2] = {{3, 30}, {11, 12}, {12, 13}, {20, 40}, {1, 2}};
+    char needle[200];
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+        char *feat = fixed_rows(R, pairs[i][0], "x,1,2", pairs[i][1], "1,2");
+        snprintf(needle, sizeof needle, "line %d, field 1: expected a number, got 'x'",
+                 pairs[i][0]);
+        for (int t = 2; t <= 3; t++) {
+            expect_feat_fail(feat, R, t, 12 * W, 0, needle);
+            expect_feat_fail(feat, R, t, W, 0, needle);
+            expect_feat_fail(feat, R, t, 7, 0, needle);
+        }
+        free(feat);
+        /* the same with the later error first in the file's second half: still the earlier */
+        feat = fixed_rows(R, pairs[i][0], "1,2", pairs[i][1], "x,1,2");
+        snprintf(needle, sizeof needle, "line %d: expected 3 fields, got 2", pairs[i][0]);
+        if (pairs[i][0] == 1) snprintf(needle, sizeof needle, "line 2: expected 2 fields, got 3");
+        for (int t = 2; t <= 3; t++)
+            expect_feat_fail(feat, R, t, 5 * W, 0, needle);
+        free(feat);
+    }
+}
+
+TG_TEST(threads_row_count)
+{
+    enum { R = 20 };
+    /* more rows than nodes: the first extra row is named, with blank lines counted, wherever
+     * the chunks end; an error after it (even on the extra row itself) comes later */
+    char *feat = fixed_rows(R, 0, NULL, 0, NULL);
+    size_t len = strlen(feat);
+    char *more = malloc(len + 64);
+    snprintf(more, len + 64, "\n\n%s1.5,2,3\n1,x\n", feat);
+    for (int t = 1; t <= 3; t++) {
+        for (uint64_t c = 1; c <= 3 * W; c += 5) {
+            expect_feat_fail(more, R - 2, t, c, 0,
+                             "raw/node-feat.csv: line 21: more feature rows than the 18 nodes of");
+            expect_feat_fail(more, R, t, c, 0,
+                             "raw/node-feat.csv: line 23: more feature rows than the 20 nodes of");
+            expect_feat_fail(more, R + 1, t, c, 0,
+                             "raw/node-feat.csv: line 24: more feature rows than the 21 nodes of");
+            expect_feat_fail(more, R + 3, t, c, 0,
+                             "raw/node-feat.csv: line 24: expected 3 fields, got 2");
+        }
+        expect_feat_fail(feat, R + 1, t, W, 0, "raw/node-feat.csv has 20 rows but");
+        /* a parse error before the extra rows wins */
+        more[2 + 5 * W + 1] = 'x';
+        expect_feat_fail(more, R - 2, t, 2 * W, 0, "line 8, field 1: expected a number, got '6x5'");
+        more[2 + 5 * W + 1] = '.';
+    }
+    free(more);
+    free(feat);
+    /* f16: a value out of range in a later chunk names its line */
+    feat = fixed_rows(R, 17, "1,70000,2", 0, NULL);
+    for (int t = 1; t <= 3; t++)
+        expect_feat_fail(feat, R, t, 2 * W, 1,
+                         "raw/node-feat.csv: line 17: feature 1: 70000 does not fit in f16");
+    free(feat);
+    /* empty input: the first row is read before the threads start */
+    expect_feat_fail("", 4, 2, 7, 0, "raw/node-feat.csv: empty file");
+    expect_feat_fail("\n \n\r\n", 4, 2, 1, 0, "raw/node-feat.csv: no data rows in 3 lines");
+}
+#undef W
+
 TG_TEST(cli)
 {
     const char *src = make_ogb("cli", 0, "raw/edge.csv", "0,1\n1,2\n2,3\n3,0\n0,bad\n");
@@ -477,6 +728,10 @@ int main(void)
     TG_RUN(crlf_and_blank_lines);
     TG_RUN(split_choice);
     TG_RUN(bad_input);
+    TG_RUN(threads_same_dataset);
+    TG_RUN(threads_errors_at_boundaries);
+    TG_RUN(threads_first_error_wins);
+    TG_RUN(threads_row_count);
     TG_RUN(cli);
     if (!tg_test_failures) tg_rmtree(tmp);
     return tg_test_done();

@@ -251,6 +251,11 @@ static inline void tg_imp_prog_end(tg_imp_prog_t *p, int ok)
 }
 
 int tg_import_ogb(const char *out_dir, const tg_import_opts_t *o);
+/* The same, parsing a plain node-feat.csv on exactly nthreads threads (0: as many as the cores,
+ * the size and --mem allow; gzip files are always read on one) in chunks of chunk_bytes (0: the
+ * default of a few MiB), so that tests can split small inputs anywhere. */
+int tg_import_ogb_threads(const char *out_dir, const tg_import_opts_t *o, int nthreads,
+                          uint64_t chunk_bytes);
 int tg_import_npy(const char *out_dir, const tg_import_opts_t *o);
 int tg_import_edgelist(const char *out_dir, const tg_import_opts_t *o);
 /* The same, parsing a plain file in exactly nranges byte ranges on as many threads (0: as many
