@@ -249,6 +249,9 @@ unsigned tg_edgesort_key_bits(const tg_edgesort_t *es);
 size_t tg_edgesort_capacity(const tg_edgesort_t *es); /* keys the run buffer holds */
 int tg_edgesort_reserve(tg_edgesort_t *es, size_t n, uint64_t **keys);
 int tg_edgesort_commit(tg_edgesort_t *es, size_t n);
+/* Sets or changes expected_edges (see tg_edgesort_opts_t) once the count is known: edges added
+ * so far count towards it, the run being filled is planned again. */
+void tg_edgesort_expect(tg_edgesort_t *es, uint64_t expected_edges);
 /* Merges and writes indptr (u64[N+1]) and indices (index_dtype) through the given writers
  * (which stay open: the caller closes them). *num_edges receives the final edge count. Call
  * once; afterwards only tg_edgesort_destroy. index_dtype u32 with num_nodes > 2^32 is -EINVAL. */

@@ -665,6 +665,12 @@ unsigned tg_edgesort_key_bits(const tg_edgesort_t *es)
     return es->words == 1 ? es->src_bits : 0;
 }
 
+void tg_edgesort_expect(tg_edgesort_t *es, uint64_t expected_edges)
+{
+    es->expected = expected_edges;
+    plan_run(es);
+}
+
 size_t tg_edgesort_capacity(const tg_edgesort_t *es)
 {
     return es->cap;

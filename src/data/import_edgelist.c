@@ -477,6 +477,12 @@ static int pass2(tg_imp_t *im, pass1_t *p, const idmap_t *m, int dense, uint64_t
     tg_imp_prog_begin(&pr, "edges (pass 2/2)", total);
     uint64_t e = 0, max_id = m->max_id;
     int rc = 0;
+    const int both = im->o->undirected;
+    tg_edgesort_expect(im->es, (both ? 2 : 1) * edges);
+    /* Whole blocks go into the sort as packed keys written into its run buffer when it holds
+     * a block: no per-edge call, no copy through tg_edgesort_add. */
+    const unsigned kb = tg_edgesort_key_bits(im->es);
+    const int packed = kb && tg_edgesort_capacity(im->es) >= (both ? 2u : 1u) * BLK_EDGES;
     for (int k = 0; k < p->n && !rc; k++) {
         r.path = p->r[k].bin;
         r.len = r.pos = 0;
@@ -502,6 +508,11 @@ static int pass2(tg_imp_t *im, pass1_t *p, const idmap_t *m, int dense, uint64_t
             if ((rc = binr_need(&r, 8 + 2 * n * w, &eof))) break;
             const uint8_t *bs = r.buf + r.pos + 8, *bd = bs + n * w;
             r.pos += 8 + 2 * n * w;
+            uint64_t *keys = NULL;
+            size_t nk = 0;
+            if (packed && ((rc = tg_imp_flush_edges(im)) ||
+                           (rc = tg_edgesort_reserve(im->es, (both ? 2 : 1) * n, &keys))))
+                break;
             for (size_t i = 0; i < n; i++) {
                 uint64_t us, ud;
                 if (w == 4) {
@@ -524,7 +535,19 @@ static int pass2(tg_imp_t *im, pass1_t *p, const idmap_t *m, int dense, uint64_t
                     us = idmap_rank(m, us);
                     ud = idmap_rank(m, ud);
                 }
-                if ((rc = tg_imp_edge(im, us, ud))) break;
+                if (keys) { /* the keys tg_imp_edge would add */
+                    keys[nk++] = ud << kb | us;
+                    if (both && us != ud) keys[nk++] = us << kb | ud;
+                } else if ((rc = tg_imp_edge(im, us, ud))) {
+                    break;
+                }
+            }
+            if (keys) {
+                int crc = tg_edgesort_commit(im->es, rc ? 0 : nk);
+                if (!rc) {
+                    rc = crc;
+                    im->edges_in += n;
+                }
             }
             if (rc) break;
             e += n;

@@ -89,6 +89,7 @@ static int read_csc(tg_imp_t *im, const char *src, const char *feat_path)
         goto out;
     }
     uint64_t e = ix.shape[0];
+    tg_edgesort_expect(im->es, (im->o->undirected ? 2 : 1) * e);
     tg_imp_prog_t pr;
     tg_imp_prog_begin(&pr, "edges", e * ix.itemsize);
     int64_t prev = 0;
@@ -185,6 +186,7 @@ static int read_edge_index(tg_imp_t *im, const char *src, const char *feat_path)
         goto out;
     }
     uint64_t e = f.shape[1], n = im->num_nodes;
+    tg_edgesort_expect(im->es, (im->o->undirected ? 2 : 1) * e);
     /* room for a whole chunk of packed keys (both directions with --undirected) */
     int packed = tg_edgesort_key_bits(im->es) &&
                  tg_edgesort_capacity(im->es) >= (im->o->undirected ? 2u : 1u) * CHUNK;
