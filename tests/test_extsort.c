@@ -78,6 +78,7 @@ typedef struct {
     int skew;          /* draw ids from a small hot set too (many duplicates) */
     int reserve;       /* add through tg_edgesort_reserve/commit (packed keys) instead of add() */
     uint64_t expected; /* tg_edgesort_opts_t.expected_edges */
+    int expect_late;   /* ...given with tg_edgesort_expect after the first batch instead */
 } case_t;
 
 /* Adds src/dst[0..n) by writing packed keys into reserved room, in pieces of `step`; self loops
@@ -128,7 +129,7 @@ static void run_case(const case_t *c, uint64_t seed, tg_edgesort_stats_t *st_out
                             .self_loops = c->self_loops,
                             .remove_self_loops = c->remove_self_loops,
                             .nthreads = c->nthreads,
-                            .expected_edges = c->expected};
+                            .expected_edges = c->expect_late ? 0 : c->expected};
     tg_edgesort_t *es = NULL;
     TG_CHECK_OK(tg_edgesort_create(&es, &o));
     if (!es) return;
@@ -137,8 +138,10 @@ static void run_case(const case_t *c, uint64_t seed, tg_edgesort_stats_t *st_out
     if (c->reserve)
         add_reserved(es, c, src, dst, step);
     else
-        for (size_t i = 0; i < c->n; i += step)
+        for (size_t i = 0; i < c->n; i += step) {
             TG_CHECK_OK(tg_edgesort_add(es, src + i, dst + i, TG_MIN(step, c->n - i)));
+            if (i == 0 && c->expect_late) tg_edgesort_expect(es, c->expected);
+        }
     char pp[4096], ip[4096];
     tg_filew_t wp, wi;
     open_outputs(dir, pp, ip, &wp, &wi);
@@ -391,6 +394,11 @@ TG_TEST(planned_runs)
     run_case(&c, 91, &hinted);
     TG_CHECK_EQ_U64(hinted.runs_spilled, plain.runs_spilled);
     TG_CHECK(hinted.bytes_spilled < plain.bytes_spilled);
+    c.expect_late = 1; /* known only after the first batch */
+    run_case(&c, 91, &hinted);
+    TG_CHECK_EQ_U64(hinted.runs_spilled, plain.runs_spilled);
+    TG_CHECK(hinted.bytes_spilled < plain.bytes_spilled);
+    c.expect_late = 0;
     /* through reservations too, and wrong hints: too low, too high, far too high */
     c.reserve = 1;
     run_case(&c, 92, &hinted);
