@@ -672,6 +672,36 @@ TG_TEST(threads_row_count)
     expect_feat_fail("", 4, 2, 7, 0, "raw/node-feat.csv: empty file");
     expect_feat_fail("\n \n\r\n", 4, 2, 1, 0, "raw/node-feat.csv: no data rows in 3 lines");
 }
+/* The file shrinks while the threads read it (a hook truncates it before chunk 3): the import
+ * stops with a message naming the file, whichever thread or step sees it first. */
+static char shrink_path[4300];
+static uint64_t shrink_to;
+static void shrink_before_chunk(uint64_t k)
+{
+    if (k == 3 && truncate(shrink_path, (off_t)shrink_to)) TG_FAIL("truncate: %s", strerror(errno));
+}
+
+TG_TEST(threads_file_shrinks)
+{
+    enum { R = 400 };
+    char *feat = fixed_rows(R, 0, NULL, 0, NULL);
+    for (int t = 1; t <= 3; t += 2) {
+        const char *src = make_feat_tree("shrink", R, feat, 0);
+        snprintf(shrink_path, sizeof shrink_path, "%s/raw/node-feat.csv", src);
+        shrink_to = R * 12 * 4 / 10;
+        const char *out = out_path("shrink-out");
+        tg_rmtree(out);
+        tg_ogb_test_before_chunk = shrink_before_chunk;
+        tg_err_clear();
+        int rc = import_threads(out, src, t, R * 12 / 8, 0);
+        tg_ogb_test_before_chunk = NULL;
+        if (rc >= 0 || !strstr(tg_errmsg(), "raw/node-feat.csv: the file ends at offset") ||
+            !strstr(tg_errmsg(), "(did it change while it was read?)"))
+            TG_FAIL("%d threads: rc %d, message '%s'", t, rc, tg_errmsg());
+        tg_test_check_no_output(out);
+    }
+    free(feat);
+}
 #undef W
 
 TG_TEST(cli)
@@ -732,6 +762,7 @@ int main(void)
     TG_RUN(threads_errors_at_boundaries);
     TG_RUN(threads_first_error_wins);
     TG_RUN(threads_row_count);
+    TG_RUN(threads_file_shrinks);
     TG_RUN(cli);
     if (!tg_test_failures) tg_rmtree(tmp);
     return tg_test_done();

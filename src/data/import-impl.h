@@ -256,6 +256,9 @@ int tg_import_ogb(const char *out_dir, const tg_import_opts_t *o);
  * default of a few MiB), so that tests can split small inputs anywhere. */
 int tg_import_ogb_threads(const char *out_dir, const tg_import_opts_t *o, int nthreads,
                           uint64_t chunk_bytes);
+/* Tests only: called by a parsing thread before it starts on chunk k of node-feat.csv, so that
+ * a test can change the file under it. NULL (the default): nothing. */
+extern void (*tg_ogb_test_before_chunk)(uint64_t chunk);
 int tg_import_npy(const char *out_dir, const tg_import_opts_t *o);
 int tg_import_edgelist(const char *out_dir, const tg_import_opts_t *o);
 /* The same, parsing a plain file in exactly nranges byte ranges on as many threads (0: as many

@@ -340,8 +340,11 @@ typedef struct {
     float *rowbuf; /* 2d floats (a row, then its f16 form) per thread, then the writer's */
 } feat_par_t;
 
+void (*tg_ogb_test_before_chunk)(uint64_t chunk);
+
 /* Offset just after the first newline at or after off - 1 (so a line ending exactly before off
- * starts the chunk at off), or size. */
+ * starts the chunk at off), or size when there is none. A file shorter than it was when the
+ * chunks were planned is an error, not a silently shorter input. */
 static int feat_line_start(const feat_par_t *p, uint64_t off, uint64_t *out)
 {
     char buf[8192];
@@ -353,7 +356,11 @@ static int feat_line_start(const feat_par_t *p, uint64_t off, uint64_t *out)
         if (n < 0)
             return tg_err(-errno, "%s: read error at offset %llu: %s", p->path,
                           (unsigned long long)off, strerror(errno));
-        if (n == 0) break;
+        if (n == 0)
+            return tg_err(-EIO,
+                          "%s: the file ends at offset %llu, before %llu (did it change while it "
+                          "was read?)",
+                          p->path, (unsigned long long)off, (unsigned long long)p->size);
         char *nl = memchr(buf, '\n', (size_t)n);
         if (nl) {
             *out = off + (uint64_t)(nl - buf) + 1;
@@ -471,6 +478,7 @@ static void *feat_worker(void *arg)
         s->state = SLOT_BUSY;
         s->chunk = k;
         pthread_mutex_unlock(&p->mu);
+        if (tg_ogb_test_before_chunk) tg_ogb_test_before_chunk(k);
         int rc = feat_chunk_bounds(p, k, &s->begin, &s->end);
         s->have_bounds = !rc;
         if (!rc) rc = feat_parse(p, s, w->row, 1, 0, 0);
