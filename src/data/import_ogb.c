@@ -196,6 +196,7 @@ static int read_edges(tg_imp_t *im, const ogb_paths_t *p, uint64_t want_edges)
     tg_imp_prog_t pr;
     tg_imp_prog_begin(&pr, "edges", tg_imp_file_size(p->edge));
     uint64_t n = im->num_nodes;
+    tg_edgesort_expect(im->es, (im->o->undirected ? 2 : 1) * want_edges); /* num-edge-list */
     int64_t s, d;
     while ((rc = tg_csv_next_pair(&c, &s, &d)) > 0) {
         if (rc == 1 && ((rc = tg_csv_expect_fields(&c, 2)) || (rc = tg_csv_get_i64(&c, 0, &s)) ||
