@@ -58,19 +58,19 @@ echo "== machine"
 echo "cpus: $(nproc), RAM: $(free -g | awk '/Mem:/ {print $2}') GiB, load: $(cut -d' ' -f1-3 /proc/loadavg)"
 df -h "$WORK" | tail -1
 
+dd_run() { # dd_run FLAG: writes COUNT x 8 MiB with that flag, prints MB/s
+    local t0 t1
+    sync
+    t0=$(date +%s.%N)
+    dd if=/dev/zero of="$WORK/dd.bin" bs=8M count="$COUNT" "$1" status=none
+    t1=$(date +%s.%N)
+    rm -f "$WORK/dd.bin"
+    rate "$COUNT * 8388608" "$t1 - $t0"
+}
+
 echo "== dd: $COUNT x 8 MiB to $WORK"
-sync
-T0=$(date +%s.%N)
-dd if=/dev/zero of="$WORK/dd.bin" bs=8M count="$COUNT" oflag=direct status=none
-T1=$(date +%s.%N)
-rm -f "$WORK/dd.bin"
-DD_DIRECT=$(rate "$COUNT * 8388608" "$T1 - $T0")
-sync
-T0=$(date +%s.%N)
-dd if=/dev/zero of="$WORK/dd.bin" bs=8M count="$COUNT" conv=fdatasync status=none
-T1=$(date +%s.%N)
-rm -f "$WORK/dd.bin"
-DD_SYNC=$(rate "$COUNT * 8388608" "$T1 - $T0")
+DD_DIRECT=$(dd_run oflag=direct)
+DD_SYNC=$(dd_run conv=fdatasync)
 DD_BEST=$(( DD_DIRECT > DD_SYNC ? DD_DIRECT : DD_SYNC ))
 echo "dd oflag=direct: $DD_DIRECT MB/s; dd conv=fdatasync: $DD_SYNC MB/s"
 
@@ -87,12 +87,7 @@ read -r WALL USR SYS RSS_KB OUT_BLOCKS < "$WORK/time.txt"
 # runs, the disk's rate around the time generate ran. The headline ratio stays the strict one,
 # against the best dd of all.
 echo "== dd again, right after generate"
-sync
-T0=$(date +%s.%N)
-dd if=/dev/zero of="$WORK/dd.bin" bs=8M count="$COUNT" oflag=direct status=none
-T1=$(date +%s.%N)
-rm -f "$WORK/dd.bin"
-DD_DIRECT2=$(rate "$COUNT * 8388608" "$T1 - $T0")
+DD_DIRECT2=$(dd_run oflag=direct)
 echo "dd oflag=direct: $DD_DIRECT2 MB/s"
 DD_BEST=$(( DD_DIRECT2 > DD_BEST ? DD_DIRECT2 : DD_BEST ))
 DD_MEAN=$(( (DD_DIRECT + DD_DIRECT2) / 2 ))

@@ -25,8 +25,9 @@ static const char *file(const char *name, const char *text, int gz)
     return path;
 }
 
-static int import_ranges(const char *out, const char *src, int und, int dedup, int loops,
-                         uint64_t seed, uint64_t mem, int nranges)
+/* The options every test here imports with. */
+static tg_import_opts_t el_opts(const char *src, int und, int dedup, int loops, uint64_t seed,
+                                uint64_t mem)
 {
     tg_import_opts_t o;
     tg_import_opts_default(&o);
@@ -39,23 +40,20 @@ static int import_ranges(const char *out, const char *src, int und, int dedup, i
     o.classes = 4;
     o.seed = seed;
     o.mem_bytes = mem;
+    return o;
+}
+
+static int import_ranges(const char *out, const char *src, int und, int dedup, int loops,
+                         uint64_t seed, uint64_t mem, int nranges)
+{
+    tg_import_opts_t o = el_opts(src, und, dedup, loops, seed, mem);
     return tg_import_edgelist_ranges(out, &o, nranges);
 }
 
 static int import_el(const char *out, const char *src, int und, int dedup, int loops, uint64_t seed,
                      uint64_t mem)
 {
-    tg_import_opts_t o;
-    tg_import_opts_default(&o);
-    o.kind = TG_IMPORT_EDGELIST;
-    o.src = src;
-    o.undirected = und;
-    o.dedup = dedup;
-    o.self_loops = loops;
-    o.feat_dim = 16;
-    o.classes = 4;
-    o.seed = seed;
-    o.mem_bytes = mem;
+    tg_import_opts_t o = el_opts(src, und, dedup, loops, seed, mem);
     return tg_import(out, &o);
 }
 
