@@ -13,6 +13,10 @@
  * 2-way merges straight into the indptr/indices writers, the tree and the CSC writing on two
  * threads. When there are more runs than read windows of a useful size, groups of runs are
  * first merged into longer runs (cascade), so any mem_bytes >= 64 KiB works, only more slowly.
+ * Producers that can pack keys themselves write them straight into the run buffer
+ * (tg_edgesort_reserve/commit); one that knows how many edges are coming says so
+ * (expected_edges), and the runs that go to disk are then planned smaller so that the last run,
+ * kept in memory, is full (plan_run). The final merge's two subtrees run on threads of their own.
  * The result never depends on the thread count, the budget or the order of the input. */
 #include "extsort-impl.h"
 
@@ -1116,9 +1120,9 @@ static int tree_open(tg_edgesort_t *es, size_t first, size_t nfiles, int mem_run
     /* Packed keys: pieces of a multiple of 4096 keys start and end on 4 KiB boundaries. */
     size_t align = RUN_ALIGN_KEYS * 8;
     size_t half = win / 2 / align * align;
-    /* Pieces of at most MAX_PIECE_KEYS: the merge can start as soon as the first piece of
-     * every file is in (80 MB pieces kept it waiting a quarter of a second at 10M nodes), and
-     * the read-ahead stays a few pieces ahead of it anyway. */
+    /* Pieces of at most MAX_PIECE_KEYS: the merge can start as soon as a small first piece of
+     * every file is in (they were up to 80 MB each at 10M nodes), less of the scratch is
+     * touched, and the read-ahead still keeps a piece ahead of the merge. */
     half = TG_MIN(half, (size_t)MAX_PIECE_KEYS / align * align);
     int direct = half > 0;
     if (!direct) half = TG_MAX(win / 2, (size_t)1);
