@@ -56,18 +56,6 @@ static void reference(uint64_t N, const uint64_t *src, const uint64_t *dst, size
     free(p);
 }
 
-static uint64_t *read_all(const char *path, size_t *bytes)
-{
-    char *d = NULL;
-    size_t len = 0;
-    if (tg_read_file(path, &d, &len) < 0) {
-        TG_FAIL("cannot read %s: %s", path, tg_errmsg());
-        return NULL;
-    }
-    *bytes = len;
-    return (uint64_t *)d;
-}
-
 typedef struct {
     uint64_t N;
     size_t n;
@@ -157,8 +145,8 @@ static void run_case(const case_t *c, uint64_t seed, tg_edgesort_stats_t *st_out
     reference(c->N, src, dst, c->n, &o, &rp, &ri, &rne);
     TG_CHECK_EQ_U64(ne, rne);
     size_t pb = 0, ib = 0;
-    uint64_t *gp = read_all(pp, &pb);
-    uint64_t *gi = read_all(ip, &ib);
+    uint64_t *gp = (uint64_t *)tg_test_read_all(pp, &pb);
+    uint64_t *gi = (uint64_t *)tg_test_read_all(ip, &ib);
     size_t isz = c->idx == TG_U64 ? 8 : 4;
     TG_CHECK_EQ_U64(pb, (c->N + 1) * 8);
     TG_CHECK_EQ_U64(ib, rne * isz);

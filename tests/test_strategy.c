@@ -17,28 +17,6 @@ static char root[4000], ds[4200];
     "--model sage --layers 2 --hidden 16 --fanouts 5,5 --batch-size 64 --seed 3 --threads 1 "      \
     "--io-depth 8"
 
-static char *read_all(const char *path, size_t *len)
-{
-    char *buf = NULL;
-    size_t l = 0;
-    if (tg_read_file(path, &buf, &l) < 0) {
-        TG_FAIL("cannot read %s: %s", path, tg_errmsg());
-        return NULL;
-    }
-    if (len) *len = l;
-    return buf;
-}
-
-static int same_file(const char *a, const char *b)
-{
-    size_t la = 0, lb = 0;
-    char *x = read_all(a, &la), *y = read_all(b, &lb);
-    int same = x && y && la == lb && memcmp(x, y, la) == 0;
-    free(x);
-    free(y);
-    return same;
-}
-
 /* Runs `train` with the given extra flags into RUNDIR root/name (3 epochs and no read merging
  * unless the flags say otherwise); returns the output. */
 static char *train(const char *name, const char *flags, int *rc)
@@ -81,10 +59,11 @@ TG_TEST(strategies_agree)
     for (int i = 1; i < 5; i++) {
         run_file(a, sizeof a, runs[0].name, TG_CKPT_BEST_NAME);
         run_file(b, sizeof b, runs[i].name, TG_CKPT_BEST_NAME);
-        if (!same_file(a, b)) TG_FAIL("best.bin of %s differs from memory's", runs[i].name);
+        if (!tg_test_same_file(a, b)) TG_FAIL("best.bin of %s differs from memory's", runs[i].name);
         run_file(a, sizeof a, runs[0].name, TG_CKPT_NAME);
         run_file(b, sizeof b, runs[i].name, TG_CKPT_NAME);
-        if (!same_file(a, b)) TG_FAIL("checkpoint.bin of %s differs from memory's", runs[i].name);
+        if (!tg_test_same_file(a, b))
+            TG_FAIL("checkpoint.bin of %s differs from memory's", runs[i].name);
         for (int e = 0; e < 3; e++) {
             TG_CHECK(json_value(outs[i], "train_loss", e) == json_value(outs[0], "train_loss", e));
             /* the same batches use the same feature and index bytes, wherever they come from */
@@ -219,10 +198,10 @@ static void resume_case(const char *strategy, int out_of_order)
         char a[4400], b[4400];
         snprintf(a, sizeof a, "%s/%s", dir_ref, TG_CKPT_NAME);
         snprintf(b, sizeof b, "%s/%s", dir, TG_CKPT_NAME);
-        if (!same_file(a, b)) TG_FAIL("%s: resumed checkpoint.bin differs", strategy);
+        if (!tg_test_same_file(a, b)) TG_FAIL("%s: resumed checkpoint.bin differs", strategy);
         snprintf(a, sizeof a, "%s/%s", dir_ref, TG_CKPT_BEST_NAME);
         snprintf(b, sizeof b, "%s/%s", dir, TG_CKPT_BEST_NAME);
-        if (!same_file(a, b)) TG_FAIL("%s: resumed best.bin differs", strategy);
+        if (!tg_test_same_file(a, b)) TG_FAIL("%s: resumed best.bin differs", strategy);
         TG_CHECK(res.test_acc == ref.test_acc);
     }
 }
@@ -327,11 +306,11 @@ TG_TEST(eval_and_infer_out_of_core)
                      "--chunk-nodes 100",
                      ds, run, p2);
     TG_CHECK(rc == 0);
-    TG_CHECK(same_file(p1, p2));
+    TG_CHECK(tg_test_same_file(p1, p2));
     char e1[4500], e2[4500];
     snprintf(e1, sizeof e1, "%s.emb", p1);
     snprintf(e2, sizeof e2, "%s.emb", p2);
-    TG_CHECK(same_file(e1, e2));
+    TG_CHECK(tg_test_same_file(e1, e2));
 }
 
 TG_TEST(limits)

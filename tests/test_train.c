@@ -25,28 +25,6 @@ static void setup(void)
 /* Common flags of the small runs: 2-layer SAGE, sampled, 5 batches per epoch. */
 #define SMALL "--model sage --layers 2 --hidden 16 --fanouts 5,5 --batch-size 64"
 
-static char *read_all(const char *path, size_t *len)
-{
-    char *buf = NULL;
-    size_t l = 0;
-    if (tg_read_file(path, &buf, &l) < 0) {
-        TG_FAIL("cannot read %s: %s", path, tg_errmsg());
-        return NULL;
-    }
-    if (len) *len = l;
-    return buf;
-}
-
-static int same_file(const char *a, const char *b)
-{
-    size_t la, lb;
-    char *x = read_all(a, &la), *y = read_all(b, &lb);
-    int same = x && y && la == lb && memcmp(x, y, la) == 0;
-    free(x);
-    free(y);
-    return same;
-}
-
 static uint64_t file_size(const char *p)
 {
     struct stat st;
@@ -102,11 +80,11 @@ TG_TEST(learns_and_reports)
     TG_CHECK_EQ_U64(file_size(emb), 600 * 16 * 4);
     char jpath[4300];
     snprintf(jpath, sizeof jpath, "%s.json", pred);
-    char *j = read_all(jpath, NULL);
+    char *j = tg_test_read_all(jpath, NULL);
     TG_CHECK(j && strstr(j, "\"embed_dim\":16") && strstr(j, "\"num_nodes\":600"));
     free(j);
     size_t plen;
-    int32_t *p = (int32_t *)read_all(pred, &plen);
+    int32_t *p = (int32_t *)tg_test_read_all(pred, &plen);
     tg_dataset_t *d;
     TG_CHECK_OK(tg_dataset_open(&d, ds, 0));
     uint64_t *test, ntest;
@@ -130,7 +108,7 @@ TG_TEST(learns_and_reports)
                      ds, root, pred2);
     TG_CHECK(rc == 0);
     free(out);
-    TG_CHECK(same_file(pred, pred2));
+    TG_CHECK(tg_test_same_file(pred, pred2));
     /* no temporary files are left behind */
     char rd[4200];
     snprintf(rd, sizeof rd, "%s/run1", root);
@@ -166,10 +144,10 @@ TG_TEST(resume_is_bit_identical)
     char a[4200], b[4200];
     snprintf(a, sizeof a, "%s/straight/checkpoint.bin", root);
     snprintf(b, sizeof b, "%s/split/checkpoint.bin", root);
-    if (!same_file(a, b)) TG_FAIL("%s and %s differ: resume is not bit-identical", a, b);
+    if (!tg_test_same_file(a, b)) TG_FAIL("%s and %s differ: resume is not bit-identical", a, b);
     snprintf(a, sizeof a, "%s/straight/best.bin", root);
     snprintf(b, sizeof b, "%s/split/best.bin", root);
-    TG_CHECK(same_file(a, b));
+    TG_CHECK(tg_test_same_file(a, b));
     /* sampling inline or on 2 threads gives the same run */
     TG_CHECK(tg_test_cli(&out,
                          "train %s --out %s/inline " SMALL
@@ -178,7 +156,7 @@ TG_TEST(resume_is_bit_identical)
     free(out);
     snprintf(a, sizeof a, "%s/straight/checkpoint.bin", root);
     snprintf(b, sizeof b, "%s/inline/checkpoint.bin", root);
-    TG_CHECK(same_file(a, b));
+    TG_CHECK(tg_test_same_file(a, b));
     /* nothing left to do: a finished run resumes to the same result */
     TG_CHECK(tg_test_cli(&out, "train %s --out %s/split " SMALL " --epochs 4 --resume --json", ds,
                          root) == 0);
@@ -296,7 +274,7 @@ TG_TEST(nan_loss_stops)
     char ck[4200];
     snprintf(ck, sizeof ck, "%s/nan/checkpoint.bin", root);
     size_t len0;
-    char *before = read_all(ck, &len0);
+    char *before = tg_test_read_all(ck, &len0);
     /* a huge learning rate blows the weights up in epoch 3 */
     int rc = tg_test_cli(&out, "train %s --out %s/nan " SMALL " --epochs 4 --lr 1e30 --resume", ds,
                          root);
@@ -306,7 +284,7 @@ TG_TEST(nan_loss_stops)
     TG_CHECK(out && strstr(out, "after epoch 2"));
     free(out);
     size_t len1;
-    char *after = read_all(ck, &len1);
+    char *after = tg_test_read_all(ck, &len1);
     TG_CHECK(before && after && len0 == len1 && memcmp(before, after, len0) == 0);
     free(before);
     free(after);

@@ -39,17 +39,6 @@ static int wait_status(pid_t pid)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-static int same_file(const char *a, const char *b)
-{
-    char *x = NULL, *y = NULL;
-    size_t la = 0, lb = 0;
-    int ok = tg_read_file(a, &x, &la) == 0 && tg_read_file(b, &y, &lb) == 0 && la == lb &&
-             memcmp(x, y, la) == 0;
-    free(x);
-    free(y);
-    return ok;
-}
-
 static void sigint_case(const char *strategy, double delay_s)
 {
     char ref[4300], run[4300], log[4400], a[4400], b[4400];
@@ -86,7 +75,7 @@ static void sigint_case(const char *strategy, double delay_s)
     for (int i = 0; i < 2; i++) {
         snprintf(a, sizeof a, "%s/%s", ref, files[i]);
         snprintf(b, sizeof b, "%s/%s", run, files[i]);
-        if (!same_file(a, b))
+        if (!tg_test_same_file(a, b))
             TG_FAIL("%s: %s after the interruption differs from the uninterrupted run's", strategy,
                     files[i]);
     }

@@ -97,6 +97,28 @@ void tg_test_write_gz(const char *path, const char *text)
     gzclose(g);
 }
 
+char *tg_test_read_all(const char *path, size_t *len)
+{
+    char *buf = NULL;
+    size_t l = 0;
+    if (tg_read_file(path, &buf, &l) < 0) {
+        TG_FAIL("cannot read %s: %s", path, tg_errmsg());
+        return NULL;
+    }
+    if (len) *len = l;
+    return buf;
+}
+
+int tg_test_same_file(const char *a, const char *b)
+{
+    size_t la = 0, lb = 0;
+    char *x = tg_test_read_all(a, &la), *y = tg_test_read_all(b, &lb);
+    int same = x && y && la == lb && memcmp(x, y, la) == 0;
+    free(x);
+    free(y);
+    return same;
+}
+
 void tg_test_check_no_output(const char *out)
 {
     struct stat st;

@@ -86,6 +86,11 @@ int tg_test_cli(char **output, const char *fmt, ...) TG_PRINTF(2, 3);
 /* After a failed dataset write: OUT must not exist, nor any OUT.tmp-* beside it (fails the test
  * otherwise). */
 void tg_test_check_no_output(const char *out);
+/* A whole file, malloc'd (*len its size when len is not NULL); NULL after failing the test
+ * with a message naming the file. */
+char *tg_test_read_all(const char *path, size_t *len);
+/* Whether two files exist and hold the same bytes. */
+int tg_test_same_file(const char *a, const char *b);
 /* Writes a small text file (creating it). */
 void tg_test_write_file(const char *path, const char *text);
 /* Writes a gzip-compressed text file. */
