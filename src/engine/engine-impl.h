@@ -184,6 +184,11 @@ int tg_adj_counting_wrap(tg_adj_t **out, tg_adj_t *adj, size_t index_bytes,
 /* Gathers one batch's rows into X for loader-based strategies. */
 typedef int (*tg_gather_fn)(void *ctx, const tg_batch_t *b, float *X);
 
+/* The loader options of a pass (its seeds, batches, fanouts, resume point) over adj; hooks
+ * are left unset. */
+tg_loader_opts_t tg_pass_loader_opts(const tg_pass_t *p, tg_adj_t *adj, int sampler_threads,
+                                     size_t prefetch);
+
 /* A pass over tg_loader_t: sampler threads sample and gather (gather on the same thread,
  * prefetch batches ahead per thread), the calling thread runs the steps in batch-id order. */
 int tg_loader_pass(tg_run_t *r, const tg_pass_t *p, int sampler_threads, size_t prefetch,

@@ -985,17 +985,8 @@ static int gd_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
         goto out;
     }
     if ((rc = tg_queue_create(&P.relq, (size_t)s->o.queue_depth)) < 0) goto out;
-    tg_loader_opts_t lo = {.adj = s->r->adj,
-                           .num_layers = p->num_layers,
-                           .fanouts = p->fanouts,
-                           .seeds = p->seeds,
-                           .num_seeds = p->num_seeds,
-                           .batch_size = p->batch_size,
-                           .seed = p->seed,
-                           .epoch = p->epoch,
-                           .num_threads = s->o.sampler_threads,
-                           .prefetch = (size_t)s->o.queue_depth,
-                           .first_batch = p->first_batch};
+    tg_loader_opts_t lo =
+        tg_pass_loader_opts(p, s->r->adj, s->o.sampler_threads, (size_t)s->o.queue_depth);
     if ((rc = tg_loader_start(&P.ld, &lo)) < 0) goto out;
     uint64_t total = tg_loader_num_batches(P.ld) - p->first_batch;
     int e;

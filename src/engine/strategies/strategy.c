@@ -206,6 +206,22 @@ static int lp_hook(void *ctx, tg_loader_item_t *it)
     return 0;
 }
 
+tg_loader_opts_t tg_pass_loader_opts(const tg_pass_t *p, tg_adj_t *adj, int sampler_threads,
+                                     size_t prefetch)
+{
+    return (tg_loader_opts_t){.adj = adj,
+                              .num_layers = p->num_layers,
+                              .fanouts = p->fanouts,
+                              .seeds = p->seeds,
+                              .num_seeds = p->num_seeds,
+                              .batch_size = p->batch_size,
+                              .seed = p->seed,
+                              .epoch = p->epoch,
+                              .num_threads = sampler_threads,
+                              .prefetch = prefetch,
+                              .first_batch = p->first_batch};
+}
+
 int tg_loader_pass(tg_run_t *r, const tg_pass_t *p, int sampler_threads, size_t prefetch,
                    tg_gather_fn gather, void *gctx, tg_pass_stats_t *st)
 {
@@ -213,20 +229,10 @@ int tg_loader_pass(tg_run_t *r, const tg_pass_t *p, int sampler_threads, size_t 
     lp_ctx_t c = {.gather = gather, .gctx = gctx, .row_floats = r->store->dim};
     atomic_init(&c.in_flight, 0);
     atomic_init(&c.peak, 0);
-    tg_loader_opts_t lo = {.adj = r->adj,
-                           .num_layers = p->num_layers,
-                           .fanouts = p->fanouts,
-                           .seeds = p->seeds,
-                           .num_seeds = p->num_seeds,
-                           .batch_size = p->batch_size,
-                           .seed = p->seed,
-                           .epoch = p->epoch,
-                           .num_threads = sampler_threads,
-                           .prefetch = prefetch,
-                           .hook = lp_hook,
-                           .hook_free = lp_free,
-                           .ctx = &c,
-                           .first_batch = p->first_batch};
+    tg_loader_opts_t lo = tg_pass_loader_opts(p, r->adj, sampler_threads, prefetch);
+    lo.hook = lp_hook;
+    lo.hook_free = lp_free;
+    lo.ctx = &c;
     tg_loader_t *ld;
     int rc = tg_loader_start(&ld, &lo);
     if (rc < 0) return rc;
