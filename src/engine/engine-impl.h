@@ -193,6 +193,10 @@ tg_loader_opts_t tg_pass_loader_opts(const tg_pass_t *p, tg_adj_t *adj, int samp
  * prefetch batches ahead per thread), the calling thread runs the steps in batch-id order. */
 int tg_loader_pass(tg_run_t *r, const tg_pass_t *p, int sampler_threads, size_t prefetch,
                    tg_gather_fn gather, void *gctx, tg_pass_stats_t *st);
+/* tg_loader_pass with the process's own I/O (tg_proc_io_t) over the pass added to st: for
+ * strategies whose reads the io/ layer does not see. */
+int tg_loader_pass_proc_io(tg_run_t *r, const tg_pass_t *p, int sampler_threads, size_t prefetch,
+                           tg_gather_fn gather, void *gctx, tg_pass_stats_t *st);
 
 /* The process's own I/O as the kernel counts it: bytes read from storage (/proc/self/io
  * read_bytes), major page faults, and block-I/O delay when delay accounting is on. For strategies

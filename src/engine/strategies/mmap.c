@@ -60,14 +60,9 @@ static int mmap_gather(void *ctx, const tg_batch_t *b, float *X)
 
 static int mmap_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
 {
-    tg_proc_io_t a, b;
-    tg_proc_io_sample(&a);
     /* One batch ready per sampler thread: a gathered matrix can be large, and the page cache,
      * not our buffers, is where mmap keeps data. */
-    int rc = tg_loader_pass(s->r, p, s->o.sampler_threads, 1, mmap_gather, s, st);
-    tg_proc_io_sample(&b);
-    tg_proc_io_delta(&a, &b, st);
-    return rc;
+    return tg_loader_pass_proc_io(s->r, p, s->o.sampler_threads, 1, mmap_gather, s, st);
 }
 
 static void mmap_close(tg_strategy_t *s)

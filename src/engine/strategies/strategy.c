@@ -268,3 +268,14 @@ int tg_run_pass(tg_run_t *r, const tg_pass_t *p, tg_pass_stats_t *st)
 {
     return r->strat_i->pass(r->strat, p, st);
 }
+
+int tg_loader_pass_proc_io(tg_run_t *r, const tg_pass_t *p, int sampler_threads, size_t prefetch,
+                           tg_gather_fn gather, void *gctx, tg_pass_stats_t *st)
+{
+    tg_proc_io_t a, b;
+    tg_proc_io_sample(&a);
+    int rc = tg_loader_pass(r, p, sampler_threads, prefetch, gather, gctx, st);
+    tg_proc_io_sample(&b);
+    tg_proc_io_delta(&a, &b, st);
+    return rc;
+}
