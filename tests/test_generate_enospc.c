@@ -8,21 +8,6 @@
 #include <dirent.h>
 #include <sys/mount.h>
 
-static int count_entries(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (!d) return -1;
-    int n = 0;
-    struct dirent *de;
-    while ((de = readdir(d)))
-        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
-            fprintf(stderr, "left behind: %s/%s\n", dir, de->d_name);
-            n++;
-        }
-    closedir(d);
-    return n;
-}
-
 static char mnt[4200];
 
 TG_TEST(features_fill_the_disk)
@@ -34,7 +19,7 @@ TG_TEST(features_fill_the_disk)
     TG_CHECK(out && strstr(out, "No space left on device"));
     TG_CHECK(out && strstr(out, "features.bin") && strstr(out, "offset"));
     free(out);
-    TG_CHECK_EQ_U64(count_entries(mnt), 0);
+    TG_CHECK_EQ_U64(tg_test_count_entries(mnt, 1), 0);
 }
 
 TG_TEST(edge_runs_fill_the_disk)
@@ -51,7 +36,7 @@ TG_TEST(edge_runs_fill_the_disk)
     char dir[4400];
     snprintf(dir, sizeof dir, "%s/ds", mnt);
     TG_CHECK_ERR(tg_generate(dir, &o), "No space left on device");
-    TG_CHECK_EQ_U64(count_entries(mnt), 0);
+    TG_CHECK_EQ_U64(tg_test_count_entries(mnt, 1), 0);
 }
 
 TG_TEST(fits)

@@ -10,21 +10,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int count_entries(const char *dir, int verbose)
-{
-    DIR *d = opendir(dir);
-    if (!d) return -1;
-    int n = 0;
-    struct dirent *de;
-    while ((de = readdir(d)))
-        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
-            if (verbose) fprintf(stderr, "left behind: %s/%s\n", dir, de->d_name);
-            n++;
-        }
-    closedir(d);
-    return n;
-}
-
 static void interrupt(const char *base, int sig)
 {
     char out[4200], tmp[4300];
@@ -43,7 +28,7 @@ static void interrupt(const char *base, int sig)
     int seen = 0;
     for (int i = 0; i < 1000 && !seen; i++) {
         usleep(10000);
-        seen = stat(tmp, &st) == 0 && count_entries(tmp, 0) > 0;
+        seen = stat(tmp, &st) == 0 && tg_test_count_entries(tmp, 0) > 0;
     }
     TG_CHECK(seen);
     usleep(100000);
@@ -54,7 +39,7 @@ static void interrupt(const char *base, int sig)
     if (WIFEXITED(status)) TG_CHECK_EQ_U64(WEXITSTATUS(status), 128 + sig);
     TG_CHECK(stat(tmp, &st) != 0);
     TG_CHECK(stat(out, &st) != 0);
-    TG_CHECK_EQ_U64(count_entries(base, 1), 0);
+    TG_CHECK_EQ_U64(tg_test_count_entries(base, 1), 0);
 }
 
 TG_TEST(sigint)

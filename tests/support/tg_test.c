@@ -119,6 +119,21 @@ int tg_test_same_file(const char *a, const char *b)
     return same;
 }
 
+int tg_test_count_entries(const char *dir, int verbose)
+{
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)))
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
+            if (verbose) fprintf(stderr, "left behind: %s/%s\n", dir, de->d_name);
+            n++;
+        }
+    closedir(d);
+    return n;
+}
+
 void tg_test_check_no_output(const char *out)
 {
     struct stat st;

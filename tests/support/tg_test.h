@@ -91,6 +91,9 @@ void tg_test_check_no_output(const char *out);
 char *tg_test_read_all(const char *path, size_t *len);
 /* Whether two files exist and hold the same bytes. */
 int tg_test_same_file(const char *a, const char *b);
+/* Entries of dir other than "." and "..", -1 if it cannot be opened; with verbose, each is
+ * printed as "left behind: dir/name". */
+int tg_test_count_entries(const char *dir, int verbose);
 /* Writes a small text file (creating it). */
 void tg_test_write_file(const char *path, const char *text);
 /* Writes a gzip-compressed text file. */
