@@ -49,6 +49,31 @@ int tg_err_prefix(int code, const char *fmt, ...) TG_PRINTF(2, 3);
 const char *tg_errmsg(void);
 void tg_err_clear(void);
 
+/* The first error of a group of threads (a pipeline's stages): every thread reports into one box,
+ * the first report wins and keeps its message, later ones are dropped (they are usually
+ * consequences of the first: a queue closed, a read cancelled). Thread-safe.
+ *
+ *     tg_errbox_t box; tg_errbox_init(&box);
+ *     ... on any thread: if (rc < 0) tg_errbox_set(&box, rc, NULL);    // this thread's message
+ *     ... on the owner, after joining: rc = tg_errbox_raise(&box);     // message now on this
+ * thread tg_errbox_destroy(&box);
+ */
+typedef struct tg_errbox {
+    pthread_mutex_t mu;
+    int rc;
+    volatile int failed; /* read without the lock as a hint; set under it */
+    char msg[1024];
+} tg_errbox_t;
+void tg_errbox_init(tg_errbox_t *b);
+void tg_errbox_destroy(tg_errbox_t *b);
+/* Records rc (< 0) with msg (NULL or "": this thread's tg_errmsg()) unless an error is recorded
+ * already. Returns 1 when this call recorded it, 0 otherwise. */
+int tg_errbox_set(tg_errbox_t *b, int rc, const char *msg);
+/* 1 once an error is recorded. */
+int tg_errbox_failed(tg_errbox_t *b);
+/* The recorded code (0 if none), its message made this thread's message (tg_err). */
+int tg_errbox_raise(tg_errbox_t *b);
+
 /* ---------------------------------------------------------------- logging */
 
 enum { TG_LOG_QUIET = 0, TG_LOG_WARN = 1, TG_LOG_INFO = 2, TG_LOG_DEBUG = 3 };

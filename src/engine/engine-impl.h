@@ -74,6 +74,7 @@ typedef struct tg_pass_stats {
     double sample_s;           /* summed over sampler threads */
     double gather_s;           /* summed over gathering / extracting threads */
     double wait_s;             /* the step thread waiting for its next batch */
+    double release_s;          /* the releaser freeing trained batches */
     uint64_t batch_bytes_peak; /* feature matrices of batches in flight at once */
     int have_io;               /* the fields below are known */
     uint64_t io_requests, io_read_bytes;
@@ -189,14 +190,12 @@ typedef int (*tg_gather_fn)(void *ctx, const tg_batch_t *b, float *X);
 tg_loader_opts_t tg_pass_loader_opts(const tg_pass_t *p, tg_adj_t *adj, int sampler_threads,
                                      size_t prefetch);
 
-/* A pass over tg_loader_t: sampler threads sample and gather (gather on the same thread,
- * prefetch batches ahead per thread), the calling thread runs the steps in batch-id order. */
-int tg_loader_pass(tg_run_t *r, const tg_pass_t *p, int sampler_threads, size_t prefetch,
+/* A pass on the pipeline (engine/pipeline.h) whose sampler threads gather each batch's rows right
+ * after sampling (prefetch batches ahead per thread); the trainer runs the steps in id order. The
+ * process's own I/O over the pass (tg_proc_io_t) goes into st: for strategies whose reads the io/
+ * layer does not see (memory, mmap). */
+int tg_gather_pass(tg_run_t *r, const tg_pass_t *p, int sampler_threads, size_t prefetch,
                    tg_gather_fn gather, void *gctx, tg_pass_stats_t *st);
-/* tg_loader_pass with the process's own I/O (tg_proc_io_t) over the pass added to st: for
- * strategies whose reads the io/ layer does not see. */
-int tg_loader_pass_proc_io(tg_run_t *r, const tg_pass_t *p, int sampler_threads, size_t prefetch,
-                           tg_gather_fn gather, void *gctx, tg_pass_stats_t *st);
 
 /* The process's own I/O as the kernel counts it: bytes read from storage (/proc/self/io
  * read_bytes), major page faults, and block-I/O delay when delay accounting is on. For strategies

@@ -44,3 +44,45 @@ void tg_err_clear(void)
 {
     tg_errbuf[0] = 0;
 }
+
+/* ---------------------------------------------------------------- first-error box */
+
+void tg_errbox_init(tg_errbox_t *b)
+{
+    memset(b, 0, sizeof *b);
+    pthread_mutex_init(&b->mu, NULL);
+}
+
+void tg_errbox_destroy(tg_errbox_t *b)
+{
+    pthread_mutex_destroy(&b->mu);
+}
+
+int tg_errbox_set(tg_errbox_t *b, int rc, const char *msg)
+{
+    int won = 0;
+    if (!msg || !*msg) msg = tg_errbuf[0] ? tg_errbuf : strerror(rc < 0 ? -rc : rc);
+    pthread_mutex_lock(&b->mu);
+    if (!b->rc) {
+        b->rc = rc < 0 ? rc : -EIO;
+        snprintf(b->msg, sizeof b->msg, "%s", msg);
+        __atomic_store_n(&b->failed, 1, __ATOMIC_RELEASE);
+        won = 1;
+    }
+    pthread_mutex_unlock(&b->mu);
+    return won;
+}
+
+int tg_errbox_failed(tg_errbox_t *b)
+{
+    return __atomic_load_n(&b->failed, __ATOMIC_ACQUIRE);
+}
+
+int tg_errbox_raise(tg_errbox_t *b)
+{
+    pthread_mutex_lock(&b->mu);
+    int rc = b->rc;
+    if (rc) tg_err(rc, "%s", b->msg);
+    pthread_mutex_unlock(&b->mu);
+    return rc;
+}

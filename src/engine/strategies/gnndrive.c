@@ -38,6 +38,7 @@
  * io layer's message names the file and offset -, the trainer's) is recorded with its message;
  * the queues are closed, every thread joined, every batch freed, and the pass returns it. */
 #include "../engine-impl.h"
+#include "../pipeline.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -57,7 +58,6 @@
 #define MIN_PROBED_DEPTH 16u
 #define MIN_DEPTH 4u /* the least depth a tight budget may lower the automatic one to */
 #define MIN_CHUNK 256u
-#define TG_MAX_SWEEP 16
 #define DEFAULT_CHUNK 8192u
 #define HANDLE_BYTES_PER_ROW 24u /* featbuf handle arrays per row (slots, loads, flags) */
 #define HANDLE_BYTES_FIXED 4096u
@@ -426,147 +426,15 @@ static void gd_close(tg_strategy_t *s)
 
 /* ---------------------------------------------------------------- one pass */
 
-typedef struct {
-    tg_loader_item_t *it;
-    float *X;       /* (num_nodes, dim): the batch's input matrix */
-    size_t x_bytes; /* of X, counted in batch_bytes_peak while it exists */
-    int counted;    /* holds one of the pass's matrix places (x_max) */
-} item_t;
-
+/* One pass as an extractor sees it: the strategy and the pipeline it runs on. */
 typedef struct {
     tg_strategy_t *s;
-    const tg_pass_t *p;
-    tg_loader_t *ld;
-    /* the extracting side: tg_loader_next is serialised; pulled counts batches handed out */
-    pthread_mutex_t ld_mu;
-    uint64_t pulled;
-    int stop_pull;
-    /* Set by the trainer before it takes ld_mu to stop pulling: an extractor that waits for a
-     * matrix place while holding ld_mu gives up its unplaced batches instead, so the trainer
-     * never waits on ld_mu behind a wait that only the trainer's progress could end. */
-    atomic_int stopping;
-    /* the training queue: a reorder window (in order) or a FIFO */
-    pthread_mutex_t mu;
-    pthread_cond_t cv_put, cv_get;
-    item_t **ring;
-    size_t cap, count, head;
-    uint64_t next; /* in order: index (from first_batch) of the batch the trainer takes next */
-    int in_order, closed;
-    tg_queue_t *relq;
-    /* the first error */
-    pthread_mutex_t err_mu;
-    int err_rc;
-    char err_msg[1024];
-    atomic_int abort; /* stop extracting (error, or an in-order stop) */
-    _Atomic uint64_t gather_ns, sample_ns, x_bytes, x_peak;
-    /* Input matrices in flight, from extraction to release: at most x_max. Places are taken in
-     * batch-id order (under ld_mu), so the batch the trainer needs next never waits for a place
-     * a later batch holds. */
-    pthread_mutex_t x_mu;
-    pthread_cond_t x_cv;
-    int x_count, x_max;
+    tg_pipe_t *pipe;
 } pass_t;
 
-static void x_wake_all(pass_t *P)
-{
-    pthread_mutex_lock(&P->x_mu);
-    pthread_cond_broadcast(&P->x_cv);
-    pthread_mutex_unlock(&P->x_mu);
-}
-
-static void item_free(pass_t *P, item_t *t)
-{
-    if (!t) return;
-    free(t->X);
-    if (t->x_bytes) atomic_fetch_sub(&P->x_bytes, t->x_bytes);
-    if (t->it) tg_loader_item_free(P->ld, t->it);
-    if (t->counted) {
-        pthread_mutex_lock(&P->x_mu);
-        P->x_count--;
-        pthread_cond_broadcast(&P->x_cv);
-        pthread_mutex_unlock(&P->x_mu);
-    }
-    free(t);
-}
-
-static void buf_close(pass_t *P)
-{
-    pthread_mutex_lock(&P->mu);
-    P->closed = 1;
-    pthread_cond_broadcast(&P->cv_put);
-    pthread_cond_broadcast(&P->cv_get);
-    pthread_mutex_unlock(&P->mu);
-}
-
-/* Records the first error (with this thread's message) and stops the pipeline. */
 static void fail(pass_t *P, int rc, const char *msg)
 {
-    pthread_mutex_lock(&P->err_mu);
-    if (!P->err_rc) {
-        P->err_rc = rc;
-        snprintf(P->err_msg, sizeof P->err_msg, "%s", msg && *msg ? msg : "unknown error");
-    }
-    pthread_mutex_unlock(&P->err_mu);
-    atomic_store(&P->abort, 1);
-    buf_close(P);
-    x_wake_all(P);
-}
-
-/* Puts an extracted batch into the training queue. -EPIPE when the queue closed. */
-static int buf_put(pass_t *P, item_t *t)
-{
-    pthread_mutex_lock(&P->mu);
-    uint64_t idx = t->it->batch.id - P->p->first_batch;
-    if (P->in_order) {
-        while (!P->closed && idx >= P->next + P->cap)
-            pthread_cond_wait(&P->cv_put, &P->mu);
-    } else {
-        while (!P->closed && P->count == P->cap)
-            pthread_cond_wait(&P->cv_put, &P->mu);
-    }
-    if (P->closed) {
-        pthread_mutex_unlock(&P->mu);
-        return -EPIPE;
-    }
-    if (P->in_order)
-        P->ring[idx % P->cap] = t;
-    else
-        P->ring[(P->head + P->count) % P->cap] = t;
-    P->count++;
-    pthread_cond_broadcast(&P->cv_get);
-    pthread_mutex_unlock(&P->mu);
-    return 0;
-}
-
-/* Takes the next batch to train: batch `next` in order, else the oldest extracted. */
-static int buf_get(pass_t *P, item_t **out)
-{
-    *out = NULL;
-    pthread_mutex_lock(&P->mu);
-    for (;;) {
-        if (P->closed) break;
-        if (P->in_order) {
-            item_t **slot = &P->ring[P->next % P->cap];
-            if (*slot) {
-                *out = *slot;
-                *slot = NULL;
-                P->next++;
-                break;
-            }
-        } else if (P->count) {
-            *out = P->ring[P->head];
-            P->ring[P->head] = NULL;
-            P->head = (P->head + 1) % P->cap;
-            break;
-        }
-        pthread_cond_wait(&P->cv_get, &P->mu);
-    }
-    if (*out) {
-        P->count--;
-        pthread_cond_broadcast(&P->cv_put);
-    }
-    pthread_mutex_unlock(&P->mu);
-    return *out ? 0 : -EPIPE;
+    tg_pipe_fail(P->pipe, rc, msg);
 }
 
 /* The queue broke (a failed submit or reap): destroying it waits for the reads the kernel still
@@ -708,11 +576,12 @@ static void sort_by_node(uint64_t *keys, uint64_t *tmp, size_t n)
     }
 }
 
-/* A group of batches extracted in one sweep: g[j]'s position p is global index off[j] + p. */
+/* A group of batches extracted in one sweep: batch j's position p is global index off[j] + p. */
 typedef struct {
-    item_t **g;
+    const tg_batch_t *const *b;
+    float *const *X;
     int ng;
-    uint64_t off[TG_MAX_SWEEP + 1];
+    uint64_t off[TG_PIPE_MAX_GROUP + 1];
 } group_t;
 
 /* Copies the rows of the acquired chunk (unique nodes ids[c0 .. c0 + n)) to every place they
@@ -734,7 +603,7 @@ static void scatter_rows(const tg_strategy_t *s, const tg_featbuf_batch_t *h, co
                 j--;
             while (gi >= G->off[j + 1])
                 j++;
-            float *dst = G->g[j]->X + (size_t)(gi - G->off[j]) * dim;
+            float *dst = G->X[j] + (size_t)(gi - G->off[j]) * dim;
             if (!f16) {
                 memcpy(dst, src, (size_t)dim * sizeof(float));
             } else {
@@ -761,7 +630,7 @@ static int extract_group(pass_t *P, extractor_t *x, const group_t *G)
     size_t bytes = (size_t)total * (2 * sizeof(uint64_t) + sizeof(uint32_t)) + sizeof(uint32_t);
     uint64_t *keys = malloc((size_t)total * 2 * sizeof *keys + 1);
     uint32_t *start = malloc(((size_t)total + 1) * sizeof *start);
-    uint64_t first = G->g[0]->it->batch.id;
+    uint64_t first = G->b[0]->id;
     if (!keys || !start) {
         free(keys);
         free(start);
@@ -770,13 +639,10 @@ static int extract_group(pass_t *P, extractor_t *x, const group_t *G)
         fail(P, rc, tg_errmsg());
         return rc;
     }
-    uint64_t now = atomic_fetch_add(&P->x_bytes, bytes) + bytes;
-    uint64_t peak = atomic_load(&P->x_peak);
-    while (now > peak && !atomic_compare_exchange_weak(&P->x_peak, &peak, now)) {
-    }
+    tg_pipe_count_bytes(P->pipe, (int64_t)bytes);
     uint64_t *tmp = keys + total;
     for (int j = 0; j < G->ng; j++) {
-        const tg_batch_t *b = &G->g[j]->it->batch;
+        const tg_batch_t *b = G->b[j];
         for (uint32_t i = 0; i < b->num_nodes; i++)
             keys[G->off[j] + i] = b->nodes[i] << 32 | (G->off[j] + i);
     }
@@ -792,7 +658,7 @@ static int extract_group(pass_t *P, extractor_t *x, const group_t *G)
     int descending = (first / (uint64_t)G->ng) & 1;
     int rc = 0;
     for (uint64_t ci = 0; ci < nchunks && rc == 0; ci++) {
-        if (atomic_load(&P->abort)) {
+        if (tg_pipe_aborted(P->pipe)) {
             rc = -ECANCELED;
             break;
         }
@@ -826,118 +692,31 @@ static int extract_group(pass_t *P, extractor_t *x, const group_t *G)
     }
     free(keys);
     free(start);
-    atomic_fetch_sub(&P->x_bytes, bytes);
+    tg_pipe_count_bytes(P->pipe, -(int64_t)bytes);
     if (rc == 0 && s->o.normalize)
         for (int j = 0; j < G->ng; j++)
-            tg_feat_normalize_rows(G->g[j]->X, G->g[j]->it->batch.num_nodes, s->dim);
+            tg_feat_normalize_rows(G->X[j], G->b[j]->num_nodes, s->dim);
     return rc;
 }
 
-typedef struct {
-    pass_t *P;
-    extractor_t *x;
-} ex_arg_t;
-
-static void *extractor_main(void *arg)
+/* The pipeline's work function: extractor `worker` moves a group of consecutive batches. */
+static int gd_work(void *ctx, tg_pipe_t *pipe, int worker, const tg_batch_t *const *b,
+                   float *const *X, int n)
 {
-    ex_arg_t *a = arg;
-    pass_t *P = a->P;
-    extractor_t *x = a->x;
-    tg_strategy_t *s = P->s;
-    int sweep = s->o.sweep_batches > 0 ? s->o.sweep_batches : 1;
-    for (;;) {
-        /* The next `sweep` batches, consecutive: pulled under one lock. */
-        tg_loader_item_t *its[TG_MAX_SWEEP];
-        int ng = 0, rc = 0;
-        pthread_mutex_lock(&P->ld_mu);
-        while (ng < sweep && !P->stop_pull && !atomic_load(&P->abort)) {
-            rc = tg_loader_next(P->ld, &its[ng]);
-            if (rc <= 0) break;
-            P->pulled++;
-            ng++;
-        }
-        if (rc < 0) fail(P, rc, tg_errmsg()); /* a sampler's error, with its message */
-        int placed = 0;
-        if (ng && rc >= 0) {
-            /* places for the group's matrices, taken before any later batch can take one */
-            pthread_mutex_lock(&P->x_mu);
-            while (P->x_count + ng > P->x_max && !atomic_load(&P->abort) &&
-                   !atomic_load(&P->stopping))
-                pthread_cond_wait(&P->x_cv, &P->x_mu);
-            if (!atomic_load(&P->abort) && !atomic_load(&P->stopping)) {
-                P->x_count += ng;
-                placed = 1;
-            }
-            pthread_mutex_unlock(&P->x_mu);
-            /* Unplaced batches go back below: they no longer count as handed out, so a
-             * draining trainer's target (read under ld_mu) only covers batches it will get. */
-            if (!placed) P->pulled -= (uint64_t)ng;
-        }
-        pthread_mutex_unlock(&P->ld_mu);
-        if (ng == 0) break;
-        if (!placed) { /* a sampler failed, or the pass is stopping: the batches go back */
-            for (int j = 0; j < ng; j++)
-                tg_loader_item_free(P->ld, its[j]);
-            break;
-        }
-        double t0 = tg_now();
-        item_t *g[TG_MAX_SWEEP];
-        group_t G = {.g = g, .ng = ng};
-        int ok = 1;
-        for (int j = 0; j < ng; j++) {
-            uint64_t bid = its[j]->batch.id;
-            uint32_t nn = its[j]->batch.num_nodes;
-            G.off[j + 1] = G.off[j] + nn;
-            atomic_fetch_add(&P->sample_ns, (uint64_t)(its[j]->sample_s * 1e9));
-            g[j] = calloc(1, sizeof *g[j]);
-            if (g[j]) {
-                g[j]->it = its[j];
-                g[j]->counted = 1;
-                size_t xb = (size_t)its[j]->batch.num_nodes * s->dim * sizeof(float);
-                g[j]->X = malloc(xb ? xb : 1);
-                if (g[j]->X) {
-                    g[j]->x_bytes = xb;
-                    uint64_t now = atomic_fetch_add(&P->x_bytes, xb) + xb;
-                    uint64_t peak = atomic_load(&P->x_peak);
-                    while (now > peak && !atomic_compare_exchange_weak(&P->x_peak, &peak, now)) {
-                    }
-                }
-            } else {
-                tg_loader_item_free(P->ld, its[j]);
-                pthread_mutex_lock(&P->x_mu); /* its place goes back */
-                P->x_count--;
-                pthread_cond_broadcast(&P->x_cv);
-                pthread_mutex_unlock(&P->x_mu);
-            }
-            if (ok && (!g[j] || !g[j]->X)) {
-                rc = tg_err(-ENOMEM, "batch %llu: out of memory for the features of %u nodes",
-                            (unsigned long long)bid, nn);
-                fail(P, rc, tg_errmsg());
-                ok = 0;
-            }
-        }
-        if (ok) rc = extract_group(P, x, &G);
-        atomic_fetch_add(&P->gather_ns, (uint64_t)((tg_now() - t0) * 1e9));
-        int j = 0;
-        if (ok && rc == 0)
-            for (; j < ng; j++)
-                if (buf_put(P, g[j]) < 0) break;
-        for (; j < ng; j++)
-            item_free(P, g[j]);
-        if (!ok || rc < 0 || j < ng || ng < sweep) break;
-    }
-    return NULL;
+    pass_t P = {.s = ctx, .pipe = pipe};
+    group_t G = {.b = b, .X = X, .ng = n};
+    for (int j = 0; j < n; j++)
+        G.off[j + 1] = G.off[j] + b[j]->num_nodes;
+    return extract_group(&P, &P.s->ex[worker], &G);
 }
 
-static void *releaser_main(void *arg)
+/* The first error of a pass: blocked extractors wake up with -ECANCELED; the buffer is unusable
+ * from now on. */
+static void gd_on_error(void *ctx)
 {
-    pass_t *P = arg;
-    void *t;
-    /* Frees batches after training, off the trainer's critical path (unmapping a large input
-     * matrix costs time). */
-    while (tg_queue_pop(P->relq, &t) == 0)
-        item_free(P, t);
-    return NULL;
+    tg_strategy_t *s = ctx;
+    if (s->fb) tg_featbuf_shutdown(s->fb);
+    s->dead = 1;
 }
 
 static int gd_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
@@ -948,149 +727,34 @@ static int gd_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
         return tg_err(-ECANCELED, "gnndrive: the pipeline was shut down by an earlier error");
     int rc;
     if (!s->ready && (rc = gd_setup(s)) < 0) return rc;
-    pass_t P;
-    memset(&P, 0, sizeof P);
-    P.s = s;
-    P.p = p;
-    P.in_order = !(p->allow_out_of_order && s->o.out_of_order);
-    int E = s->E;
-    int sweep = s->o.sweep_batches > 0 ? s->o.sweep_batches : 1;
-    P.cap = P.in_order ? (size_t)(s->o.queue_depth + E * sweep) : (size_t)s->o.queue_depth;
-    pthread_mutex_init(&P.ld_mu, NULL);
-    pthread_mutex_init(&P.mu, NULL);
-    pthread_mutex_init(&P.err_mu, NULL);
-    pthread_cond_init(&P.cv_put, NULL);
-    pthread_cond_init(&P.cv_get, NULL);
-    atomic_init(&P.abort, 0);
-    atomic_init(&P.stopping, 0);
-    atomic_init(&P.gather_ns, 0);
-    atomic_init(&P.sample_ns, 0);
-    atomic_init(&P.x_bytes, 0);
-    atomic_init(&P.x_peak, 0);
-    pthread_mutex_init(&P.x_mu, NULL);
-    pthread_cond_init(&P.x_cv, NULL);
-    P.x_max = E * sweep + s->o.queue_depth;
-    pthread_t *th = calloc((size_t)E, sizeof *th);
-    ex_arg_t *args = calloc((size_t)E, sizeof *args);
-    int *started = calloc((size_t)E, sizeof *started);
-    pthread_t rel;
-    int rel_started = 0;
     tg_featbuf_stats_t fs0;
     tg_io_counts_t io0;
     tg_featbuf_stats(s->fb, &fs0, 1);
     tg_io_stats_take(&s->stats, &io0);
-    P.ring = calloc(P.cap, sizeof *P.ring);
-    if (!th || !args || !started || !P.ring) {
-        rc = tg_err(-ENOMEM, "gnndrive: out of memory");
-        goto out;
-    }
-    if ((rc = tg_queue_create(&P.relq, (size_t)s->o.queue_depth)) < 0) goto out;
-    tg_loader_opts_t lo =
-        tg_pass_loader_opts(p, s->r->adj, s->o.sampler_threads, (size_t)s->o.queue_depth);
-    if ((rc = tg_loader_start(&P.ld, &lo)) < 0) goto out;
-    uint64_t total = tg_loader_num_batches(P.ld) - p->first_batch;
-    int e;
-    if ((e = pthread_create(&rel, NULL, releaser_main, &P)) != 0) {
-        rc = tg_err(-e, "gnndrive: cannot start the releaser thread");
-        goto out;
-    }
-    rel_started = 1;
-    for (int i = 0; i < E; i++) {
-        args[i] = (ex_arg_t){&P, &s->ex[i]};
-        if ((e = pthread_create(&th[i], NULL, extractor_main, &args[i])) != 0) {
-            rc = tg_err(-e, "gnndrive: cannot start extractor thread %d", i);
-            fail(&P, rc, tg_errmsg());
-            break;
-        }
-        started[i] = 1;
-    }
-    /* The trainer: this thread. */
-    uint64_t done = 0, target = total;
-    int draining = 0;
-    while (rc == 0 && done < target) {
-        item_t *t;
-        double tw = tg_now();
-        int g = buf_get(&P, &t);
-        st->wait_s += tg_now() - tw;
-        if (g < 0) break; /* the pipeline failed: its error is recorded */
-        int src = p->step(p->ctx, &t->it->batch, t->X);
-        uint64_t id = t->it->batch.id;
-        if (tg_queue_push(P.relq, t) < 0) item_free(&P, t);
-        if (src < 0) {
-            fail(&P, src, tg_errmsg());
-            break;
-        }
-        st->steps++;
-        done++;
-        if (P.in_order) st->next_batch = id + 1;
-        if (src == TG_PASS_STOP && !draining) {
-            st->stopped = 1;
-            atomic_store(&P.stopping, 1);
-            x_wake_all(&P);
-            pthread_mutex_lock(&P.ld_mu);
-            P.stop_pull = 1;
-            uint64_t pulled = P.pulled;
-            pthread_mutex_unlock(&P.ld_mu);
-            if (P.in_order) break;
-            /* Out of order, the batches already handed out train first, so the pass ends on
-             * a prefix of the epoch and a resumed run skips exactly those. */
-            target = pulled;
-            draining = 1;
-        }
-    }
-    if (!P.in_order) st->next_batch = p->first_batch + done;
-out:
-    /* An extractor may wait for a matrix place while it holds ld_mu: wake it first. */
-    atomic_store(&P.abort, 1);
-    x_wake_all(&P);
-    pthread_mutex_lock(&P.ld_mu);
-    P.stop_pull = 1;
-    pthread_mutex_unlock(&P.ld_mu);
-    if (P.err_rc) {
-        /* Blocked extractors wake up with -ECANCELED; the buffer is unusable from now on. */
-        if (s->fb) tg_featbuf_shutdown(s->fb);
-        s->dead = 1;
-    }
-    atomic_store(&P.abort, 1);
-    buf_close(&P);
-    for (int i = 0; th && started && i < E; i++)
-        if (started[i]) pthread_join(th[i], NULL);
-    /* Batches that were extracted but not trained (a stop, an error) go back too. */
-    if (P.ring)
-        for (size_t i = 0; i < P.cap; i++)
-            item_free(&P, P.ring[i]);
-    if (P.relq) tg_queue_close(P.relq);
-    if (rel_started) pthread_join(rel, NULL);
-    tg_loader_stop(P.ld);
-    tg_queue_destroy(P.relq);
-    if (P.err_rc && rc == 0) rc = tg_err(P.err_rc, "%s", P.err_msg);
-    st->sample_s = (double)atomic_load(&P.sample_ns) * 1e-9;
-    st->gather_s = (double)atomic_load(&P.gather_ns) * 1e-9;
-    st->batch_bytes_peak = atomic_load(&P.x_peak);
-    if (s->fb) {
-        tg_featbuf_stats_t fs;
-        tg_featbuf_stats(s->fb, &fs, 1);
-        st->have_cache = 1;
-        st->cache_lookups = fs.lookups;
-        st->cache_hits = fs.hits + fs.waits;
-    }
+    tg_pipe_opts_t po = {.pass = p,
+                         .adj = s->r->adj,
+                         .dim = s->dim,
+                         .sampler_threads = s->o.sampler_threads,
+                         .prefetch = (size_t)s->o.queue_depth,
+                         .workers = s->E,
+                         .group = s->o.sweep_batches > 0 ? s->o.sweep_batches : 1,
+                         .work = gd_work,
+                         .work_ctx = s,
+                         .queue_depth = s->o.queue_depth,
+                         .in_order = !(p->allow_out_of_order && s->o.out_of_order),
+                         .on_error = gd_on_error};
+    rc = tg_pipe_run(&po, st);
+    tg_featbuf_stats_t fs;
+    tg_featbuf_stats(s->fb, &fs, 1);
+    st->have_cache = 1;
+    st->cache_lookups = fs.lookups;
+    st->cache_hits = fs.hits + fs.waits;
     tg_io_counts_t io;
     tg_io_stats_take(&s->stats, &io);
     st->have_io = st->have_io_wait = 1;
     st->io_requests = io.io_requests;
     st->io_read_bytes = io.io_read_bytes;
     st->io_wait_s = io.io_wait_s;
-    free(P.ring);
-    free(th);
-    free(args);
-    free(started);
-    pthread_cond_destroy(&P.cv_put);
-    pthread_cond_destroy(&P.cv_get);
-    pthread_mutex_destroy(&P.err_mu);
-    pthread_cond_destroy(&P.x_cv);
-    pthread_mutex_destroy(&P.x_mu);
-    pthread_mutex_destroy(&P.mu);
-    pthread_mutex_destroy(&P.ld_mu);
     return rc;
 }
 

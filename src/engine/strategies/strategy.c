@@ -1,6 +1,7 @@
 /* The table of strategies, the automatic choice, and what several strategies share: the counting
- * adjacency, the loader-based pass (memory, mmap) and the kernel's I/O counters. */
+ * adjacency, the gather pass on the pipeline (memory, mmap) and the kernel's I/O counters. */
 #include "../engine-impl.h"
+#include "../pipeline.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -164,47 +165,7 @@ void tg_proc_io_delta(const tg_proc_io_t *a, const tg_proc_io_t *b, tg_pass_stat
     }
 }
 
-/* ---------------------------------------------------------------- the loader pass */
-
-typedef struct {
-    tg_gather_fn gather;
-    void *gctx;
-    size_t row_floats;
-    _Atomic uint64_t in_flight, peak;
-} lp_ctx_t;
-
-static void lp_free(void *ctx, void *payload)
-{
-    lp_ctx_t *c = ctx;
-    if (!payload) return;
-    size_t *hdr = (size_t *)payload - 2; /* see lp_hook: the byte count sits before X */
-    atomic_fetch_sub(&c->in_flight, hdr[0]);
-    free(hdr);
-}
-
-/* Runs on the sampler thread right after sampling: GATHER happens ahead of the trainer. X is
- * preceded by a small header holding its size, so the free function can account for it. */
-static int lp_hook(void *ctx, tg_loader_item_t *it)
-{
-    lp_ctx_t *c = ctx;
-    const tg_batch_t *b = &it->batch;
-    size_t bytes = (size_t)b->num_nodes * c->row_floats * sizeof(float);
-    size_t *hdr = malloc(bytes + 2 * sizeof(size_t));
-    if (!hdr) return tg_err(-ENOMEM, "out of memory for the features of %u nodes", b->num_nodes);
-    hdr[0] = bytes;
-    float *X = (float *)(hdr + 2);
-    uint64_t now = atomic_fetch_add(&c->in_flight, bytes) + bytes;
-    uint64_t peak = atomic_load(&c->peak);
-    while (now > peak && !atomic_compare_exchange_weak(&c->peak, &peak, now)) {
-    }
-    int rc = c->gather(c->gctx, b, X);
-    if (rc < 0) {
-        lp_free(c, X);
-        return rc;
-    }
-    it->payload = X;
-    return 0;
-}
+/* ---------------------------------------------------------------- the gather pass */
 
 tg_loader_opts_t tg_pass_loader_opts(const tg_pass_t *p, tg_adj_t *adj, int sampler_threads,
                                      size_t prefetch)
@@ -222,44 +183,24 @@ tg_loader_opts_t tg_pass_loader_opts(const tg_pass_t *p, tg_adj_t *adj, int samp
                               .first_batch = p->first_batch};
 }
 
-int tg_loader_pass(tg_run_t *r, const tg_pass_t *p, int sampler_threads, size_t prefetch,
+int tg_gather_pass(tg_run_t *r, const tg_pass_t *p, int sampler_threads, size_t prefetch,
                    tg_gather_fn gather, void *gctx, tg_pass_stats_t *st)
 {
-    memset(st, 0, sizeof *st);
-    lp_ctx_t c = {.gather = gather, .gctx = gctx, .row_floats = r->store->dim};
-    atomic_init(&c.in_flight, 0);
-    atomic_init(&c.peak, 0);
-    tg_loader_opts_t lo = tg_pass_loader_opts(p, r->adj, sampler_threads, prefetch);
-    lo.hook = lp_hook;
-    lo.hook_free = lp_free;
-    lo.ctx = &c;
-    tg_loader_t *ld;
-    int rc = tg_loader_start(&ld, &lo);
-    if (rc < 0) return rc;
-    st->next_batch = p->first_batch;
-    for (;;) {
-        tg_loader_item_t *it;
-        double tw = tg_now();
-        rc = tg_loader_next(ld, &it);
-        st->wait_s += tg_now() - tw;
-        if (rc <= 0) break;
-        st->sample_s += it->sample_s;
-        st->gather_s += it->hook_s;
-        rc = p->step(p->ctx, &it->batch, it->payload);
-        uint64_t id = it->batch.id;
-        tg_loader_item_free(ld, it);
-        if (rc < 0) break;
-        st->steps++;
-        st->next_batch = id + 1;
-        if (rc == TG_PASS_STOP) {
-            st->stopped = 1;
-            rc = 0;
-            break;
-        }
-    }
-    tg_loader_stop(ld);
-    st->batch_bytes_peak = atomic_load(&c.peak);
-    return rc < 0 ? rc : 0;
+    tg_pipe_opts_t po = {.pass = p,
+                         .adj = r->adj,
+                         .dim = r->store->dim,
+                         .sampler_threads = sampler_threads,
+                         .prefetch = prefetch,
+                         .gather = gather,
+                         .gather_ctx = gctx,
+                         .queue_depth = 2,
+                         .in_order = 1};
+    tg_proc_io_t a, b;
+    tg_proc_io_sample(&a);
+    int rc = tg_pipe_run(&po, st);
+    tg_proc_io_sample(&b);
+    tg_proc_io_delta(&a, &b, st);
+    return rc;
 }
 
 /* ---------------------------------------------------------------- running a pass */
@@ -267,15 +208,4 @@ int tg_loader_pass(tg_run_t *r, const tg_pass_t *p, int sampler_threads, size_t 
 int tg_run_pass(tg_run_t *r, const tg_pass_t *p, tg_pass_stats_t *st)
 {
     return r->strat_i->pass(r->strat, p, st);
-}
-
-int tg_loader_pass_proc_io(tg_run_t *r, const tg_pass_t *p, int sampler_threads, size_t prefetch,
-                           tg_gather_fn gather, void *gctx, tg_pass_stats_t *st)
-{
-    tg_proc_io_t a, b;
-    tg_proc_io_sample(&a);
-    int rc = tg_loader_pass(r, p, sampler_threads, prefetch, gather, gctx, st);
-    tg_proc_io_sample(&b);
-    tg_proc_io_delta(&a, &b, st);
-    return rc;
 }
