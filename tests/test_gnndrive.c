@@ -46,15 +46,28 @@ static int open_run(tg_run_t *r, const char *dir, const cfg_t *c)
     o.sopts.normalize = c->normalize;
     o.sopts.threads = 1;
     o.sopts.sampler_threads = c->sampler_threads;
-    o.sopts.gather_threads = 2;
-    o.sopts.extractors = c->extractors;
-    o.sopts.queue_depth = c->queue_depth;
-    o.sopts.io_depth = 8; /* no device probe in tests */
-    o.sopts.io_gap = c->gap;
-    o.sopts.chunk_rows = c->chunk;
-    o.sopts.out_of_order = c->out_of_order;
-    o.sopts.cache_bytes = c->cache_bytes;
-    o.sopts.sweep_batches = c->sweep ? c->sweep : 1;
+    /* the strategies' own options, as the CLI passes them */
+    static char v[8][32];
+    static tg_strategy_arg_t args[8];
+    int n = 0;
+#define ARG(name, fmt, val)                                                                        \
+    do {                                                                                           \
+        snprintf(v[n], sizeof v[n], fmt, val);                                                     \
+        args[n] = (tg_strategy_arg_t){name, v[n]};                                                 \
+        n++;                                                                                       \
+    } while (0)
+    ARG("gather-threads", "%d", 2);
+    ARG("extractors", "%d", c->extractors);
+    ARG("queue-depth", "%d", c->queue_depth);
+    ARG("io-depth", "%d", 8); /* no device probe in tests */
+    ARG("io-gap", "%llu", (unsigned long long)c->gap);
+    ARG("chunk-rows", "%u", (unsigned)c->chunk);
+    ARG("sweep-batches", "%d", c->sweep ? c->sweep : 1);
+    if (c->cache_bytes) ARG("feature-buffer", "%llu", (unsigned long long)c->cache_bytes);
+#undef ARG
+    if (c->out_of_order) args[n++] = (tg_strategy_arg_t){"out-of-order", NULL};
+    o.args = args;
+    o.nargs = n;
     o.mem_bytes = c->mem;
     o.threads = 1;
     return tg_run_open_opts(r, &o);

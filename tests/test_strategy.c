@@ -37,26 +37,50 @@ static void run_file(char *buf, size_t len, const char *name, const char *file)
     snprintf(buf, len, "%s/%s/%s", root, name, file);
 }
 
+/* The runs compared with memory: every exact strategy of the table with its example options
+ * (a new exact strategy is covered without editing this file), and gnndrive's corner shapes. */
+#define MAX_RUNS 24
+static struct {
+    char name[64], flags[512];
+} runs[MAX_RUNS];
+static int nruns;
+
+static void add_run(const char *name, const char *flags)
+{
+    if (nruns >= MAX_RUNS) return;
+    snprintf(runs[nruns].name, sizeof runs[nruns].name, "%s", name);
+    snprintf(runs[nruns].flags, sizeof runs[nruns].flags, "%s", flags);
+    nruns++;
+}
+
+static void plan_runs(void)
+{
+    nruns = 0;
+    add_run("memory", "--strategy memory");
+    for (int i = 0; i < tg_strategy_count(); i++) {
+        const tg_strategy_info_t *si = tg_strategy_info(i);
+        if (!(si->caps & TG_STRAT_EXACT) || !strcmp(si->name, "memory")) continue;
+        char flags[512];
+        snprintf(flags, sizeof flags, "--strategy %s %s", si->name,
+                 si->example_args ? si->example_args : "");
+        add_run(si->name, flags);
+    }
+    add_run("gnndrive-small", "--strategy gnndrive --extractors 3 --queue-depth 1 --chunk-rows 64 "
+                              "--sampler-threads 0");
+    add_run("gnndrive-gap", "--strategy gnndrive --io-gap 2K --extractors 1");
+}
+
 TG_TEST(strategies_agree)
 {
-    static const struct {
-        const char *name, *flags;
-    } runs[] = {
-        {"memory", "--strategy memory"},
-        {"mmap", "--strategy mmap --gather-threads 3"},
-        {"gnndrive", "--strategy gnndrive --mem 16M"},
-        {"gnndrive-small", "--strategy gnndrive --extractors 3 --queue-depth 1 --chunk-rows 64 "
-                           "--sampler-threads 0"},
-        {"gnndrive-gap", "--strategy gnndrive --io-gap 2K --extractors 1"},
-    };
-    char *outs[5];
+    plan_runs();
+    char *outs[MAX_RUNS] = {0};
     int rc;
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < nruns; i++) {
         outs[i] = train(runs[i].name, runs[i].flags, &rc);
         TG_CHECK(rc == 0);
     }
     char a[4400], b[4400];
-    for (int i = 1; i < 5; i++) {
+    for (int i = 1; i < nruns; i++) {
         run_file(a, sizeof a, runs[0].name, TG_CKPT_BEST_NAME);
         run_file(b, sizeof b, runs[i].name, TG_CKPT_BEST_NAME);
         if (!tg_test_same_file(a, b)) TG_FAIL("best.bin of %s differs from memory's", runs[i].name);
@@ -77,7 +101,7 @@ TG_TEST(strategies_agree)
                                  "io_wait_s",   "cache_hit_ratio", "peak_rss_bytes",
                                  "time_s",      "sample_s",        "gather_s",
                                  "compute_s",   "train_loss",      "valid_acc"};
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < nruns; i++)
         for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
             char key[64];
             snprintf(key, sizeof key, "\"%s\":", keys[k]);
@@ -86,22 +110,27 @@ TG_TEST(strategies_agree)
         }
     TG_CHECK(json_value(outs[0], "io_needed_bytes", 0) > 0);
     TG_CHECK(isnan(json_value(outs[0], "cache_hit_ratio", 0))); /* memory: no cache */
-    TG_CHECK(isnan(json_value(outs[1], "cache_hit_ratio", 0))); /* mmap: the kernel's */
-    for (int i = 2; i < 5; i++) {
+    for (int i = 0; i < nruns; i++) {
+        if (!strcmp(runs[i].name, "mmap")) /* the kernel's cache: not observable per access */
+            TG_CHECK(isnan(json_value(outs[i], "cache_hit_ratio", 0)));
+        if (strncmp(runs[i].name, "gnndrive", 8) != 0) continue;
         double h = json_value(outs[i], "cache_hit_ratio", 1);
         TG_CHECK(h >= 0 && h <= 1);
         TG_CHECK(json_value(outs[i], "io_requests", 0) > 0);
         TG_CHECK(json_value(outs[i], "io_read_bytes", 0) > 0);
         TG_CHECK(json_value(outs[i], "io_wait_s", 0) >= 0);
     }
-    /* the final object reports the budget and what lies outside it */
-    TG_CHECK(json_value(outs[2], "data_bytes_peak", 0) <= 16 << 20);
-    TG_CHECK(json_value(outs[2], "batch_bytes_peak", 3) > 0);
-    TG_CHECK(json_value(outs[2], "model_bytes", 0) > 0);
-    TG_CHECK(json_value(outs[2], "activation_bytes", 0) > 0);
-    /* the plain log line names the I/O figures */
-    TG_CHECK(strstr(outs[2], "read /") && strstr(outs[2], "hit ratio"));
-    for (int i = 0; i < 5; i++)
+    /* gnndrive's example (--mem 16M): the final object reports the budget and what lies outside
+     * it, and the plain log line names the I/O figures */
+    for (int i = 0; i < nruns; i++) {
+        if (strcmp(runs[i].name, "gnndrive") != 0) continue;
+        TG_CHECK(json_value(outs[i], "data_bytes_peak", 0) <= 16 << 20);
+        TG_CHECK(json_value(outs[i], "batch_bytes_peak", 3) > 0);
+        TG_CHECK(json_value(outs[i], "model_bytes", 0) > 0);
+        TG_CHECK(json_value(outs[i], "activation_bytes", 0) > 0);
+        TG_CHECK(strstr(outs[i], "read /") && strstr(outs[i], "hit ratio"));
+    }
+    for (int i = 0; i < nruns; i++)
         free(outs[i]);
 }
 
@@ -145,9 +174,36 @@ TG_TEST(out_of_order_learns)
     free(ooo);
 }
 
+/* The CLI flags of a strategy's example (e.g. "--mem 16M --extractors 3") as tg_train options:
+ * --mem into o->mem_bytes, the strategy options into args (pointing into buf). */
+static void example_to_opts(const char *flags, tg_train_opts_t *o, char *buf, size_t len,
+                            tg_strategy_arg_t *args, int max)
+{
+    snprintf(buf, len, "%s", flags ? flags : "");
+    int n = 0;
+    char *save = NULL;
+    for (char *t = strtok_r(buf, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
+        if (strncmp(t, "--", 2) != 0) continue;
+        const char *name = t + 2;
+        if (!strcmp(name, "mem")) {
+            char *v = strtok_r(NULL, " ", &save);
+            TG_CHECK(v && tg_parse_size(v, &o->mem_bytes) == 0);
+            continue;
+        }
+        int kind = tg_strategy_opt_kind(name);
+        TG_CHECK(kind >= 0 && n < max);
+        if (kind < 0 || n >= max) continue;
+        args[n].name = name;
+        args[n].value = kind ? strtok_r(NULL, " ", &save) : NULL;
+        n++;
+    }
+    o->strategy_args = args;
+    o->num_strategy_args = n;
+}
+
 /* In process: a stop request before every call stops after one batch; resuming again and again
- * must end exactly where one uninterrupted run ends. */
-static void resume_case(const char *strategy, int out_of_order)
+ * must end exactly where one uninterrupted run ends. flags: the strategy's options. */
+static void resume_case(const char *strategy, const char *flags, int out_of_order)
 {
     char dir_ref[4300], dir[4300];
     snprintf(dir_ref, sizeof dir_ref, "%s/resume-ref-%s%d", root, strategy, out_of_order);
@@ -163,10 +219,11 @@ static void resume_case(const char *strategy, int out_of_order)
     o.batch_size = 64;
     o.epochs = 3;
     o.seed = 3;
-    o.io_depth = 8;
-    o.io_gap = 0;
-    o.extractors = 3;
-    o.out_of_order = out_of_order;
+    char buf[640], all[600];
+    tg_strategy_arg_t args[16];
+    snprintf(all, sizeof all, "--io-depth 8 --io-gap 0 %s%s", flags ? flags : "",
+             out_of_order ? " --out-of-order" : "");
+    example_to_opts(all, &o, buf, sizeof buf, args, 16);
     o.eval_every = 2;
     o.checkpoint_every = 0;
     tg_train_result_t ref, res;
@@ -209,10 +266,11 @@ static void resume_case(const char *strategy, int out_of_order)
 TG_TEST(resume_after_every_batch)
 {
     tg_log_set_level(TG_LOG_WARN);
-    resume_case("memory", 0);
-    resume_case("gnndrive", 0);
-    resume_case("mmap", 0);
-    resume_case("gnndrive", 1);
+    for (int i = 0; i < tg_strategy_count(); i++) {
+        const tg_strategy_info_t *si = tg_strategy_info(i);
+        if (si->caps & TG_STRAT_EXACT) resume_case(si->name, si->example_args, 0);
+    }
+    resume_case("gnndrive", "--extractors 3", 1);
     tg_log_set_level(TG_LOG_INFO);
 }
 
@@ -252,10 +310,9 @@ TG_TEST(changed_files_refused)
     tg_rmtree(out_dir);
     /* a size that differs from meta.txt is refused always, by every strategy */
     TG_CHECK(truncate(feat, 4096) == 0);
-    static const char *strategies[] = {"memory", "mmap", "gnndrive"};
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < tg_strategy_count(); i++) {
         rc = tg_test_cli(&out, "train %s --out %s " COMMON " --epochs 1 --io-gap 0 --strategy %s",
-                         dir, out_dir, strategies[i]);
+                         dir, out_dir, tg_strategy_info(i)->name);
         TG_CHECK(rc != 0 && out && strstr(out, "features.bin: size is 4096 bytes"));
         free(out);
         tg_rmtree(out_dir);
@@ -315,21 +372,91 @@ TG_TEST(eval_and_infer_out_of_core)
 
 TG_TEST(limits)
 {
-    int rc;
-    char *out = train("limits",
-                      "--strategy gnndrive --batches-per-epoch 2 --eval-max-nodes 50 "
-                      "--eval-fanouts train",
-                      &rc);
-    TG_CHECK(rc == 0);
-    TG_CHECK(json_value(out, "batches", 0) == 2);
-    TG_CHECK(strstr(out, "limited by --batches-per-epoch") != NULL);
+    /* --batches-per-epoch and --eval-max-nodes hold for every strategy of the table */
+    for (int i = 0; i < tg_strategy_count(); i++) {
+        const tg_strategy_info_t *si = tg_strategy_info(i);
+        const char *ex = si->example_args ? si->example_args : "";
+        char name[96], flags[600];
+        snprintf(name, sizeof name, "limits-%s", si->name);
+        snprintf(flags, sizeof flags,
+                 "--strategy %s %s --batches-per-epoch 2 --eval-max-nodes 50 --eval-fanouts train",
+                 si->name, ex);
+        int rc;
+        char *out = train(name, flags, &rc);
+        TG_CHECK(rc == 0);
+        TG_CHECK(json_value(out, "batches", 0) == 2);
+        TG_CHECK(strstr(out, "limited by --batches-per-epoch") != NULL);
+        free(out);
+        char run[4300];
+        snprintf(run, sizeof run, "%s/%s", root, name);
+        char *a = NULL;
+        rc = tg_test_cli(&a, "eval %s --checkpoint %s --json --max-nodes 50 --strategy %s %s", ds,
+                         run, si->name, ex);
+        TG_CHECK(rc == 0 && json_value(a, "count", 0) == 50);
+        free(a);
+    }
+}
+
+TG_TEST(options_from_table)
+{
+    char dir[4300];
+    snprintf(dir, sizeof dir, "%s/opts", root);
+    char *out = NULL;
+    /* a value out of the table's range names the option, the strategy and the range */
+    tg_rmtree(dir);
+    int rc = tg_test_cli(&out,
+                         "train %s --out %s " COMMON " --epochs 1 --strategy gnndrive "
+                         "--extractors 0",
+                         ds, dir);
+    TG_CHECK(rc != 0 && out && strstr(out, "strategy gnndrive: --extractors 0 out of range"));
     free(out);
-    char run[4300];
-    snprintf(run, sizeof run, "%s/limits", root);
-    char *a = NULL;
-    rc = tg_test_cli(&a, "eval %s --checkpoint %s --json --max-nodes 50", ds, run);
-    TG_CHECK(rc == 0 && json_value(a, "count", 0) == 50);
-    free(a);
+    /* a name no strategy knows is refused by the parser */
+    rc = tg_test_cli(&out, "train %s --out %s --extractor 2", ds, dir);
+    TG_CHECK(rc != 0 && out && strstr(out, "unknown option '--extractor'"));
+    free(out);
+    rc = tg_test_cli(&out, "train %s --out %s --strategy bogus", ds, dir);
+    TG_CHECK(rc != 0 && out && strstr(out, "expected auto, memory, mmap, gnndrive"));
+    free(out);
+    /* an option of another strategy is ignored with a note */
+    tg_rmtree(dir);
+    rc = tg_test_cli(&out, "train %s --out %s " COMMON " --epochs 1 --strategy mmap --extractors 3",
+                     ds, dir);
+    TG_CHECK(rc == 0 && out && strstr(out, "--extractors is an option of gnndrive"));
+    free(out);
+    /* --help lists every strategy and its options from the table */
+    rc = tg_test_cli(&out, "train --help");
+    TG_CHECK(rc == 0 && out);
+    for (int i = 0; out && i < tg_strategy_count(); i++) {
+        const tg_strategy_info_t *si = tg_strategy_info(i);
+        TG_CHECK(strstr(out, si->name) != NULL);
+        for (int k = 0; k < si->num_opts; k++) {
+            char flag[96];
+            snprintf(flag, sizeof flag, "--%s", si->opts[k].name);
+            TG_CHECK(strstr(out, flag) != NULL);
+        }
+    }
+    free(out);
+    /* the parser itself: defaults, "auto", sizes */
+    const tg_strategy_info_t *gd = tg_strategy_info_find("gnndrive");
+    TG_CHECK(gd && gd->config_size >= sizeof(int64_t));
+    if (!gd) return;
+    int64_t cfg[32];
+    tg_strategy_arg_t args[] = {{"io-gap", "auto"}, {"feature-buffer", "2M"}};
+    TG_CHECK_OK(tg_strategy_parse(gd, args, 2, cfg, 0));
+    for (int k = 0; k < gd->num_opts; k++) {
+        int64_t v = *(int64_t *)((char *)cfg + gd->opts[k].offset);
+        if (!strcmp(gd->opts[k].name, "io-gap"))
+            TG_CHECK(v == -1);
+        else if (!strcmp(gd->opts[k].name, "feature-buffer"))
+            TG_CHECK(v == 2 << 20);
+        else
+            TG_CHECK(v == gd->opts[k].def);
+    }
+    tg_strategy_arg_t bad[] = {{"out-of-order", "1"}};
+    TG_CHECK(tg_strategy_parse(gd, bad, 1, cfg, 0) == -EINVAL);
+    TG_CHECK(strstr(tg_errmsg(), "--out-of-order takes no value") != NULL);
+    tg_strategy_arg_t none[] = {{"no-such-option", "1"}};
+    TG_CHECK(tg_strategy_parse(gd, none, 1, cfg, 0) == -EINVAL);
 }
 
 int main(void)
@@ -347,6 +474,7 @@ int main(void)
     TG_RUN(changed_files_refused);
     TG_RUN(eval_and_infer_out_of_core);
     TG_RUN(limits);
+    TG_RUN(options_from_table);
     int rc = tg_test_done();
     if (rc == 0) tg_rmtree(root);
     return rc;

@@ -101,10 +101,68 @@ extern "C" {
 #define TG_CKPT_BEST_NAME "best.bin"
 #define TG_RESULT_NAME "result.json"
 
+/* ---------------------------------------------------------------- the strategy table
+ *
+ * Each strategy (docs/STRATEGIES.md) declares its name, a summary, capability flags and its own
+ * options in one table in its own file; the CLI shows and parses the options from it, and nothing
+ * outside the strategy's file names it or its knobs. */
+
+/* Capabilities. */
+enum {
+    TG_STRAT_EXACT = 1,   /* same batches, order and checkpoints as memory, byte for byte */
+    TG_STRAT_IN_RAM = 2,  /* graph and features in RAM: layer-wise passes need no temp files */
+    TG_STRAT_DERIVED = 4, /* builds derived/ files from the dataset (its prepare step) */
+    TG_STRAT_CHANGES_GRAPH = 8, /* samples from a different graph on purpose (accuracy may move) */
+    TG_STRAT_AUTO_OOC = 16      /* auto's choice when the data does not fit in RAM */
+};
+
+typedef enum { TG_SOPT_INT = 0, TG_SOPT_SIZE = 1, TG_SOPT_FLAG = 2 } tg_sopt_kind_t;
+
+/* One option of a strategy: `--name VALUE` (or `--name` for a flag). */
+typedef struct tg_strategy_opt {
+    const char *name; /* without "--" */
+    tg_sopt_kind_t kind;
+    int64_t def;      /* default; `auto` (below) means the strategy decides */
+    int64_t min, max; /* accepted range (INT, SIZE) */
+    int auto_ok;      /* -1 is accepted (and is the "auto" default when def == -1) */
+    size_t offset;    /* of the int64_t that receives the value in the strategy's config */
+    const char *meta; /* the value's name in --help, e.g. "E" */
+    const char *help; /* one line; says the default */
+} tg_strategy_opt_t;
+
+typedef struct tg_strategy_arg {
+    const char *name, *value; /* value NULL for a flag */
+} tg_strategy_arg_t;
+
+typedef struct tg_strategy_info {
+    const char *name;
+    const char *summary; /* one line */
+    unsigned caps;       /* TG_STRAT_* */
+    const tg_strategy_opt_t *opts;
+    int num_opts;
+    size_t config_size; /* bytes of its config struct (int64_t fields at the options' offsets) */
+    /* Options that make it exercise its out-of-core path on a tiny dataset (tests, docs). */
+    const char *example_args;
+} tg_strategy_info_t;
+
+/* The strategies in table order (i < tg_strategy_count()); NULL past the end. */
+int tg_strategy_count(void);
+const tg_strategy_info_t *tg_strategy_info(int i);
+/* By name; NULL if none. */
+const tg_strategy_info_t *tg_strategy_info_find(const char *name);
+/* Fills cfg (info->config_size bytes) with the defaults, then args[0..n) that name options of
+ * this strategy. Options of other strategies are skipped (noted at info level when `note`); a
+ * name no strategy knows, a value out of range or of the wrong kind is -EINVAL naming the option
+ * and what it accepts. */
+int tg_strategy_parse(const tg_strategy_info_t *info, const tg_strategy_arg_t *args, int n,
+                      void *cfg, int note);
+/* Whether some strategy has an option called name: 1 with a value, 0 a flag, -1 none. */
+int tg_strategy_opt_kind(const char *name);
+
 typedef struct tg_train_opts {
     const char *dataset;     /* dataset directory */
     const char *out_dir;     /* RUNDIR, created if missing */
-    const char *strategy;    /* "auto" (default), "memory", "mmap", "gnndrive" */
+    const char *strategy;    /* "auto" (default) or a name of the strategy table */
     tg_model_config_t model; /* in_dim, out_dim and multi_label are set from the dataset */
     tg_optim_config_t optim;
     int64_t fanouts[TG_MAX_LAYERS]; /* model.num_layers values; fanouts[l] feeds layer l */
@@ -124,16 +182,11 @@ typedef struct tg_train_opts {
                                   0 = after the last only */
     FILE *json;                /* JSON lines (NULL: none) */
     int progress;              /* live progress bar on stderr when it is a terminal */
-    /* out-of-core settings (docs/STRATEGIES.md) */
-    int verify;                 /* compare every dataset file's CRC-32 with meta.txt first */
-    int gather_threads;         /* mmap: threads gathering a batch's rows (0 = threads) */
-    int extractors;             /* gnndrive: extractor threads (0 = 2) */
-    int queue_depth;            /* gnndrive: training / releasing queue capacity (0 = 2) */
-    unsigned io_depth;          /* gnndrive: reads in flight per extractor (0 = device probe) */
-    uint32_t chunk_rows;        /* gnndrive: rows per feature-buffer acquire (0 = automatic) */
-    int64_t io_gap;             /* gnndrive: hole bytes read through to merge rows (-1 = auto) */
-    int out_of_order;           /* gnndrive: batches may train as soon as they are extracted */
-    int sweep_batches;          /* gnndrive: batches an extractor reads in one sweep (0 = 1) */
+    int verify;                /* compare every dataset file's CRC-32 with meta.txt first */
+    /* The strategy's own options (its table: tg_strategy_info), e.g. {"extractors", "3"}; an
+     * option of another strategy is ignored with a note (scripts pass one set to all). */
+    const tg_strategy_arg_t *strategy_args;
+    int num_strategy_args;
     uint64_t batches_per_epoch; /* train only the first N batches of each epoch (0 = all) */
     uint64_t eval_max_nodes;    /* evaluate a fixed random sample of N nodes per split (0 = all) */
     /* Stop request (e.g. set by a SIGINT handler): checked after every batch. NULL = none. */
@@ -176,6 +229,8 @@ typedef struct tg_eval_opts {
     uint64_t mem_bytes;   /* data budget as in training (0 = unlimited) */
     const char *strategy; /* NULL / "auto": memory if it fits mem_bytes, else gnndrive */
     uint64_t max_nodes;   /* evaluate a fixed random sample of N nodes of the split (0 = all) */
+    const tg_strategy_arg_t *strategy_args; /* as in tg_train_opts_t */
+    int num_strategy_args;
 } tg_eval_opts_t;
 
 typedef struct tg_eval_result {
@@ -205,7 +260,9 @@ typedef struct tg_infer_opts {
     uint64_t chunk_nodes; /* 0 = automatic (see tg_train_opts_t.eval_chunk) */
     uint64_t mem_bytes;   /* data budget (0 = none; a quarter of RAM decides what goes in RAM) */
     int progress;
-    const char *strategy; /* NULL / "auto", "memory", "mmap", "gnndrive" */
+    const char *strategy;                   /* NULL / "auto", or a name of the strategy table */
+    const tg_strategy_arg_t *strategy_args; /* as in tg_train_opts_t */
+    int num_strategy_args;
 } tg_infer_opts_t;
 
 int tg_infer(const char *dataset, const char *rundir, const char *out_path,

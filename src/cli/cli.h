@@ -8,7 +8,9 @@
 #ifndef TG_CLI_H
 #define TG_CLI_H
 
+#include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define TG_ARGS_MAX 64
 
@@ -43,6 +45,17 @@ int tg_cmd_train(int argc, char **argv);
 int tg_cmd_eval(int argc, char **argv);
 int tg_cmd_infer(int argc, char **argv);
 int tg_cmd_bench(int argc, char **argv);
+
+/* Strategy options from the engine's table (cmd_strategy.c). */
+struct tg_strategy_arg;
+/* buf = base followed by every strategy option of the table (",name=" or ",name"). */
+int tg_cli_strategy_spec(char *buf, size_t len, const char *base);
+/* The flags of a that are strategy options, in args[0..*n) (pointing into a). */
+int tg_cli_strategy_args(const tg_args_t *a, struct tg_strategy_arg *args, int max, int *n);
+/* --strategy (default auto), checked against the table. */
+int tg_cli_strategy_name(const tg_args_t *a, const char **out);
+/* The usage section listing every strategy and its options. */
+void tg_cli_strategy_usage(FILE *f);
 
 /* Prints "tiergnn: <message>" to stderr and returns 1 (for `return tg_cli_fail();`). */
 int tg_cli_fail(void);

@@ -21,18 +21,21 @@ static const char eval_usage[] =
     "                             sample training's --eval-max-nodes N used)\n"
     "  --mem SIZE                 limit for graph and feature data, as in training; a dataset\n"
     "                             that does not fit is read from disk (default none)\n"
-    "  --strategy NAME            auto (default), memory, mmap or gnndrive\n"
+    "  --strategy NAME            auto (default) or a strategy below, with its options\n"
     "  --json                     print one JSON object instead of a sentence\n";
 
 int tg_cmd_eval(int argc, char **argv)
 {
     tg_args_t a;
-    if (tg_args_parse(&a, argc, argv,
-                      "checkpoint=,split=,last,threads=,eval-chunk=,max-nodes=,mem=,strategy=,json,"
-                      "help") < 0)
+    char spec[4096];
+    if (tg_cli_strategy_spec(spec, sizeof spec,
+                             "checkpoint=,split=,last,threads=,eval-chunk=,max-nodes=,mem=,"
+                             "strategy=,json,help") < 0 ||
+        tg_args_parse(&a, argc, argv, spec) < 0)
         return tg_cli_fail();
     if (tg_args_has(&a, "help")) {
         fputs(eval_usage, stdout);
+        tg_cli_strategy_usage(stdout);
         return 0;
     }
     if (a.npos != 1) {
@@ -63,7 +66,11 @@ int tg_cmd_eval(int argc, char **argv)
         tg_args_u64(&a, "max-nodes", 0, &o.max_nodes) < 0 ||
         tg_args_size(&a, "mem", 0, &o.mem_bytes) < 0)
         return tg_cli_fail();
-    o.strategy = tg_args_str(&a, "strategy", "auto");
+    static tg_strategy_arg_t sargs[TG_ARGS_MAX];
+    if (tg_cli_strategy_name(&a, &o.strategy) < 0 ||
+        tg_cli_strategy_args(&a, sargs, TG_ARGS_MAX, &o.num_strategy_args) < 0)
+        return tg_cli_fail();
+    o.strategy_args = sargs;
     if (t < 1 || t > 1024) {
         tg_err(-EINVAL, "--threads %llu out of range, expected 1..1024", (unsigned long long)t);
         return tg_cli_fail();

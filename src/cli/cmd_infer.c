@@ -23,17 +23,20 @@ static const char infer_usage[] =
     "  --mem SIZE          limit for graph and feature data: they are kept in RAM only if\n"
     "                      they fit in SIZE, else read from disk (default: RAM/4 decides)\n"
     "  --threads T         compute threads (default 1)\n"
-    "  --strategy NAME     auto (default), memory, mmap or gnndrive (docs/STRATEGIES.md)\n";
+    "  --strategy NAME     auto (default) or a strategy below, with its options\n";
 
 int tg_cmd_infer(int argc, char **argv)
 {
     tg_args_t a;
-    if (tg_args_parse(
-            &a, argc, argv,
-            "checkpoint=,out=,embeddings,last,chunk-nodes=,mem=,threads=,strategy=,help") < 0)
+    char spec[4096];
+    if (tg_cli_strategy_spec(spec, sizeof spec,
+                             "checkpoint=,out=,embeddings,last,chunk-nodes=,mem=,threads=,"
+                             "strategy=,help") < 0 ||
+        tg_args_parse(&a, argc, argv, spec) < 0)
         return tg_cli_fail();
     if (tg_args_has(&a, "help")) {
         fputs(infer_usage, stdout);
+        tg_cli_strategy_usage(stdout);
         return 0;
     }
     if (a.npos != 1) {
@@ -48,8 +51,12 @@ int tg_cmd_infer(int argc, char **argv)
     }
     tg_infer_opts_t o = {.embeddings = tg_args_has(&a, "embeddings"),
                          .which_last = tg_args_has(&a, "last"),
-                         .progress = 1,
-                         .strategy = tg_args_str(&a, "strategy", "auto")};
+                         .progress = 1};
+    static tg_strategy_arg_t sargs[TG_ARGS_MAX];
+    if (tg_cli_strategy_name(&a, &o.strategy) < 0 ||
+        tg_cli_strategy_args(&a, sargs, TG_ARGS_MAX, &o.num_strategy_args) < 0)
+        return tg_cli_fail();
+    o.strategy_args = sargs;
     uint64_t t;
     if (tg_args_u64(&a, "chunk-nodes", 0, &o.chunk_nodes) < 0 ||
         tg_args_size(&a, "mem", 0, &o.mem_bytes) < 0 || tg_args_u64(&a, "threads", 1, &t) < 0)

@@ -54,26 +54,13 @@ static const char train_usage[] =
     "  --batches-per-epoch N          train only the first N batches of each epoch (default all)\n"
     "  --eval-max-nodes N             evaluate a fixed random sample of N nodes per split\n"
     "out of core (docs/STRATEGIES.md):\n"
-    "  --strategy auto|memory|mmap|gnndrive\n"
-    "                                 where graph and features live and what runs concurrently;\n"
-    "                                 auto = memory if graph + features fit in --mem (no --mem:\n"
-    "                                 a quarter of RAM), else gnndrive (default auto)\n"
+    "  --strategy NAME                auto or one of the strategies below (default auto)\n"
     "  --mem SIZE                     limit for all graph and feature data, caches, staging and\n"
     "                                 feature buffers, e.g. 100M, 2G (default none)\n"
     "  --verify                       check every dataset file's CRC-32 against meta.txt first\n"
     "                                 (sizes are always checked)\n"
-    "  --gather-threads G             mmap: threads gathering a batch's rows (default T)\n"
-    "  --extractors E                 gnndrive: extractor threads (default 2)\n"
-    "  --queue-depth Q                gnndrive: training/releasing queue capacity (default 2)\n"
-    "  --io-depth D                   gnndrive: reads in flight per extractor (default: the\n"
-    "                                 device probe's depth / E)\n"
-    "  --io-gap BYTES                 gnndrive: read through holes up to BYTES to merge rows\n"
-    "                                 (default auto: what the disk reads in one request's time)\n"
-    "  --chunk-rows N                 gnndrive: rows per feature-buffer acquire (default auto)\n"
-    "  --sweep-batches S              gnndrive: batches an extractor reads in one sweep of the\n"
-    "                                 feature file, sharing reads (default 1)\n"
-    "  --out-of-order                 gnndrive: train batches as they are extracted (faster,\n"
-    "                                 not bit-identical to the other strategies)\n"
+    "  (each strategy's own options are listed below; an option of another strategy than the\n"
+    "   one that runs is ignored with a note)\n"
     "\n"
     "SIGINT (Ctrl-C) stops at the next batch boundary and writes a checkpoint that --resume\n"
     "continues exactly; a second SIGINT kills at once. See docs/TRAINING.md.\n";
@@ -82,8 +69,7 @@ static const char train_usage[] =
     "model=,layers=,hidden=,heads=,dropout=,attn-dropout=,activation=,fanouts=,batch-size=,"       \
     "epochs=,optimizer=,lr=,weight-decay=,momentum=,normalize-features,eval-every=,"               \
     "eval-fanouts=,eval-chunk=,checkpoint-every=,out=,resume,seed=,threads=,sampler-threads=,"     \
-    "strategy=,mem=,json,verify,gather-threads=,extractors=,queue-depth=,io-depth=,io-gap=,"       \
-    "chunk-rows=,out-of-order,sweep-batches=,batches-per-epoch=,eval-max-nodes=,help"
+    "strategy=,mem=,json,verify,batches-per-epoch=,eval-max-nodes=,help"
 
 static int prob_flag(const tg_args_t *a, const char *name, double def, float *out)
 {
@@ -184,39 +170,16 @@ static int parse_train(tg_args_t *a, tg_train_opts_t *o)
     if ((rc = tg_args_int_range(a, "threads", 1, 1, 1024, &o->threads)) < 0) return rc;
     if ((rc = tg_args_int_range(a, "sampler-threads", o->threads, 0, 256, &o->sampler_threads)) < 0)
         return rc;
-    o->strategy = tg_args_str(a, "strategy", "auto");
-    static const char *const names[] = {"auto", "memory", "mmap", "gnndrive"};
-    int known = 0;
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        known |= !strcmp(o->strategy, names[i]);
-    if (!known)
-        return tg_err(-EINVAL, "--strategy '%s': expected auto, memory, mmap or gnndrive",
-                      o->strategy);
+    if ((rc = tg_cli_strategy_name(a, &o->strategy)) < 0) return rc;
     if ((rc = tg_args_size(a, "mem", 0, &o->mem_bytes)) < 0) return rc;
     if (tg_args_str(a, "mem", NULL) && o->mem_bytes == 0)
         return tg_err(-EINVAL, "--mem must be more than 0 (leave it out for no limit)");
     o->json = tg_args_has(a, "json") ? stdout : NULL;
     o->progress = 1;
     o->verify = tg_args_has(a, "verify");
-    if ((rc = tg_args_int_range(a, "gather-threads", o->threads, 1, 1024, &o->gather_threads)) < 0)
-        return rc;
-    if ((rc = tg_args_int_range(a, "extractors", 2, 1, 64, &o->extractors)) < 0) return rc;
-    if ((rc = tg_args_int_range(a, "queue-depth", 2, 1, 1024, &o->queue_depth)) < 0) return rc;
-    if ((rc = tg_args_int_range(a, "io-depth", 0, 0, 4096, &v)) < 0) return rc;
-    o->io_depth = (unsigned)v;
-    if (tg_args_str(a, "io-gap", NULL)) {
-        uint64_t g;
-        if ((rc = tg_args_size(a, "io-gap", 0, &g)) < 0) return rc;
-        if (g > (1u << 20))
-            return tg_err(-EINVAL, "--io-gap %llu: at most 1M", (unsigned long long)g);
-        o->io_gap = (int64_t)g;
-    } else {
-        o->io_gap = -1;
-    }
-    if ((rc = tg_args_int_range(a, "chunk-rows", 0, 0, 1 << 24, &v)) < 0) return rc;
-    o->chunk_rows = (uint32_t)v;
-    o->out_of_order = tg_args_has(a, "out-of-order");
-    if ((rc = tg_args_int_range(a, "sweep-batches", 1, 1, 16, &o->sweep_batches)) < 0) return rc;
+    static tg_strategy_arg_t sargs[TG_ARGS_MAX];
+    if ((rc = tg_cli_strategy_args(a, sargs, TG_ARGS_MAX, &o->num_strategy_args)) < 0) return rc;
+    o->strategy_args = sargs;
     if ((rc = tg_args_u64(a, "batches-per-epoch", 0, &o->batches_per_epoch)) < 0) return rc;
     if ((rc = tg_args_u64(a, "eval-max-nodes", 0, &o->eval_max_nodes)) < 0) return rc;
     return 0;
@@ -236,9 +199,12 @@ static void on_sigint(int sig)
 int tg_cmd_train(int argc, char **argv)
 {
     tg_args_t a;
-    if (tg_args_parse(&a, argc, argv, TRAIN_SPEC) < 0) return tg_cli_fail();
+    char spec[4096];
+    if (tg_cli_strategy_spec(spec, sizeof spec, TRAIN_SPEC) < 0) return tg_cli_fail();
+    if (tg_args_parse(&a, argc, argv, spec) < 0) return tg_cli_fail();
     if (tg_args_has(&a, "help")) {
         fputs(train_usage, stdout);
+        tg_cli_strategy_usage(stdout);
         return 0;
     }
     tg_train_opts_t o;

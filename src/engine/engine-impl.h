@@ -29,20 +29,12 @@
 typedef struct tg_run tg_run_t;
 typedef struct tg_strategy tg_strategy_t;
 
-/* Settings a strategy may use; each ignores those that do not concern it. */
+/* Settings every strategy gets; its own options arrive parsed in cfg (see tg_strategy_info_t). */
 typedef struct tg_strategy_opts {
-    int normalize;        /* L1 row normalisation of features */
-    int threads;          /* compute threads (the trainer's pool) */
-    int sampler_threads;  /* loader threads (>= 0; 0 = sample inline / one sampler) */
-    int gather_threads;   /* mmap: threads that gather one batch's rows (>= 1) */
-    int extractors;       /* gnndrive: extractor threads (>= 1) */
-    int queue_depth;      /* gnndrive: capacity of the training and releasing queues (>= 1) */
-    unsigned io_depth;    /* gnndrive: reads in flight per extractor; 0 = from the device probe */
-    uint32_t chunk_rows;  /* gnndrive: rows per feature-buffer acquire; 0 = automatic */
-    int64_t io_gap;       /* gnndrive: bytes of holes read through to merge rows; < 0 = auto */
-    int out_of_order;     /* gnndrive: training passes may run batches out of order */
-    int sweep_batches;    /* gnndrive: batches an extractor reads in one sweep (1..16) */
-    uint64_t cache_bytes; /* gnndrive without --mem: feature buffer size (0 = automatic) */
+    int normalize;       /* L1 row normalisation of features */
+    int threads;         /* compute threads (the trainer's pool) */
+    int sampler_threads; /* loader threads (>= 0; 0 = sample inline / one sampler) */
+    const void *cfg; /* the strategy's config (info.config_size bytes), parsed from its options */
 } tg_strategy_opts_t;
 
 void tg_strategy_opts_default(tg_strategy_opts_t *o);
@@ -85,12 +77,14 @@ typedef struct tg_pass_stats {
 } tg_pass_stats_t;
 
 typedef struct tg_strategy_i {
-    const char *name;
-    const char *summary; /* one line for --help and logs */
+    tg_strategy_info_t info; /* name, summary, capabilities, options (tiergnn/engine.h) */
     /* The least --mem bytes the strategy needs on ds beside the run's own (labels, splits,
      * seed order): its adjacency, stores and buffers. Describes the items in why. */
     uint64_t (*min_bytes)(const tg_dataset_t *ds, const tg_strategy_opts_t *o, char *why,
                           size_t why_len);
+    /* Builds (or finds valid) the derived/ files the strategy reads; NULL = none. Runs before
+     * open, and from `tiergnn prepare`. */
+    int (*prepare)(const tg_dataset_t *ds, const tg_strategy_opts_t *o);
     /* Opens r->adj (raw, before the run wraps it) and r->store, reserving against r->budget, and
      * the strategy's own state (which may be created lazily at the first pass). */
     int (*open)(tg_strategy_t **out, tg_run_t *r, const tg_strategy_opts_t *o);
@@ -101,13 +95,14 @@ typedef struct tg_strategy_i {
     void (*close)(tg_strategy_t *s);
 } tg_strategy_i;
 
+/* The table (strategies/strategy.c) is the only place that names every strategy. */
 extern const tg_strategy_i tg_strategy_memory;
 extern const tg_strategy_i tg_strategy_mmap;
 extern const tg_strategy_i tg_strategy_gnndrive;
 
 /* The strategy called name ("auto" is not one: see tg_strategy_choose). */
 int tg_strategy_find(const char *name, const tg_strategy_i **out);
-/* "memory, mmap, gnndrive" */
+/* "memory, mmap, gnndrive, ..." in table order */
 const char *tg_strategy_names(void);
 
 /* ---------------------------------------------------------------- the run */
@@ -128,6 +123,7 @@ struct tg_run {
     const tg_strategy_i *strat_i;
     tg_strategy_t *strat;
     tg_strategy_opts_t sopts;
+    void *scfg;                   /* the strategy's parsed options (sopts.cfg) */
     _Atomic uint64_t index_bytes; /* bytes of adjacency entries the samplers asked for */
     uint32_t row_bytes;           /* one feature row in the file */
 };
@@ -145,8 +141,10 @@ static inline int tg_split_index(tg_file_id_t f)
 
 typedef struct tg_run_opts {
     const char *dataset;
-    const char *strategy; /* a name, or "auto" / NULL: see tg_strategy_choose */
-    tg_strategy_opts_t sopts;
+    const char *strategy;          /* a name, or "auto" / NULL: see tg_strategy_choose */
+    tg_strategy_opts_t sopts;      /* cfg is filled by tg_run_open_opts from args */
+    const tg_strategy_arg_t *args; /* the strategy's options */
+    int nargs;
     uint64_t mem_bytes;   /* the data budget (--mem); 0 = unlimited */
     uint64_t extra_bytes; /* what the caller will reserve besides (seed order, masks) */
     int threads;          /* compute threads */
@@ -162,11 +160,12 @@ int tg_run_open(tg_run_t *r, const char *dataset, tg_run_store_t store, int norm
                 uint64_t mem_bytes, int threads);
 void tg_run_close(tg_run_t *r);
 
-/* Picks "memory" when its working set plus extra_bytes fits mem_bytes (0: a quarter of the
- * physical RAM), else "gnndrive"; *why says how it decided. */
+/* Picks the first in-RAM strategy (TG_STRAT_IN_RAM) whose working set plus extra_bytes fits
+ * mem_bytes (0: a quarter of the physical RAM), else the table's TG_STRAT_AUTO_OOC strategy;
+ * *why says how it decided. */
 int tg_strategy_choose(const tg_dataset_t *ds, uint64_t mem_bytes, uint64_t extra_bytes,
-                       const tg_strategy_opts_t *o, const tg_strategy_i **out, char *why,
-                       size_t why_len);
+                       const tg_strategy_opts_t *base, const tg_strategy_arg_t *args, int nargs,
+                       const tg_strategy_i **out, char *why, size_t why_len);
 
 /* Labels of nodes[0..n) into y (n * label_width); when mask is given, nodes whose mask byte is 0
  * get -1 (not counted by the loss). */

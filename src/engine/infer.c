@@ -8,8 +8,9 @@
 /* Opens RUNDIR's checkpoint, the dataset it must belong to (through `strategy`, "auto" picking
  * memory when graph and features fit mem_bytes), and the model. */
 static int open_saved(const char *dataset, const char *rundir, int which_last, const char *strategy,
-                      uint64_t mem_bytes, int threads, tg_run_t *r, tg_model_t **m,
-                      tg_ckpt_info_t *info, char *path, size_t path_len)
+                      const tg_strategy_arg_t *args, int nargs, uint64_t mem_bytes, int threads,
+                      tg_run_t *r, tg_model_t **m, tg_ckpt_info_t *info, char *path,
+                      size_t path_len)
 {
     snprintf(path, path_len, "%s/%s", rundir, which_last ? TG_CKPT_NAME : TG_CKPT_BEST_NAME);
     if (access(path, F_OK) != 0) {
@@ -30,7 +31,8 @@ static int open_saved(const char *dataset, const char *rundir, int which_last, c
     ro.sopts.normalize = info->normalize_features;
     ro.sopts.threads = threads;
     ro.sopts.sampler_threads = threads;
-    ro.sopts.gather_threads = threads;
+    ro.args = args;
+    ro.nargs = nargs;
     ro.mem_bytes = mem_bytes;
     ro.threads = threads;
     if ((rc = tg_run_open_opts(r, &ro)) < 0) return rc;
@@ -55,6 +57,7 @@ int tg_eval(const char *dataset, const char *rundir, tg_file_id_t split, const t
     char path[4096];
     int threads = o && o->threads > 0 ? o->threads : 1;
     int rc = open_saved(dataset, rundir, o ? o->which_last : 0, o ? o->strategy : NULL,
+                        o ? o->strategy_args : NULL, o ? o->num_strategy_args : 0,
                         o ? o->mem_bytes : 0, threads, &r, &m, &info, path, sizeof path);
     if (rc < 0) return rc;
     int want[3] = {0, 0, 0};
@@ -62,7 +65,7 @@ int tg_eval(const char *dataset, const char *rundir, tg_file_id_t split, const t
     tg_split_eval_t ev[3];
     /* Out of core, layer-wise intermediate layers go to a private folder in RUNDIR. */
     char tmp_dir[4200];
-    int use_tmp = r.strat_i != &tg_strategy_memory && !info.eval_sampled;
+    int use_tmp = !(r.strat_i->info.caps & TG_STRAT_IN_RAM) && !info.eval_sampled;
     snprintf(tmp_dir, sizeof tmp_dir, "%s/eval-tmp-%d", rundir, (int)getpid());
     if (use_tmp && (rc = tg_mkdir_p(tmp_dir)) < 0) goto done;
     tg_eval_how_t h = {.sampled = info.eval_sampled,
@@ -165,12 +168,15 @@ int tg_infer(const char *dataset, const char *rundir, const char *out_path,
         tg_strategy_opts_default(&so);
         const tg_strategy_i *si;
         char why[256];
-        tg_strategy_choose(probe, 0, 0, &so, &si, why, sizeof why);
+        rc = tg_strategy_choose(probe, 0, 0, &so, o->strategy_args, o->num_strategy_args, &si, why,
+                                sizeof why);
         tg_dataset_close(probe);
-        strategy = si->name;
+        if (rc < 0) return rc;
+        strategy = si->info.name;
     }
-    if ((rc = open_saved(dataset, rundir, o->which_last, strategy, o->mem_bytes, threads, &r, &m,
-                         &info, ckpath, sizeof ckpath)) < 0)
+    if ((rc = open_saved(dataset, rundir, o->which_last, strategy, o->strategy_args,
+                         o->num_strategy_args, o->mem_bytes, threads, &r, &m, &info, ckpath,
+                         sizeof ckpath)) < 0)
         return rc;
     const tg_model_config_t *cfg = tg_model_config(m);
     infer_ctx_t c;

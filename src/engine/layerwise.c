@@ -172,7 +172,7 @@ static void gcn_scale_sources(const tg_block_t *blk, const uint64_t *nodes, cons
 
 uint64_t tg_lw_auto_chunk(const tg_run_t *r, const tg_model_t *m)
 {
-    if (r->strat_i == &tg_strategy_memory) return 65536;
+    if (r->strat_i->info.caps & TG_STRAT_IN_RAM) return 65536;
     /* Out of core: a chunk's input rows (its nodes and all their in-neighbours, on average
      * 1 + E/N rows per node) should take about LW_CHUNK_BYTES, like one training batch's
      * activations, not a fixed 65536 nodes' worth (which on a dense graph is gigabytes). */

@@ -35,21 +35,28 @@ int tg_run_open_opts(tg_run_t *r, const tg_run_opts_t *o)
     }
     r->sopts = o->sopts;
     if (r->sopts.threads < 1) r->sopts.threads = o->threads > 0 ? o->threads : 1;
-    if (r->sopts.gather_threads < 1) r->sopts.gather_threads = r->sopts.threads;
-    if (r->sopts.extractors < 1) r->sopts.extractors = 2;
-    if (r->sopts.queue_depth < 1) r->sopts.queue_depth = 2;
     if (r->sopts.sampler_threads < 0) r->sopts.sampler_threads = r->sopts.threads;
 
     uint64_t lb, sb, common = common_bytes(m, &lb, &sb) + o->extra_bytes;
     char why[512];
     if (!o->strategy || !*o->strategy || !strcmp(o->strategy, "auto")) {
-        if ((rc = tg_strategy_choose(r->ds, o->mem_bytes, common, &r->sopts, &r->strat_i, why,
-                                     sizeof why)) < 0)
+        if ((rc = tg_strategy_choose(r->ds, o->mem_bytes, common, &r->sopts, o->args, o->nargs,
+                                     &r->strat_i, why, sizeof why)) < 0)
             goto err;
-        tg_log_info("strategy %s: %s", r->strat_i->name, why);
+        tg_log_info("strategy %s: %s", r->strat_i->info.name, why);
     } else if ((rc = tg_strategy_find(o->strategy, &r->strat_i)) < 0) {
         goto err;
     }
+    /* The strategy's own options, from its table. */
+    r->scfg = calloc(1, r->strat_i->info.config_size + 1);
+    if (!r->scfg) {
+        rc = tg_err(-ENOMEM, "out of memory");
+        goto err;
+    }
+    if ((rc = tg_strategy_parse(&r->strat_i->info, o->args, o->nargs, r->scfg, 1)) < 0) goto err;
+    r->sopts.cfg = r->scfg;
+    /* Derived files the strategy reads are built (or found valid) before it opens. */
+    if (r->strat_i->prepare && (rc = r->strat_i->prepare(r->ds, &r->sopts)) < 0) goto err;
     /* The minimum working set, checked before anything large is loaded. */
     uint64_t need = r->strat_i->min_bytes(r->ds, &r->sopts, why, sizeof why) + common;
     if (o->mem_bytes && need > o->mem_bytes) {
@@ -58,7 +65,7 @@ int tg_run_open_opts(tg_run_t *r, const tg_run_opts_t *o)
                     "--mem %s is too small for strategy %s on %s: its minimum working set is %s "
                     "(labels and splits %s, seed order and masks %s, %s); give --mem %lluM or "
                     "more",
-                    tg_fmt_bytes(o->mem_bytes, a, sizeof a), r->strat_i->name, o->dataset,
+                    tg_fmt_bytes(o->mem_bytes, a, sizeof a), r->strat_i->info.name, o->dataset,
                     tg_fmt_bytes(need, b, sizeof b), tg_fmt_bytes(lb + sb, c, sizeof c),
                     tg_fmt_bytes(o->extra_bytes, d, sizeof d), why,
                     (unsigned long long)((need + (1 << 20) - 1) >> 20));
@@ -102,8 +109,12 @@ int tg_run_open(tg_run_t *r, const char *dataset, tg_run_store_t store, int norm
     o.sopts.normalize = normalize;
     o.sopts.threads = threads;
     o.sopts.sampler_threads = threads;
-    o.sopts.io_depth = 16; /* no device probe for the layer-wise store's runs */
-    o.sopts.io_gap = 0;
+    /* no device probe for the layer-wise store's runs */
+    static const tg_strategy_arg_t file_args[] = {{"io-depth", "16"}, {"io-gap", "0"}};
+    if (store == TG_RUN_STORE_FILE) {
+        o.args = file_args;
+        o.nargs = 2;
+    }
     o.mem_bytes = mem_bytes;
     o.threads = threads;
     return tg_run_open_opts(r, &o);
@@ -116,6 +127,7 @@ void tg_run_close(tg_run_t *r)
     tg_store_release(r->store);
     tg_adj_destroy(r->adj);
     if (r->strat_i) r->strat_i->close(r->strat);
+    free(r->scfg);
     for (int s = 0; s < 3; s++)
         free(r->split[s]);
     free(r->labels);

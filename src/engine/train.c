@@ -28,7 +28,6 @@ void tg_train_opts_default(tg_train_opts_t *o)
     o->threads = 1;
     o->sampler_threads = -1;
     o->seed = 0;
-    o->io_gap = -1;
 }
 
 /* ---------------------------------------------------------------- helpers */
@@ -43,17 +42,6 @@ static int check_opts(const tg_train_opts_t *o, const tg_meta_t *meta)
     if (o->sampler_threads < -1 || o->sampler_threads > 256)
         return tg_err(-EINVAL, "--sampler-threads %d out of range, expected 0..256",
                       o->sampler_threads);
-    if (o->gather_threads < 0 || o->gather_threads > 1024)
-        return tg_err(-EINVAL, "--gather-threads %d out of range, expected 1..1024",
-                      o->gather_threads);
-    if (o->extractors < 0 || o->extractors > 64)
-        return tg_err(-EINVAL, "--extractors %d out of range, expected 1..64", o->extractors);
-    if (o->queue_depth < 0 || o->queue_depth > 1024)
-        return tg_err(-EINVAL, "--queue-depth %d out of range, expected 1..1024", o->queue_depth);
-    if (o->sweep_batches < 0 || o->sweep_batches > 16)
-        return tg_err(-EINVAL, "--sweep-batches %d out of range, expected 1..16", o->sweep_batches);
-    if (o->io_depth > 4096)
-        return tg_err(-EINVAL, "--io-depth %u out of range, expected 1..4096", o->io_depth);
     if (o->model.num_layers < 1 || o->model.num_layers > TG_MAX_LAYERS)
         return tg_err(-EINVAL, "--layers %d out of range, expected 1..%d", o->model.num_layers,
                       TG_MAX_LAYERS);
@@ -148,7 +136,7 @@ static void emit_final(const tg_train_opts_t *o, const tg_train_result_t *res, c
     tg_json_num(&j, "train_time_s", res->train_time_s);
     tg_json_num(&j, "final_train_loss", res->last_train_loss);
     tg_json_str(&j, "model", tg_model_type_name(tg_model_config(m)->type));
-    tg_json_str(&j, "strategy", r->strat_i->name);
+    tg_json_str(&j, "strategy", r->strat_i->info.name);
     tg_json_uint(&j, "seed", o->seed);
     tg_json_uint(&j, "param_count", tg_model_param_count(m));
     tg_json_uint(&j, "model_bytes", tg_model_param_bytes(m));
@@ -276,20 +264,14 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
     ro.sopts.normalize = o.normalize_features;
     ro.sopts.threads = o.threads;
     ro.sopts.sampler_threads = sampler_threads;
-    ro.sopts.gather_threads = o.gather_threads ? o.gather_threads : o.threads;
-    if (o.extractors) ro.sopts.extractors = o.extractors;
-    if (o.queue_depth) ro.sopts.queue_depth = o.queue_depth;
-    ro.sopts.io_depth = o.io_depth;
-    ro.sopts.chunk_rows = o.chunk_rows;
-    ro.sopts.io_gap = o.io_gap;
-    ro.sopts.out_of_order = o.out_of_order;
-    ro.sopts.sweep_batches = o.sweep_batches ? o.sweep_batches : 1;
+    ro.args = o.strategy_args;
+    ro.nargs = o.num_strategy_args;
     ro.mem_bytes = o.mem_bytes;
     ro.extra_bytes = order_bytes + mask_bytes;
     ro.threads = o.threads;
     ro.verify = o.verify;
     if ((rc = tg_run_open_opts(&r, &ro)) < 0) goto out;
-    res->strategy = r.strat_i->name;
+    res->strategy = r.strat_i->info.name;
     const tg_meta_t *meta = &r.ds->meta;
     o.model.in_dim = meta->feat_dim;
     o.model.out_dim = meta->num_classes;
@@ -367,13 +349,13 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
     char mb[32];
     tg_log_info("training %s on %s with strategy %s: %llu training nodes, %s, %llu batch(es) per "
                 "epoch%s, %d thread(s) + %d sampler thread(s), --mem %s",
-                tg_model_type_name(o.model.type), o.dataset, r.strat_i->name,
+                tg_model_type_name(o.model.type), o.dataset, r.strat_i->info.name,
                 (unsigned long long)ntrain, whole ? "whole graph per step" : "sampled blocks",
                 (unsigned long long)epoch_batches,
                 epoch_batches < all_batches ? " (limited by --batches-per-epoch)" : "", o.threads,
                 sampler_threads, o.mem_bytes ? tg_fmt_bytes(o.mem_bytes, mb, sizeof mb) : "none");
     /* Layer-wise evaluation out of core keeps its intermediate layers in files. */
-    const char *lw_tmp = r.strat_i == &tg_strategy_memory ? NULL : o.out_dir;
+    const char *lw_tmp = (r.strat_i->info.caps & TG_STRAT_IN_RAM) ? NULL : o.out_dir;
 
     double t_run = tg_now();
     int show_bar = o.progress && isatty(STDERR_FILENO) && tg_log_level() >= TG_LOG_INFO;
@@ -543,7 +525,7 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
             tg_json_num(&j, "checkpoint_s", ckpt_s);
             tg_json_uint(&j, "batches", ps.steps);
             tg_json_uint(&j, "rss_bytes", tg_rss_bytes());
-            tg_json_str(&j, "strategy", r.strat_i->name);
+            tg_json_str(&j, "strategy", r.strat_i->info.name);
             if (ps.have_io) {
                 tg_json_uint(&j, "io_requests", ps.io_requests);
                 tg_json_uint(&j, "io_read_bytes", ps.io_read_bytes);

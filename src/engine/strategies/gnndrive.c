@@ -41,6 +41,7 @@
 #include "../pipeline.h"
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,6 +62,68 @@
 #define DEFAULT_CHUNK 8192u
 #define HANDLE_BYTES_PER_ROW 24u /* featbuf handle arrays per row (slots, loads, flags) */
 #define HANDLE_BYTES_FIXED 4096u
+
+/* ---------------------------------------------------------------- options */
+
+/* The options of the table (int64_t fields at their offsets). */
+typedef struct {
+    int64_t extractors, queue_depth, io_depth, chunk_rows, io_gap, out_of_order, sweep_batches;
+    int64_t feature_buffer;
+} gd_cfg_t;
+
+#define GD_OPT(n, k, d, lo, hi, a, f, m, h)                                                        \
+    {                                                                                              \
+        .name = n, .kind = k, .def = d, .min = lo, .max = hi, .auto_ok = a,                        \
+        .offset = offsetof(gd_cfg_t, f), .meta = m, .help = h                                      \
+    }
+
+static const tg_strategy_opt_t gd_opts[] = {
+    GD_OPT("extractors", TG_SOPT_INT, 2, 1, 64, 0, extractors, "E",
+           "extractor threads (default 2)"),
+    GD_OPT("queue-depth", TG_SOPT_INT, 2, 1, 1024, 0, queue_depth, "Q",
+           "training/releasing queue capacity (default 2)"),
+    GD_OPT("io-depth", TG_SOPT_INT, 0, 0, 4096, 0, io_depth, "D",
+           "reads in flight per extractor (default 0: the device probe's depth / E)"),
+    GD_OPT("io-gap", TG_SOPT_SIZE, -1, 0, 1 << 20, 1, io_gap, "BYTES",
+           "read through holes up to BYTES to merge rows (default auto: what the disk reads in "
+           "one request's time)"),
+    GD_OPT("chunk-rows", TG_SOPT_INT, 0, 0, 1 << 24, 0, chunk_rows, "N",
+           "rows per feature-buffer acquire (default 0: automatic)"),
+    GD_OPT("sweep-batches", TG_SOPT_INT, 1, 1, 16, 0, sweep_batches, "S",
+           "batches an extractor reads in one sweep of the feature file (default 1)"),
+    GD_OPT("out-of-order", TG_SOPT_FLAG, 0, 0, 1, 0, out_of_order, NULL,
+           "train batches as they are extracted (faster, not bit-identical)"),
+    GD_OPT("feature-buffer", TG_SOPT_SIZE, 0, 0, INT64_MAX, 0, feature_buffer, "SIZE",
+           "feature buffer size when there is no --mem (default 0: an eighth of the RAM, at "
+           "most the feature file)"),
+};
+
+/* Everything the strategy reads: the common settings and its own options, resolved. */
+typedef struct {
+    int normalize, threads, sampler_threads;
+    int extractors, queue_depth, out_of_order, sweep_batches;
+    unsigned io_depth;    /* 0 = from the device probe */
+    uint32_t chunk_rows;  /* 0 = automatic */
+    int64_t io_gap;       /* < 0 = automatic */
+    uint64_t cache_bytes; /* without --mem: feature buffer size (0 = automatic) */
+} gd_opts_t;
+
+static void gd_resolve(const tg_strategy_opts_t *o, gd_opts_t *g)
+{
+    const gd_cfg_t *c = o->cfg;
+    memset(g, 0, sizeof *g);
+    g->normalize = o->normalize;
+    g->threads = o->threads;
+    g->sampler_threads = o->sampler_threads;
+    g->extractors = c->extractors > 0 ? (int)c->extractors : 1;
+    g->queue_depth = c->queue_depth > 0 ? (int)c->queue_depth : 1;
+    g->io_depth = (unsigned)c->io_depth;
+    g->chunk_rows = (uint32_t)c->chunk_rows;
+    g->io_gap = c->io_gap;
+    g->out_of_order = (int)c->out_of_order;
+    g->sweep_batches = c->sweep_batches > 0 ? (int)c->sweep_batches : 1;
+    g->cache_bytes = (uint64_t)c->feature_buffer;
+}
 
 /* ---------------------------------------------------------------- sizing */
 
@@ -110,7 +173,7 @@ typedef struct {
 
 /* One queue per sampler thread for the index reads: each sampler's read of a layer waits for
  * its disk reads, so samplers overlap their waits only with queues of their own. */
-static unsigned adj_queues(const tg_strategy_opts_t *o)
+static unsigned adj_queues(const gd_opts_t *o)
 {
     return TG_MAX(ADJ_MIN_QUEUES, (unsigned)o->sampler_threads);
 }
@@ -133,8 +196,8 @@ static uint64_t handle_bytes(uint32_t chunk)
 }
 
 /* The depth, merge gap and every fixed cost of the strategy on ds with chunks of `chunk` rows. */
-static void plan_for(const tg_dataset_t *ds, const tg_strategy_opts_t *o, uint32_t chunk,
-                     unsigned max_depth, gd_plan_t *pl)
+static void plan_for(const tg_dataset_t *ds, const gd_opts_t *o, uint32_t chunk, unsigned max_depth,
+                     gd_plan_t *pl)
 {
     memset(pl, 0, sizeof *pl);
     const tg_meta_t *m = &ds->meta;
@@ -178,7 +241,7 @@ static char probe_file[4096];
 
 /* Runs the device probe once per process (its result sizes the reads) unless both the depth and
  * the merge gap were given. */
-static void ensure_probe(const tg_dataset_t *ds, const tg_strategy_opts_t *o)
+static void ensure_probe(const tg_dataset_t *ds, const gd_opts_t *o)
 {
     if (o->io_depth && o->io_gap >= 0) return;
     static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -196,9 +259,11 @@ static uint64_t plan_total(const gd_plan_t *pl)
     return pl->adj + pl->adj_transient + pl->ex_fixed + pl->ex_transient + pl->fb_min;
 }
 
-static uint64_t gd_min_bytes(const tg_dataset_t *ds, const tg_strategy_opts_t *o, char *why,
+static uint64_t gd_min_bytes(const tg_dataset_t *ds, const tg_strategy_opts_t *so, char *why,
                              size_t why_len)
 {
+    gd_opts_t go, *o = &go;
+    gd_resolve(so, o);
     ensure_probe(ds, o);
     gd_plan_t pl;
     plan_for(ds, o, o->chunk_rows ? o->chunk_rows : MIN_CHUNK, MIN_DEPTH, &pl);
@@ -228,7 +293,7 @@ typedef struct {
 
 struct tg_strategy {
     tg_run_t *r;
-    tg_strategy_opts_t o;
+    gd_opts_t o;
     tg_io_stats_t stats; /* every disk read: index reads of the samplers, feature reads */
     tg_io_file_t *feat;
     char feat_path[4096];
@@ -242,15 +307,14 @@ struct tg_strategy {
     int dead; /* an earlier pass shut the buffer down */
 };
 
-static int gd_open(tg_strategy_t **out, tg_run_t *r, const tg_strategy_opts_t *o)
+static int gd_open(tg_strategy_t **out, tg_run_t *r, const tg_strategy_opts_t *sopts)
 {
     *out = NULL;
     tg_strategy_t *s = calloc(1, sizeof *s);
     if (!s) return tg_err(-ENOMEM, "strategy gnndrive: out of memory");
     s->r = r;
-    s->o = *o;
-    if (s->o.extractors < 1) s->o.extractors = 1;
-    if (s->o.queue_depth < 1) s->o.queue_depth = 1;
+    gd_resolve(sopts, &s->o);
+    const gd_opts_t *o = &s->o;
     tg_io_stats_init(&s->stats);
     tg_adj_disk_opts_t ao;
     tg_adj_disk_opts_default(&ao);
@@ -759,9 +823,14 @@ static int gd_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
 }
 
 const tg_strategy_i tg_strategy_gnndrive = {
-    .name = "gnndrive",
-    .summary = "GNNDrive: samplers -> extractors (io_uring into a shared feature buffer) -> "
-               "trainer -> releaser; indices and features on disk",
+    .info = {.name = "gnndrive",
+             .summary = "GNNDrive: samplers -> extractors (io_uring into a shared feature buffer) "
+                        "-> trainer -> releaser; indices and features on disk",
+             .caps = TG_STRAT_EXACT | TG_STRAT_AUTO_OOC,
+             .opts = gd_opts,
+             .num_opts = sizeof gd_opts / sizeof gd_opts[0],
+             .config_size = sizeof(gd_cfg_t),
+             .example_args = "--mem 16M --extractors 3 --chunk-rows 64"},
     .min_bytes = gd_min_bytes,
     .open = gd_open,
     .pass = gd_pass,

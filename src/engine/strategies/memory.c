@@ -64,8 +64,9 @@ static void memory_close(tg_strategy_t *s)
 }
 
 const tg_strategy_i tg_strategy_memory = {
-    .name = "memory",
-    .summary = "graph and features in RAM; sampler threads sample and gather ahead",
+    .info = {.name = "memory",
+             .summary = "graph and features in RAM; sampler threads sample and gather ahead",
+             .caps = TG_STRAT_EXACT | TG_STRAT_IN_RAM},
     .min_bytes = memory_min_bytes,
     .open = memory_open,
     .pass = memory_pass,

@@ -7,8 +7,25 @@
 #include "../engine-impl.h"
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Options (tg_strategy_info_t): int64_t fields at the table's offsets. */
+typedef struct {
+    int64_t gather_threads; /* 0 = the compute threads */
+} mmap_cfg_t;
+
+static const tg_strategy_opt_t mmap_opts[] = {
+    {.name = "gather-threads",
+     .kind = TG_SOPT_INT,
+     .def = 0,
+     .min = 0,
+     .max = 1024,
+     .offset = offsetof(mmap_cfg_t, gather_threads),
+     .meta = "G",
+     .help = "threads gathering a batch's rows, many page faults at once (default: --threads)"},
+};
 
 struct tg_strategy {
     tg_run_t *r;
@@ -40,7 +57,9 @@ static int mmap_open(tg_strategy_t **out, tg_run_t *r, const tg_strategy_opts_t 
     s->r = r;
     s->o = *o;
     pthread_mutex_init(&s->mu, NULL);
-    if ((rc = tg_pool_create(&s->gather_pool, o->gather_threads > 0 ? o->gather_threads : 1)) < 0) {
+    const mmap_cfg_t *c = o->cfg;
+    int gt = c->gather_threads > 0 ? (int)c->gather_threads : TG_MAX(o->threads, 1);
+    if ((rc = tg_pool_create(&s->gather_pool, gt)) < 0) {
         pthread_mutex_destroy(&s->mu);
         free(s);
         return rc;
@@ -74,9 +93,14 @@ static void mmap_close(tg_strategy_t *s)
 }
 
 const tg_strategy_i tg_strategy_mmap = {
-    .name = "mmap",
-    .summary = "indices and features memory-mapped (MADV_RANDOM), page cache bounded by the "
-               "cgroup; sampler threads sample, a pool gathers",
+    .info = {.name = "mmap",
+             .summary = "indices and features memory-mapped (MADV_RANDOM), page cache bounded by "
+                        "the cgroup; sampler threads sample, a pool gathers",
+             .caps = TG_STRAT_EXACT,
+             .opts = mmap_opts,
+             .num_opts = sizeof mmap_opts / sizeof mmap_opts[0],
+             .config_size = sizeof(mmap_cfg_t),
+             .example_args = "--gather-threads 3"},
     .min_bytes = mmap_min_bytes,
     .open = mmap_open,
     .pass = mmap_pass,

@@ -3,6 +3,8 @@
 #include "../engine-impl.h"
 #include "../pipeline.h"
 
+#include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -18,45 +20,169 @@ void tg_strategy_opts_default(tg_strategy_opts_t *o)
     memset(o, 0, sizeof *o);
     o->threads = 1;
     o->sampler_threads = 1;
-    o->gather_threads = 1;
-    o->extractors = 2;
-    o->queue_depth = 2;
-    o->io_gap = -1;
+}
+
+int tg_strategy_count(void)
+{
+    return (int)NSTRAT;
+}
+
+const tg_strategy_info_t *tg_strategy_info(int i)
+{
+    return i >= 0 && (size_t)i < NSTRAT ? &strategies[i]->info : NULL;
+}
+
+const tg_strategy_info_t *tg_strategy_info_find(const char *name)
+{
+    for (size_t i = 0; i < NSTRAT; i++)
+        if (!strcmp(name, strategies[i]->info.name)) return &strategies[i]->info;
+    return NULL;
+}
+
+static char names_buf[256];
+
+static void names_build(void)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < NSTRAT && n < sizeof names_buf; i++)
+        n += (size_t)snprintf(names_buf + n, sizeof names_buf - n, "%s%s", i ? ", " : "",
+                              strategies[i]->info.name);
 }
 
 const char *tg_strategy_names(void)
 {
-    return "memory, mmap, gnndrive";
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, names_build);
+    return names_buf;
 }
 
 int tg_strategy_find(const char *name, const tg_strategy_i **out)
 {
     for (size_t i = 0; i < NSTRAT; i++)
-        if (!strcmp(name, strategies[i]->name)) {
+        if (!strcmp(name, strategies[i]->info.name)) {
             *out = strategies[i];
             return 0;
         }
     return tg_err(-EINVAL, "unknown strategy '%s', expected auto, %s", name, tg_strategy_names());
 }
 
+/* ---------------------------------------------------------------- options */
+
+static const tg_strategy_opt_t *find_opt(const tg_strategy_info_t *info, const char *name)
+{
+    for (int k = 0; k < info->num_opts; k++)
+        if (!strcmp(info->opts[k].name, name)) return &info->opts[k];
+    return NULL;
+}
+
+int tg_strategy_opt_kind(const char *name)
+{
+    for (size_t i = 0; i < NSTRAT; i++) {
+        const tg_strategy_opt_t *op = find_opt(&strategies[i]->info, name);
+        if (op) return op->kind == TG_SOPT_FLAG ? 0 : 1;
+    }
+    return -1;
+}
+
+/* The strategies that have an option called name, for messages: "gnndrive, pagraph". */
+static void owners(const char *name, char *buf, size_t len)
+{
+    size_t n = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < NSTRAT && n < len; i++)
+        if (find_opt(&strategies[i]->info, name))
+            n +=
+                (size_t)snprintf(buf + n, len - n, "%s%s", n ? ", " : "", strategies[i]->info.name);
+}
+
+static int parse_value(const tg_strategy_opt_t *op, const char *v, int64_t *out)
+{
+    if (op->kind == TG_SOPT_FLAG) {
+        if (v) return tg_err(-EINVAL, "--%s takes no value", op->name);
+        *out = 1;
+        return 0;
+    }
+    if (!v) return tg_err(-EINVAL, "--%s needs a value", op->name);
+    if (op->auto_ok && !strcmp(v, "auto")) {
+        *out = -1;
+        return 0;
+    }
+    int rc;
+    if (op->kind == TG_SOPT_SIZE) {
+        uint64_t u;
+        if ((rc = tg_parse_size(v, &u)) < 0) return tg_err_prefix(rc, "--%s", op->name);
+        if (u > INT64_MAX) return tg_err(-EINVAL, "--%s %s: too large", op->name, v);
+        *out = (int64_t)u;
+    } else if ((rc = tg_parse_i64(v, out, op->name)) < 0) {
+        return rc;
+    }
+    if (*out < op->min || *out > op->max)
+        return tg_err(-EINVAL, "--%s %s out of range, expected %lld..%lld%s", op->name, v,
+                      (long long)op->min, (long long)op->max, op->auto_ok ? " or auto" : "");
+    return 0;
+}
+
+int tg_strategy_parse(const tg_strategy_info_t *info, const tg_strategy_arg_t *args, int n,
+                      void *cfg, int note)
+{
+    if (info->config_size) memset(cfg, 0, info->config_size);
+    for (int k = 0; k < info->num_opts; k++)
+        *(int64_t *)((char *)cfg + info->opts[k].offset) = info->opts[k].def;
+    for (int i = 0; i < n; i++) {
+        const tg_strategy_opt_t *op = find_opt(info, args[i].name);
+        if (!op) {
+            char who[128];
+            owners(args[i].name, who, sizeof who);
+            if (!who[0])
+                return tg_err(-EINVAL, "--%s is not an option of any strategy", args[i].name);
+            if (note)
+                tg_log_info("--%s is an option of %s; strategy %s ignores it", args[i].name, who,
+                            info->name);
+            continue;
+        }
+        int64_t v;
+        int rc = parse_value(op, args[i].value, &v);
+        if (rc < 0) return tg_err_prefix(rc, "strategy %s", info->name);
+        *(int64_t *)((char *)cfg + op->offset) = v;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- the automatic choice */
+
 int tg_strategy_choose(const tg_dataset_t *ds, uint64_t mem_bytes, uint64_t extra_bytes,
-                       const tg_strategy_opts_t *o, const tg_strategy_i **out, char *why,
-                       size_t why_len)
+                       const tg_strategy_opts_t *base, const tg_strategy_arg_t *args, int nargs,
+                       const tg_strategy_i **out, char *why, size_t why_len)
 {
     char items[512], a[32], b[32];
-    uint64_t need = tg_strategy_memory.min_bytes(ds, o, items, sizeof items) + extra_bytes;
     uint64_t room = mem_bytes ? mem_bytes : tg_phys_mem_bytes() / 4;
-    if (need <= room) {
-        *out = &tg_strategy_memory;
-        snprintf(why, why_len, "graph and features (%s) fit in %s %s",
-                 tg_fmt_bytes(need, a, sizeof a), mem_bytes ? "--mem" : "a quarter of RAM,",
-                 tg_fmt_bytes(room, b, sizeof b));
-    } else {
-        *out = &tg_strategy_gnndrive;
-        snprintf(why, why_len, "graph and features (%s) do not fit in %s %s",
-                 tg_fmt_bytes(need, a, sizeof a), mem_bytes ? "--mem" : "a quarter of RAM,",
-                 tg_fmt_bytes(room, b, sizeof b));
+    const tg_strategy_i *ooc = NULL;
+    uint64_t need = 0;
+    for (size_t i = 0; i < NSTRAT; i++) {
+        const tg_strategy_i *si = strategies[i];
+        if ((si->info.caps & TG_STRAT_AUTO_OOC) && !ooc) ooc = si;
+        if (!(si->info.caps & TG_STRAT_IN_RAM)) continue;
+        void *cfg = calloc(1, si->info.config_size + 1);
+        if (!cfg) return tg_err(-ENOMEM, "out of memory");
+        tg_strategy_opts_t o = *base;
+        o.cfg = cfg;
+        int rc = tg_strategy_parse(&si->info, args, nargs, cfg, 0);
+        if (rc == 0) need = si->min_bytes(ds, &o, items, sizeof items) + extra_bytes;
+        free(cfg);
+        if (rc < 0) return rc;
+        if (need <= room) {
+            *out = si;
+            snprintf(why, why_len, "graph and features (%s) fit in %s %s",
+                     tg_fmt_bytes(need, a, sizeof a), mem_bytes ? "--mem" : "a quarter of RAM,",
+                     tg_fmt_bytes(room, b, sizeof b));
+            return 0;
+        }
     }
+    if (!ooc) return tg_err(-EINVAL, "no out-of-core strategy in the table");
+    *out = ooc;
+    snprintf(why, why_len, "graph and features (%s) do not fit in %s %s",
+             tg_fmt_bytes(need, a, sizeof a), mem_bytes ? "--mem" : "a quarter of RAM,",
+             tg_fmt_bytes(room, b, sizeof b));
     return 0;
 }
 
