@@ -201,6 +201,10 @@ uint64_t tg_peak_rss_bytes(void);
 uint64_t tg_rss_bytes(void);
 /* Total physical RAM in bytes. */
 uint64_t tg_phys_mem_bytes(void);
+/* The memory limit of this process's cgroup (v2 memory.max, else v1 memory.limit_in_bytes, the
+ * smallest along the path up to the root), or 0 when there is none. The limit counts the page
+ * cache too (as ../shared/tools/membudget sets it). */
+uint64_t tg_cgroup_mem_limit(void);
 
 /* Aligned allocation (posix_memalign); free with free(). NULL on failure. */
 void *tg_aligned_alloc(size_t align, size_t size);

@@ -93,6 +93,9 @@ typedef struct tg_strategy_i {
     int (*pass)(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st);
     /* Frees the strategy's state (not r->adj / r->store: the run closes those). NULL is fine. */
     void (*close)(tg_strategy_t *s);
+    /* The most input matrices X its passes hold at once (sampled ahead, queued, trained, being
+     * freed): the run reserves that many batches' worth of --mem for them. */
+    int (*batches_in_flight)(const tg_strategy_opts_t *o);
 } tg_strategy_i;
 
 /* The table (strategies/strategy.c) is the only place that names every strategy. */
@@ -147,6 +150,7 @@ typedef struct tg_run_opts {
     int nargs;
     uint64_t mem_bytes;   /* the data budget (--mem); 0 = unlimited */
     uint64_t extra_bytes; /* what the caller will reserve besides (seed order, masks) */
+    uint64_t auto_extra;  /* the automatic choice: model, activations, batches (estimated) */
     int threads;          /* compute threads */
     int verify;           /* compare every file's CRC-32 with meta.txt before anything else */
 } tg_run_opts_t;
@@ -164,8 +168,9 @@ void tg_run_close(tg_run_t *r);
  * mem_bytes (0: a quarter of the physical RAM), else the table's TG_STRAT_AUTO_OOC strategy;
  * *why says how it decided. */
 int tg_strategy_choose(const tg_dataset_t *ds, uint64_t mem_bytes, uint64_t extra_bytes,
-                       const tg_strategy_opts_t *base, const tg_strategy_arg_t *args, int nargs,
-                       const tg_strategy_i **out, char *why, size_t why_len);
+                       uint64_t auto_extra, const tg_strategy_opts_t *base,
+                       const tg_strategy_arg_t *args, int nargs, const tg_strategy_i **out,
+                       char *why, size_t why_len);
 
 /* Labels of nodes[0..n) into y (n * label_width); when mask is given, nodes whose mask byte is 0
  * get -1 (not counted by the loss). */
@@ -207,6 +212,50 @@ typedef struct tg_proc_io {
 void tg_proc_io_sample(tg_proc_io_t *s);
 /* st->io_* = what happened between a and b. */
 void tg_proc_io_delta(const tg_proc_io_t *a, const tg_proc_io_t *b, tg_pass_stats_t *st);
+
+/* The matrices in flight of tg_gather_pass with that many sampler threads and prefetch. */
+int tg_gather_pass_in_flight(int sampler_threads, size_t prefetch);
+
+/* ---------------------------------------------------------------- the whole-process budget
+ *
+ * --mem is everything the process holds (engine/budget.c): before the first pass the run samples
+ * the first batches, measures one step's activations on the largest with a scratch model, and
+ * reserves the process's own memory, the model, the activations and the strategy's batches in
+ * flight; the strategy's caches take what is left. */
+
+typedef struct tg_budget_plan_opts {
+    const uint64_t *seeds; /* the first pass's seed order */
+    uint64_t num_seeds, batch_size, seed, epoch;
+    int num_layers;
+    const int64_t *fanouts;
+    const tg_optim_config_t *optim;
+} tg_budget_plan_opts_t;
+
+typedef struct tg_budget_plan {
+    uint64_t limit;       /* the budget (0: none, nothing reserved) */
+    uint64_t overhead;    /* the process: binary, libraries, BLAS buffers, stacks (measured) */
+    uint64_t model;       /* parameters, gradients, optimiser state */
+    uint64_t activations; /* one step's arena on the largest profiled batch, with a margin */
+    uint64_t batch_x;     /* one input matrix of that batch, with a margin */
+    uint64_t in_flight;   /* matrices the strategy holds at once */
+    uint64_t reserved;    /* all of the above */
+    uint64_t data;        /* the run's data before the plan (labels, splits, graph, stores) */
+    uint64_t rest;        /* what is left for the strategy's caches and buffers */
+    uint32_t batch_nodes; /* input nodes of the largest profiled batch */
+    double profile_s;
+} tg_budget_plan_t;
+
+/* The budget a run uses: mem_bytes, lowered to the cgroup's limit less a margin when that is
+ * smaller (or taken from it when mem_bytes is 0); why says so when the cgroup decided. */
+uint64_t tg_budget_effective(uint64_t mem_bytes, uint64_t cgroup_limit, char *why, size_t len);
+/* A rough over-estimate of what the model, its activations, in_flight batches and the process
+ * take, before any batch exists: used by the automatic choice of strategy. */
+uint64_t tg_budget_estimate(const tg_model_config_t *cfg, uint64_t num_nodes, uint64_t batch_size,
+                            const int64_t *fanouts, int in_flight);
+/* Measures and reserves (see above). -ENOMEM naming every part and the --mem needed when the
+ * budget cannot hold the model and the batches beside the data. No-op without a budget. */
+int tg_budget_plan(tg_run_t *r, const tg_model_t *m, const tg_budget_plan_opts_t *o,
+                   tg_budget_plan_t *p);
 
 /* ---------------------------------------------------------------- checkpoints */
 

@@ -168,8 +168,8 @@ int tg_infer(const char *dataset, const char *rundir, const char *out_path,
         tg_strategy_opts_default(&so);
         const tg_strategy_i *si;
         char why[256];
-        rc = tg_strategy_choose(probe, 0, 0, &so, o->strategy_args, o->num_strategy_args, &si, why,
-                                sizeof why);
+        rc = tg_strategy_choose(probe, 0, 0, 0, &so, o->strategy_args, o->num_strategy_args, &si,
+                                why, sizeof why);
         tg_dataset_close(probe);
         if (rc < 0) return rc;
         strategy = si->info.name;

@@ -37,11 +37,16 @@ int tg_run_open_opts(tg_run_t *r, const tg_run_opts_t *o)
     if (r->sopts.threads < 1) r->sopts.threads = o->threads > 0 ? o->threads : 1;
     if (r->sopts.sampler_threads < 0) r->sopts.sampler_threads = r->sopts.threads;
 
+    /* Under a cgroup memory limit the budget is at most that limit (less a margin). */
+    char cgwhy[256];
+    uint64_t mem_bytes =
+        tg_budget_effective(o->mem_bytes, tg_cgroup_mem_limit(), cgwhy, sizeof cgwhy);
+    if (cgwhy[0]) tg_log_info("%s", cgwhy);
     uint64_t lb, sb, common = common_bytes(m, &lb, &sb) + o->extra_bytes;
     char why[512];
     if (!o->strategy || !*o->strategy || !strcmp(o->strategy, "auto")) {
-        if ((rc = tg_strategy_choose(r->ds, o->mem_bytes, common, &r->sopts, o->args, o->nargs,
-                                     &r->strat_i, why, sizeof why)) < 0)
+        if ((rc = tg_strategy_choose(r->ds, mem_bytes, common, o->auto_extra, &r->sopts, o->args,
+                                     o->nargs, &r->strat_i, why, sizeof why)) < 0)
             goto err;
         tg_log_info("strategy %s: %s", r->strat_i->info.name, why);
     } else if ((rc = tg_strategy_find(o->strategy, &r->strat_i)) < 0) {
@@ -59,19 +64,19 @@ int tg_run_open_opts(tg_run_t *r, const tg_run_opts_t *o)
     if (r->strat_i->prepare && (rc = r->strat_i->prepare(r->ds, &r->sopts)) < 0) goto err;
     /* The minimum working set, checked before anything large is loaded. */
     uint64_t need = r->strat_i->min_bytes(r->ds, &r->sopts, why, sizeof why) + common;
-    if (o->mem_bytes && need > o->mem_bytes) {
+    if (mem_bytes && need > mem_bytes) {
         char a[32], b[32], c[32], d[32];
         rc = tg_err(-ENOMEM,
                     "--mem %s is too small for strategy %s on %s: its minimum working set is %s "
                     "(labels and splits %s, seed order and masks %s, %s); give --mem %lluM or "
                     "more",
-                    tg_fmt_bytes(o->mem_bytes, a, sizeof a), r->strat_i->info.name, o->dataset,
+                    tg_fmt_bytes(mem_bytes, a, sizeof a), r->strat_i->info.name, o->dataset,
                     tg_fmt_bytes(need, b, sizeof b), tg_fmt_bytes(lb + sb, c, sizeof c),
                     tg_fmt_bytes(o->extra_bytes, d, sizeof d), why,
                     (unsigned long long)((need + (1 << 20) - 1) >> 20));
         goto err;
     }
-    tg_budget_init(&r->budget, o->mem_bytes);
+    tg_budget_init(&r->budget, mem_bytes);
     r->budget_init = 1;
     if ((rc = tg_budget_reserve(&r->budget, lb, "labels")) < 0) goto err;
     r->label_bytes = lb;

@@ -142,7 +142,7 @@ static void emit_final(const tg_train_opts_t *o, const tg_train_result_t *res, c
     tg_json_uint(&j, "model_bytes", tg_model_param_bytes(m));
     tg_json_uint(&j, "activation_bytes", tg_model_act_bytes(m));
     tg_json_uint(&j, "batch_bytes_peak", batch_bytes_peak);
-    tg_json_uint(&j, "mem_bytes", o->mem_bytes);
+    tg_json_uint(&j, "mem_bytes", r->budget.limit);
     tg_json_uint(&j, "data_bytes_peak", r->budget.peak);
     char *text = NULL;
     tg_json_end(&j, o->json, &text);
@@ -159,6 +159,19 @@ static void emit_final(const tg_train_opts_t *o, const tg_train_result_t *res, c
         }
         if (tg_write_file_atomic(path, text, tlen) < 0) tg_log_warn("%s", tg_errmsg());
         free(text);
+    }
+}
+
+/* The seed order of an epoch: every node in whole-graph mode, else the shuffled training split. */
+static void epoch_order(uint64_t *order, const tg_run_t *r, int whole, uint64_t seed,
+                        uint64_t epoch)
+{
+    if (whole) {
+        for (uint64_t i = 0; i < r->ds->meta.num_nodes; i++)
+            order[i] = i;
+    } else {
+        memcpy(order, r->split[0], r->split_n[0] * sizeof *order);
+        tg_sampler_shuffle_epoch(order, r->split_n[0], seed, epoch);
     }
 }
 
@@ -241,6 +254,7 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
     if ((rc = tg_dataset_open(&probe, o.dataset, 0)) < 0) return rc;
     rc = check_opts(&o, &probe->meta);
     uint64_t ntrain0 = probe->meta.num_train, N0 = probe->meta.num_nodes;
+    uint32_t feat_dim0 = probe->meta.feat_dim;
     tg_dataset_close(probe);
     if (rc < 0) return rc;
     if ((rc = tg_mkdir_p(o.out_dir)) < 0) return rc;
@@ -268,6 +282,11 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
     ro.nargs = o.num_strategy_args;
     ro.mem_bytes = o.mem_bytes;
     ro.extra_bytes = order_bytes + mask_bytes;
+    {
+        tg_model_config_t mc = o.model;
+        mc.in_dim = feat_dim0;
+        ro.auto_extra = tg_budget_estimate(&mc, N0, o.batch_size, o.fanouts, 4);
+    }
     ro.threads = o.threads;
     ro.verify = o.verify;
     if ((rc = tg_run_open_opts(&r, &ro)) < 0) goto out;
@@ -342,6 +361,21 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
                     (unsigned long long)ck.epochs_done + 1, (unsigned long long)epoch_batches);
         goto out;
     }
+    /* --mem is the whole process's: measure a batch, reserve the model, activations and
+     * batches in flight; the strategy's caches get the rest. */
+    tg_budget_plan_t bp;
+    if (ck.epochs_done < o.epochs) {
+        epoch_order(order, &r, whole, o.seed, ck.epochs_done);
+        tg_budget_plan_opts_t bo = {.seeds = order,
+                                    .num_seeds = pass_seeds,
+                                    .batch_size = bsz,
+                                    .seed = o.seed,
+                                    .epoch = ck.epochs_done,
+                                    .num_layers = o.model.num_layers,
+                                    .fanouts = o.fanouts,
+                                    .optim = &o.optim};
+        if ((rc = tg_budget_plan(&r, m, &bo, &bp)) < 0) goto out;
+    }
     sc.r = &r;
     sc.m = m;
     sc.train_mask = train_mask;
@@ -353,7 +387,8 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
                 (unsigned long long)ntrain, whole ? "whole graph per step" : "sampled blocks",
                 (unsigned long long)epoch_batches,
                 epoch_batches < all_batches ? " (limited by --batches-per-epoch)" : "", o.threads,
-                sampler_threads, o.mem_bytes ? tg_fmt_bytes(o.mem_bytes, mb, sizeof mb) : "none");
+                sampler_threads,
+                r.budget.limit ? tg_fmt_bytes(r.budget.limit, mb, sizeof mb) : "none");
     /* Layer-wise evaluation out of core keeps its intermediate layers in files. */
     const char *lw_tmp = (r.strat_i->info.caps & TG_STRAT_IN_RAM) ? NULL : o.out_dir;
 
@@ -361,13 +396,7 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
     int show_bar = o.progress && isatty(STDERR_FILENO) && tg_log_level() >= TG_LOG_INFO;
     for (uint64_t epoch = ck.epochs_done; epoch < o.epochs; epoch++) {
         double t0 = tg_now();
-        if (whole) {
-            for (uint64_t i = 0; i < N; i++)
-                order[i] = i;
-        } else {
-            memcpy(order, r.split[0], ntrain * sizeof *order);
-            tg_sampler_shuffle_epoch(order, ntrain, o.seed, epoch);
-        }
+        epoch_order(order, &r, whole, o.seed, epoch);
         /* A run stopped mid-epoch continues with the batches it had not trained. */
         uint64_t first = ck.epoch_batches;
         sc.compute_s = 0;

@@ -83,3 +83,60 @@ void *tg_aligned_alloc(size_t align, size_t size)
     if (posix_memalign(&p, align, size ? size : align)) return NULL;
     return p;
 }
+
+/* ---------------------------------------------------------------- cgroup limit */
+
+/* The number in a one-line file ("max" or garbage: 0). */
+static uint64_t read_limit_file(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char line[64] = "";
+    uint64_t v = 0;
+    if (fgets(line, sizeof line, f) && line[0] >= '0' && line[0] <= '9')
+        v = strtoull(line, NULL, 10);
+    fclose(f);
+    /* v1 reports "no limit" as a huge page-rounded number */
+    return v >= ((uint64_t)1 << 62) ? 0 : v;
+}
+
+uint64_t tg_cgroup_mem_limit(void)
+{
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    if (!f) return 0;
+    char line[4096];
+    uint64_t best = 0;
+    while (fgets(line, sizeof line, f)) {
+        /* v2: "0::/path"; v1: "N:memory:/path" (or with other controllers joined by commas) */
+        char *a = strchr(line, ':');
+        char *b = a ? strchr(a + 1, ':') : NULL;
+        if (!b) continue;
+        *b = 0;
+        const char *ctl = a + 1;
+        char *path = b + 1;
+        path[strcspn(path, "\n")] = 0;
+        int v2 = !*ctl;
+        if (!v2 && !strstr(ctl, "memory")) continue;
+        const char *root = v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/memory";
+        const char *file = v2 ? "memory.max" : "memory.limit_in_bytes";
+        /* the smallest limit from the process's cgroup up to the root */
+        for (;;) {
+            char p[4400];
+            snprintf(p, sizeof p, "%s%s/%s", root, path, file);
+            uint64_t v = read_limit_file(p);
+            if (v && (!best || v < best)) best = v;
+            char *slash = strrchr(path, '/');
+            if (!slash || slash == path) {
+                if (path[0] && strcmp(path, "/") != 0) {
+                    path[0] = '/';
+                    path[1] = 0;
+                    continue;
+                }
+                break;
+            }
+            *slash = 0;
+        }
+    }
+    fclose(f);
+    return best;
+}

@@ -822,6 +822,14 @@ static int gd_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
     return rc;
 }
 
+/* Matrix places of the pipeline: extractors x sweep + queue depth (pipeline.h). */
+static int gd_in_flight(const tg_strategy_opts_t *so)
+{
+    gd_opts_t o;
+    gd_resolve(so, &o);
+    return o.extractors * o.sweep_batches + o.queue_depth;
+}
+
 const tg_strategy_i tg_strategy_gnndrive = {
     .info = {.name = "gnndrive",
              .summary = "GNNDrive: samplers -> extractors (io_uring into a shared feature buffer) "
@@ -830,9 +838,10 @@ const tg_strategy_i tg_strategy_gnndrive = {
              .opts = gd_opts,
              .num_opts = sizeof gd_opts / sizeof gd_opts[0],
              .config_size = sizeof(gd_cfg_t),
-             .example_args = "--mem 16M --extractors 3 --chunk-rows 64"},
+             .example_args = "--mem 32M --extractors 3 --chunk-rows 64"},
     .min_bytes = gd_min_bytes,
     .open = gd_open,
     .pass = gd_pass,
     .close = gd_close,
+    .batches_in_flight = gd_in_flight,
 };

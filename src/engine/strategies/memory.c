@@ -63,6 +63,11 @@ static void memory_close(tg_strategy_t *s)
     free(s);
 }
 
+static int memory_in_flight(const tg_strategy_opts_t *o)
+{
+    return tg_gather_pass_in_flight(o->sampler_threads, 2);
+}
+
 const tg_strategy_i tg_strategy_memory = {
     .info = {.name = "memory",
              .summary = "graph and features in RAM; sampler threads sample and gather ahead",
@@ -71,4 +76,5 @@ const tg_strategy_i tg_strategy_memory = {
     .open = memory_open,
     .pass = memory_pass,
     .close = memory_close,
+    .batches_in_flight = memory_in_flight,
 };

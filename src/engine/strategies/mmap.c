@@ -92,6 +92,11 @@ static void mmap_close(tg_strategy_t *s)
     free(s);
 }
 
+static int mmap_in_flight(const tg_strategy_opts_t *o)
+{
+    return tg_gather_pass_in_flight(o->sampler_threads, 1);
+}
+
 const tg_strategy_i tg_strategy_mmap = {
     .info = {.name = "mmap",
              .summary = "indices and features memory-mapped (MADV_RANDOM), page cache bounded by "
@@ -105,4 +110,5 @@ const tg_strategy_i tg_strategy_mmap = {
     .open = mmap_open,
     .pass = mmap_pass,
     .close = mmap_close,
+    .batches_in_flight = mmap_in_flight,
 };

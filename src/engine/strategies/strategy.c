@@ -151,10 +151,11 @@ int tg_strategy_parse(const tg_strategy_info_t *info, const tg_strategy_arg_t *a
 /* ---------------------------------------------------------------- the automatic choice */
 
 int tg_strategy_choose(const tg_dataset_t *ds, uint64_t mem_bytes, uint64_t extra_bytes,
-                       const tg_strategy_opts_t *base, const tg_strategy_arg_t *args, int nargs,
-                       const tg_strategy_i **out, char *why, size_t why_len)
+                       uint64_t auto_extra, const tg_strategy_opts_t *base,
+                       const tg_strategy_arg_t *args, int nargs, const tg_strategy_i **out,
+                       char *why, size_t why_len)
 {
-    char items[512], a[32], b[32];
+    char items[512], a[32], b[32], c[32];
     uint64_t room = mem_bytes ? mem_bytes : tg_phys_mem_bytes() / 4;
     const tg_strategy_i *ooc = NULL;
     uint64_t need = 0;
@@ -168,21 +169,24 @@ int tg_strategy_choose(const tg_dataset_t *ds, uint64_t mem_bytes, uint64_t extr
         o.cfg = cfg;
         int rc = tg_strategy_parse(&si->info, args, nargs, cfg, 0);
         if (rc == 0) need = si->min_bytes(ds, &o, items, sizeof items) + extra_bytes;
+        uint64_t all = need + auto_extra; /* with the model and its batches */
         free(cfg);
         if (rc < 0) return rc;
-        if (need <= room) {
+        if (all <= room) {
             *out = si;
-            snprintf(why, why_len, "graph and features (%s) fit in %s %s",
-                     tg_fmt_bytes(need, a, sizeof a), mem_bytes ? "--mem" : "a quarter of RAM,",
-                     tg_fmt_bytes(room, b, sizeof b));
+            snprintf(why, why_len,
+                     "graph and features (%s) and the model with its batches (%s) fit in %s %s",
+                     tg_fmt_bytes(need, a, sizeof a), tg_fmt_bytes(auto_extra, c, sizeof c),
+                     mem_bytes ? "--mem" : "a quarter of RAM,", tg_fmt_bytes(room, b, sizeof b));
             return 0;
         }
     }
     if (!ooc) return tg_err(-EINVAL, "no out-of-core strategy in the table");
     *out = ooc;
-    snprintf(why, why_len, "graph and features (%s) do not fit in %s %s",
-             tg_fmt_bytes(need, a, sizeof a), mem_bytes ? "--mem" : "a quarter of RAM,",
-             tg_fmt_bytes(room, b, sizeof b));
+    snprintf(why, why_len,
+             "graph and features (%s) and the model with its batches (%s) do not fit in %s %s",
+             tg_fmt_bytes(need, a, sizeof a), tg_fmt_bytes(auto_extra, c, sizeof c),
+             mem_bytes ? "--mem" : "a quarter of RAM,", tg_fmt_bytes(room, b, sizeof b));
     return 0;
 }
 
@@ -309,6 +313,13 @@ tg_loader_opts_t tg_pass_loader_opts(const tg_pass_t *p, tg_adj_t *adj, int samp
                               .first_batch = p->first_batch};
 }
 
+int tg_gather_pass_in_flight(int sampler_threads, size_t prefetch)
+{
+    /* each sampler thread: prefetch queued + one being gathered; the trainer's; the releasing
+     * queue (1) and the one being freed */
+    return TG_MAX(sampler_threads, 1) * (int)(prefetch + 1) + 1 + 1 + 1;
+}
+
 int tg_gather_pass(tg_run_t *r, const tg_pass_t *p, int sampler_threads, size_t prefetch,
                    tg_gather_fn gather, void *gctx, tg_pass_stats_t *st)
 {
@@ -319,7 +330,7 @@ int tg_gather_pass(tg_run_t *r, const tg_pass_t *p, int sampler_threads, size_t 
                          .prefetch = prefetch,
                          .gather = gather,
                          .gather_ctx = gctx,
-                         .queue_depth = 2,
+                         .queue_depth = 1,
                          .in_order = 1};
     tg_proc_io_t a, b;
     tg_proc_io_sample(&a);

@@ -1,0 +1,171 @@
+/* --mem as the whole process's budget: the run measures what a batch costs and reserves the
+ * process's own memory, the model, one batch's activations and the input matrices of the batches
+ * in flight against the run's budget, so that what is left is what the strategy's caches and
+ * buffers may take (docs/STRATEGIES.md, "The memory budget"). */
+#include "engine-impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Margins on measured sizes: later batches of an epoch may be a little larger than the profiled
+ * ones (sampling variance), and the allocator rounds. */
+#define SIZE_MARGIN 1.15
+/* Thread stacks touched, allocator slack, stdio buffers: what RSS at the profile does not show
+ * yet. */
+#define OVERHEAD_SLACK ((uint64_t)8 << 20)
+#define PROFILE_BATCHES 4
+
+uint64_t tg_budget_effective(uint64_t mem_bytes, uint64_t cgroup_limit, char *why, size_t len)
+{
+    why[0] = 0;
+    if (!cgroup_limit) return mem_bytes;
+    /* Leave the kernel a little of the cgroup for the page cache of checkpoint writes and the
+     * dataset's metadata reads: a process at exactly the limit is reclaimed or killed. */
+    uint64_t margin = ((uint64_t)16 << 20) + cgroup_limit / 50;
+    uint64_t cg = cgroup_limit > 2 * margin ? cgroup_limit - margin : cgroup_limit / 2;
+    if (mem_bytes && mem_bytes <= cg) return mem_bytes;
+    char a[32], b[32], c[32], d[32];
+    if (mem_bytes)
+        snprintf(why, len,
+                 "--mem %s is more than this process's cgroup allows (limit %s, less %s "
+                 "for the kernel): using %s",
+                 tg_fmt_bytes(mem_bytes, a, sizeof a), tg_fmt_bytes(cgroup_limit, b, sizeof b),
+                 tg_fmt_bytes(margin, c, sizeof c), tg_fmt_bytes(cg, d, sizeof d));
+    else
+        snprintf(why, len,
+                 "no --mem: the budget is this process's cgroup limit %s, less %s for "
+                 "the kernel",
+                 tg_fmt_bytes(cgroup_limit, a, sizeof a), tg_fmt_bytes(margin, b, sizeof b));
+    return cg;
+}
+
+uint64_t tg_budget_estimate(const tg_model_config_t *cfg, uint64_t num_nodes, uint64_t batch_size,
+                            const int64_t *fanouts, int in_flight)
+{
+    /* Input nodes of a batch: seeds times (1 + fanout) per layer, at most the graph. An
+     * over-estimate (neighbourhoods overlap), which is the safe side for choosing RAM. */
+    double nodes = (double)(batch_size ? batch_size : num_nodes);
+    for (int l = 0; l < cfg->num_layers; l++)
+        nodes *= fanouts[l] < 0 ? (double)num_nodes : 1.0 + (double)fanouts[l];
+    if (nodes > (double)num_nodes) nodes = (double)num_nodes;
+    double width = TG_MAX(cfg->hidden, cfg->in_dim);
+    double x = nodes * cfg->in_dim * sizeof(float);
+    /* activations: a few copies of X and of each layer's hidden rows (forward saves, gradients) */
+    double act = 3 * x + nodes * width * sizeof(float) * 2 * cfg->num_layers;
+    return (uint64_t)(act + x * in_flight) + ((uint64_t)32 << 20); /* + the process */
+}
+
+/* Samples the first batches of the pass (the same batches training will run: the RNG is a pure
+ * function of seed, epoch and batch) and keeps the one with the most input nodes. */
+static int profile_batches(tg_run_t *r, const tg_budget_plan_opts_t *o, tg_batch_t *largest)
+{
+    tg_sampler_t *s;
+    int rc = tg_sampler_create(&s, r->adj, o->num_layers, o->fanouts);
+    if (rc < 0) return rc;
+    uint64_t nb = (o->num_seeds + o->batch_size - 1) / o->batch_size;
+    uint64_t k = nb < PROFILE_BATCHES ? nb : PROFILE_BATCHES;
+    memset(largest, 0, sizeof *largest);
+    for (uint64_t b = 0; b < k && rc >= 0; b++) {
+        uint64_t first = b * o->batch_size;
+        uint64_t cnt = TG_MIN(o->batch_size, o->num_seeds - first);
+        tg_rng_t rng;
+        tg_sampler_batch_rng(&rng, o->seed, o->epoch, b);
+        tg_batch_t bt;
+        memset(&bt, 0, sizeof bt);
+        if ((rc = tg_sampler_sample(s, o->seeds + first, (size_t)cnt, &rng, &bt)) < 0) break;
+        if (bt.num_nodes > largest->num_nodes) {
+            tg_batch_free(largest);
+            *largest = bt;
+        } else {
+            tg_batch_free(&bt);
+        }
+    }
+    tg_sampler_destroy(s);
+    if (rc < 0) tg_batch_free(largest);
+    return rc < 0 ? tg_err_prefix(rc, "measuring a batch for the memory budget") : 0;
+}
+
+/* The activation arena one training step of `b` needs: a model of the same configuration (not
+ * the run's: its weights, optimiser and RNG stay untouched) runs the step on zero features. */
+static int measure_activations(tg_run_t *r, const tg_model_t *m, const tg_optim_config_t *oc,
+                               const tg_batch_t *b, uint64_t *act)
+{
+    tg_model_t *pm = NULL;
+    float *X = NULL;
+    int32_t *y = NULL;
+    int rc = tg_model_create(&pm, tg_model_config(m), 1);
+    if (rc == 0) rc = tg_model_set_optim(pm, oc);
+    if (rc == 0) {
+        tg_model_set_pool(pm, r->pool);
+        X = calloc((size_t)b->num_nodes * r->ds->meta.feat_dim + 1, sizeof *X);
+        y = calloc((size_t)b->num_seeds * r->label_width + 1, sizeof *y);
+        if (!X || !y) rc = tg_err(-ENOMEM, "out of memory for the batch that sizes the budget");
+    }
+    if (rc == 0) {
+        tg_step_stats_t st;
+        rc = tg_model_train_step(pm, b, X, y, &st);
+        if (rc == -ERANGE) rc = 0; /* zero features may give a degenerate loss: sizes still hold */
+        *act = tg_model_act_bytes(pm);
+    }
+    free(X);
+    free(y);
+    tg_model_destroy(pm);
+    return rc;
+}
+
+int tg_budget_plan(tg_run_t *r, const tg_model_t *m, const tg_budget_plan_opts_t *o,
+                   tg_budget_plan_t *p)
+{
+    memset(p, 0, sizeof *p);
+    p->limit = r->budget.limit;
+    p->model = tg_model_param_bytes(m);
+    p->in_flight = r->strat_i->batches_in_flight ? r->strat_i->batches_in_flight(&r->sopts) : 2;
+    if (!p->limit || o->num_seeds == 0) return 0;
+    double t0 = tg_now();
+    tg_batch_t big;
+    int rc = profile_batches(r, o, &big);
+    if (rc < 0) return rc;
+    uint64_t act = 0;
+    rc = measure_activations(r, m, o->optim, &big, &act);
+    p->batch_nodes = big.num_nodes;
+    tg_batch_free(&big);
+    if (rc < 0) return tg_err_prefix(rc, "measuring a batch for the memory budget");
+    p->activations = (uint64_t)((double)act * SIZE_MARGIN);
+    p->batch_x =
+        (uint64_t)((double)p->batch_nodes * r->ds->meta.feat_dim * sizeof(float) * SIZE_MARGIN);
+    /* What the process holds that is neither data in the budget nor the model: the binary and
+     * its libraries, OpenBLAS's buffers (allocated by the step above), thread stacks. */
+    uint64_t rss = tg_rss_bytes(), known = r->budget.used + p->model;
+    p->overhead = (rss > known ? rss - known : 0) + OVERHEAD_SLACK;
+    p->profile_s = tg_now() - t0;
+    uint64_t need = p->overhead + p->model + p->activations + p->in_flight * p->batch_x;
+    char a[32], b[32], c[32], d[32], e[32], f[32], g[32];
+    if (r->budget.used + need > p->limit) {
+        uint64_t want = r->budget.used + need;
+        return tg_err(-ENOMEM,
+                      "--mem %s is too small for this model and batch size: the process (%s), "
+                      "the model with its optimiser state (%s), one batch's activations (%s, a "
+                      "batch of %u input nodes) and %llu input matrices in flight (%s each) need "
+                      "%s beside the %s of data strategy %s holds; give --mem %lluM or more, or "
+                      "a smaller --batch-size or fanouts",
+                      tg_fmt_bytes(p->limit, a, sizeof a), tg_fmt_bytes(p->overhead, b, sizeof b),
+                      tg_fmt_bytes(p->model, c, sizeof c),
+                      tg_fmt_bytes(p->activations, d, sizeof d), p->batch_nodes,
+                      (unsigned long long)p->in_flight, tg_fmt_bytes(p->batch_x, e, sizeof e),
+                      tg_fmt_bytes(need, f, sizeof f), tg_fmt_bytes(r->budget.used, g, sizeof g),
+                      r->strat_i->info.name, (unsigned long long)((want + (1 << 20) - 1) >> 20));
+    }
+    if ((rc = tg_budget_reserve(&r->budget, need, "process, model, activations, batches")) < 0)
+        return rc;
+    p->reserved = need;
+    p->data = r->budget.used - need;
+    p->rest = p->limit - r->budget.used;
+    tg_log_info("memory budget %s: process %s, model %s, activations %s, %llu batch matrices of "
+                "%s, data so far %s; %s left for %s's caches and buffers (measured in %.2f s)",
+                tg_fmt_bytes(p->limit, a, sizeof a), tg_fmt_bytes(p->overhead, b, sizeof b),
+                tg_fmt_bytes(p->model, c, sizeof c), tg_fmt_bytes(p->activations, d, sizeof d),
+                (unsigned long long)p->in_flight, tg_fmt_bytes(p->batch_x, e, sizeof e),
+                tg_fmt_bytes(p->data, f, sizeof f), tg_fmt_bytes(p->rest, g, sizeof g),
+                r->strat_i->info.name, p->profile_s);
+    return 0;
+}
