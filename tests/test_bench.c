@@ -1,10 +1,12 @@
 /* tiergnn bench: reports (columns, a well-formed SVG, failures with their exit status) on a tiny
- * generated dataset; the aggregation of every per-epoch key through a stand-in train binary;
- * signals; refusals; and the epoch footprint behind the I/O lower bound. */
+ * generated dataset; every strategy of the engine's table by default; the aggregation of every
+ * per-epoch key through a stand-in train binary; signals; a real run killed by the cgroup's
+ * out-of-memory killer; refusals; and the epoch footprint behind the I/O lower bound. */
 #include <sys/stat.h>
 
+#include "engine/engine-impl.h"
 #include "test_adj_disk_common.h"
-#include "tiergnn/engine.h"
+#include "tiergnn/bench.h"
 
 static const char *g_dir;
 static char g_ds[4200];
@@ -282,6 +284,8 @@ TG_TEST(reports_and_failures)
         TG_CHECK(strstr(md, "I/O lower bound") != NULL);
         TG_CHECK(strstr(md, "distinct input nodes") != NULL);
         TG_CHECK(strstr(md, "cgroup limit") != NULL);
+        /* the report opens with what --mem means for every row */
+        TG_CHECK(strstr(md, "for every strategy") != NULL);
         free(md);
     }
     check_svg(out, names, 4);
@@ -316,7 +320,11 @@ TG_TEST(reports_and_failures)
     }
     free(rows);
     md = read_text(out, "bench.md");
-    if (md) TG_CHECK(strstr(md, "cgroup limit: **none** (--membudget none)") != NULL);
+    if (md) {
+        TG_CHECK(strstr(md, "cgroup limit: **none** (--membudget none)") != NULL);
+        TG_CHECK(strstr(md, "**Memory: --mem 64.00 MiB for every strategy, without a cgroup "
+                            "limit** (--membudget none)") != NULL);
+    }
     free(md);
 }
 
@@ -327,7 +335,8 @@ TG_TEST(bad_arguments)
         const char *args, *needle;
     } cases[] = {
         {"--strategies memory", "--mem"},
-        {"--mem 64M", "--strategies"},
+        {"--strategies memory --mem 64M --cgroup-extra 1M", "unknown option"},
+        {"--strategies memory, --mem 64M", "empty"},
         {"--strategies memory,memory --mem 64M", "twice"},
         {"--strategies ../x --mem 64M", "not a strategy name"},
         {"--strategies memory --mem 64M --epochs 0", "--epochs"},
@@ -395,7 +404,6 @@ TG_TEST(aggregation_and_signals)
         snprintf(mb, sizeof mb, "%s/tools/membudget", TG_SHARED_DIR);
         if (cg && access(mb, X_OK) != 0) continue;
         o.membudget = cg ? mb : "none";
-        o.cgroup_extra = 32 << 20;
         o.model.hidden = 8;
         o.fanouts[0] = o.fanouts[1] = 4;
         o.batch_size = 100;
@@ -404,6 +412,7 @@ TG_TEST(aggregation_and_signals)
         TG_CHECK_OK(tg_bench(&o, &res));
         TG_CHECK(res.runs == 3);
         TG_CHECK(res.failed == 2);
+        TG_CHECK(res.oom_killed == 0); /* "dies" kills itself: not the out-of-memory killer */
         int n;
         row_t *rows = read_csv(out, &n);
         const row_t *g = find_row(rows, n, "good");
@@ -427,7 +436,7 @@ TG_TEST(aggregation_and_signals)
             TG_CHECK_NEAR(num(g, C_VALID), 0.5, 1e-9);
             TG_CHECK_NEAR(num(g, C_BEST), 3, 1e-9);
             if (res.cgroup_limited) {
-                TG_CHECK_NEAR(num(g, C_CG_LIMIT), (64 << 20) + (32 << 20), 0.5);
+                TG_CHECK_NEAR(num(g, C_CG_LIMIT), 64 << 20, 0.5); /* exactly --mem */
                 TG_CHECK(num(g, C_CG_PEAK) > 0);
             } else {
                 TG_CHECK(!strcmp(g->f[C_CG_LIMIT], "n/a"));
@@ -458,6 +467,96 @@ TG_TEST(aggregation_and_signals)
         static const char *const names[3] = {"good", "bad", "dies"};
         check_svg(out, names, 3);
         fprintf(stderr, "  %s cgroup limit\n", res.cgroup_limited ? "with a" : "without a");
+    }
+}
+
+/* Without --strategies the bench runs every strategy of the engine's table, in its order. */
+TG_TEST(default_strategies)
+{
+    char out[4300];
+    snprintf(out, sizeof out, "%s/all", g_dir);
+    char *log = NULL;
+    int rc = tg_test_cli(&log,
+                         "bench %s --mem 64M --epochs 1 --hidden 8 --batch-size 256 --fanouts 4,4 "
+                         "--membudget none --probe-time 0.2 --out %s",
+                         g_ds, out);
+    TG_CHECK(rc == 0);
+    if (rc) fprintf(stderr, "%s\n", log ? log : "");
+    free(log);
+    int n;
+    row_t *rows = read_csv(out, &n);
+    /* tg_strategy_names: "memory, mmap, gnndrive" */
+    char names[512];
+    snprintf(names, sizeof names, "%s", tg_strategy_names());
+    int k = 0;
+    char *save = NULL;
+    for (char *t = strtok_r(names, ", ", &save); t; t = strtok_r(NULL, ", ", &save), k++) {
+        if (k >= n) {
+            TG_FAIL("bench.csv has %d rows; the table's strategy %s is missing", n, t);
+            break;
+        }
+        if (strcmp(rows[k].f[C_STRATEGY], t))
+            TG_FAIL("row %d is %s, expected %s", k + 1, rows[k].f[C_STRATEGY], t);
+        TG_CHECK(!strcmp(rows[k].f[C_STATUS], "ok"));
+    }
+    TG_CHECK(k == n && n > 0);
+    free(rows);
+}
+
+/* A real run in a cgroup far too small for the process: the kernel's out-of-memory killer ends
+ * it, and the bench says so (status, exit 137, the cgroup's limit and peak, the message). */
+TG_TEST(oom_killed_run)
+{
+    char mb[4300];
+    snprintf(mb, sizeof mb, "%s/tools/membudget", TG_SHARED_DIR);
+    if (access(mb, X_OK) != 0) {
+        fprintf(stderr, "  skipped: no %s\n", mb);
+        return;
+    }
+    char out[4300];
+    snprintf(out, sizeof out, "%s/oom", g_dir);
+    char *args[] = {"--hidden", "8", "--batch-size", "256"};
+    tg_bench_opts_t o;
+    tg_bench_opts_default(&o);
+    o.dataset = g_ds;
+    o.strategies = "memory";
+    o.mem_bytes = 1 << 20; /* below what the process needs just to start */
+    o.epochs = 1;
+    o.out_dir = out;
+    o.membudget = mb;
+    o.probe_time_s = 0.2;
+    o.train_args = args;
+    o.num_train_args = 4;
+    tg_bench_result_t res;
+    TG_CHECK_OK(tg_bench(&o, &res));
+    if (!res.cgroup_limited) {
+        fprintf(stderr, "  skipped: membudget cannot set a limit here\n");
+        return;
+    }
+    TG_CHECK(res.runs == 1 && res.failed == 1 && res.oom_killed == 1);
+    TG_CHECK_EQ_U64(res.cgroup_limit, 1 << 20);
+    int n;
+    row_t *rows = read_csv(out, &n);
+    const row_t *r = n == 1 ? find_row(rows, n, "memory") : NULL;
+    TG_CHECK(n == 1);
+    if (r) {
+        TG_CHECK(!strcmp(r->f[C_STATUS], "oom-killed"));
+        TG_CHECK(!strcmp(r->f[C_EXIT], "137"));
+        TG_CHECK_NEAR(num(r, C_CG_LIMIT), 1 << 20, 0.5);
+        TG_CHECK(num(r, C_CG_PEAK) > 0);
+        if (!strstr(r->f[C_ERR], "out of memory"))
+            TG_FAIL("last_error '%s' does not say out of memory", r->f[C_ERR]);
+    }
+    free(rows);
+    char *md = read_text(out, "bench.md");
+    if (md) {
+        TG_CHECK(strstr(md, "| memory | oom-killed |") != NULL);
+        TG_CHECK(strstr(md, "- **memory**: oom-killed, exit status 137: out of memory") != NULL);
+        TG_CHECK(strstr(md, "did not fit in the 1.00 MiB it was given as --mem") != NULL);
+        TG_CHECK(
+            strstr(md, "**Memory: 1.00 MiB for every strategy.** Each run gets `--mem 1048576`") !=
+            NULL);
+        free(md);
     }
 }
 
@@ -496,15 +595,15 @@ TG_TEST(footprint)
     }
     tg_sampler_destroy(s);
     for (int threads = 1; threads <= 3; threads += 2) {
-        tg_footprint_opts_t fo = {.model = TG_MODEL_SAGE,
-                                  .num_layers = 2,
-                                  .fanouts = {5, 3},
-                                  .batch_size = bs,
-                                  .seed = seed,
-                                  .epoch = epoch,
-                                  .threads = threads};
-        tg_epoch_footprint_t fp;
-        TG_CHECK_OK(tg_epoch_footprint(dir, &fo, &fp));
+        tg_bench_footprint_opts_t fo = {.model = TG_MODEL_SAGE,
+                                        .num_layers = 2,
+                                        .fanouts = {5, 3},
+                                        .batch_size = bs,
+                                        .seed = seed,
+                                        .epoch = epoch,
+                                        .threads = threads};
+        tg_bench_footprint_t fp;
+        TG_CHECK_OK(tg_bench_footprint(dir, &fo, &fp));
         TG_CHECK_EQ_U64(fp.batches, nb);
         TG_CHECK_EQ_U64(fp.distinct_nodes, distinct);
         TG_CHECK_EQ_U64(fp.batch_nodes, sum);
@@ -513,14 +612,14 @@ TG_TEST(footprint)
         TG_CHECK(!fp.whole_graph);
     }
     /* full batch with full neighbourhoods: the whole graph, every node */
-    tg_footprint_opts_t fo = {.model = TG_MODEL_GCN,
-                              .num_layers = 2,
-                              .fanouts = {-1, -1},
-                              .batch_size = 0,
-                              .seed = seed,
-                              .threads = 1};
-    tg_epoch_footprint_t fp;
-    TG_CHECK_OK(tg_epoch_footprint(dir, &fo, &fp));
+    tg_bench_footprint_opts_t fo = {.model = TG_MODEL_GCN,
+                                    .num_layers = 2,
+                                    .fanouts = {-1, -1},
+                                    .batch_size = 0,
+                                    .seed = seed,
+                                    .threads = 1};
+    tg_bench_footprint_t fp;
+    TG_CHECK_OK(tg_bench_footprint(dir, &fo, &fp));
     TG_CHECK(fp.whole_graph);
     TG_CHECK_EQ_U64(fp.batches, 1);
     TG_CHECK_EQ_U64(fp.distinct_nodes, N);
@@ -528,7 +627,7 @@ TG_TEST(footprint)
     fo.model = TG_MODEL_MLP;
     fo.fanouts[0] = fo.fanouts[1] = 10;
     fo.batch_size = 100;
-    TG_CHECK_OK(tg_epoch_footprint(dir, &fo, &fp));
+    TG_CHECK_OK(tg_bench_footprint(dir, &fo, &fp));
     TG_CHECK(!fp.whole_graph);
     TG_CHECK_EQ_U64(fp.distinct_nodes, ntrain);
     TG_CHECK_EQ_U64(fp.batch_nodes, ntrain);
@@ -554,7 +653,9 @@ int main(void)
     free(log);
     TG_RUN(reports_and_failures);
     TG_RUN(bad_arguments);
+    TG_RUN(default_strategies);
     TG_RUN(aggregation_and_signals);
+    TG_RUN(oom_killed_run);
     TG_RUN(footprint);
     int rc = tg_test_done();
     if (!rc) tg_rmtree(g_dir);

@@ -1,34 +1,32 @@
-/* tiergnn bench: flag parsing; the bench itself is tg_bench (engine/bench.c). */
+/* tiergnn bench: flag parsing; the bench itself is tg_bench (src/bench/). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "cli.h"
-#include "tiergnn/engine.h"
+#include "tiergnn/bench.h"
 #include "tiergnn/util.h"
 
 static const char bench_usage[] =
-    "usage: tiergnn bench DATASET --strategies A,B,... --mem SIZE [--epochs N] [--out RUNDIR]\n"
+    "usage: tiergnn bench DATASET --mem SIZE [--strategies A,B,...] [--epochs N] [--out RUNDIR]\n"
     "                     [bench options] [train options] [-- more train arguments]\n"
     "\n"
     "Runs `tiergnn train DATASET --strategy S --mem SIZE ...` once per strategy, each in its\n"
-    "own process, cold (the dataset dropped from the page cache first) and under a cgroup\n"
-    "memory limit when ../shared/tools/membudget can set one; writes RUNDIR/bench.csv,\n"
-    "RUNDIR/bench.md and RUNDIR/bench.svg and prints the table with the I/O lower bound.\n"
+    "own process, cold (the dataset dropped from the page cache first) and in a cgroup limited\n"
+    "to SIZE when ../shared/tools/membudget can set one: SIZE is the whole process's memory,\n"
+    "the same for every strategy. Writes RUNDIR/bench.csv, RUNDIR/bench.md and\n"
+    "RUNDIR/bench.svg and prints the table with the I/O lower bound.\n"
     "\n"
     "bench options:\n"
-    "  --strategies A,B,...   strategies to compare (required)\n"
-    "  --mem SIZE             --mem of every run, e.g. 512M (required)\n"
+    "  --mem SIZE             --mem of every run and its cgroup limit, e.g. 512M (required)\n"
+    "  --strategies A,B,...   strategies to compare (default: every strategy of the engine)\n"
     "  --epochs N             epochs per run (default 3; the first is left out of the means)\n"
     "  --out RUNDIR           reports here, run S in RUNDIR/S (default runs/bench-DATE-TIME)\n"
     "  --overwrite            replace existing RUNDIR/S folders\n"
     "  --membudget PATH       the membudget tool, or 'none' for no cgroup limit (default:\n"
     "                         ../shared/tools/membudget from the current directory, then from\n"
     "                         the binary's directory and its parents)\n"
-    "  --cgroup-extra SIZE    cgroup limit = --mem + SIZE (default: computed from the model,\n"
-    "                         one step on the largest batch, batches in flight, labels,\n"
-    "                         evaluation, the process, + 25%; printed)\n"
     "  --no-evict             do not drop the dataset from the page cache before each run\n"
     "  --probe-time S         seconds of the device probe for the bandwidth (default 1.5)\n"
     "train options passed to every run (see 'tiergnn train --help'):\n"
@@ -43,8 +41,7 @@ static const char bench_usage[] =
     "See docs/BENCH.md.\n";
 
 /* Bench options (not passed on) and train options (passed on, some also read here). */
-#define BENCH_OWN                                                                                  \
-    "strategies=,mem=,epochs=,out=,overwrite,membudget=,cgroup-extra=,no-evict,probe-time=,help"
+#define BENCH_OWN "strategies=,mem=,epochs=,out=,overwrite,membudget=,no-evict,probe-time=,help"
 #define BENCH_SPEC                                                                                 \
     BENCH_OWN ",model=,layers=,hidden=,heads=,dropout=,attn-dropout=,activation=,fanouts=,"        \
               "batch-size=,optimizer=,lr=,weight-decay=,momentum=,normalize-features,eval-every=," \
@@ -52,17 +49,16 @@ static const char bench_usage[] =
 
 static int is_own(const char *flag)
 {
-    static const char *const own[] = {"strategies", "mem",       "epochs",       "out",
-                                      "overwrite",  "membudget", "cgroup-extra", "no-evict",
-                                      "probe-time", "help"};
+    static const char *const own[] = {"strategies", "mem",      "epochs",     "out", "overwrite",
+                                      "membudget",  "no-evict", "probe-time", "help"};
     for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
         if (!strcmp(flag, own[i])) return 1;
     return 0;
 }
 
-/* The settings the bench needs itself (what is sampled, how big the model is), read with the
+/* The settings the bench needs itself (what is sampled, for the I/O lower bound), read with the
  * train command's defaults. */
-static int parse_model(const tg_args_t *a, tg_bench_opts_t *o)
+static int parse_sampling(const tg_args_t *a, tg_bench_opts_t *o)
 {
     int rc;
     if ((rc = tg_model_type_parse(tg_args_str(a, "model", "sage"), &o->model.type)) < 0)
@@ -78,21 +74,9 @@ static int parse_model(const tg_args_t *a, tg_bench_opts_t *o)
     o->model.num_layers = layers;
     for (int l = 0; l < layers; l++)
         o->fanouts[l] = nf ? fan[l] : (o->model.type == TG_MODEL_MLP ? 0 : 10);
-    int v = 0;
-    if ((rc = tg_args_int_range(a, "hidden", 256, 1, 1 << 20, &v)) < 0) return rc;
-    o->model.hidden = (uint32_t)v;
-    if ((rc = tg_args_int_range(a, "heads", o->model.type == TG_MODEL_GAT ? 4 : 1, 1, 1024, &v)) <
-        0)
-        return rc;
-    o->model.heads = v;
     if ((rc = tg_args_u64(a, "batch-size", 1024, &o->batch_size)) < 0) return rc;
     if ((rc = tg_args_u64(a, "seed", 0, &o->seed)) < 0) return rc;
-    if ((rc = tg_args_int_range(a, "threads", 1, 1, 1024, &o->threads)) < 0) return rc;
-    if ((rc = tg_args_int_range(a, "sampler-threads", o->threads, 0, 256, &o->sampler_threads)) < 0)
-        return rc;
-    const char *ef = tg_args_str(a, "eval-fanouts", "full");
-    o->eval_sampled = !strcmp(ef, "train");
-    return 0;
+    return tg_args_int_range(a, "threads", 1, 1, 1024, &o->threads);
 }
 
 int tg_cmd_bench(int argc, char **argv)
@@ -121,27 +105,20 @@ int tg_cmd_bench(int argc, char **argv)
     }
     o.dataset = a.pos[0];
     o.strategies = tg_args_str(&a, "strategies", NULL);
-    if (!o.strategies) {
-        tg_err(-EINVAL, "bench: --strategies A,B,... is required");
-        return tg_cli_fail();
-    }
     if (!tg_args_has(&a, "mem")) {
         tg_err(-EINVAL, "bench: --mem SIZE is required (the budget every strategy gets)");
         return tg_cli_fail();
     }
     double probe = 0;
-    uint64_t extra = 0;
     if (tg_args_size(&a, "mem", 0, &o.mem_bytes) < 0 ||
-        tg_args_u64(&a, "epochs", 3, &o.epochs) < 0 || parse_model(&a, &o) < 0 ||
-        tg_args_double(&a, "probe-time", 1.5, &probe) < 0 ||
-        tg_args_size(&a, "cgroup-extra", 0, &extra) < 0)
+        tg_args_u64(&a, "epochs", 3, &o.epochs) < 0 || parse_sampling(&a, &o) < 0 ||
+        tg_args_double(&a, "probe-time", 1.5, &probe) < 0)
         return tg_cli_fail();
     if (!(probe > 0 && probe <= 60)) {
         tg_err(-EINVAL, "--probe-time must be in (0, 60] seconds, got %g", probe);
         return tg_cli_fail();
     }
     o.probe_time_s = probe;
-    if (tg_args_has(&a, "cgroup-extra")) o.cgroup_extra = (int64_t)extra;
     o.membudget = tg_args_str(&a, "membudget", NULL);
     o.no_evict = tg_args_has(&a, "no-evict");
     o.overwrite = tg_args_has(&a, "overwrite");
@@ -191,8 +168,8 @@ int tg_cmd_bench(int argc, char **argv)
             o.out_dir);
     free(targs);
     if (res.failed) {
-        tg_err(-EIO, "bench: %d of %d strategy run(s) failed; see %s/bench.md", res.failed,
-               res.runs, o.out_dir);
+        tg_err(-EIO, "bench: %d of %d strategy run(s) failed (%d oom-killed); see %s/bench.md",
+               res.failed, res.runs, res.oom_killed, o.out_dir);
         return tg_cli_fail();
     }
     return 0;

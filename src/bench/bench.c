@@ -1,0 +1,339 @@
+/* tiergnn bench, the driver: checks the options, sets up the cgroup, samples the footprint and
+ * probes the device, runs every strategy in turn and has the reports written (see
+ * tiergnn/bench.h and docs/BENCH.md). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "bench-impl.h"
+/* The engine's table of strategies names the default set. */
+#include "engine/engine-impl.h"
+
+#define MAX_STRATEGIES 32
+
+void tg_bench_opts_default(tg_bench_opts_t *o)
+{
+    memset(o, 0, sizeof *o);
+    o->epochs = 3;
+    tg_model_config_default(&o->model);
+    o->model.num_layers = 2;
+    for (int l = 0; l < TG_MAX_LAYERS; l++)
+        o->fanouts[l] = 10;
+    o->batch_size = 1024;
+    o->threads = 1;
+}
+
+/* "a,b,c" (spaces around the names ignored) into names; each name becomes a folder of RUNDIR. */
+static int parse_strategies(const char *s, char names[][TG_BENCH_NAME_MAX], int *n)
+{
+    *n = 0;
+    if (!*s) return tg_err(-EINVAL, "--strategies: empty list, expected e.g. mmap,gnndrive");
+    const char *p = s;
+    for (;;) {
+        while (*p == ' ')
+            p++;
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        while (len && p[len - 1] == ' ')
+            len--;
+        if (len == 0 || len >= TG_BENCH_NAME_MAX)
+            return tg_err(-EINVAL, "--strategies: item %d of '%s' is %s", *n + 1, s,
+                          len ? "too long" : "empty");
+        for (size_t i = 0; i < len; i++)
+            if (!(p[i] == '-' || p[i] == '_' || (p[i] >= 'a' && p[i] <= 'z') ||
+                  (p[i] >= 'A' && p[i] <= 'Z') || (p[i] >= '0' && p[i] <= '9')))
+                return tg_err(-EINVAL,
+                              "--strategies: '%.*s' is not a strategy name (letters, digits, "
+                              "'-', '_'; it names a folder of RUNDIR)",
+                              (int)len, p);
+        if (*n >= MAX_STRATEGIES)
+            return tg_err(-EINVAL, "--strategies: more than %d strategies", MAX_STRATEGIES);
+        for (int k = 0; k < *n; k++)
+            if (strlen(names[k]) == len && !strncmp(names[k], p, len))
+                return tg_err(-EINVAL, "--strategies: '%.*s' given twice", (int)len, p);
+        memcpy(names[*n], p, len);
+        names[*n][len] = 0;
+        (*n)++;
+        if (!e) break;
+        p = e + 1;
+    }
+    return 0;
+}
+
+static int has_arg(const tg_bench_opts_t *o, const char *flag)
+{
+    size_t n = strlen(flag);
+    for (int i = 0; i < o->num_train_args; i++)
+        if (!strncmp(o->train_args[i], flag, n) &&
+            (o->train_args[i][n] == 0 || o->train_args[i][n] == '='))
+            return 1;
+    return 0;
+}
+
+static int check_opts(const tg_bench_opts_t *o)
+{
+    if (!o->dataset || !*o->dataset) return tg_err(-EINVAL, "bench: a DATASET is required");
+    if (!o->out_dir || !*o->out_dir) return tg_err(-EINVAL, "bench: --out RUNDIR is required");
+    if (o->mem_bytes == 0)
+        return tg_err(-EINVAL, "bench: --mem BYTES is required (the budget every strategy gets)");
+    if (o->epochs == 0) return tg_err(-EINVAL, "bench: --epochs must be at least 1");
+    if (o->threads < 1) return tg_err(-EINVAL, "bench: --threads must be at least 1");
+    if (o->model.num_layers < 1 || o->model.num_layers > TG_MAX_LAYERS)
+        return tg_err(-EINVAL, "bench: %d layers, expected 1..%d", o->model.num_layers,
+                      TG_MAX_LAYERS);
+    if (o->num_train_args > 200) return tg_err(-EINVAL, "bench: too many train arguments");
+    return 0;
+}
+
+/* One run's command line: at most 20 fixed words (membudget, train, dataset, flags) plus the
+ * train arguments (check_opts allows 200); the numbers live in buf. */
+typedef struct {
+    char *argv[256];
+    int n;
+    char buf[3][32];
+} argv_t;
+
+static void argv_push(argv_t *a, const char *s)
+{
+    if (a->n < (int)(sizeof a->argv / sizeof a->argv[0]) - 1) a->argv[a->n++] = (char *)s;
+    a->argv[a->n] = NULL;
+}
+
+/* [membudget X --] tiergnn train DATASET --strategy S --mem X --epochs N --json --out DIR
+ * [--eval-every 0] [--checkpoint-every 0] TRAIN-ARGS */
+static void run_argv(argv_t *a, const tg_bench_opts_t *o, const tg_bench_report_t *c,
+                     const tg_bench_run_t *r)
+{
+    memset(a, 0, sizeof *a);
+    snprintf(a->buf[0], sizeof a->buf[0], "%llu", (unsigned long long)o->mem_bytes);
+    snprintf(a->buf[1], sizeof a->buf[1], "%llu", (unsigned long long)o->epochs);
+    if (c->cg_on) {
+        argv_push(a, c->membudget);
+        argv_push(a, a->buf[0]);
+        argv_push(a, "--");
+    }
+    const char *fixed[] = {c->exe,    "train",    o->dataset, "--strategy", r->name, "--mem",
+                           a->buf[0], "--epochs", a->buf[1],  "--json",     "--out", r->dir};
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
+        argv_push(a, fixed[i]);
+    if (!has_arg(o, "--eval-every")) {
+        argv_push(a, "--eval-every");
+        argv_push(a, "0");
+    }
+    if (!has_arg(o, "--checkpoint-every")) {
+        argv_push(a, "--checkpoint-every");
+        argv_push(a, "0");
+    }
+    for (int k = 0; k < o->num_train_args; k++)
+        argv_push(a, o->train_args[k]);
+}
+
+/* The command line of every run, for the report: the one argv with S for the strategy. */
+static void train_cmd(tg_bench_report_t *c, const tg_bench_opts_t *o)
+{
+    tg_bench_run_t s;
+    memset(&s, 0, sizeof s);
+    snprintf(s.name, sizeof s.name, "S");
+    snprintf(s.dir, sizeof s.dir, "%s/S", o->out_dir);
+    argv_t a;
+    run_argv(&a, o, c, &s);
+    size_t len = 0, cap = sizeof c->train_cmd;
+    c->train_cmd[0] = 0;
+    /* from "train" on: membudget and the binary's path are in the settings already */
+    for (int i = c->cg_on ? 4 : 1; i < a.n && len < cap; i++)
+        len += (size_t)snprintf(c->train_cmd + len, cap - len, "%s%s", len ? " " : "tiergnn ",
+                                a.argv[i]);
+}
+
+/* Finds membudget and checks that it can set a limit here; c->cg_on says whether it can. */
+static int setup_cgroup(tg_bench_report_t *c, const tg_bench_opts_t *o)
+{
+    if (o->membudget && !strcmp(o->membudget, "none")) {
+        snprintf(c->cg_note, sizeof c->cg_note, "--membudget none");
+        return 0;
+    }
+    if (o->membudget) {
+        struct stat st;
+        if (stat(o->membudget, &st) != 0 || !S_ISREG(st.st_mode) || access(o->membudget, X_OK))
+            return tg_err(-ENOENT, "bench: --membudget %s is not an executable file", o->membudget);
+        snprintf(c->membudget, sizeof c->membudget, "%s", o->membudget);
+    } else if (!tg_bench_find_membudget(c->exe, c->membudget, sizeof c->membudget)) {
+        snprintf(c->cg_note, sizeof c->cg_note,
+                 "membudget not found: neither ../shared/tools/membudget from the current "
+                 "directory nor from the binary's directory or its parents; give "
+                 "--membudget PATH");
+        return 0;
+    }
+    char why[512] = "";
+    c->cg_on = tg_bench_membudget_works(c->membudget, o->out_dir, why, sizeof why);
+    if (!c->cg_on)
+        snprintf(c->cg_note, sizeof c->cg_note, "%.200s cannot set a limit here: %.300s",
+                 c->membudget, why);
+    return 0;
+}
+
+/* The I/O lower bound: the footprint of the first epoch the means cover, over the sequential
+ * bandwidth measured now (not the probe's cached result). */
+static int lower_bound(tg_bench_report_t *c, const tg_bench_opts_t *o, tg_io_probe_t *probe,
+                       tg_bench_result_t *res)
+{
+    tg_bench_footprint_opts_t fo;
+    memset(&fo, 0, sizeof fo);
+    fo.model = o->model.type;
+    fo.num_layers = o->model.num_layers;
+    memcpy(fo.fanouts, o->fanouts, sizeof fo.fanouts);
+    fo.batch_size = o->batch_size;
+    fo.seed = o->seed;
+    fo.epoch = o->epochs > 1 ? 1 : 0;
+    fo.threads = o->threads;
+    c->fp_epoch = fo.epoch;
+    tg_log_info("bench: sampling epoch %llu to count the rows it reads",
+                (unsigned long long)fo.epoch + 1);
+    int rc = tg_bench_footprint(o->dataset, &fo, &res->footprint);
+    if (rc < 0) return rc;
+    c->fp = &res->footprint;
+
+    memset(probe, 0, sizeof *probe);
+    c->probe = probe;
+    tg_io_probe_opts_t po = {.time_s = o->probe_time_s, .refresh = 1};
+    char fpath[4096];
+    tg_dataset_path(c->ds, TG_FILE_FEATURES, fpath, sizeof fpath);
+    tg_log_info("bench: probing the device under %s", fpath);
+    tg_err_clear();
+    if (tg_io_probe_run(fpath, &po, probe) < 0 || !(probe->seq_bytes_per_s > 0)) {
+        snprintf(c->probe_err, sizeof c->probe_err, "%s",
+                 tg_errmsg()[0] ? tg_errmsg() : "no bandwidth measured");
+        tg_log_warn("bench: device probe failed, no I/O lower bound: %s", c->probe_err);
+        c->lb_s = c->lb_cached_s = NAN;
+        return 0;
+    }
+    c->probe_ok = 1;
+    double distinct = (double)res->footprint.distinct_nodes * (double)res->footprint.row_bytes;
+    c->lb_s = distinct / probe->seq_bytes_per_s;
+    c->lb_cached_s = TG_MAX(0.0, distinct - (double)o->mem_bytes) / probe->seq_bytes_per_s;
+    res->seq_bytes_per_s = probe->seq_bytes_per_s;
+    res->lower_bound_s = c->lb_s;
+    return 0;
+}
+
+/* One strategy: cold start, the process, what it reported. */
+static int run_one(const tg_bench_report_t *c, const tg_bench_opts_t *o, tg_bench_run_t *r, int i,
+                   int nruns)
+{
+    int rc = tg_mkdir_p(r->dir);
+    if (rc < 0) return rc;
+    uint64_t resident = 0, total = 0;
+    if ((rc = tg_bench_dataset_cache(c->ds, o->no_evict, &resident, &total)) < 0) return rc;
+    r->resident_start = total ? (double)resident / (double)total : 0;
+    argv_t a;
+    run_argv(&a, o, c, r);
+    char out_path[4200], err_path[4200];
+    snprintf(out_path, sizeof out_path, "%s/bench-stdout.jsonl", r->dir);
+    snprintf(err_path, sizeof err_path, "%s/bench-stderr.log", r->dir);
+    tg_log_info("bench: [%d/%d] %s (%.0f%% of the dataset in the page cache at start)", i + 1,
+                nruns, r->name, 100 * r->resident_start);
+    int64_t oom0 = c->cg_on ? tg_bench_oom_kills() : -1;
+    int st = 0;
+    if ((rc = tg_bench_spawn_wait(a.argv, out_path, err_path, &st, &r->ru, &r->wall_s)) < 0)
+        return rc;
+    int64_t oom1 = oom0 >= 0 ? tg_bench_oom_kills() : -1;
+    if ((rc = tg_bench_run_parse_stdout(r, out_path)) < 0) return rc;
+    tg_bench_run_parse_stderr(r, err_path);
+    tg_bench_run_ended(r, st, c->cg_on, oom1 >= oom0 && oom0 >= 0 ? oom1 - oom0 : -1);
+    tg_bench_run_summarise(r);
+    int ok = tg_bench_run_ok(r);
+    tg_log_info("bench: [%d/%d] %s: %s in %.1f s%s%s", i + 1, nruns, r->name,
+                tg_bench_run_status(r), r->wall_s, ok ? "" : ": ", ok ? "" : r->last_err);
+    return 0;
+}
+
+/* The run records, with their folders made free (refused unless overwrite). */
+static int prepare_runs(const tg_bench_opts_t *o, tg_bench_run_t **out, int *nruns)
+{
+    char names[MAX_STRATEGIES][TG_BENCH_NAME_MAX];
+    const char *list = o->strategies ? o->strategies : tg_strategy_names();
+    int rc = parse_strategies(list, names, nruns);
+    if (rc < 0) return rc;
+    tg_bench_run_t *runs = calloc((size_t)*nruns, sizeof *runs);
+    if (!runs) return tg_err(-ENOMEM, "bench: out of memory");
+    *out = runs;
+    for (int i = 0; i < *nruns; i++) {
+        tg_bench_run_t *r = &runs[i];
+        memcpy(r->name, names[i], sizeof r->name);
+        snprintf(r->dir, sizeof r->dir, "%s/%s", o->out_dir, names[i]);
+        r->exit_code = -1;
+        struct stat st;
+        if (stat(r->dir, &st) != 0) continue;
+        if (!o->overwrite)
+            return tg_err(-EEXIST,
+                          "bench: %s already exists (an earlier bench?); choose another --out "
+                          "or pass --overwrite",
+                          r->dir);
+        if ((rc = tg_rmtree(r->dir)) < 0) return rc;
+    }
+    return 0;
+}
+
+static int write_reports(const tg_bench_report_t *c, const tg_bench_run_t *runs, int nruns)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/bench.csv", c->o->out_dir);
+    int rc = tg_bench_write_csv(path, runs, nruns);
+    snprintf(path, sizeof path, "%s/bench.md", c->o->out_dir);
+    if (rc == 0) rc = tg_bench_write_md(path, c, runs, nruns);
+    snprintf(path, sizeof path, "%s/bench.svg", c->o->out_dir);
+    if (rc == 0) rc = tg_bench_write_svg(path, c, runs, nruns);
+    return rc;
+}
+
+int tg_bench(const tg_bench_opts_t *o, tg_bench_result_t *res)
+{
+    memset(res, 0, sizeof *res);
+    res->lower_bound_s = NAN;
+    int rc = check_opts(o);
+    if (rc < 0) return rc;
+    tg_dataset_t *ds = NULL;
+    tg_bench_run_t *runs = NULL;
+    int nruns = 0;
+    tg_bench_report_t c;
+    memset(&c, 0, sizeof c);
+    c.o = o;
+    tg_io_probe_t probe;
+    if ((rc = tg_dataset_open(&ds, o->dataset, TG_OPEN_CHECK_SIZES)) < 0) return rc;
+    c.ds = ds;
+    if ((rc = tg_mkdir_p(o->out_dir)) < 0 || (rc = prepare_runs(o, &runs, &nruns)) < 0) goto out;
+    /* The binary the runs use: the one running now, unless told otherwise. */
+    if (o->exe)
+        snprintf(c.exe, sizeof c.exe, "%s", o->exe);
+    else if ((rc = tg_bench_self_exe(c.exe, sizeof c.exe)) < 0)
+        goto out;
+    if ((rc = setup_cgroup(&c, o)) < 0) goto out;
+    char t1[32];
+    if (c.cg_on) {
+        res->cgroup_limited = 1;
+        res->cgroup_limit = o->mem_bytes;
+        tg_log_info("bench: every run under a cgroup limit of %s = --mem (the whole process)",
+                    tg_fmt_bytes(o->mem_bytes, t1, sizeof t1));
+    } else {
+        tg_log_warn("bench: running WITHOUT a memory limit: %s", c.cg_note);
+    }
+    if ((rc = lower_bound(&c, o, &probe, res)) < 0) goto out;
+    train_cmd(&c, o);
+    for (int i = 0; i < nruns; i++) {
+        if ((rc = run_one(&c, o, &runs[i], i, nruns)) < 0) goto out;
+        res->runs++;
+        res->failed += !tg_bench_run_ok(&runs[i]);
+        res->oom_killed += runs[i].oom_killed;
+    }
+    rc = write_reports(&c, runs, nruns);
+out:
+    if (runs)
+        for (int i = 0; i < nruns; i++)
+            free(runs[i].ep);
+    free(runs);
+    tg_dataset_close(ds);
+    return rc;
+}

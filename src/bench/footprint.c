@@ -1,0 +1,174 @@
+/* The epoch footprint behind the bench's I/O lower bound (tg_bench_footprint in tiergnn/bench.h):
+ * one epoch sampled exactly as a training run samples it, counting the distinct input nodes. */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench-impl.h"
+#include "tiergnn/graph.h"
+
+typedef struct {
+    int rc;
+    char *msg;
+    uint64_t batch_nodes;
+    uint64_t best_nodes, best_edges, best_id; /* the largest batch (ties: lower id) */
+    int has_best;
+} fp_thread_t;
+
+typedef struct {
+    tg_adj_t *adj;
+    const uint64_t *order;
+    uint64_t nseeds, bsz;
+    int L;
+    const int64_t *fan;
+    uint64_t seed, epoch;
+    _Atomic uint64_t *bits; /* one bit per node */
+    fp_thread_t *t;
+} fp_ctx_t;
+
+static uint64_t batch_edges(const tg_batch_t *b)
+{
+    uint64_t e = 0;
+    for (int l = 0; l < b->num_layers; l++)
+        e += b->blocks[l].num_edges;
+    return e;
+}
+
+static void fp_fn(void *arg, size_t begin, size_t end, int tid)
+{
+    fp_ctx_t *c = arg;
+    fp_thread_t *t = &c->t[tid];
+    if (begin >= end) return;
+    tg_sampler_t *s = NULL;
+    int rc = tg_sampler_create(&s, c->adj, c->L, c->fan);
+    for (size_t b = begin; rc == 0 && b < end; b++) {
+        uint64_t first = b * c->bsz, cnt = TG_MIN(c->bsz, c->nseeds - first);
+        tg_rng_t r;
+        tg_sampler_batch_rng(&r, c->seed, c->epoch, b);
+        tg_batch_t bt;
+        if ((rc = tg_sampler_sample(s, c->order + first, (size_t)cnt, &r, &bt)) < 0) {
+            tg_err_prefix(rc, "epoch footprint: batch %zu", b);
+            break;
+        }
+        for (uint32_t i = 0; i < bt.num_nodes; i++) {
+            uint64_t v = bt.nodes[i];
+            atomic_fetch_or_explicit(&c->bits[v >> 6], 1ull << (v & 63), memory_order_relaxed);
+        }
+        t->batch_nodes += bt.num_nodes;
+        /* within a thread ids ascend, so a strictly larger batch is the only replacement */
+        if (!t->has_best || bt.num_nodes > t->best_nodes) {
+            t->best_nodes = bt.num_nodes;
+            t->best_edges = batch_edges(&bt);
+            t->best_id = b;
+            t->has_best = 1;
+        }
+        tg_batch_free(&bt);
+    }
+    tg_sampler_destroy(s);
+    t->rc = rc;
+    if (rc < 0) t->msg = strdup(tg_errmsg()); /* the message is thread-local */
+}
+
+/* TODO(kit): use the graph/ epoch plan */
+/* The epoch plan, as graph/loader.c has it too: the seed order is the training split shuffled
+ * with the RNG of (seed, epoch), or every node in id order in whole-graph mode; batch b takes
+ * seeds [b * bsz, ...) and the RNG of (seed, epoch, b) (fp_fn). */
+static int epoch_order(const char *dataset, tg_dataset_t *ds, const tg_bench_footprint_opts_t *o,
+                       const int64_t *fan, uint64_t **order, uint64_t *nseeds, uint64_t *ntrain,
+                       int *whole)
+{
+    uint64_t N = ds->meta.num_nodes;
+    /* The engine's whole-graph rule (tiergnn/engine.h, "Full batch"). */
+    int all_full = o->model != TG_MODEL_MLP;
+    for (int l = 0; l < o->num_layers; l++)
+        if (fan[l] != TG_FANOUT_ALL) all_full = 0;
+    int rc = tg_dataset_load_split(ds, TG_FILE_TRAIN, order, ntrain);
+    if (rc < 0) return rc;
+    if (*ntrain == 0) return tg_err(-EINVAL, "%s: the training split is empty", dataset);
+    *whole = all_full && (o->batch_size == 0 || o->batch_size >= *ntrain);
+    *nseeds = *ntrain;
+    if (!*whole) {
+        tg_sampler_shuffle_epoch(*order, *ntrain, o->seed, o->epoch);
+        return 0;
+    }
+    free(*order);
+    if (!(*order = malloc(N * sizeof **order)))
+        return tg_err(-ENOMEM, "epoch footprint: out of memory for %llu node ids",
+                      (unsigned long long)N);
+    for (uint64_t v = 0; v < N; v++)
+        (*order)[v] = v;
+    *nseeds = N;
+    return 0;
+}
+
+int tg_bench_footprint(const char *dataset, const tg_bench_footprint_opts_t *o,
+                       tg_bench_footprint_t *out)
+{
+    memset(out, 0, sizeof *out);
+    if (o->num_layers < 1 || o->num_layers > TG_MAX_LAYERS)
+        return tg_err(-EINVAL, "epoch footprint: %d layers, expected 1..%d", o->num_layers,
+                      TG_MAX_LAYERS);
+    tg_dataset_t *ds = NULL;
+    tg_adj_t *adj = NULL;
+    uint64_t *order = NULL;
+    _Atomic uint64_t *bits = NULL;
+    fp_thread_t *th = NULL;
+    tg_pool_t *pool = NULL;
+    int nthreads = o->threads > 0 ? o->threads : 1;
+    int rc = tg_dataset_open(&ds, dataset, TG_OPEN_CHECK_SIZES);
+    if (rc < 0) return rc;
+    const tg_meta_t *m = &ds->meta;
+    uint64_t N = m->num_nodes, ntrain = 0, nseeds = 0;
+    int64_t fan[TG_MAX_LAYERS];
+    for (int l = 0; l < o->num_layers; l++)
+        fan[l] = o->model == TG_MODEL_MLP ? 0 : o->fanouts[l];
+    int whole = 0;
+    if ((rc = epoch_order(dataset, ds, o, fan, &order, &nseeds, &ntrain, &whole)) < 0) goto out;
+    uint64_t bsz = o->batch_size && o->batch_size < ntrain ? o->batch_size : nseeds;
+    uint64_t nb = (nseeds + bsz - 1) / bsz;
+    if ((rc = tg_adj_mmap_open(&adj, ds, NULL)) < 0) goto out;
+    bits = calloc((N + 63) / 64, sizeof *bits);
+    th = calloc((size_t)nthreads, sizeof *th);
+    if (!bits || !th) {
+        rc =
+            tg_err(-ENOMEM, "epoch footprint: out of memory for %llu nodes", (unsigned long long)N);
+        goto out;
+    }
+    if (nthreads > 1 && (rc = tg_pool_create(&pool, nthreads)) < 0) goto out;
+    fp_ctx_t c = {adj, order, nseeds, bsz, o->num_layers, fan, o->seed, o->epoch, bits, th};
+    tg_pool_for(pool, (size_t)nb, fp_fn, &c);
+    int bi = -1;
+    for (int i = 0; i < nthreads; i++) {
+        if (th[i].rc < 0 && rc == 0)
+            rc = tg_err(th[i].rc, "%s", th[i].msg ? th[i].msg : "epoch footprint: failed");
+        out->batch_nodes += th[i].batch_nodes;
+        if (th[i].has_best &&
+            (bi < 0 || th[i].best_nodes > th[bi].best_nodes ||
+             (th[i].best_nodes == th[bi].best_nodes && th[i].best_id < th[bi].best_id)))
+            bi = i;
+    }
+    if (rc < 0) goto out;
+    uint64_t distinct = 0;
+    for (uint64_t w = 0; w < (N + 63) / 64; w++)
+        distinct +=
+            (uint64_t)__builtin_popcountll(atomic_load_explicit(&bits[w], memory_order_relaxed));
+    out->batches = nb;
+    out->distinct_nodes = distinct;
+    out->whole_graph = whole;
+    out->row_bytes = (uint64_t)m->feat_dim * tg_feat_dtype_size(m->feat_dtype);
+    if (bi >= 0) {
+        out->max_batch_nodes = th[bi].best_nodes;
+        out->max_batch_edges = th[bi].best_edges;
+    }
+out:
+    if (th)
+        for (int i = 0; i < nthreads; i++)
+            free(th[i].msg);
+    tg_pool_destroy(pool);
+    free(th);
+    free(bits);
+    free(order);
+    tg_adj_destroy(adj);
+    tg_dataset_close(ds);
+    return rc;
+}

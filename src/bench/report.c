@@ -1,0 +1,503 @@
+/* The bench's reports: bench.csv, bench.md and bench.svg, one row per run, made the same way for
+ * every strategy (docs/BENCH.md describes the columns). Each file is composed in memory and
+ * written atomically. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench-impl.h"
+
+#define MiB (1024.0 * 1024.0)
+
+/* ================================================================ text */
+
+/* Appends printf output to a growing string; on out of memory the string stays as it was and
+ * *oom is set (checked once at the end). */
+typedef struct {
+    char *s;
+    size_t len, cap;
+    int oom;
+} sbuf_t;
+
+static void sb_printf(sbuf_t *b, const char *fmt, ...) TG_PRINTF(2, 3);
+static void sb_printf(sbuf_t *b, const char *fmt, ...)
+{
+    if (b->oom) return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(b->s ? b->s + b->len : NULL, b->s ? b->cap - b->len : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            b->oom = 1;
+            return;
+        }
+        if (b->s && (size_t)n < b->cap - b->len) {
+            b->len += (size_t)n;
+            return;
+        }
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->len + (size_t)n + 1)
+            cap *= 2;
+        char *p = realloc(b->s, cap);
+        if (!p) {
+            b->oom = 1;
+            return;
+        }
+        b->s = p;
+        b->cap = cap;
+    }
+}
+
+static int sb_write(sbuf_t *b, const char *path)
+{
+    if (b->oom) return tg_err(-ENOMEM, "%s: out of memory composing the report", path);
+    return tg_write_file_atomic(path, b->s ? b->s : "", b->len);
+}
+/* ================================================================ reports */
+
+static void fmt_num(char *buf, size_t len, double v, const char *fmt)
+{
+    if (isnan(v) || isinf(v))
+        snprintf(buf, len, "n/a");
+    else
+        snprintf(buf, len, fmt, v);
+}
+
+static void fmt_mib(char *buf, size_t len, double v)
+{
+    if (isnan(v))
+        snprintf(buf, len, "n/a");
+    else
+        snprintf(buf, len, "%.1f MiB", v / MiB);
+}
+
+/* CSV field: quoted when it holds a comma, quote or newline. */
+static void csv_field(sbuf_t *b, const char *s)
+{
+    if (!strpbrk(s, ",\"\n\r")) {
+        sb_printf(b, "%s", s);
+        return;
+    }
+    sb_printf(b, "\"");
+    for (const char *p = s; *p; p++)
+        sb_printf(b, *p == '"' ? "\"\"" : "%c", *p == '\n' || *p == '\r' ? ' ' : *p);
+    sb_printf(b, "\"");
+}
+
+static void csv_num(sbuf_t *b, double v, const char *fmt)
+{
+    char t[64];
+    fmt_num(t, sizeof t, v, fmt);
+    sb_printf(b, ",%s", t);
+}
+
+static const char csv_header[] =
+    "strategy,status,exit_status,epochs_run,epochs_timed,epoch_time_s,first_epoch_s,sample_s,"
+    "gather_s,train_s,wait_s,io_wait_s,io_requests_per_epoch,disk_read_bytes_per_epoch,"
+    "needed_bytes_per_epoch,read_amplification,cache_hit_ratio,peak_rss_bytes,cgroup_limit_bytes,"
+    "cgroup_peak_bytes,kernel_read_bytes,test_acc,valid_acc,best_epoch,wall_s,resident_at_start,"
+    "last_error\n";
+
+static void timed_range(const tg_bench_run_t *r, char *buf, size_t len)
+{
+    if (r->nep == 0)
+        snprintf(buf, len, "n/a");
+    else if (r->timed_from >= r->nep)
+        snprintf(buf, len, "%zu", r->nep);
+    else
+        snprintf(buf, len, "%llu-%zu", (unsigned long long)r->timed_from, r->nep);
+}
+
+int tg_bench_write_csv(const char *path, const tg_bench_run_t *runs, int nruns)
+{
+    sbuf_t b = {0};
+    sb_printf(&b, "%s", csv_header);
+    for (int i = 0; i < nruns; i++) {
+        const tg_bench_run_t *r = &runs[i];
+        char t[64];
+        csv_field(&b, r->name);
+        sb_printf(&b, ",%s", tg_bench_run_status(r));
+        if (r->ran)
+            sb_printf(&b, ",%d", r->exit_code);
+        else
+            sb_printf(&b, ",n/a");
+        sb_printf(&b, ",%zu", r->nep);
+        timed_range(r, t, sizeof t);
+        sb_printf(&b, ",%s", t);
+        csv_num(&b, r->s_epoch, "%.6g");
+        csv_num(&b, r->s_first, "%.6g");
+        csv_num(&b, r->s_sample, "%.6g");
+        csv_num(&b, r->s_gather, "%.6g");
+        csv_num(&b, r->s_train, "%.6g");
+        csv_num(&b, r->s_wait, "%.6g");
+        csv_num(&b, r->s_io_wait, "%.6g");
+        csv_num(&b, r->s_io_req, "%.0f");
+        csv_num(&b, r->s_read, "%.0f");
+        csv_num(&b, r->s_need, "%.0f");
+        csv_num(&b, r->s_amp, "%.4f");
+        csv_num(&b, r->s_hit, "%.4f");
+        csv_num(&b, r->s_peak_rss, "%.0f");
+        csv_num(&b, r->have_cg ? r->cg_limit : NAN, "%.0f");
+        csv_num(&b, r->have_cg ? r->cg_peak : NAN, "%.0f");
+        csv_num(&b, r->s_kernel_read, "%.0f");
+        csv_num(&b, r->have_final ? r->test_acc : NAN, "%.4f");
+        csv_num(&b, r->have_final ? r->valid_acc : NAN, "%.4f");
+        csv_num(&b, r->have_final ? r->best_epoch : NAN, "%.0f");
+        csv_num(&b, r->ran ? r->wall_s : NAN, "%.3f");
+        csv_num(&b, r->ran ? r->resident_start : NAN, "%.4f");
+        sb_printf(&b, ",");
+        csv_field(&b, tg_bench_run_ok(r) ? "" : r->last_err);
+        sb_printf(&b, "\n");
+    }
+    int rc = sb_write(&b, path);
+    free(b.s);
+    return rc;
+}
+
+/* Markdown table cell text: '|' would end the cell. */
+static void md_text(sbuf_t *b, const char *s)
+{
+    for (const char *p = s; *p; p++)
+        sb_printf(b, *p == '|' ? "\\|" : "%c", *p);
+}
+
+static void write_lower_bound(sbuf_t *b, const tg_bench_report_t *c, const char *bullet)
+{
+    char t1[32], t2[32];
+    const tg_bench_footprint_t *fp = c->fp;
+    double distinct = (double)fp->distinct_nodes * (double)fp->row_bytes;
+    double mem = (double)c->o->mem_bytes;
+    sb_printf(b,
+              "%sepoch %llu sampled as the runs sample it: %llu batches, %llu distinct input "
+              "nodes x %llu bytes per row = %s of distinct feature rows (%s if nothing were "
+              "reused across batches)\n",
+              bullet, (unsigned long long)c->fp_epoch + 1, (unsigned long long)fp->batches,
+              (unsigned long long)fp->distinct_nodes, (unsigned long long)fp->row_bytes,
+              tg_fmt_bytes((uint64_t)distinct, t1, sizeof t1),
+              tg_fmt_bytes(fp->batch_nodes * fp->row_bytes, t2, sizeof t2));
+    if (c->probe_ok) {
+        sb_printf(b,
+                  "%ssequential read bandwidth %.0f MB/s (tg_io_probe, 1 MiB O_DIRECT reads at "
+                  "depth 8, measured now on device %u:%u)\n",
+                  bullet, c->probe->seq_bytes_per_s / 1e6, c->probe->dev_major,
+                  c->probe->dev_minor);
+        sb_printf(b,
+                  "%s**I/O lower bound: %.3g s per epoch** (distinct feature bytes / bandwidth)\n",
+                  bullet, c->lb_s);
+        sb_printf(b,
+                  "%sif all of --mem (%s) held feature rows from one epoch to the next: "
+                  "max(0, distinct - mem) / bandwidth = %.3g s\n",
+                  bullet, tg_fmt_bytes((uint64_t)mem, t1, sizeof t1), c->lb_cached_s);
+    } else {
+        sb_printf(b, "%sI/O lower bound: n/a (the device probe failed: %s)\n", bullet,
+                  c->probe_err);
+    }
+}
+
+/* The report's first words: what X means, since every row depends on it. */
+static void write_budget_note(sbuf_t *b, const tg_bench_report_t *c)
+{
+    char t1[32];
+    const char *x = tg_fmt_bytes(c->o->mem_bytes, t1, sizeof t1);
+    unsigned long long bytes = (unsigned long long)c->o->mem_bytes;
+    if (c->cg_on)
+        sb_printf(b,
+                  "**Memory: %s for every strategy.** Each run gets `--mem %llu` and a cgroup "
+                  "limited to the same %s: that is the whole process's budget (data, caches, "
+                  "page cache, model, activations, batches in flight, the process itself), the "
+                  "same total for every strategy, mmap included.\n\n",
+                  x, bytes, x);
+    else
+        sb_printf(b,
+                  "**Memory: --mem %s for every strategy, without a cgroup limit** (%s): the "
+                  "runs were not held to %s; the page cache and whatever a run does not count "
+                  "against --mem were unlimited.\n\n",
+                  x, c->cg_note, x);
+}
+
+int tg_bench_write_md(const char *path, const tg_bench_report_t *c, const tg_bench_run_t *runs,
+                      int nruns)
+{
+    sbuf_t b = {0};
+    const tg_bench_opts_t *o = c->o;
+    const tg_meta_t *m = &c->ds->meta;
+    char t1[32];
+    sb_printf(&b, "# tiergnn bench: %s\n\n", o->dataset);
+    write_budget_note(&b, c);
+    sb_printf(&b,
+              "| strategy | status | epoch s | first epoch s | sample s | gather s | train s | "
+              "wait s | I/O wait s | disk read / epoch | needed / epoch | read ampl. | hit ratio "
+              "| peak RSS | cgroup peak | test acc | exit |\n");
+    sb_printf(&b, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+    for (int i = 0; i < nruns; i++) {
+        const tg_bench_run_t *r = &runs[i];
+        char v[16][40];
+        fmt_num(v[0], 40, r->s_epoch, "%.3f");
+        fmt_num(v[1], 40, r->s_first, "%.3f");
+        fmt_num(v[2], 40, r->s_sample, "%.3f");
+        fmt_num(v[3], 40, r->s_gather, "%.3f");
+        fmt_num(v[4], 40, r->s_train, "%.3f");
+        fmt_num(v[5], 40, r->s_wait, "%.3f");
+        fmt_num(v[6], 40, r->s_io_wait, "%.3f");
+        fmt_mib(v[7], 40, r->s_read);
+        fmt_mib(v[8], 40, r->s_need);
+        fmt_num(v[9], 40, r->s_amp, "%.3f");
+        fmt_num(v[10], 40, r->s_hit, "%.3f");
+        fmt_mib(v[11], 40, r->s_peak_rss);
+        fmt_mib(v[12], 40, r->have_cg ? r->cg_peak : NAN);
+        fmt_num(v[13], 40, r->have_final ? r->test_acc : NAN, "%.4f");
+        if (r->ran)
+            snprintf(v[14], 40, "%d", r->exit_code);
+        else
+            snprintf(v[14], 40, "n/a");
+        sb_printf(&b, "| ");
+        md_text(&b, r->name);
+        sb_printf(
+            &b,
+            " | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+            tg_bench_run_status(r), v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9],
+            v[10], v[11], v[12], v[13], v[14]);
+    }
+    int nfail = 0;
+    for (int i = 0; i < nruns; i++)
+        nfail += !tg_bench_run_ok(&runs[i]);
+    if (nfail) {
+        sb_printf(&b,
+                  "\nRuns that did not finish (last line of stderr, "
+                  "`%s/<strategy>/bench-stderr.log`):\n\n",
+                  o->out_dir);
+        for (int i = 0; i < nruns; i++) {
+            const tg_bench_run_t *r = &runs[i];
+            if (tg_bench_run_ok(r)) continue;
+            sb_printf(&b, "- **");
+            md_text(&b, r->name);
+            sb_printf(&b, "**: %s, exit status %d: ", tg_bench_run_status(r), r->exit_code);
+            md_text(&b, r->last_err[0] ? r->last_err : "(no message)");
+            sb_printf(&b, "\n");
+        }
+        int noom = 0;
+        for (int i = 0; i < nruns; i++)
+            noom += runs[i].oom_killed;
+        if (noom)
+            sb_printf(&b,
+                      "\n`oom-killed`: the kernel's out-of-memory killer ended the run when its "
+                      "cgroup reached the limit: the process (data, caches, page cache, model, "
+                      "activations, batches, itself) did not fit in the %s it was given as "
+                      "--mem.\n",
+                      tg_fmt_bytes(o->mem_bytes, t1, sizeof t1));
+    }
+    sb_printf(&b, "\n## I/O lower bound\n\n");
+    write_lower_bound(&b, c, "- ");
+    sb_printf(&b,
+              "\nThe bound counts feature rows only; a disk-resident graph also reads index "
+              "bytes, and an epoch that reuses nothing across batches reads the larger figure.\n");
+
+    sb_printf(&b, "\n## Settings\n\n");
+    sb_printf(&b, "- dataset: %s (%llu nodes, %llu edges, %u features %s = %s, indices %s)\n",
+              o->dataset, (unsigned long long)m->num_nodes, (unsigned long long)m->num_edges,
+              m->feat_dim, tg_feat_dtype_name(m->feat_dtype),
+              tg_fmt_bytes(m->files[TG_FILE_FEATURES].size, t1, sizeof t1),
+              tg_index_dtype_name(m->index_dtype));
+    sb_printf(&b,
+              "- --mem %s (%llu bytes), %llu epoch(s); epoch times are means over epochs %s, "
+              "the first (cold) epoch is reported apart as \"first epoch\"\n",
+              tg_fmt_bytes(o->mem_bytes, t1, sizeof t1), (unsigned long long)o->mem_bytes,
+              (unsigned long long)o->epochs, o->epochs > 1 ? "2..N" : "1 (only one)");
+    sb_printf(&b, "- each run: `%s`\n", c->train_cmd);
+    if (c->cg_on)
+        sb_printf(&b, "- cgroup limit: %s (%llu bytes) = --mem, via `%s`\n",
+                  tg_fmt_bytes(o->mem_bytes, t1, sizeof t1), (unsigned long long)o->mem_bytes,
+                  c->membudget);
+    else
+        sb_printf(&b, "- cgroup limit: **none** (%s); page cache and RSS were not limited\n",
+                  c->cg_note);
+    sb_printf(&b, "- cold start: %s\n",
+              o->no_evict ? "no (--no-evict)"
+                          : "dataset files dropped from the page cache before each run "
+                            "(fdatasync + posix_fadvise DONTNEED; residency at start in "
+                            "bench.csv)");
+    sb_printf(&b, "- binary: %s\n", c->exe);
+    sb_printf(&b, "\nColumns: docs/BENCH.md. n/a: the run did not report the value.\n");
+    int rc = sb_write(&b, path);
+    free(b.s);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- the SVG chart */
+
+static void xml_text(sbuf_t *b, const char *s, size_t max)
+{
+    size_t n = 0;
+    for (const char *p = s; *p && n < max; p++, n++) {
+        switch (*p) {
+        case '&':
+            sb_printf(b, "&amp;");
+            break;
+        case '<':
+            sb_printf(b, "&lt;");
+            break;
+        case '>':
+            sb_printf(b, "&gt;");
+            break;
+        case '"':
+            sb_printf(b, "&quot;");
+            break;
+        default:
+            if ((unsigned char)*p >= 0x20) sb_printf(b, "%c", *p);
+        }
+    }
+    if (strlen(s) > max) sb_printf(b, "...");
+}
+
+/* A "nice" axis step (1, 2 or 5 times a power of ten) giving about 5 ticks up to max. */
+static double nice_step(double max)
+{
+    double raw = max / 5, p = pow(10, floor(log10(raw))), f = raw / p;
+    return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * p;
+}
+
+static double nz(double v)
+{
+    return isnan(v) || v < 0 ? 0 : v;
+}
+
+#define SVG_W 980
+#define SVG_LEFT 160
+#define SVG_RIGHT 70
+#define SVG_TOP 70
+#define SVG_ROW 50
+
+static void svg_rect(sbuf_t *b, double x, double y, double w, double h, const char *fill,
+                     const char *title)
+{
+    if (w <= 0) return;
+    sb_printf(b, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\">", x, y, w,
+              h, fill);
+    if (title) {
+        sb_printf(b, "<title>");
+        xml_text(b, title, 200);
+        sb_printf(b, "</title>");
+    }
+    sb_printf(b, "</rect>\n");
+}
+
+int tg_bench_write_svg(const char *path, const tg_bench_report_t *c, const tg_bench_run_t *runs,
+                       int nruns)
+{
+    sbuf_t b = {0};
+    double xmax = 0;
+    for (int i = 0; i < nruns; i++) {
+        const tg_bench_run_t *r = &runs[i];
+        xmax = TG_MAX(xmax, nz(r->s_epoch));
+        xmax = TG_MAX(xmax, nz(r->s_sample) + nz(r->s_gather));
+    }
+    if (c->probe_ok && !isnan(c->lb_s)) xmax = TG_MAX(xmax, c->lb_s);
+    if (!(xmax > 0)) xmax = 1;
+    double step = nice_step(xmax);
+    xmax = ceil(xmax / step) * step;
+    double pw = SVG_W - SVG_LEFT - SVG_RIGHT;
+    int legend_y = SVG_TOP + nruns * SVG_ROW + 40;
+    int height = legend_y + 70;
+#define X(v) (SVG_LEFT + (v) / xmax * pw)
+    sb_printf(&b,
+              "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 "
+              "%d %d\" font-family=\"DejaVu Sans, Arial, sans-serif\" font-size=\"12\">\n",
+              SVG_W, height, SVG_W, height);
+    sb_printf(
+        &b, "<defs><pattern id=\"hatch\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" "
+            "patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#f0d0d0\"/>"
+            "<line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"#b22222\" stroke-width=\"3\"/>"
+            "</pattern></defs>\n");
+    sb_printf(&b, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
+    sb_printf(&b,
+              "<text x=\"%d\" y=\"22\" font-size=\"15\" font-weight=\"bold\">Epoch time per "
+              "strategy: ",
+              SVG_LEFT);
+    xml_text(&b, c->o->dataset, 80);
+    char t1[32];
+    sb_printf(&b, ", --mem %s%s</text>\n", tg_fmt_bytes(c->o->mem_bytes, t1, sizeof t1),
+              c->cg_on ? " = the cgroup limit of every run" : ", no cgroup limit");
+    sb_printf(&b,
+              "<text x=\"%d\" y=\"40\" fill=\"#444\">thick bar: mean epoch wall time (epochs %s), "
+              "split into training, waiting for batches, other; thin bar: sampler threads' "
+              "time</text>\n",
+              SVG_LEFT, c->o->epochs > 1 ? "2..N" : "1");
+    /* axis and grid */
+    int axis_y = SVG_TOP + nruns * SVG_ROW;
+    for (double v = 0; v <= xmax + step / 2; v += step) {
+        sb_printf(&b,
+                  "<line x1=\"%.2f\" y1=\"%d\" x2=\"%.2f\" y2=\"%d\" stroke=\"#ddd\"/>\n"
+                  "<text x=\"%.2f\" y=\"%d\" text-anchor=\"middle\" fill=\"#444\">%g</text>\n",
+                  X(v), SVG_TOP - 8, X(v), axis_y, X(v), axis_y + 16, v);
+    }
+    sb_printf(&b, "<text x=\"%.2f\" y=\"%d\" text-anchor=\"middle\">seconds per epoch</text>\n",
+              SVG_LEFT + pw / 2, axis_y + 32);
+    for (int i = 0; i < nruns; i++) {
+        const tg_bench_run_t *r = &runs[i];
+        double y = SVG_TOP + i * SVG_ROW;
+        sb_printf(&b, "<text x=\"%d\" y=\"%.2f\" text-anchor=\"end\" font-weight=\"bold\">",
+                  SVG_LEFT - 10, y + 16);
+        xml_text(&b, r->name, 24);
+        sb_printf(&b, "</text>\n");
+        if (isnan(r->s_epoch)) {
+            sb_printf(&b, "<text x=\"%d\" y=\"%.2f\" fill=\"#b22222\">%s, exit status %d: ",
+                      SVG_LEFT + 4, y + 16, tg_bench_run_status(r), r->exit_code);
+            xml_text(&b, r->last_err[0] ? r->last_err : "no epoch reported", 90);
+            sb_printf(&b, "</text>\n");
+            continue;
+        }
+        double T = r->s_epoch, tr = TG_MIN(nz(r->s_train), T);
+        double wt = TG_MIN(nz(r->s_wait), T - tr), other = T - tr - wt;
+        char tip[160];
+        double x = X(0);
+        snprintf(tip, sizeof tip, "training %.3f s", tr);
+        svg_rect(&b, x, y + 4, X(tr) - X(0), 20, "#59a14f", tip);
+        x += X(tr) - X(0);
+        snprintf(tip, sizeof tip, "waiting for batches %.3f s", wt);
+        svg_rect(&b, x, y + 4, X(wt) - X(0), 20, "#e15759", tip);
+        x += X(wt) - X(0);
+        snprintf(tip, sizeof tip, "other %.3f s", other);
+        svg_rect(&b, x, y + 4, X(other) - X(0), 20, "#bab0ac", tip);
+        sb_printf(&b, "<text x=\"%.2f\" y=\"%.2f\">%.3f s%s</text>\n", X(T) + 6, y + 18, T,
+                  tg_bench_run_ok(r) ? "" : " (run failed)");
+        /* sampler threads: sample | gather, I/O wait hatched from the left of gather */
+        double sa = nz(r->s_sample), ga = nz(r->s_gather), iw = nz(r->s_io_wait);
+        snprintf(tip, sizeof tip, "sampling %.3f thread-s", sa);
+        svg_rect(&b, X(0), y + 27, X(sa) - X(0), 9, "#4e79a7", tip);
+        snprintf(tip, sizeof tip, "gathering %.3f thread-s", ga);
+        svg_rect(&b, X(sa), y + 27, X(ga) - X(0), 9, "#f28e2b", tip);
+        if (iw > 0) {
+            snprintf(tip, sizeof tip, "blocked on I/O %.3f thread-s", iw);
+            svg_rect(&b, X(0), y + 37, X(TG_MIN(iw, xmax)) - X(0), 5, "url(#hatch)", tip);
+        }
+    }
+    if (c->probe_ok && !isnan(c->lb_s)) {
+        sb_printf(&b,
+                  "<line x1=\"%.2f\" y1=\"%d\" x2=\"%.2f\" y2=\"%d\" stroke=\"#000\" "
+                  "stroke-dasharray=\"5,4\" stroke-width=\"1.5\"/>\n"
+                  "<text x=\"%.2f\" y=\"%d\" font-size=\"11\">I/O lower bound %.3g s</text>\n",
+                  X(c->lb_s), SVG_TOP - 14, X(c->lb_s), axis_y, X(c->lb_s) + 4, SVG_TOP - 16,
+                  c->lb_s);
+    }
+    /* legend: the thick bar's parts on the first row, the thin bar's on the second */
+    static const char *const names[] = {
+        "training (compute_s)", "waiting for batches (wait_s)", "other",
+        "sampling (sample_s)",  "gathering (gather_s)",         "blocked on I/O (io_wait_s)"};
+    static const char *const fills[] = {"#59a14f", "#e15759", "#bab0ac",
+                                        "#4e79a7", "#f28e2b", "url(#hatch)"};
+    for (int k = 0; k < 6; k++) {
+        int row = k / 3, col = k % 3;
+        double lx = SVG_LEFT + col * 250, ly = legend_y + row * 22;
+        sb_printf(&b,
+                  "<rect x=\"%.2f\" y=\"%.2f\" width=\"14\" height=\"12\" fill=\"%s\" "
+                  "stroke=\"#666\" stroke-width=\"0.5\"/>\n<text x=\"%.2f\" y=\"%.2f\">%s</text>\n",
+                  lx, ly, fills[k], lx + 20, ly + 11, names[k]);
+    }
+#undef X
+    sb_printf(&b, "</svg>\n");
+    int rc = sb_write(&b, path);
+    free(b.s);
+    return rc;
+}
