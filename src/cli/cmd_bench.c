@@ -32,8 +32,8 @@ static const char bench_usage[] =
     "  --no-evict             do not drop the dataset from the page cache before each run\n"
     "  --probe-time S         seconds of the device probe for the bandwidth (default 1.5)\n"
     "train options passed to every run (see 'tiergnn train --help'):\n"
-    "  --model --layers --hidden --heads --dropout --attn-dropout --activation --fanouts\n"
-    "  --batch-size --optimizer --lr --weight-decay --momentum --normalize-features\n"
+    "  --model --layers --hidden --heads --dropout --input-dropout --attn-dropout --activation\n"
+    "  --fanouts --batch-size --optimizer --lr --weight-decay --momentum --normalize-features\n"
     "  --eval-every --eval-fanouts --eval-chunk --checkpoint-every --seed --threads\n"
     "  --sampler-threads; arguments after '--' are passed on verbatim.\n"
     "  Without --eval-every / --checkpoint-every the runs get 0 for both (only after the last\n"
@@ -46,9 +46,10 @@ static const char bench_usage[] =
 #define BENCH_OWN                                                                                  \
     "strategies=,mem=,epochs=,out=,overwrite,membudget=,cgroup-extra=,no-evict,probe-time=,help"
 #define BENCH_SPEC                                                                                 \
-    BENCH_OWN ",model=,layers=,hidden=,heads=,dropout=,attn-dropout=,activation=,fanouts=,"        \
-              "batch-size=,optimizer=,lr=,weight-decay=,momentum=,normalize-features,eval-every=," \
-              "eval-fanouts=,eval-chunk=,checkpoint-every=,seed=,threads=,sampler-threads="
+    BENCH_OWN ",model=,layers=,hidden=,heads=,dropout=,input-dropout=,attn-dropout=,activation=,"  \
+              "fanouts=,batch-size=,optimizer=,lr=,weight-decay=,momentum=,normalize-features,"    \
+              "eval-every=,eval-fanouts=,eval-chunk=,checkpoint-every=,seed=,threads=,"            \
+              "sampler-threads="
 
 static int is_own(const char *flag)
 {
@@ -87,7 +88,8 @@ static int parse_model(const tg_args_t *a, tg_bench_opts_t *o)
     o->model.heads = v;
     if ((rc = tg_args_u64(a, "batch-size", 1024, &o->batch_size)) < 0) return rc;
     if ((rc = tg_args_u64(a, "seed", 0, &o->seed)) < 0) return rc;
-    if ((rc = tg_args_int_range(a, "threads", 1, 1, 1024, &o->threads)) < 0) return rc;
+    if ((rc = tg_args_int_range(a, "threads", tg_cli_default_threads(), 1, 1024, &o->threads)) < 0)
+        return rc;
     if ((rc = tg_args_int_range(a, "sampler-threads", o->threads, 0, 256, &o->sampler_threads)) < 0)
         return rc;
     const char *ef = tg_args_str(a, "eval-fanouts", "full");
