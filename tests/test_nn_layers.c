@@ -363,6 +363,10 @@ TG_TEST(model_gradients)
     c.num_layers = 3;
     c.activation = TG_ACT_ELU;
     model_case("sage 3L elu dropout", c);
+    c.input_dropout = 0.1f; /* the input features' own rate scales d loss / d X */
+    model_case("sage 3L elu input dropout 0.1 dropout 0.3", c);
+    c.input_dropout = 0.0f;
+    model_case("sage 3L elu input dropout 0 dropout 0.3", c);
     c = small_cfg(TG_MODEL_GCN, 2);
     c.dropout = 0.2f;
     model_case("gcn 2L", c);

@@ -48,10 +48,13 @@
  *   GIN   h_i = MLP((1 + eps) x_i + sum_{j in N(i)} x_j), MLP = Linear-ReLU-Linear (inner width
  *         hidden), eps a learnable scalar per layer when gin_train_eps, else fixed at gin_eps.
  *   MLP   h_i = x_i W + b (edges ignored): the no-graph reference.
- *   A model applies dropout(p = dropout) to the input of every layer (training mode only) and the
- *   activation between layers, not after the last one. Weights and GAT attention vectors:
- *   Glorot (Xavier) uniform; biases zero. SAGE's neighbour term and GCN multiply before or after
- *   aggregating, whichever costs fewer flops on the block's shape (same result up to rounding).
+ *   A model applies dropout(p = input_dropout) to the input features (layer 0's input) and
+ *   dropout(p = dropout) to the input of every later layer (training mode only), and the
+ *   activation between layers, not after the last one. input_dropout defaults to dropout;
+ *   input_dropout 0 with dropout > 0 drops between layers only, as PyG's GraphSAGE examples.
+ * Weights and GAT attention vectors: Glorot (Xavier) uniform; biases zero. SAGE's neighbour term
+ * and GCN multiply before or after aggregating, whichever costs fewer flops on the block's shape
+ * (same result up to rounding).
  *
  * Loss: single-label: log-softmax + cross-entropy, mean over labelled seeds. Multi-label:
  * sigmoid + binary cross-entropy, mean over labelled (seed, class) entries (torch's
@@ -113,7 +116,10 @@ typedef struct tg_model_config {
     int num_layers;      /* >= 1; a batch for this model has this many blocks */
     int heads;           /* GAT heads per layer (>= 1); ignored by other models */
     int gat_concat_last; /* GAT output layer: 0 = mean of heads (GAT paper), 1 = concat */
-    float dropout;       /* on the input of every layer, training mode only; [0, 1) */
+    float dropout;       /* on the input of layers 1.., training mode only; [0, 1) */
+    float input_dropout; /* on the input features (layer 0's input); [0, 1), or negative
+                          * (TG_INPUT_DROPOUT_SAME) = the dropout value, resolved when the model
+                          * is created: tg_model_config() of a model is never negative */
     float attn_dropout;  /* GAT: on attention coefficients, training mode only; [0, 1) */
     tg_act_t activation; /* between layers */
     int multi_label;     /* 1: sigmoid + BCE per label; 0: softmax + cross-entropy */
@@ -121,8 +127,11 @@ typedef struct tg_model_config {
     float gin_eps;       /* GIN: initial (or fixed) eps */
 } tg_model_config_t;
 
+#define TG_INPUT_DROPOUT_SAME (-1.0f)
+
 /* GraphSAGE, in_dim 0 (must be set), hidden 256, out_dim 0 (must be set), 2 layers, 1 head,
- * dropout 0.5, attn_dropout 0, ReLU, single-label, GIN eps 0 learnable. */
+ * dropout 0.5, input_dropout TG_INPUT_DROPOUT_SAME, attn_dropout 0, ReLU, single-label, GIN eps
+ * 0 learnable. */
 void tg_model_config_default(tg_model_config_t *cfg);
 /* Checks ranges and combinations; -EINVAL with a message naming the bad field. */
 int tg_model_config_check(const tg_model_config_t *cfg);
@@ -248,18 +257,21 @@ int tg_loss_eval(const float *logits, const int32_t *labels, uint32_t n, uint32_
 
 /* Writes a header (magic "TGNNMDL1", format version, the model config, the optimiser config),
  * the step count and RNG state, the parameters and the optimiser state, then a CRC-32 of all of
- * it. Writes at the current position of f (the engine may put its own records around it);
- * returns -EIO with a message naming `name` on a write error. */
+ * it. Format version 2 adds input_dropout to the config; a model whose input_dropout equals its
+ * dropout is written as version 1 (byte for byte what builds before version 2 wrote, and what
+ * they read); a version 1 file reads as input_dropout = dropout. Writes at the current position of
+ * f (the engine may put its own records around it); returns -EIO with a message naming `name` on a
+ * write error. */
 int tg_model_save(const tg_model_t *m, FILE *f, const char *name);
 /* Reads what tg_model_save wrote into an existing model. The checkpoint's model must have m's
  * shape - type, in_dim, hidden, out_dim, num_layers, activation, multi_label, and for GAT heads
  * and gat_concat_last, for GIN the eps mode (and a fixed eps' value) - otherwise -EINVAL with a
  * message naming every field that differs ("x.ckpt: checkpoint is of another model: type gat in
- * checkpoint vs sage here; hidden 16 in checkpoint vs 32 here"). Dropout rates may differ (a
- * training choice; m's stay). The optimiser type must match; its hyperparameters (lr, ...) stay
- * as set on m, its state (moments, step count) and the model's dropout RNG are restored. On any
- * error m is left unchanged. Bad magic / version / CRC: -EINVAL; a short file or read error: -EIO;
- * messages name `name`. */
+ * checkpoint vs sage here; hidden 16 in checkpoint vs 32 here"). Dropout rates (dropout,
+ * input_dropout, attn_dropout) may differ (a training choice; m's stay). The optimiser type must
+ * match; its hyperparameters (lr, ...) stay as set on m, its state (moments, step count) and the
+ * model's dropout RNG are restored. On any error m is left unchanged. Bad magic / version / CRC:
+ * -EINVAL; a short file or read error: -EIO; messages name `name`. */
 int tg_model_load(tg_model_t *m, FILE *f, const char *name);
 /* Creates a model from a checkpoint (config, optimiser config and all state from the file). */
 int tg_model_load_create(tg_model_t **out, FILE *f, const char *name);

@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include <string.h>
+#include <unistd.h>
 
 #include "tiergnn/util.h"
 
@@ -141,6 +142,12 @@ int tg_args_int_range(const tg_args_t *a, const char *name, int64_t def, int64_t
                       (long long)lo, (long long)hi);
     *out = (int)v;
     return 0;
+}
+
+int tg_cli_default_threads(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 256 ? 256 : (int)n;
 }
 
 int tg_cli_fail(void)

@@ -34,6 +34,10 @@ int tg_args_int_range(const tg_args_t *a, const char *name, int64_t def, int64_t
                       int *out);
 int tg_args_size(const tg_args_t *a, const char *name, uint64_t def, uint64_t *out);
 
+/* Default of --threads: the online CPUs, so a user who does not know the flag does not train on
+ * one core; at least 1, at most 256 (the bound of --sampler-threads, whose default is T). */
+int tg_cli_default_threads(void);
+
 /* Common flags handled by main before dispatch: --quiet, --verbose. */
 
 /* Sub-commands: return the process exit status. argv[0] is the first argument after the name. */

@@ -30,8 +30,8 @@ static const char bench_usage[] =
     "  --no-evict             do not drop the dataset from the page cache before each run\n"
     "  --probe-time S         seconds of the device probe for the bandwidth (default 1.5)\n"
     "train options passed to every run (see 'tiergnn train --help'):\n"
-    "  --model --layers --hidden --heads --dropout --attn-dropout --activation --fanouts\n"
-    "  --batch-size --optimizer --lr --weight-decay --momentum --normalize-features\n"
+    "  --model --layers --hidden --heads --dropout --input-dropout --attn-dropout --activation\n"
+    "  --fanouts --batch-size --optimizer --lr --weight-decay --momentum --normalize-features\n"
     "  --eval-every --eval-fanouts --eval-chunk --checkpoint-every --seed --threads\n"
     "  --sampler-threads; arguments after '--' are passed on verbatim.\n"
     "  Without --eval-every / --checkpoint-every the runs get 0 for both (only after the last\n"
@@ -43,9 +43,10 @@ static const char bench_usage[] =
 /* Bench options (not passed on) and train options (passed on, some also read here). */
 #define BENCH_OWN "strategies=,mem=,epochs=,out=,overwrite,membudget=,no-evict,probe-time=,help"
 #define BENCH_SPEC                                                                                 \
-    BENCH_OWN ",model=,layers=,hidden=,heads=,dropout=,attn-dropout=,activation=,fanouts=,"        \
-              "batch-size=,optimizer=,lr=,weight-decay=,momentum=,normalize-features,eval-every=," \
-              "eval-fanouts=,eval-chunk=,checkpoint-every=,seed=,threads=,sampler-threads="
+    BENCH_OWN ",model=,layers=,hidden=,heads=,dropout=,input-dropout=,attn-dropout=,activation=,"  \
+              "fanouts=,batch-size=,optimizer=,lr=,weight-decay=,momentum=,normalize-features,"    \
+              "eval-every=,eval-fanouts=,eval-chunk=,checkpoint-every=,seed=,threads=,"            \
+              "sampler-threads="
 
 static int is_own(const char *flag)
 {
@@ -76,7 +77,7 @@ static int parse_sampling(const tg_args_t *a, tg_bench_opts_t *o)
         o->fanouts[l] = nf ? fan[l] : (o->model.type == TG_MODEL_MLP ? 0 : 10);
     if ((rc = tg_args_u64(a, "batch-size", 1024, &o->batch_size)) < 0) return rc;
     if ((rc = tg_args_u64(a, "seed", 0, &o->seed)) < 0) return rc;
-    return tg_args_int_range(a, "threads", 1, 1, 1024, &o->threads);
+    return tg_args_int_range(a, "threads", tg_cli_default_threads(), 1, 1024, &o->threads);
 }
 
 int tg_cmd_bench(int argc, char **argv)
@@ -89,9 +90,14 @@ int tg_cmd_bench(int argc, char **argv)
             break;
         }
     tg_args_t a;
-    if (tg_args_parse(&a, split, argv, BENCH_SPEC) < 0) return tg_cli_fail();
+    char spec[4096];
+    /* the strategies' own options (from the engine's table) are train options too */
+    if (tg_cli_strategy_spec(spec, sizeof spec, BENCH_SPEC) < 0 ||
+        tg_args_parse(&a, split, argv, spec) < 0)
+        return tg_cli_fail();
     if (tg_args_has(&a, "help")) {
         fputs(bench_usage, stdout);
+        tg_cli_strategy_usage(stdout);
         return 0;
     }
     tg_bench_opts_t o;

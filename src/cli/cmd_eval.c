@@ -14,7 +14,7 @@ static const char eval_usage[] =
     "\n"
     "  --split valid|test|train   (default test)\n"
     "  --last                     use the last checkpoint instead of the best model\n"
-    "  --threads T                compute threads (default 1)\n"
+    "  --threads T                compute threads (default: the online CPUs)\n"
     "  --eval-chunk N             nodes per chunk of layer-wise evaluation (default: 65536 in\n"
     "                             RAM, out of core as many as take ~64 MiB of rows)\n"
     "  --max-nodes N              evaluate a fixed random sample of N nodes of the split (the\n"
@@ -61,7 +61,7 @@ int tg_cmd_eval(int argc, char **argv)
     }
     tg_eval_opts_t o = {.which_last = tg_args_has(&a, "last")};
     uint64_t t;
-    if (tg_args_u64(&a, "threads", 1, &t) < 0 ||
+    if (tg_args_u64(&a, "threads", (uint64_t)tg_cli_default_threads(), &t) < 0 ||
         tg_args_u64(&a, "eval-chunk", 0, &o.eval_chunk) < 0 ||
         tg_args_u64(&a, "max-nodes", 0, &o.max_nodes) < 0 ||
         tg_args_size(&a, "mem", 0, &o.mem_bytes) < 0)

@@ -22,8 +22,10 @@ static const char infer_usage[] =
     "                      as many as take ~64 MiB of input rows)\n"
     "  --mem SIZE          limit for graph and feature data: they are kept in RAM only if\n"
     "                      they fit in SIZE, else read from disk (default: RAM/4 decides)\n"
-    "  --threads T         compute threads (default 1)\n"
-    "  --strategy NAME     auto (default) or a strategy below, with its options\n";
+    "  --threads T         compute threads (default: the online CPUs)
+"
+    "  --strategy NAME     auto (default) or a strategy below, with its options
+";
 
 int tg_cmd_infer(int argc, char **argv)
 {
@@ -59,7 +61,8 @@ int tg_cmd_infer(int argc, char **argv)
     o.strategy_args = sargs;
     uint64_t t;
     if (tg_args_u64(&a, "chunk-nodes", 0, &o.chunk_nodes) < 0 ||
-        tg_args_size(&a, "mem", 0, &o.mem_bytes) < 0 || tg_args_u64(&a, "threads", 1, &t) < 0)
+        tg_args_size(&a, "mem", 0, &o.mem_bytes) < 0 ||
+        tg_args_u64(&a, "threads", (uint64_t)tg_cli_default_threads(), &t) < 0)
         return tg_cli_fail();
     if (tg_args_str(&a, "chunk-nodes", NULL) && o.chunk_nodes == 0) {
         tg_err(-EINVAL, "--chunk-nodes must be at least 1");

@@ -19,7 +19,10 @@ static const char train_usage[] =
     "  --layers L                     number of layers (default 2, or the count of --fanouts)\n"
     "  --hidden H                     hidden width; GAT: heads x per-head width (default 256)\n"
     "  --heads K                      GAT attention heads (default 4; H must be a multiple)\n"
-    "  --dropout P                    dropout on every layer's input, 0 <= P < 1 (default 0.5)\n"
+    "  --dropout P                    dropout on the input of every layer after the first,\n"
+    "                                 0 <= P < 1 (default 0.5)\n"
+    "  --input-dropout P              dropout on the input features (the first layer's input)\n"
+    "                                 (default: the --dropout value; 0 = as PyG's SAGE examples)\n"
     "  --attn-dropout P               GAT attention dropout (default: the --dropout value)\n"
     "  --activation relu|elu          between layers (default relu)\n"
     "sampling:\n"
@@ -48,7 +51,7 @@ static const char train_usage[] =
     "  --checkpoint-every N           write checkpoint.bin (and best.bin) every N epochs and\n"
     "                                 after the last; 0 = after the last only (default 1)\n"
     "  --seed S                       seed of weights, dropout, shuffling, sampling (default 0)\n"
-    "  --threads T                    compute threads (default 1)\n"
+    "  --threads T                    compute threads (default: the online CPUs)\n"
     "  --sampler-threads S            sampling + gathering threads (default T; 0 = inline)\n"
     "  --json                         one JSON object per epoch and one at the end on stdout\n"
     "  --batches-per-epoch N          train only the first N batches of each epoch (default all)\n"
@@ -66,8 +69,8 @@ static const char train_usage[] =
     "continues exactly; a second SIGINT kills at once. See docs/TRAINING.md.\n";
 
 #define TRAIN_SPEC                                                                                 \
-    "model=,layers=,hidden=,heads=,dropout=,attn-dropout=,activation=,fanouts=,batch-size=,"       \
-    "epochs=,optimizer=,lr=,weight-decay=,momentum=,normalize-features,eval-every=,"               \
+    "model=,layers=,hidden=,heads=,dropout=,input-dropout=,attn-dropout=,activation=,fanouts=,"    \
+    "batch-size=,epochs=,optimizer=,lr=,weight-decay=,momentum=,normalize-features,eval-every=,"   \
     "eval-fanouts=,eval-chunk=,checkpoint-every=,out=,resume,seed=,threads=,sampler-threads=,"     \
     "strategy=,mem=,json,verify,batches-per-epoch=,eval-max-nodes=,help"
 
@@ -124,6 +127,8 @@ static int parse_train(tg_args_t *a, tg_train_opts_t *o)
                       "x per-head width)",
                       o->model.hidden, o->model.heads);
     if ((rc = prob_flag(a, "dropout", 0.5, &o->model.dropout)) < 0) return rc;
+    if ((rc = prob_flag(a, "input-dropout", o->model.dropout, &o->model.input_dropout)) < 0)
+        return rc;
     if ((rc = prob_flag(a, "attn-dropout", o->model.type == TG_MODEL_GAT ? o->model.dropout : 0.0,
                         &o->model.attn_dropout)) < 0)
         return rc;
@@ -167,7 +172,8 @@ static int parse_train(tg_args_t *a, tg_train_opts_t *o)
     if ((rc = tg_args_u64(a, "checkpoint-every", 1, &o->checkpoint_every)) < 0) return rc;
     o->resume = tg_args_has(a, "resume");
     if ((rc = tg_args_u64(a, "seed", 0, &o->seed)) < 0) return rc;
-    if ((rc = tg_args_int_range(a, "threads", 1, 1, 1024, &o->threads)) < 0) return rc;
+    if ((rc = tg_args_int_range(a, "threads", tg_cli_default_threads(), 1, 1024, &o->threads)) < 0)
+        return rc;
     if ((rc = tg_args_int_range(a, "sampler-threads", o->threads, 0, 256, &o->sampler_threads)) < 0)
         return rc;
     if ((rc = tg_cli_strategy_name(a, &o->strategy)) < 0) return rc;

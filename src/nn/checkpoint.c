@@ -2,13 +2,16 @@
  * (optimiser step count, dropout RNG), parameters, optimiser moments, CRC-32 of all of it.
  *
  * Layout, little-endian, no padding:
- *     "TGNNMDL1"  u32 version
+ *     "TGNNMDL1"  u32 version (1 or 2)
  *     u32 type in_dim hidden out_dim num_layers heads gat_concat_last activation multi_label
- *         gin_train_eps;  f32 dropout attn_dropout gin_eps
+ *         gin_train_eps;  f32 dropout attn_dropout gin_eps;  version 2 only: f32 input_dropout
  *     u32 optim type; f32 lr weight_decay beta1 beta2 eps momentum
  *     u64 nparams, u64 optimiser steps, u64 rng[4], u32 has_m, u32 has_v
  *     f32 params[nparams], f32 m[nparams] if has_m, f32 v[nparams] if has_v
  *     u32 crc32 of everything above
+ * Version 1 has no input_dropout (it was the dropout value). The writer uses version 1 when the
+ * model's input_dropout equals its dropout, so those files stay byte for byte what builds before
+ * version 2 wrote and can read; version 2 only when the two differ.
  */
 #include "nn/nn-impl.h"
 
@@ -20,8 +23,15 @@
 #endif
 
 #define CK_MAGIC "TGNNMDL1"
-#define CK_VERSION 1u
-#define CK_HEADER_BYTES (8 + 4 + 10 * 4 + 3 * 4 + 4 + 6 * 4 + 8 + 8 + 32 + 4 + 4)
+#define CK_VERSION 2u
+#define CK_HEADER_BYTES_V1 (8 + 4 + 10 * 4 + 3 * 4 + 4 + 6 * 4 + 8 + 8 + 32 + 4 + 4)
+#define CK_HEADER_BYTES_MAX (CK_HEADER_BYTES_V1 + 4)
+
+/* Header bytes of a format version (1 or 2). */
+static size_t header_bytes(uint32_t ver)
+{
+    return ver == 1 ? CK_HEADER_BYTES_V1 : CK_HEADER_BYTES_V1 + 4;
+}
 
 typedef struct {
     unsigned char *p;
@@ -74,13 +84,15 @@ typedef struct {
     uint32_t has_m, has_v;
 } ck_header_t;
 
-static void encode_header(unsigned char *buf, const tg_model_t *m)
+/* Encodes m's header into buf (CK_HEADER_BYTES_MAX); returns its length. */
+static size_t encode_header(unsigned char *buf, const tg_model_t *m)
 {
     cur_t c = {buf, 0};
+    const tg_model_config_t *k = &m->cfg;
+    uint32_t ver = k->input_dropout == k->dropout ? 1u : CK_VERSION;
     memcpy(buf, CK_MAGIC, 8);
     c.off = 8;
-    put32(&c, CK_VERSION);
-    const tg_model_config_t *k = &m->cfg;
+    put32(&c, ver);
     put32(&c, (uint32_t)k->type);
     put32(&c, k->in_dim);
     put32(&c, k->hidden);
@@ -94,6 +106,7 @@ static void encode_header(unsigned char *buf, const tg_model_t *m)
     putf(&c, k->dropout);
     putf(&c, k->attn_dropout);
     putf(&c, k->gin_eps);
+    if (ver >= 2) putf(&c, k->input_dropout);
     const tg_optim_config_t *o = &m->opt.cfg;
     put32(&c, (uint32_t)o->type);
     putf(&c, o->lr);
@@ -108,17 +121,25 @@ static void encode_header(unsigned char *buf, const tg_model_t *m)
         put64(&c, m->rng.s[i]);
     put32(&c, m->opt.m != NULL);
     put32(&c, m->opt.v != NULL);
+    return c.off;
 }
 
-static int decode_header(ck_header_t *h, unsigned char *buf, const char *name)
+/* The first 12 bytes: magic and a format version this build reads. */
+static int decode_version(uint32_t *ver, const unsigned char *buf, const char *name)
 {
-    cur_t c = {buf, 8};
     if (memcmp(buf, CK_MAGIC, 8))
         return tg_err(-EINVAL, "%s: not a tiergnn model checkpoint (bad magic)", name);
-    uint32_t ver = get32(&c);
-    if (ver != CK_VERSION)
-        return tg_err(-EINVAL, "%s: checkpoint format version %u, this build reads version %u",
-                      name, ver, CK_VERSION);
+    memcpy(ver, buf + 8, 4);
+    if (*ver < 1 || *ver > CK_VERSION)
+        return tg_err(-EINVAL, "%s: checkpoint format version %u, this build reads versions 1..%u",
+                      name, *ver, CK_VERSION);
+    return 0;
+}
+
+/* The rest of a header of version ver (buf holds header_bytes(ver)). */
+static int decode_header(ck_header_t *h, unsigned char *buf, uint32_t ver, const char *name)
+{
+    cur_t c = {buf, 12};
     tg_model_config_t *k = &h->cfg;
     memset(h, 0, sizeof *h);
     k->type = (tg_model_type_t)get32(&c);
@@ -134,6 +155,7 @@ static int decode_header(ck_header_t *h, unsigned char *buf, const char *name)
     k->dropout = getf(&c);
     k->attn_dropout = getf(&c);
     k->gin_eps = getf(&c);
+    k->input_dropout = ver >= 2 ? getf(&c) : k->dropout;
     tg_optim_config_t *o = &h->ocfg;
     o->type = (tg_optim_type_t)get32(&c);
     o->lr = getf(&c);
@@ -150,6 +172,9 @@ static int decode_header(ck_header_t *h, unsigned char *buf, const char *name)
     h->has_v = get32(&c);
     int rc = tg_model_config_check(k);
     if (rc < 0) return tg_err_prefix(rc, "%s: corrupt checkpoint header", name);
+    if (k->input_dropout < 0.0f) /* written resolved: negative is no model's rate */
+        return tg_err(-EINVAL, "%s: corrupt checkpoint header (input dropout %g)", name,
+                      (double)k->input_dropout);
     if (h->has_m > 1 || h->has_v > 1 || (o->type != TG_OPTIM_ADAM && o->type != TG_OPTIM_SGD))
         return tg_err(-EINVAL, "%s: corrupt checkpoint header (optimiser fields)", name);
     if (h->nparams > ((uint64_t)1 << 40))
@@ -168,12 +193,12 @@ static int write_all(FILE *f, const void *p, size_t n, uint32_t *crc, const char
 
 int tg_model_save(const tg_model_t *m, FILE *f, const char *name)
 {
-    unsigned char hdr[CK_HEADER_BYTES];
-    encode_header(hdr, m);
+    unsigned char hdr[CK_HEADER_BYTES_MAX];
+    size_t hlen = encode_header(hdr, m);
     uint32_t crc = 0;
     size_t bytes = m->nparams * sizeof(float);
     int rc;
-    if ((rc = write_all(f, hdr, sizeof hdr, &crc, name)) < 0 ||
+    if ((rc = write_all(f, hdr, hlen, &crc, name)) < 0 ||
         (rc = write_all(f, m->params, bytes, &crc, name)) < 0 ||
         (m->opt.m && (rc = write_all(f, m->opt.m, bytes, &crc, name)) < 0) ||
         (m->opt.v && (rc = write_all(f, m->opt.v, bytes, &crc, name)) < 0))
@@ -242,14 +267,16 @@ static int describe_diff(char *buf, size_t len, const tg_model_config_t *ck,
 /* Reads a checkpoint into m (existing: config must match) or into a new model (*created). */
 static int load_impl(tg_model_t *m, tg_model_t **created, FILE *f, const char *name)
 {
-    unsigned char hdr[CK_HEADER_BYTES];
-    uint32_t crc = 0;
+    unsigned char hdr[CK_HEADER_BYTES_MAX];
+    uint32_t crc = 0, ver = 0;
     float *params = NULL, *mom = NULL, *vel = NULL;
     tg_model_t *fresh = NULL;
     ck_header_t h;
-    int rc = read_all(f, hdr, sizeof hdr, &crc, name, "header");
+    int rc = read_all(f, hdr, 12, &crc, name, "header");
     if (rc < 0) return rc;
-    if ((rc = decode_header(&h, hdr, name)) < 0) return rc;
+    if ((rc = decode_version(&ver, hdr, name)) < 0) return rc;
+    if ((rc = read_all(f, hdr + 12, header_bytes(ver) - 12, &crc, name, "header")) < 0) return rc;
+    if ((rc = decode_header(&h, hdr, ver, name)) < 0) return rc;
     if (created) {
         if ((rc = tg_model_create(&fresh, &h.cfg, 0)) < 0) return tg_err_prefix(rc, "%s", name);
         if ((rc = tg_model_set_optim(fresh, &h.ocfg)) < 0) {

@@ -14,6 +14,7 @@ void tg_model_config_default(tg_model_config_t *cfg)
     cfg->num_layers = 2;
     cfg->heads = 1;
     cfg->dropout = 0.5f;
+    cfg->input_dropout = TG_INPUT_DROPOUT_SAME;
     cfg->activation = TG_ACT_RELU;
     cfg->gin_train_eps = 1;
 }
@@ -67,6 +68,10 @@ int tg_model_config_check(const tg_model_config_t *c)
         return tg_err(-EINVAL, "model config: GIN needs hidden >= 1 (its MLP's inner width)");
     if (!(c->dropout >= 0.0f && c->dropout < 1.0f))
         return tg_err(-EINVAL, "model config: dropout %g not in [0, 1)", (double)c->dropout);
+    if (!(c->input_dropout < 1.0f)) /* negative = TG_INPUT_DROPOUT_SAME; NaN fails too */
+        return tg_err(-EINVAL,
+                      "model config: input dropout %g not in [0, 1) (negative: same as dropout)",
+                      (double)c->input_dropout);
     if (!(c->attn_dropout >= 0.0f && c->attn_dropout < 1.0f))
         return tg_err(-EINVAL, "model config: attention dropout %g not in [0, 1)",
                       (double)c->attn_dropout);
@@ -122,6 +127,7 @@ int tg_model_create(tg_model_t **out, const tg_model_config_t *cfg, uint64_t see
     tg_model_t *m = calloc(1, sizeof *m);
     if (!m) return tg_err(-ENOMEM, "model: out of memory");
     m->cfg = *cfg;
+    if (m->cfg.input_dropout < 0.0f) m->cfg.input_dropout = cfg->dropout;
     m->L = cfg->num_layers;
     size_t L = (size_t)m->L;
     m->layers = calloc(L, sizeof *m->layers);
@@ -301,14 +307,20 @@ int tg_model_check_batch(const tg_model_t *m, const tg_batch_t *b)
 
 /* ---------------------------------------------------------------- arena planning */
 
+/* Dropout rate on layer l's input: the input features' own rate for layer 0. */
+static float drop_p(const tg_model_t *m, int l)
+{
+    return l == 0 ? m->cfg.input_dropout : m->cfg.dropout;
+}
+
 static void plan_step(tg_model_t *m, const tg_batch_t *b, int training, int want_dx0,
                       tg_arena_t *ar)
 {
-    int drop = training && m->cfg.dropout > 0.0f;
     for (int l = 0; l < m->L; l++) {
         const tg_block_t *blk = &b->blocks[l];
         const tg_layer_t *ly = &m->layers[l];
         size_t ns = blk->num_src, nd = blk->num_dst;
+        int drop = training && drop_p(m, l) > 0.0f;
         int need_dx = training && (l > 0 || want_dx0);
         m->xdrop[l] = drop ? tg_arena_alloc(ar, ns * ly->in * sizeof(float)) : NULL;
         /* no mask for the input features unless someone wants d loss / d X */
@@ -361,7 +373,9 @@ static void forward(tg_model_t *m, const tg_batch_t *b, const float *X, int trai
         const tg_layer_t *ly = &m->layers[l];
         const float *src = l == 0 ? X : m->h[l - 1];
         if (m->xdrop[l]) {
-            tg_dropout_forward(m->xdrop[l], m->mask[l], src, blk->num_src, ly->in, m->cfg.dropout,
+            /* layer l's masks come from seed + 2l whether or not other layers drop, so one
+             * layer's rate never changes another's masks */
+            tg_dropout_forward(m->xdrop[l], m->mask[l], src, blk->num_src, ly->in, drop_p(m, l),
                                seed + 2 * (uint64_t)l, m->pool);
             m->xin[l] = m->xdrop[l];
         } else {
@@ -385,14 +399,12 @@ static void backward(tg_model_t *m, const tg_batch_t *b, float *dX)
         tg_layer_backward(ly, &m->acts[l], blk, m->xin[l], m->dh[l], m->dxin[l], m->pool);
         if (l > 0) {
             float *dprev = m->dh[l - 1]; /* = dxin[l] */
-            if (m->xdrop[l])
-                tg_dropout_scale(dprev, m->mask[l], ns, ly->in, m->cfg.dropout, m->pool);
+            if (m->xdrop[l]) tg_dropout_scale(dprev, m->mask[l], ns, ly->in, drop_p(m, l), m->pool);
             tg_act_backward(dprev, m->h[l - 1], ns * ly->in, m->cfg.activation, m->pool);
         } else if (dX) {
             if (m->xdrop[0]) {
                 memset(dX, 0, ns * ly->in * sizeof(float));
-                tg_dropout_backward(dX, m->dxin[0], m->mask[0], ns, ly->in, m->cfg.dropout,
-                                    m->pool);
+                tg_dropout_backward(dX, m->dxin[0], m->mask[0], ns, ly->in, drop_p(m, 0), m->pool);
             } else {
                 memcpy(dX, m->dxin[0], ns * ly->in * sizeof(float));
             }
