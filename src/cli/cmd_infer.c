@@ -22,10 +22,8 @@ static const char infer_usage[] =
     "                      as many as take ~64 MiB of input rows)\n"
     "  --mem SIZE          limit for graph and feature data: they are kept in RAM only if\n"
     "                      they fit in SIZE, else read from disk (default: RAM/4 decides)\n"
-    "  --threads T         compute threads (default: the online CPUs)
-"
-    "  --strategy NAME     auto (default) or a strategy below, with its options
-";
+    "  --threads T         compute threads (default: the online CPUs)\n"
+    "  --strategy NAME     auto (default) or a strategy below, with its options\n";
 
 int tg_cmd_infer(int argc, char **argv)
 {
