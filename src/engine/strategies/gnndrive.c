@@ -5,8 +5,9 @@
  *
  * Samplers: a tg_loader_t over the disk-resident adjacency (indptr in RAM, indices read through
  * io/ with O_DIRECT); its per-thread bounded queues are the extracting queue and hand batches out
- * in id order. Extractors (threads, each with its own io_uring queue over features.bin, opened
- * once) take the next batch and move its rows through the shared feature buffer (store/featbuf:
+ * in id order. Extractors (threads, each with a store/extract worker: its own io_uring queue
+ * over features.bin, opened once) take the next batches and move their rows with
+ * tg_extract_group (tiergnn/extract.h) through the shared feature buffer (store/featbuf:
  * mapping table with slot, reference count and valid bit, reverse map, LRU standby list): acquire
  * slots for a chunk of the batch's nodes, read the misses with io_uring straight into slot memory
  * (several rows per read where holes between them are cheaper to read than to skip), complete
