@@ -653,6 +653,11 @@ TG_TEST(static_tier)
         tg_budget_destroy(&b);
         free(nodes);
     }
+    /* an empty set: nothing held, nothing read */
+    tg_tier_t *empty = NULL;
+    TG_CHECK_OK(tg_tier_static_create(&empty, &so, NULL, 0, NULL));
+    if (empty) TG_CHECK(tg_tier_static_count(empty) == 0 && !tg_tier_find(empty, 0));
+    tg_tier_destroy(empty);
     /* a read error while filling names the file and offset */
     tg_io_fault_t fault = {
         .op = TG_IO_FAULT_READ, .file = "tier.bin", .lo = 320, .hi = 321, .err = EIO};

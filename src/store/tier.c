@@ -96,6 +96,7 @@ static int fill_rows(const tg_tier_static_opts_t *o, static_t *s, const uint64_t
 {
     tg_io_opts_t io = {
         .depth = FILL_DEPTH, .max_read_bytes = FILL_MAX_READ, .budget = budget, .stats = o->stats};
+    if (s->count == 0) return 0;
     tg_io_t *q;
     int rc = tg_io_create(&q, &io);
     if (rc < 0) return rc;
@@ -169,7 +170,7 @@ int tg_tier_static_create(tg_tier_t **out, const tg_tier_static_opts_t *o, const
     snprintf(t->name, sizeof t->name, "%s", name);
     t->row_bytes = row;
     t->impl = s;
-    memcpy(ids, nodes, (size_t)n * sizeof *ids);
+    if (n) memcpy(ids, nodes, (size_t)n * sizeof *ids);
     qsort(ids, (size_t)n, sizeof *ids, cmp_u64);
     for (uint64_t i = 0; i < n; i++)
         if (i == 0 || ids[i] != ids[i - 1]) ids[s->count++] = ids[i];
