@@ -94,10 +94,9 @@ extern "C" {
 
 #define TG_EXTRACT_MAX_GROUP 16 /* batches in one tg_extract_group */
 #define TG_EXTRACT_DEFAULT_CHUNK 8192u
-#define TG_EXTRACT_MIN_CHUNK                                                                       \
-    256u                        /* the least chunk a tight budget may lower the automatic one to */
-#define TG_EXTRACT_MIN_DEPTH 4u /* the least depth a tight budget may lower the automatic one to   \
-                                 */
+/* the least chunk and depth a tight budget may lower the automatic ones to */
+#define TG_EXTRACT_MIN_CHUNK 256u
+#define TG_EXTRACT_MIN_DEPTH 4u
 #define TG_EXTRACT_IO_BOOKKEEPING 120u /* io/ bytes per request while a read runs (io.h) */
 
 typedef struct tg_extract_plan_opts {
