@@ -4,7 +4,7 @@
  * other extractors load, and check every gathered row against the file. Also with injected read
  * errors: failed rows reach every batch that needs them and no wrong bytes are ever gathered.
  * Runs on whichever backend the machine offers (io_uring or pread; O_DIRECT or buffered). */
-#include "tg_test.h"
+#include "test_feat_common.h"
 
 #include "tiergnn/featbuf.h"
 #include "tiergnn/io.h"
@@ -19,37 +19,14 @@ enum { N = 3000, E = 3, MB = 64, ROUNDS = 150 };
 static const char *dir;
 static _Atomic(const char *) backend = "?";
 
-/* Feature value of (node, j): exact in f32 and in f16 (|x| < 1024, integer). */
 static float fval(uint64_t node, size_t j)
 {
-    return (float)((node * 37 + j * 11) % 2001) - 1000.0f;
+    return tfeat_val(node, j);
 }
 
 static char *write_features(const char *name, uint32_t dim, tg_feat_dtype_t dtype)
 {
-    size_t pl = strlen(dir) + strlen(name) + 2, es = tg_feat_dtype_size(dtype);
-    char *path = malloc(pl);
-    snprintf(path, pl, "%s/%s", dir, name);
-    size_t row = dim * es;
-    unsigned char *buf = malloc((size_t)N * row);
-    for (uint64_t v = 0; v < N; v++)
-        for (size_t j = 0; j < dim; j++) {
-            if (dtype == TG_F32) {
-                float x = fval(v, j);
-                memcpy(buf + v * row + j * 4, &x, 4);
-            } else {
-                uint16_t h = tg_f32_to_f16(fval(v, j));
-                memcpy(buf + v * row + j * 2, &h, 2);
-            }
-        }
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0 || tg_pwrite_full(fd, buf, (size_t)N * row, 0, path) < 0) {
-        fprintf(stderr, "cannot write %s\n", path);
-        exit(1);
-    }
-    close(fd);
-    free(buf);
-    return path;
+    return tfeat_write(dir, name, N, dim, dtype);
 }
 
 typedef struct {

@@ -28,6 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tiergnn/data.h" /* tg_feat_dtype_t */
 #include "tiergnn/util.h"
 
 #ifdef __cplusplus
@@ -78,6 +79,15 @@ int tg_store_file_open(tg_store_t **out, const struct tg_dataset *ds, const tg_s
 
 /* L1-normalises n rows of dim floats in place. */
 void tg_feat_normalize_rows(float *x, size_t n, size_t dim);
+
+/* The one conversion of feature rows (src/store/rows.c): dst[i * dim ..] = raw row i of src (dim
+ * values of dtype at src + i * src_stride; src_stride 0 = packed rows) as f32, f16 widened, then
+ * L1-normalised when normalize. Every store, the feature buffer and store/extract convert here,
+ * so a row's numbers never depend on where it came from. src may equal dst (f32: converted in
+ * place); for one f16 row src may also be the last dim * 2 bytes of dst's row (widened in place,
+ * front to back). Other overlaps are not allowed. Time: O(n * dim). */
+void tg_feat_rows_f32(float *dst, const void *src, size_t src_stride, size_t n, size_t dim,
+                      tg_feat_dtype_t dtype, int normalize);
 
 /* ================================================================ out-of-core stores (issue 4)
  *

@@ -10,6 +10,7 @@
  * signalled by complete).
  */
 #include "tiergnn/featbuf.h"
+#include "tiergnn/store.h" /* tg_feat_rows_f32 */
 
 #include <stdlib.h>
 #include <string.h>
@@ -882,15 +883,7 @@ static void gather_rows(void *ctx, size_t begin, size_t end, int tid)
     for (size_t i = begin; i < end; i++) {
         const unsigned char *src = fb->data + (size_t)g->slots[i] * fb->stride;
         float *dst = g->X + i * d;
-        if (fb->o.dtype == TG_F32) {
-            memcpy(dst, src, d * sizeof(float));
-        } else {
-            for (size_t j = 0; j < d; j++) {
-                uint16_t v;
-                memcpy(&v, src + 2 * j, 2); /* slots may be packed at odd multiples of 2 */
-                dst[j] = tg_f16_to_f32(v);
-            }
-        }
+        tg_feat_rows_f32(dst, src, 0, 1, d, fb->o.dtype, 0);
     }
 }
 

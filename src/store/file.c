@@ -21,30 +21,18 @@ static int file_gather(tg_store_t *st, const uint64_t *nodes, size_t n, float *o
 {
     const file_store_t *f = st->impl;
     size_t d = st->dim;
-    size_t esz = tg_feat_dtype_size(f->dtype);
-    uint16_t half[1024];
+    size_t row_bytes = d * tg_feat_dtype_size(f->dtype);
     for (size_t i = 0; i < n; i++) {
         uint64_t v = nodes[i];
         if (v >= st->num_nodes)
             return tg_err(-EINVAL, "feature store: node %llu out of range (%llu nodes)",
                           (unsigned long long)v, (unsigned long long)st->num_nodes);
         float *row = out + i * d;
-        uint64_t off = v * d * esz;
-        int rc;
-        if (f->dtype == TG_F32) {
-            rc = tg_pread_full(f->fd, row, d * sizeof(float), off, f->path);
-        } else {
-            /* widen in pieces through a stack buffer */
-            rc = 0;
-            for (size_t k = 0; !rc && k < d; k += 1024) {
-                size_t m = TG_MIN((size_t)1024, d - k);
-                rc = tg_pread_full(f->fd, half, m * 2, off + k * 2, f->path);
-                for (size_t j = 0; !rc && j < m; j++)
-                    row[k + j] = tg_f16_to_f32(half[j]);
-            }
-        }
+        /* The raw row lands at the end of its f32 place and is widened in place. */
+        unsigned char *raw = (unsigned char *)(row + d) - row_bytes;
+        int rc = tg_pread_full(f->fd, raw, row_bytes, v * row_bytes, f->path);
         if (rc < 0) return rc;
-        if (f->normalize) tg_feat_normalize_rows(row, 1, d);
+        tg_feat_rows_f32(row, raw, 0, 1, d, f->dtype, f->normalize);
     }
     return 0;
 }

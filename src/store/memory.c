@@ -1,9 +1,10 @@
 /* The in-memory feature store (see tiergnn/store.h). */
 #include "tiergnn/store.h"
 
-#include <math.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tiergnn/data.h"
 
@@ -15,21 +16,6 @@ typedef struct {
 void tg_store_release(tg_store_t *st)
 {
     if (st) st->iface->release(st);
-}
-
-void tg_feat_normalize_rows(float *x, size_t n, size_t dim)
-{
-    for (size_t i = 0; i < n; i++) {
-        float *r = x + i * dim;
-        /* Sum in double: bag-of-words rows have thousands of entries. */
-        double s = 0;
-        for (size_t k = 0; k < dim; k++)
-            s += fabs((double)r[k]);
-        if (s == 0) continue;
-        float inv = (float)(1.0 / s);
-        for (size_t k = 0; k < dim; k++)
-            r[k] *= inv;
-    }
 }
 
 static int mem_gather(tg_store_t *st, const uint64_t *nodes, size_t n, float *out)
@@ -58,6 +44,33 @@ static void mem_release(tg_store_t *st)
 
 static const tg_store_i mem_iface = {"memory", mem_gather, mem_release};
 
+/* Reads every row of features.bin into x (num_nodes x dim f32) in pieces, so that a huge file is
+ * never one giant read: f32 rows straight into x, f16 rows through a 4 MiB scratch buffer;
+ * both are converted (and normalised) by tg_feat_rows_f32 piece by piece. */
+static int load_rows(const struct tg_dataset *ds, float *x, int normalize)
+{
+    const tg_meta_t *m = &ds->meta;
+    size_t d = m->feat_dim, row = d * tg_feat_dtype_size(m->feat_dtype);
+    int f16 = m->feat_dtype == TG_F16;
+    char path[4096];
+    tg_dataset_path(ds, TG_FILE_FEATURES, path, sizeof path);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return tg_err(-errno, "%s: cannot open: %s", path, strerror(errno));
+    uint64_t step = TG_MAX(1, (f16 ? 4u << 20 : 64u << 20) / row);
+    void *scratch = f16 ? malloc((size_t)TG_MIN(step, m->num_nodes) * row + 1) : NULL;
+    int rc = f16 && !scratch ? tg_err(-ENOMEM, "%s: out of memory for reading", path) : 0;
+    for (uint64_t first = 0; rc == 0 && first < m->num_nodes; first += step) {
+        uint64_t cnt = TG_MIN(step, m->num_nodes - first);
+        float *dst = x + first * d;
+        void *raw = f16 ? scratch : (void *)dst;
+        if ((rc = tg_pread_full(fd, raw, (size_t)(cnt * row), first * row, path)) == 0)
+            tg_feat_rows_f32(dst, raw, row, (size_t)cnt, d, m->feat_dtype, normalize);
+    }
+    free(scratch);
+    close(fd);
+    return rc;
+}
+
 int tg_store_memory_open(tg_store_t **out, const struct tg_dataset *ds, const tg_store_opts_t *opts)
 {
     *out = NULL;
@@ -78,14 +91,7 @@ int tg_store_memory_open(tg_store_t **out, const struct tg_dataset *ds, const tg
                     (unsigned long long)bytes);
         goto err;
     }
-    /* Read in pieces so that a huge file is never one giant read (and f16 conversion happens in
-     * the reader piece by piece). */
-    uint64_t step = TG_MAX(1, (64u << 20) / (d * sizeof(float)));
-    for (uint64_t first = 0; first < n; first += step) {
-        uint64_t cnt = TG_MIN(step, n - first);
-        if ((rc = tg_dataset_read_features(ds, first, cnt, x + first * d)) < 0) goto err;
-    }
-    if (opts && opts->normalize) tg_feat_normalize_rows(x, (size_t)n, (size_t)d);
+    if ((rc = load_rows(ds, x, opts && opts->normalize)) < 0) goto err;
     m->x = x;
     m->budget = budget;
     st->iface = &mem_iface;

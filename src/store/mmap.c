@@ -32,19 +32,9 @@ static int gather_fn(void *arg)
             return tg_err(-EINVAL, "feature store: node %llu out of range (%llu nodes)",
                           (unsigned long long)c->nodes[i], (unsigned long long)st->num_nodes);
     const unsigned char *base = tg_mmap_file_data(m->file);
-    for (size_t i = 0; i < c->n; i++) {
-        float *row = c->out + i * d;
-        if (m->dtype == TG_F32) {
-            memcpy(row, base + c->nodes[i] * d * sizeof(float), d * sizeof(float));
-        } else {
-            const unsigned char *src = base + c->nodes[i] * d * 2;
-            for (size_t k = 0; k < d; k++) {
-                uint16_t h;
-                memcpy(&h, src + 2 * k, 2);
-                row[k] = tg_f16_to_f32(h);
-            }
-        }
-    }
+    size_t row = d * tg_feat_dtype_size(m->dtype);
+    for (size_t i = 0; i < c->n; i++)
+        tg_feat_rows_f32(c->out + i * d, base + c->nodes[i] * row, 0, 1, d, m->dtype, 0);
     return 0;
 }
 

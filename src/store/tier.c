@@ -1,0 +1,220 @@
+/* The static RAM tier (see "tiers" in tiergnn/extract.h): the raw rows of a fixed node set,
+ * read once with large sorted reads through io/ and never changed afterwards, so lookups take
+ * no lock. Rows are kept in node order; a node's row index comes from a direct u32[num_nodes]
+ * table or an open-addressing hash, whichever costs fewer bytes. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tiergnn/extract.h"
+
+#define FILL_DEPTH 8u
+#define FILL_MAX_READ ((size_t)512 << 10)
+#define FILL_BATCH ((size_t)8192) /* rows per submit: bounds io/'s bookkeeping */
+#define NO_ROW UINT32_MAX
+#define NO_KEY UINT64_MAX
+
+typedef struct {
+    uint64_t count;      /* distinct nodes held */
+    unsigned char *rows; /* (count, row_bytes), in node order */
+    uint32_t *direct;    /* (num_nodes) row index or NO_ROW; or NULL */
+    uint64_t *hkey;      /* (mask + 1) node or NO_KEY */
+    uint32_t *hrow;      /* (mask + 1) row index */
+    uint64_t mask;
+    tg_budget_t *budget;
+} static_t;
+
+static uint64_t hash_cap(uint64_t n)
+{
+    uint64_t cap = 2;
+    while (cap < 2 * n)
+        cap <<= 1;
+    return cap;
+}
+
+static uint64_t table_bytes(uint64_t num_nodes, uint64_t n, int *direct)
+{
+    uint64_t d = num_nodes * sizeof(uint32_t), h = hash_cap(n) * (sizeof(uint64_t) + 4);
+    if (direct) *direct = d <= h;
+    return TG_MIN(d, h);
+}
+
+uint64_t tg_tier_static_bytes(uint64_t num_nodes, uint32_t feat_dim, tg_feat_dtype_t dtype,
+                              uint64_t n)
+{
+    return n * feat_dim * tg_feat_dtype_size(dtype) + table_bytes(num_nodes, n, NULL);
+}
+
+static uint64_t hash_slot(uint64_t node, uint64_t mask)
+{
+    return (node * 0x9E3779B97F4A7C15ull >> 17) & mask;
+}
+
+static const void *static_find(const tg_tier_t *t, uint64_t node)
+{
+    const static_t *s = t->impl;
+    uint32_t r = NO_ROW;
+    if (s->direct) {
+        r = s->direct[node];
+    } else {
+        for (uint64_t i = hash_slot(node, s->mask);; i = (i + 1) & s->mask) {
+            if (s->hkey[i] == node) {
+                r = s->hrow[i];
+                break;
+            }
+            if (s->hkey[i] == NO_KEY) break;
+        }
+    }
+    return r == NO_ROW ? NULL : s->rows + (size_t)r * t->row_bytes;
+}
+
+static void static_destroy(tg_tier_t *t)
+{
+    static_t *s = t->impl;
+    if (s) {
+        free(s->rows);
+        free(s->direct);
+        free(s->hkey);
+        free(s->hrow);
+        if (s->budget && t->mem_bytes) tg_budget_release(s->budget, t->mem_bytes);
+        free(s);
+    }
+    free(t);
+}
+
+static const tg_tier_i static_iface = {static_find, static_destroy};
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The rows of the sorted distinct nodes ids[0..n) into s->rows, FILL_BATCH rows per submit:
+ * adjacent rows are merged by io/ into reads of up to FILL_MAX_READ. */
+static int fill_rows(const tg_tier_static_opts_t *o, static_t *s, const uint64_t *ids, size_t row,
+                     tg_budget_t *budget)
+{
+    tg_io_opts_t io = {
+        .depth = FILL_DEPTH, .max_read_bytes = FILL_MAX_READ, .budget = budget, .stats = o->stats};
+    if (s->count == 0) return 0;
+    tg_io_t *q;
+    int rc = tg_io_create(&q, &io);
+    if (rc < 0) return rc;
+    tg_io_req_t *req = malloc(FILL_BATCH * sizeof *req);
+    if (!req) rc = tg_err(-ENOMEM, "static tier: out of memory");
+    for (uint64_t i = 0; rc == 0 && i < s->count; i += FILL_BATCH) {
+        size_t m = (size_t)TG_MIN((uint64_t)FILL_BATCH, s->count - i);
+        for (size_t k = 0; k < m; k++)
+            req[k] = (tg_io_req_t){.file = o->feat,
+                                   .off = ids[i + k] * row,
+                                   .len = row,
+                                   .dst = s->rows + (size_t)(i + k) * row};
+        rc = tg_io_read_batch(q, req, m);
+    }
+    free(req);
+    tg_io_destroy(q);
+    return rc;
+}
+
+static int build_index(tg_tier_t *t, static_t *s, const uint64_t *ids, uint64_t num_nodes,
+                       int direct)
+{
+    if (direct) {
+        s->direct = malloc((size_t)num_nodes * sizeof *s->direct + 1);
+        if (!s->direct) return tg_err(-ENOMEM, "static tier %s: out of memory", t->name);
+        memset(s->direct, 0xff, (size_t)num_nodes * sizeof *s->direct);
+        for (uint64_t i = 0; i < s->count; i++)
+            s->direct[ids[i]] = (uint32_t)i;
+        return 0;
+    }
+    uint64_t cap = hash_cap(s->count);
+    s->mask = cap - 1;
+    s->hkey = malloc((size_t)cap * sizeof *s->hkey);
+    s->hrow = malloc((size_t)cap * sizeof *s->hrow);
+    if (!s->hkey || !s->hrow) return tg_err(-ENOMEM, "static tier %s: out of memory", t->name);
+    memset(s->hkey, 0xff, (size_t)cap * sizeof *s->hkey);
+    for (uint64_t i = 0; i < s->count; i++) {
+        uint64_t h = hash_slot(ids[i], s->mask);
+        while (s->hkey[h] != NO_KEY)
+            h = (h + 1) & s->mask;
+        s->hkey[h] = ids[i];
+        s->hrow[h] = (uint32_t)i;
+    }
+    return 0;
+}
+
+int tg_tier_static_create(tg_tier_t **out, const tg_tier_static_opts_t *o, const uint64_t *nodes,
+                          uint64_t n, tg_budget_t *budget)
+{
+    *out = NULL;
+    const char *name = o->name ? o->name : "static";
+    if (!o->feat || o->feat_dim == 0 || n >= NO_ROW)
+        return tg_err(-EINVAL, "static tier %s: needs a feature file, a width and < 2^32 rows",
+                      name);
+    for (uint64_t i = 0; i < n; i++)
+        if (nodes[i] >= o->num_nodes)
+            return tg_err(-EINVAL, "static tier %s: node %llu out of range (%llu nodes)", name,
+                          (unsigned long long)nodes[i], (unsigned long long)o->num_nodes);
+    size_t row = (size_t)o->feat_dim * tg_feat_dtype_size(o->dtype);
+    uint64_t *ids = malloc((size_t)n * sizeof *ids + 1);
+    tg_tier_t *t = calloc(1, sizeof *t);
+    static_t *s = calloc(1, sizeof *s);
+    int rc = 0;
+    if (!ids || !t || !s) {
+        free(ids);
+        free(t);
+        free(s);
+        return tg_err(-ENOMEM, "static tier %s: out of memory", name);
+    }
+    t->iface = &static_iface;
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->row_bytes = row;
+    t->impl = s;
+    if (n) memcpy(ids, nodes, (size_t)n * sizeof *ids);
+    qsort(ids, (size_t)n, sizeof *ids, cmp_u64);
+    for (uint64_t i = 0; i < n; i++)
+        if (i == 0 || ids[i] != ids[i - 1]) ids[s->count++] = ids[i];
+    int direct;
+    uint64_t bytes = s->count * row + table_bytes(o->num_nodes, s->count, &direct);
+    char what[64];
+    snprintf(what, sizeof what, "static tier %s", name);
+    if (budget && (rc = tg_budget_reserve(budget, bytes, what)) < 0) goto err;
+    t->mem_bytes = bytes;
+    s->budget = budget;
+    s->rows = malloc((size_t)(s->count * row) + 1);
+    if (!s->rows) {
+        rc = tg_err(-ENOMEM, "static tier %s: out of memory for %llu rows", name,
+                    (unsigned long long)s->count);
+        goto err;
+    }
+    if ((rc = build_index(t, s, ids, o->num_nodes, direct)) < 0) goto err;
+    if ((rc = fill_rows(o, s, ids, row, budget)) < 0) {
+        tg_err_prefix(rc, "static tier %s", name);
+        goto err;
+    }
+    free(ids);
+    *out = t;
+    return 0;
+err:
+    free(ids);
+    static_destroy(t);
+    return rc;
+}
+
+void tg_tier_destroy(tg_tier_t *t)
+{
+    if (t) t->iface->destroy(t);
+}
+
+uint64_t tg_tier_static_count(const tg_tier_t *t)
+{
+    return ((const static_t *)t->impl)->count;
+}
+
+void tg_tier_stats(tg_tier_t *t, tg_tier_stats_t *out, int reset)
+{
+    out->name = t->name;
+    out->lookups = reset ? atomic_exchange(&t->lookups, 0) : atomic_load(&t->lookups);
+    out->hits = reset ? atomic_exchange(&t->hits, 0) : atomic_load(&t->hits);
+    out->bytes = out->hits * t->row_bytes;
+}
