@@ -101,35 +101,73 @@ int tg_adj_memory_create(tg_adj_t **out, uint64_t num_nodes, uint64_t num_edges,
 struct tg_dataset;
 int tg_adj_memory_open(tg_adj_t **out, const struct tg_dataset *ds);
 
-/* ================================================================ node-wise sampler
+/* ================================================================ samplers
  *
- * Uniform neighbour sampling without replacement, one fanout per layer, as in GraphSAGE:
- * starting from the seeds, block L-1 takes up to fanouts[L-1] distinct in-neighbour edges of every
- * seed, block L-2 up to fanouts[L-2] of every node reached so far, and so on down to block 0.
- * fanouts[l] belongs to block l (blocks[0] is the input layer, as in DGL): "--fanouts 25,10" gives
- * 10 neighbours per seed and 25 per 1-hop node. A fanout of -1 takes every neighbour (full
- * neighbourhood, for evaluation); 0 takes none (blocks without edges, for an MLP).
- *
- * Node order is deterministic: seeds first (in the given order), then each newly reached node in
- * order of first appearance. The edges of one destination are in ascending edge position order
- * (the order of the CSC file). Sampling depends only on the seeds and the RNG state, so the same
- * (seed, epoch, batch) always gives the same batch, whatever the thread count.
+ * A sampler turns a batch's seeds and its RNG into a tg_batch_t. Samplers are tables of
+ * functions (tg_sampler_i), like adjacencies: the loader, the look-ahead source, the epoch
+ * footprint and every strategy reach them through tg_sampler_open / tg_sampler_sample, and pick
+ * one by name (tg_sampler_find, "node"). tg_sampler_create opens the node-wise sampler below.
  *
  *     tg_sampler_t *s;
  *     int64_t fan[2] = {25, 10};
- *     tg_sampler_create(&s, adj, 2, fan);
+ *     tg_sampler_create(&s, adj, 2, fan);          // = tg_sampler_open(&s, &tg_sampler_node, ...)
  *     tg_rng_t r; tg_sampler_batch_rng(&r, seed, epoch, batch_id);
  *     tg_batch_t b; tg_sampler_sample(s, seeds, n, &r, &b);  ... tg_batch_free(&b);
  *     tg_sampler_destroy(s);
  *
  * A tg_sampler_t holds scratch space and is used by one thread at a time; make one per thread.
- * Cost: O(sum over sampled nodes of min(fanout, degree)) time plus one tg_adj_read per layer.
+ * Every implementation keeps the same promises: the batch depends only on the seeds and the RNG
+ * state (never on timing or thread count), the seeds come first in the given order, and the
+ * blocks obey the layout at the top of this header. fanouts[l] is "how much of layer l" in the
+ * implementation's own sense (neighbours per node for "node").
+ *
+ * The node-wise sampler ("node", tg_sampler_node): uniform neighbour sampling without
+ * replacement, one fanout per layer, as in GraphSAGE: starting from the seeds, block L-1 takes
+ * up to fanouts[L-1] distinct in-neighbour edges of every seed, block L-2 up to fanouts[L-2] of
+ * every node reached so far, and so on down to block 0. fanouts[l] belongs to block l (blocks[0]
+ * is the input layer, as in DGL): "--fanouts 25,10" gives 10 neighbours per seed and 25 per 1-hop
+ * node. A fanout of -1 takes every neighbour (full neighbourhood, for evaluation); 0 takes none
+ * (blocks without edges, for an MLP). Node order: seeds first (in the given order), then each
+ * newly reached node in order of first appearance; the edges of one destination are in
+ * ascending edge position order (the order of the CSC file). Cost: O(sum over sampled nodes of
+ * min(fanout, degree)) time plus one tg_adj_read per layer.
  */
 #define TG_MAX_LAYERS 16
 #define TG_FANOUT_ALL (-1)
 
 typedef struct tg_sampler tg_sampler_t;
 
+typedef struct tg_sampler_i {
+    const char *name;    /* what tg_sampler_find matches ("node") */
+    const char *summary; /* one line for help texts */
+    /* Allocates the implementation's scratch into s->impl; s->adj, num_layers and fanouts are
+     * set and checked (1..TG_MAX_LAYERS layers, each fanout >= -1). */
+    int (*create)(tg_sampler_t *s);
+    /* Samples seeds[0..n) into *out (zeroed first; out->id = 0). On failure *out holds nothing. */
+    int (*sample)(tg_sampler_t *s, const uint64_t *seeds, size_t n, tg_rng_t *rng, tg_batch_t *out);
+    /* Frees s->impl (not s). */
+    void (*destroy)(tg_sampler_t *s);
+} tg_sampler_i;
+
+struct tg_sampler {
+    const tg_sampler_i *iface;
+    tg_adj_t *adj; /* lent; must outlive the sampler */
+    int num_layers;
+    int64_t fanouts[TG_MAX_LAYERS];
+    void *impl;
+};
+
+extern const tg_sampler_i tg_sampler_node;
+/* Every sampler, NULL-terminated; tg_samplers[0] is the default (node-wise). */
+extern const tg_sampler_i *const tg_samplers[];
+
+/* The sampler named name, or NULL with a message listing the known names. */
+const tg_sampler_i *tg_sampler_find(const char *name);
+/* Opens a sampler of the given kind (NULL = node-wise) over adj. Checks the layer count and
+ * the fanouts; errors name the layer. */
+int tg_sampler_open(tg_sampler_t **out, const tg_sampler_i *kind, tg_adj_t *adj, int num_layers,
+                    const int64_t *fanouts);
+/* The node-wise sampler: tg_sampler_open(out, &tg_sampler_node, ...). */
 int tg_sampler_create(tg_sampler_t **out, tg_adj_t *adj, int num_layers, const int64_t *fanouts);
 void tg_sampler_destroy(tg_sampler_t *s);
 /* Samples the batch of seeds[0..n) (distinct node ids < num_nodes) into *out (caller frees with
@@ -147,13 +185,96 @@ void tg_sampler_shuffle_epoch(uint64_t *ids, size_t n, uint64_t seed, uint64_t e
  * >= -1; at most TG_MAX_LAYERS values. Errors name the offending item. */
 int tg_fanouts_parse(const char *s, int64_t *fanouts, int *n);
 
+/* ================================================================ epoch plan
+ *
+ * What batch b of an epoch is, written once for training, evaluation, the epoch footprint of
+ * `tiergnn bench` and the loaders: its seeds are seeds[b * batch_size, ...) of the epoch's seed
+ * order (the last batch may be smaller) and its RNG is tg_sampler_batch_rng(seed, epoch, b).
+ *
+ * The whole-graph rule: when every layer takes all neighbours (fanouts all -1) and the batch
+ * size is 0 or covers the training split, a step runs on the whole graph: the seed order is every
+ * node 0..N-1 in id order, in one batch, and the loss is taken on the training nodes only (the
+ * caller's mask). Otherwise the seed order is the training split shuffled with
+ * tg_sampler_shuffle_epoch(seed, epoch), in batches of batch_size (0 or more than the split: one
+ * batch). An MLP reads no neighbours: its caller passes fanouts of 0, so it is never whole-graph.
+ *
+ *     tg_plan_opts_t po = {.num_nodes = N, .train = split, .num_train = n, .batch_size = 1024,
+ *                          .num_layers = 2, .fanouts = fan, .seed = seed};
+ *     tg_plan_t p;
+ *     if (tg_plan_init(&p, &po) < 0) ...               // allocates the seed order (num_order)
+ *     for (epoch ...) {
+ *         tg_plan_epoch(&p, epoch);                       // builds the epoch's seed order
+ *         for (b = first; b < p.num_batches; b++) {
+ *             tg_rng_t r; const uint64_t *seeds;
+ *             uint64_t n = tg_plan_batch(&p, b, &seeds, &r);
+ *             ... tg_sampler_sample(s, seeds, n, &r, &batch) ...
+ *         }
+ *     }
+ *     tg_plan_destroy(&p);
+ *
+ * A pass resumed at batch `first` gives exactly the batches the uninterrupted pass would: batch
+ * b depends on (order, b) alone. tg_plan_view makes a plan over an order the caller already has
+ * (the loader's options, an evaluation's node list) without allocating.
+ */
+typedef struct tg_plan_opts {
+    uint64_t num_nodes;
+    const uint64_t *train; /* (num_train) the training split; must outlive the plan */
+    uint64_t num_train;    /* >= 1 */
+    uint64_t batch_size;   /* seeds per batch; 0 = the whole split at once */
+    int num_layers;
+    const int64_t *fanouts; /* (num_layers) */
+    uint64_t seed;
+    uint64_t max_batches; /* batches per epoch at most (--batches-per-epoch); 0 = all */
+} tg_plan_opts_t;
+
+typedef struct tg_plan {
+    int whole_graph;       /* the rule above */
+    uint64_t seed, epoch;  /* the RNG streams of the current epoch */
+    const uint64_t *seeds; /* the epoch's seed order (num_order ids) */
+    uint64_t num_order;    /* N in whole-graph mode, else num_train */
+    uint64_t batch_size;   /* seeds per batch (>= 1 unless the order is empty) */
+    uint64_t all_batches;  /* ceil(num_order / batch_size) */
+    uint64_t num_batches;  /* batches per epoch: all_batches capped by max_batches */
+    uint64_t num_seeds;    /* seeds the epoch's batches take: min(num_order, num_batches * bs) */
+    /* private */
+    uint64_t *order; /* owned by tg_plan_init's plan, NULL in a view */
+    const uint64_t *train;
+} tg_plan_t;
+
+/* The whole-graph rule alone (for sizing before a plan exists). */
+int tg_plan_whole_graph(uint64_t batch_size, uint64_t num_train, int num_layers,
+                        const int64_t *fanouts);
+/* Sets the plan's geometry and allocates its seed order (num_order x 8 bytes; the caller
+ * accounts them against its budget); seeds is valid after tg_plan_epoch. */
+int tg_plan_init(tg_plan_t *p, const tg_plan_opts_t *o);
+/* Builds the seed order of `epoch`: identity over all nodes (whole graph) or the training
+ * split shuffled with tg_sampler_shuffle_epoch(seed, epoch). O(num_order). */
+void tg_plan_epoch(tg_plan_t *p, uint64_t epoch);
+/* Frees the order of a plan from tg_plan_init (a view owns nothing). */
+void tg_plan_destroy(tg_plan_t *p);
+/* A plan over a given seed order seeds[0..n): batches of batch_size (0 or >= n: one batch of
+ * all n), RNG streams of (seed, epoch). Never whole-graph; allocates nothing. */
+void tg_plan_view(tg_plan_t *p, const uint64_t *seeds, uint64_t n, uint64_t batch_size,
+                  uint64_t seed, uint64_t epoch);
+/* Batch b (< num_batches): sets *seeds to its first seed and *rng to its RNG, returns its seed
+ * count. */
+uint64_t tg_plan_batch(const tg_plan_t *p, uint64_t b, const uint64_t **seeds, tg_rng_t *rng);
+
+/* Evaluation's streams, apart from every training epoch's: the plan of split s's sampled pass
+ * over nodes[0..n), and the fixed random subset of a split (--eval-max-nodes): ids shuffled in
+ * place, the same every time for a seed. */
+void tg_plan_eval(tg_plan_t *p, const uint64_t *nodes, uint64_t n, uint64_t batch_size,
+                  uint64_t seed, int split);
+void tg_plan_eval_subset(uint64_t *ids, size_t n, uint64_t seed, int split);
+
 /* ================================================================ concurrent loader
  *
  * Samples the batches of one epoch on worker threads, ahead of the consumer, and hands them out
- * strictly in batch-id order. Worker t samples batches t, t+T, t+2T, ... into its own bounded
- * queue, and the consumer pops batch b from queue b mod T, so order and content are the same for
- * any T and any timing; no reorder buffer is needed and a slow batch only delays its own queue.
- * An optional hook runs on the worker after sampling (a strategy gathers features there).
+ * strictly in batch-id order. Batch b is the epoch plan's (tg_plan_view over the options' seed
+ * order, batch size, seed and epoch). Worker t samples batches t, t+T, t+2T, ... into its own
+ * bounded queue, and the consumer pops batch b from queue b mod T, so order and content are the
+ * same for any T and any timing; no reorder buffer is needed and a slow batch only delays its own
+ * queue. An optional hook runs on the worker after sampling (a strategy gathers features there).
  *
  *     tg_loader_opts_t o = {.adj = adj, .num_layers = 2, .fanouts = fan, .seeds = order,
  *                           .num_seeds = n, .batch_size = 1024, .seed = seed, .epoch = e,
@@ -191,6 +312,8 @@ typedef struct tg_loader_opts {
      * not sampled: batch b still takes seeds [b * batch_size, ...) and the RNG of (seed, epoch,
      * b), so a pass resumed mid-epoch gives exactly the batches the uninterrupted pass would. */
     uint64_t first_batch;
+    /* Optional: the sampler (NULL = node-wise, tg_sampler_node). */
+    const tg_sampler_i *sampler;
 } tg_loader_opts_t;
 
 typedef struct tg_loader tg_loader_t;
@@ -251,9 +374,10 @@ void tg_loader_stop(tg_loader_t *l);
 typedef struct tg_adj_disk_opts {
     /* Queue settings for the pool. depth 0 = 64 (where the device probe finds random reads
      * saturate on NVMe/virtio), max_read_bytes 0 = 16 KiB (a sampled node's positions mostly lie
-     * in one or two aligned blocks: small slots keep staging small; long lists are split). flags: TG_IO_FORCE_PREAD, TG_IO_NO_MERGE,
-     * TG_IO_NO_FIXED. stats: the sink counters go to (NULL = the adjacency's own). The budget
-     * field is ignored: the budget argument of tg_adj_disk_open is used. */
+     * in one or two aligned blocks: small slots keep staging small; long lists are split). flags:
+     * TG_IO_FORCE_PREAD, TG_IO_NO_MERGE, TG_IO_NO_FIXED. stats: the sink counters go to (NULL = the
+     * adjacency's own). The budget field is ignored: the budget argument of tg_adj_disk_open is
+     * used. */
     tg_io_opts_t io;
     unsigned queues;     /* queues in the pool = reads at once (0 = 2) */
     unsigned file_flags; /* tg_io_file_open flags: TG_IO_FILE_BUFFERED */
