@@ -329,6 +329,119 @@ void tg_loader_item_free(tg_loader_t *l, tg_loader_item_t *it);
 /* Stops the workers (even mid-epoch), frees queued items and the loader. */
 void tg_loader_stop(tg_loader_t *l);
 
+/* ================================================================ look-ahead batch source
+ *
+ * A loader with a window: a strategy that plans over the next k batches (Ginex's superbatch,
+ * GIDS's window of future accesses) sees batches next .. next+k before it takes batch next.
+ * Peeking blocks until the batch is sampled; taking hands batches out in id order, like the
+ * loader, with the same content for any thread count.
+ *
+ *     tg_source_t *src;
+ *     tg_source_start(&src, &loader_opts, k);
+ *     for (;;) {
+ *         const tg_loader_item_t *ahead;
+ *         for (size_t i = 1; i <= k && tg_source_peek(src, i, &ahead) > 0; i++)
+ *             ... look at ahead->batch (batch next+i) ...
+ *         tg_loader_item_t *it;
+ *         if ((rc = tg_source_next(src, &it)) <= 0) break;  // 0: end of the epoch
+ *         ... train it->batch ...; tg_source_item_free(src, it);
+ *     }
+ *     tg_source_stop(src);
+ *
+ * Memory: the window holds at most k + 1 sampled batches (next .. next+k), the loader's queues
+ * at most its threads x (prefetch + 1) more (each worker may hold one batch it waits to queue),
+ * plus the batches taken and not yet freed. Use from one thread. An error of the loader is
+ * reported by the peek or take that reaches the failed batch (the batches before it are still
+ * handed out), and by every later call.
+ */
+typedef struct tg_source tg_source_t;
+
+/* Starts a loader with options o (see above; its hook runs on every batch as usual) and a
+ * window of lookahead batches beyond the next one (0 = none, a plain loader). */
+int tg_source_start(tg_source_t **out, const tg_loader_opts_t *o, size_t lookahead);
+/* The batch next+i (0 <= i <= lookahead), sampling up to it: returns 1 with *it (lent until the
+ * batch is taken and freed), 0 if the epoch ends before it, or a negative error code. */
+int tg_source_peek(tg_source_t *s, size_t i, const tg_loader_item_t **it);
+/* Takes batch next: 1 with *it (the caller's until tg_source_item_free), 0 at the end. */
+int tg_source_next(tg_source_t *s, tg_loader_item_t **it);
+void tg_source_item_free(tg_source_t *s, tg_loader_item_t *it);
+/* The id of the batch tg_source_next hands out next; the epoch's batch count. */
+uint64_t tg_source_next_id(const tg_source_t *s);
+uint64_t tg_source_num_batches(const tg_source_t *s);
+/* Stops the loader (even mid-epoch) and frees the window and the source. */
+void tg_source_stop(tg_source_t *s);
+
+/* ================================================================ spill files
+ *
+ * Sampled batches written to a file and read back in the order written, so that a strategy can
+ * sample a superbatch or a whole epoch ahead without holding it in RAM. The directory is the
+ * caller's choice (the dataset's derived/ directory or a --scratch DIR).
+ *
+ *     tg_spill_t *sp;
+ *     tg_spill_open(&sp, dir, NULL);                  // an unnamed file in dir
+ *     tg_spill_fill(sp, loader, 64, NULL);            // the next 64 batches of a loader, or:
+ *     tg_spill_write(sp, &batch);                     // one batch at a time
+ *     tg_spill_rewind(sp);                            // flush; read from the first record
+ *     tg_batch_t b;
+ *     while ((rc = tg_spill_read(sp, &b)) > 0) { ...; tg_batch_free(&b); }
+ *     tg_spill_reset(sp);                             // empty: write the next superbatch
+ *     tg_spill_close(sp);                             // the file is gone
+ *
+ * Never left behind: the file is opened with O_TMPFILE, so it has no name and the kernel frees
+ * it when the descriptor closes - after an error, SIGINT or SIGKILL too. Where the file system
+ * has no O_TMPFILE (or with TG_SPILL_NAMED) it is created under a unique name and unlinked at
+ * once, which leaves a window of one system call.
+ *
+ * Format: one record per batch, in native byte order (the file never outlives the process):
+ *     u32 magic "TGSP", u32 flags (1: node ids as u32, 2: indptr as u32), u64 id,
+ *     u32 num_layers, u32 num_nodes, u32 num_seeds, u32 0, u64 payload bytes,
+ *     per layer: u32 num_dst, u32 num_src, u64 num_edges,
+ *     payload: nodes[num_nodes], then per layer indptr[num_dst + 1] and u32 indices[num_edges],
+ *     u32 CRC-32 of everything before it in the record.
+ * Ids and indptr take 4 bytes when every value fits, else 8. A batch read back equals the batch
+ * written, field for field. Reads check the magic, the sizes against the file's end, and the
+ * CRC; errors name the file, the record and its offset.
+ *
+ * I/O: writes go through a buffer of buf_bytes (default 4 MiB) and leave in large sequential
+ * write() calls; reads refill the same buffer with read(). The buffer is reserved against the
+ * budget when one is given ("spill buffer"). Not thread-safe: one thread at a time.
+ */
+#define TG_SPILL_NAMED 1u /* create under a name and unlink at once (no O_TMPFILE) */
+
+typedef struct tg_spill_opts {
+    size_t buf_bytes;    /* write/read buffer (0 = 4 MiB; at least 64 KiB) */
+    tg_budget_t *budget; /* optional */
+    unsigned flags;      /* TG_SPILL_NAMED */
+} tg_spill_opts_t;
+
+typedef struct tg_spill tg_spill_t;
+
+/* Creates an empty spill file in dir (which must exist and be writable); opts may be NULL. */
+int tg_spill_open(tg_spill_t **out, const char *dir, const tg_spill_opts_t *opts);
+/* Appends one batch. Only while writing (after open or reset). */
+int tg_spill_write(tg_spill_t *s, const tg_batch_t *b);
+/* Takes up to max batches from a loader and writes them; *written (may be NULL) gets the count
+ * (fewer than max: the loader reached the end of its epoch). Returns 0 or an error (the loader's
+ * or a write's). Payloads are not written (the loader's hook still runs). */
+int tg_spill_fill(tg_spill_t *s, tg_loader_t *l, uint64_t max, uint64_t *written);
+/* Flushes what is written and starts reading at the first record (again, if called while
+ * reading). */
+int tg_spill_rewind(tg_spill_t *s);
+/* Reads the next record into *out (caller frees with tg_batch_free): 1, or 0 after the last
+ * record, or a negative error code (*out then holds nothing). */
+int tg_spill_read(tg_spill_t *s, tg_batch_t *out);
+/* Empties the file and starts writing again. */
+int tg_spill_reset(tg_spill_t *s);
+/* Records and bytes written since open or the last reset. */
+uint64_t tg_spill_count(const tg_spill_t *s);
+uint64_t tg_spill_bytes(const tg_spill_t *s);
+/* The file's name for messages ("DIR/<unnamed spill file>" under O_TMPFILE) and its
+ * descriptor (valid until close; for tests that damage the file). */
+const char *tg_spill_name(const tg_spill_t *s);
+int tg_spill_fd(const tg_spill_t *s);
+/* Closes (and so frees) the file, releases the buffer. NULL is fine. */
+void tg_spill_close(tg_spill_t *s);
+
 /* ================================================================ out-of-core adjacency (issue 4)
  *
  * Owner: the out-of-core storage work (src/graph/adj_disk.c, src/graph/adj_mmap.c). Both
