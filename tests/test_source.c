@@ -88,20 +88,69 @@ static void old_batch(tg_sampler_t *s, const uint64_t *order, uint64_t nseeds, u
     out->id = b;
 }
 
+typedef struct {
+    atomic_int live, peak; /* payloads alive = sampled batches alive */
+    uint64_t fail_at;      /* the hook fails on this batch (UINT64_MAX: never) */
+} count_ctx_t;
+
+static int count_hook(void *ctx, tg_loader_item_t *it)
+{
+    count_ctx_t *c = ctx;
+    if (it->batch.id == c->fail_at) return tg_err(-EIO, "hook failed on purpose");
+    int now = atomic_fetch_add(&c->live, 1) + 1;
+    int p = atomic_load(&c->peak);
+    while (now > p && !atomic_compare_exchange_weak(&c->peak, &p, now)) {
+    }
+    it->payload = &c->live; /* any non-NULL marker */
+    return 0;
+}
+
+static void count_free(void *ctx, void *payload)
+{
+    (void)payload;
+    atomic_fetch_sub(&((count_ctx_t *)ctx)->live, 1);
+}
+
+static tg_loader_opts_t plan_loader(const graph_t *g, const tg_plan_t *p, int L, const int64_t *fan,
+                                    int threads, count_ctx_t *c)
+{
+    return (tg_loader_opts_t){.adj = g->adj,
+                              .num_layers = L,
+                              .fanouts = fan,
+                              .seeds = p->seeds,
+                              .num_seeds = p->num_seeds,
+                              .batch_size = p->batch_size,
+                              .seed = p->seed,
+                              .epoch = p->epoch,
+                              .num_threads = threads,
+                              .prefetch = 2,
+                              .hook = count_hook,
+                              .hook_free = count_free,
+                              .ctx = c};
+}
+
+/* A sampled plan (fanouts fan[0..2)) at `epoch`. */
+static void make_plan(const graph_t *g, uint64_t bs, const int64_t *fan, uint64_t seed,
+                      uint64_t epoch, tg_plan_t *p)
+{
+    tg_plan_opts_t po = {.num_nodes = g->N,
+                         .train = g->train,
+                         .num_train = g->ntrain,
+                         .batch_size = bs,
+                         .num_layers = 2,
+                         .fanouts = fan,
+                         .seed = seed};
+    TG_CHECK_OK(tg_plan_init(p, &po));
+    tg_plan_epoch(p, epoch);
+}
+
 /* Runs a loader over the plan from first_batch and compares every batch with the old code's. */
 static void check_loader(const graph_t *g, const tg_plan_t *p, const old_plan_t *op, int L,
                          const int64_t *fan, int threads, uint64_t first, const char *what)
 {
-    tg_loader_opts_t o = {.adj = g->adj,
-                          .num_layers = L,
-                          .fanouts = fan,
-                          .seeds = p->seeds,
-                          .num_seeds = p->num_seeds,
-                          .batch_size = p->batch_size,
-                          .seed = p->seed,
-                          .epoch = p->epoch,
-                          .num_threads = threads,
-                          .first_batch = first};
+    count_ctx_t c = {.fail_at = UINT64_MAX};
+    tg_loader_opts_t o = plan_loader(g, p, L, fan, threads, &c);
+    o.first_batch = first;
     tg_loader_t *ld;
     tg_sampler_t *s;
     TG_CHECK_OK(tg_sampler_create(&s, g->adj, L, fan));
@@ -125,6 +174,7 @@ static void check_loader(const graph_t *g, const tg_plan_t *p, const old_plan_t 
     TG_CHECK(rc == 0);
     TG_CHECK_EQ_U64(b, op->epoch_batches);
     tg_loader_stop(ld);
+    TG_CHECK_EQ_U64(atomic_load(&c.live), 0);
     tg_sampler_destroy(s);
 }
 
@@ -260,61 +310,12 @@ TG_TEST(sampler_table)
 
 /* ---------------------------------------------------------------- look-ahead source */
 
-typedef struct {
-    atomic_int live, peak; /* payloads alive = sampled batches alive */
-    uint64_t fail_at;      /* the hook fails on this batch (UINT64_MAX: never) */
-} count_ctx_t;
-
-static int count_hook(void *ctx, tg_loader_item_t *it)
-{
-    count_ctx_t *c = ctx;
-    if (it->batch.id == c->fail_at) return tg_err(-EIO, "hook failed on purpose");
-    int now = atomic_fetch_add(&c->live, 1) + 1;
-    int p = atomic_load(&c->peak);
-    while (now > p && !atomic_compare_exchange_weak(&c->peak, &p, now)) {
-    }
-    it->payload = &c->live; /* any non-NULL marker */
-    return 0;
-}
-
-static void count_free(void *ctx, void *payload)
-{
-    (void)payload;
-    atomic_fetch_sub(&((count_ctx_t *)ctx)->live, 1);
-}
-
-static tg_loader_opts_t plan_loader(const graph_t *g, const tg_plan_t *p, const int64_t *fan,
-                                    int threads, count_ctx_t *c)
-{
-    return (tg_loader_opts_t){.adj = g->adj,
-                              .num_layers = 2,
-                              .fanouts = fan,
-                              .seeds = p->seeds,
-                              .num_seeds = p->num_seeds,
-                              .batch_size = p->batch_size,
-                              .seed = p->seed,
-                              .epoch = p->epoch,
-                              .num_threads = threads,
-                              .prefetch = 2,
-                              .hook = count_hook,
-                              .hook_free = count_free,
-                              .ctx = c};
-}
-
 TG_TEST(lookahead_order_and_bounds)
 {
     graph_t g = open_graph();
     int64_t fan[2] = {4, 4};
-    tg_plan_opts_t po = {.num_nodes = g.N,
-                         .train = g.train,
-                         .num_train = g.ntrain,
-                         .batch_size = 37,
-                         .num_layers = 2,
-                         .fanouts = fan,
-                         .seed = 5};
     tg_plan_t p;
-    TG_CHECK_OK(tg_plan_init(&p, &po));
-    tg_plan_epoch(&p, 2);
+    make_plan(&g, 37, fan, 5, 2, &p);
     tg_sampler_t *s;
     TG_CHECK_OK(tg_sampler_create(&s, g.adj, 2, fan));
     static const size_t ks[] = {0, 1, 3, 8};
@@ -322,7 +323,7 @@ TG_TEST(lookahead_order_and_bounds)
         for (size_t ki = 0; ki < 4; ki++) {
             size_t k = ks[ki];
             count_ctx_t c = {.fail_at = UINT64_MAX};
-            tg_loader_opts_t o = plan_loader(&g, &p, fan, t, &c);
+            tg_loader_opts_t o = plan_loader(&g, &p, 2, fan, t, &c);
             uint64_t first = t == 2 ? 5 : 0; /* a resumed pass too */
             o.first_batch = first;
             tg_source_t *src;
@@ -366,7 +367,7 @@ TG_TEST(lookahead_order_and_bounds)
     /* a loader error: the batches before it are handed out, peeks beyond it fail */
     for (int t = 0; t <= 2; t += 2) {
         count_ctx_t c = {.fail_at = 4};
-        tg_loader_opts_t o = plan_loader(&g, &p, fan, t, &c);
+        tg_loader_opts_t o = plan_loader(&g, &p, 2, fan, t, &c);
         tg_source_t *src;
         TG_CHECK_OK(tg_source_start(&src, &o, 6));
         const tg_loader_item_t *ahead;
@@ -385,7 +386,7 @@ TG_TEST(lookahead_order_and_bounds)
     }
     /* stopping with a full window frees it */
     count_ctx_t c = {.fail_at = UINT64_MAX};
-    tg_loader_opts_t o = plan_loader(&g, &p, fan, 3, &c);
+    tg_loader_opts_t o = plan_loader(&g, &p, 2, fan, 3, &c);
     tg_source_t *src;
     TG_CHECK_OK(tg_source_start(&src, &o, 5));
     const tg_loader_item_t *ahead;
@@ -509,18 +510,10 @@ TG_TEST(spill_sampled_epoch)
     graph_t g = open_graph();
     const char *dir = tg_test_tmpdir("spill_epoch");
     int64_t fan[2] = {10, 5};
-    tg_plan_opts_t po = {.num_nodes = g.N,
-                         .train = g.train,
-                         .num_train = g.ntrain,
-                         .batch_size = 64,
-                         .num_layers = 2,
-                         .fanouts = fan,
-                         .seed = 9};
     tg_plan_t p;
-    TG_CHECK_OK(tg_plan_init(&p, &po));
-    tg_plan_epoch(&p, 0);
+    make_plan(&g, 64, fan, 9, 0, &p);
     count_ctx_t c = {.fail_at = UINT64_MAX};
-    tg_loader_opts_t o = plan_loader(&g, &p, fan, 2, &c);
+    tg_loader_opts_t o = plan_loader(&g, &p, 2, fan, 2, &c);
     tg_loader_t *ld;
     TG_CHECK_OK(tg_loader_start(&ld, &o));
     tg_sampler_t *s;
