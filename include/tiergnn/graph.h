@@ -101,35 +101,73 @@ int tg_adj_memory_create(tg_adj_t **out, uint64_t num_nodes, uint64_t num_edges,
 struct tg_dataset;
 int tg_adj_memory_open(tg_adj_t **out, const struct tg_dataset *ds);
 
-/* ================================================================ node-wise sampler
+/* ================================================================ samplers
  *
- * Uniform neighbour sampling without replacement, one fanout per layer, as in GraphSAGE:
- * starting from the seeds, block L-1 takes up to fanouts[L-1] distinct in-neighbour edges of every
- * seed, block L-2 up to fanouts[L-2] of every node reached so far, and so on down to block 0.
- * fanouts[l] belongs to block l (blocks[0] is the input layer, as in DGL): "--fanouts 25,10" gives
- * 10 neighbours per seed and 25 per 1-hop node. A fanout of -1 takes every neighbour (full
- * neighbourhood, for evaluation); 0 takes none (blocks without edges, for an MLP).
- *
- * Node order is deterministic: seeds first (in the given order), then each newly reached node in
- * order of first appearance. The edges of one destination are in ascending edge position order
- * (the order of the CSC file). Sampling depends only on the seeds and the RNG state, so the same
- * (seed, epoch, batch) always gives the same batch, whatever the thread count.
+ * A sampler turns a batch's seeds and its RNG into a tg_batch_t. Samplers are tables of
+ * functions (tg_sampler_i), like adjacencies: the loader, the look-ahead source, the epoch
+ * footprint and every strategy reach them through tg_sampler_open / tg_sampler_sample, and pick
+ * one by name (tg_sampler_find, "node"). tg_sampler_create opens the node-wise sampler below.
  *
  *     tg_sampler_t *s;
  *     int64_t fan[2] = {25, 10};
- *     tg_sampler_create(&s, adj, 2, fan);
+ *     tg_sampler_create(&s, adj, 2, fan);          // = tg_sampler_open(&s, &tg_sampler_node, ...)
  *     tg_rng_t r; tg_sampler_batch_rng(&r, seed, epoch, batch_id);
  *     tg_batch_t b; tg_sampler_sample(s, seeds, n, &r, &b);  ... tg_batch_free(&b);
  *     tg_sampler_destroy(s);
  *
  * A tg_sampler_t holds scratch space and is used by one thread at a time; make one per thread.
- * Cost: O(sum over sampled nodes of min(fanout, degree)) time plus one tg_adj_read per layer.
+ * Every implementation keeps the same promises: the batch depends only on the seeds and the RNG
+ * state (never on timing or thread count), the seeds come first in the given order, and the
+ * blocks obey the layout at the top of this header. fanouts[l] is "how much of layer l" in the
+ * implementation's own sense (neighbours per node for "node").
+ *
+ * The node-wise sampler ("node", tg_sampler_node): uniform neighbour sampling without
+ * replacement, one fanout per layer, as in GraphSAGE: starting from the seeds, block L-1 takes
+ * up to fanouts[L-1] distinct in-neighbour edges of every seed, block L-2 up to fanouts[L-2] of
+ * every node reached so far, and so on down to block 0. fanouts[l] belongs to block l (blocks[0]
+ * is the input layer, as in DGL): "--fanouts 25,10" gives 10 neighbours per seed and 25 per 1-hop
+ * node. A fanout of -1 takes every neighbour (full neighbourhood, for evaluation); 0 takes none
+ * (blocks without edges, for an MLP). Node order: seeds first (in the given order), then each
+ * newly reached node in order of first appearance; the edges of one destination are in
+ * ascending edge position order (the order of the CSC file). Cost: O(sum over sampled nodes of
+ * min(fanout, degree)) time plus one tg_adj_read per layer.
  */
 #define TG_MAX_LAYERS 16
 #define TG_FANOUT_ALL (-1)
 
 typedef struct tg_sampler tg_sampler_t;
 
+typedef struct tg_sampler_i {
+    const char *name;    /* what tg_sampler_find matches ("node") */
+    const char *summary; /* one line for help texts */
+    /* Allocates the implementation's scratch into s->impl; s->adj, num_layers and fanouts are
+     * set and checked (1..TG_MAX_LAYERS layers, each fanout >= -1). */
+    int (*create)(tg_sampler_t *s);
+    /* Samples seeds[0..n) into *out (zeroed first; out->id = 0). On failure *out holds nothing. */
+    int (*sample)(tg_sampler_t *s, const uint64_t *seeds, size_t n, tg_rng_t *rng, tg_batch_t *out);
+    /* Frees s->impl (not s). */
+    void (*destroy)(tg_sampler_t *s);
+} tg_sampler_i;
+
+struct tg_sampler {
+    const tg_sampler_i *iface;
+    tg_adj_t *adj; /* lent; must outlive the sampler */
+    int num_layers;
+    int64_t fanouts[TG_MAX_LAYERS];
+    void *impl;
+};
+
+extern const tg_sampler_i tg_sampler_node;
+/* Every sampler, NULL-terminated; tg_samplers[0] is the default (node-wise). */
+extern const tg_sampler_i *const tg_samplers[];
+
+/* The sampler named name, or NULL with a message listing the known names. */
+const tg_sampler_i *tg_sampler_find(const char *name);
+/* Opens a sampler of the given kind (NULL = node-wise) over adj. Checks the layer count and
+ * the fanouts; errors name the layer. */
+int tg_sampler_open(tg_sampler_t **out, const tg_sampler_i *kind, tg_adj_t *adj, int num_layers,
+                    const int64_t *fanouts);
+/* The node-wise sampler: tg_sampler_open(out, &tg_sampler_node, ...). */
 int tg_sampler_create(tg_sampler_t **out, tg_adj_t *adj, int num_layers, const int64_t *fanouts);
 void tg_sampler_destroy(tg_sampler_t *s);
 /* Samples the batch of seeds[0..n) (distinct node ids < num_nodes) into *out (caller frees with
@@ -147,13 +185,96 @@ void tg_sampler_shuffle_epoch(uint64_t *ids, size_t n, uint64_t seed, uint64_t e
  * >= -1; at most TG_MAX_LAYERS values. Errors name the offending item. */
 int tg_fanouts_parse(const char *s, int64_t *fanouts, int *n);
 
+/* ================================================================ epoch plan
+ *
+ * What batch b of an epoch is, written once for training, evaluation, the epoch footprint of
+ * `tiergnn bench` and the loaders: its seeds are seeds[b * batch_size, ...) of the epoch's seed
+ * order (the last batch may be smaller) and its RNG is tg_sampler_batch_rng(seed, epoch, b).
+ *
+ * The whole-graph rule: when every layer takes all neighbours (fanouts all -1) and the batch
+ * size is 0 or covers the training split, a step runs on the whole graph: the seed order is every
+ * node 0..N-1 in id order, in one batch, and the loss is taken on the training nodes only (the
+ * caller's mask). Otherwise the seed order is the training split shuffled with
+ * tg_sampler_shuffle_epoch(seed, epoch), in batches of batch_size (0 or more than the split: one
+ * batch). An MLP reads no neighbours: its caller passes fanouts of 0, so it is never whole-graph.
+ *
+ *     tg_plan_opts_t po = {.num_nodes = N, .train = split, .num_train = n, .batch_size = 1024,
+ *                          .num_layers = 2, .fanouts = fan, .seed = seed};
+ *     tg_plan_t p;
+ *     if (tg_plan_init(&p, &po) < 0) ...               // allocates the seed order (num_order)
+ *     for (epoch ...) {
+ *         tg_plan_epoch(&p, epoch);                       // builds the epoch's seed order
+ *         for (b = first; b < p.num_batches; b++) {
+ *             tg_rng_t r; const uint64_t *seeds;
+ *             uint64_t n = tg_plan_batch(&p, b, &seeds, &r);
+ *             ... tg_sampler_sample(s, seeds, n, &r, &batch) ...
+ *         }
+ *     }
+ *     tg_plan_destroy(&p);
+ *
+ * A pass resumed at batch `first` gives exactly the batches the uninterrupted pass would: batch
+ * b depends on (order, b) alone. tg_plan_view makes a plan over an order the caller already has
+ * (the loader's options, an evaluation's node list) without allocating.
+ */
+typedef struct tg_plan_opts {
+    uint64_t num_nodes;
+    const uint64_t *train; /* (num_train) the training split; must outlive the plan */
+    uint64_t num_train;    /* >= 1 */
+    uint64_t batch_size;   /* seeds per batch; 0 = the whole split at once */
+    int num_layers;
+    const int64_t *fanouts; /* (num_layers) */
+    uint64_t seed;
+    uint64_t max_batches; /* batches per epoch at most (--batches-per-epoch); 0 = all */
+} tg_plan_opts_t;
+
+typedef struct tg_plan {
+    int whole_graph;       /* the rule above */
+    uint64_t seed, epoch;  /* the RNG streams of the current epoch */
+    const uint64_t *seeds; /* the epoch's seed order (num_order ids) */
+    uint64_t num_order;    /* N in whole-graph mode, else num_train */
+    uint64_t batch_size;   /* seeds per batch (>= 1 unless the order is empty) */
+    uint64_t all_batches;  /* ceil(num_order / batch_size) */
+    uint64_t num_batches;  /* batches per epoch: all_batches capped by max_batches */
+    uint64_t num_seeds;    /* seeds the epoch's batches take: min(num_order, num_batches * bs) */
+    /* private */
+    uint64_t *order; /* owned by tg_plan_init's plan, NULL in a view */
+    const uint64_t *train;
+} tg_plan_t;
+
+/* The whole-graph rule alone (for sizing before a plan exists). */
+int tg_plan_whole_graph(uint64_t batch_size, uint64_t num_train, int num_layers,
+                        const int64_t *fanouts);
+/* Sets the plan's geometry and allocates its seed order (num_order x 8 bytes; the caller
+ * accounts them against its budget); seeds is valid after tg_plan_epoch. */
+int tg_plan_init(tg_plan_t *p, const tg_plan_opts_t *o);
+/* Builds the seed order of `epoch`: identity over all nodes (whole graph) or the training
+ * split shuffled with tg_sampler_shuffle_epoch(seed, epoch). O(num_order). */
+void tg_plan_epoch(tg_plan_t *p, uint64_t epoch);
+/* Frees the order of a plan from tg_plan_init (a view owns nothing). */
+void tg_plan_destroy(tg_plan_t *p);
+/* A plan over a given seed order seeds[0..n): batches of batch_size (0 or >= n: one batch of
+ * all n), RNG streams of (seed, epoch). Never whole-graph; allocates nothing. */
+void tg_plan_view(tg_plan_t *p, const uint64_t *seeds, uint64_t n, uint64_t batch_size,
+                  uint64_t seed, uint64_t epoch);
+/* Batch b (< num_batches): sets *seeds to its first seed and *rng to its RNG, returns its seed
+ * count. */
+uint64_t tg_plan_batch(const tg_plan_t *p, uint64_t b, const uint64_t **seeds, tg_rng_t *rng);
+
+/* Evaluation's streams, apart from every training epoch's: the plan of split s's sampled pass
+ * over nodes[0..n), and the fixed random subset of a split (--eval-max-nodes): ids shuffled in
+ * place, the same every time for a seed. */
+void tg_plan_eval(tg_plan_t *p, const uint64_t *nodes, uint64_t n, uint64_t batch_size,
+                  uint64_t seed, int split);
+void tg_plan_eval_subset(uint64_t *ids, size_t n, uint64_t seed, int split);
+
 /* ================================================================ concurrent loader
  *
  * Samples the batches of one epoch on worker threads, ahead of the consumer, and hands them out
- * strictly in batch-id order. Worker t samples batches t, t+T, t+2T, ... into its own bounded
- * queue, and the consumer pops batch b from queue b mod T, so order and content are the same for
- * any T and any timing; no reorder buffer is needed and a slow batch only delays its own queue.
- * An optional hook runs on the worker after sampling (a strategy gathers features there).
+ * strictly in batch-id order. Batch b is the epoch plan's (tg_plan_view over the options' seed
+ * order, batch size, seed and epoch). Worker t samples batches t, t+T, t+2T, ... into its own
+ * bounded queue, and the consumer pops batch b from queue b mod T, so order and content are the
+ * same for any T and any timing; no reorder buffer is needed and a slow batch only delays its own
+ * queue. An optional hook runs on the worker after sampling (a strategy gathers features there).
  *
  *     tg_loader_opts_t o = {.adj = adj, .num_layers = 2, .fanouts = fan, .seeds = order,
  *                           .num_seeds = n, .batch_size = 1024, .seed = seed, .epoch = e,
@@ -191,6 +312,8 @@ typedef struct tg_loader_opts {
      * not sampled: batch b still takes seeds [b * batch_size, ...) and the RNG of (seed, epoch,
      * b), so a pass resumed mid-epoch gives exactly the batches the uninterrupted pass would. */
     uint64_t first_batch;
+    /* Optional: the sampler (NULL = node-wise, tg_sampler_node). */
+    const tg_sampler_i *sampler;
 } tg_loader_opts_t;
 
 typedef struct tg_loader tg_loader_t;
@@ -205,6 +328,119 @@ int tg_loader_next(tg_loader_t *l, tg_loader_item_t **it);
 void tg_loader_item_free(tg_loader_t *l, tg_loader_item_t *it);
 /* Stops the workers (even mid-epoch), frees queued items and the loader. */
 void tg_loader_stop(tg_loader_t *l);
+
+/* ================================================================ look-ahead batch source
+ *
+ * A loader with a window: a strategy that plans over the next k batches (Ginex's superbatch,
+ * GIDS's window of future accesses) sees batches next .. next+k before it takes batch next.
+ * Peeking blocks until the batch is sampled; taking hands batches out in id order, like the
+ * loader, with the same content for any thread count.
+ *
+ *     tg_source_t *src;
+ *     tg_source_start(&src, &loader_opts, k);
+ *     for (;;) {
+ *         const tg_loader_item_t *ahead;
+ *         for (size_t i = 1; i <= k && tg_source_peek(src, i, &ahead) > 0; i++)
+ *             ... look at ahead->batch (batch next+i) ...
+ *         tg_loader_item_t *it;
+ *         if ((rc = tg_source_next(src, &it)) <= 0) break;  // 0: end of the epoch
+ *         ... train it->batch ...; tg_source_item_free(src, it);
+ *     }
+ *     tg_source_stop(src);
+ *
+ * Memory: the window holds at most k + 1 sampled batches (next .. next+k), the loader's queues
+ * at most its threads x (prefetch + 1) more (each worker may hold one batch it waits to queue),
+ * plus the batches taken and not yet freed. Use from one thread. An error of the loader is
+ * reported by the peek or take that reaches the failed batch (the batches before it are still
+ * handed out), and by every later call.
+ */
+typedef struct tg_source tg_source_t;
+
+/* Starts a loader with options o (see above; its hook runs on every batch as usual) and a
+ * window of lookahead batches beyond the next one (0 = none, a plain loader). */
+int tg_source_start(tg_source_t **out, const tg_loader_opts_t *o, size_t lookahead);
+/* The batch next+i (0 <= i <= lookahead), sampling up to it: returns 1 with *it (lent until the
+ * batch is taken and freed), 0 if the epoch ends before it, or a negative error code. */
+int tg_source_peek(tg_source_t *s, size_t i, const tg_loader_item_t **it);
+/* Takes batch next: 1 with *it (the caller's until tg_source_item_free), 0 at the end. */
+int tg_source_next(tg_source_t *s, tg_loader_item_t **it);
+void tg_source_item_free(tg_source_t *s, tg_loader_item_t *it);
+/* The id of the batch tg_source_next hands out next; the epoch's batch count. */
+uint64_t tg_source_next_id(const tg_source_t *s);
+uint64_t tg_source_num_batches(const tg_source_t *s);
+/* Stops the loader (even mid-epoch) and frees the window and the source. */
+void tg_source_stop(tg_source_t *s);
+
+/* ================================================================ spill files
+ *
+ * Sampled batches written to a file and read back in the order written, so that a strategy can
+ * sample a superbatch or a whole epoch ahead without holding it in RAM. The directory is the
+ * caller's choice (the dataset's derived/ directory or a --scratch DIR).
+ *
+ *     tg_spill_t *sp;
+ *     tg_spill_open(&sp, dir, NULL);                  // an unnamed file in dir
+ *     tg_spill_fill(sp, loader, 64, NULL);            // the next 64 batches of a loader, or:
+ *     tg_spill_write(sp, &batch);                     // one batch at a time
+ *     tg_spill_rewind(sp);                            // flush; read from the first record
+ *     tg_batch_t b;
+ *     while ((rc = tg_spill_read(sp, &b)) > 0) { ...; tg_batch_free(&b); }
+ *     tg_spill_reset(sp);                             // empty: write the next superbatch
+ *     tg_spill_close(sp);                             // the file is gone
+ *
+ * Never left behind: the file is opened with O_TMPFILE, so it has no name and the kernel frees
+ * it when the descriptor closes - after an error, SIGINT or SIGKILL too. Where the file system
+ * has no O_TMPFILE (or with TG_SPILL_NAMED) it is created under a unique name and unlinked at
+ * once, which leaves a window of one system call.
+ *
+ * Format: one record per batch, in native byte order (the file never outlives the process):
+ *     u32 magic "TGSP", u32 flags (1: node ids as u32, 2: indptr as u32), u64 id,
+ *     u32 num_layers, u32 num_nodes, u32 num_seeds, u32 0, u64 payload bytes,
+ *     per layer: u32 num_dst, u32 num_src, u64 num_edges,
+ *     payload: nodes[num_nodes], then per layer indptr[num_dst + 1] and u32 indices[num_edges],
+ *     u32 CRC-32 of everything before it in the record.
+ * Ids and indptr take 4 bytes when every value fits, else 8. A batch read back equals the batch
+ * written, field for field. Reads check the magic, the sizes against the file's end, and the
+ * CRC; errors name the file, the record and its offset.
+ *
+ * I/O: writes go through a buffer of buf_bytes (default 4 MiB) and leave in large sequential
+ * write() calls; reads refill the same buffer with read(). The buffer is reserved against the
+ * budget when one is given ("spill buffer"). Not thread-safe: one thread at a time.
+ */
+#define TG_SPILL_NAMED 1u /* create under a name and unlink at once (no O_TMPFILE) */
+
+typedef struct tg_spill_opts {
+    size_t buf_bytes;    /* write/read buffer (0 = 4 MiB; at least 64 KiB) */
+    tg_budget_t *budget; /* optional */
+    unsigned flags;      /* TG_SPILL_NAMED */
+} tg_spill_opts_t;
+
+typedef struct tg_spill tg_spill_t;
+
+/* Creates an empty spill file in dir (which must exist and be writable); opts may be NULL. */
+int tg_spill_open(tg_spill_t **out, const char *dir, const tg_spill_opts_t *opts);
+/* Appends one batch. Only while writing (after open or reset). */
+int tg_spill_write(tg_spill_t *s, const tg_batch_t *b);
+/* Takes up to max batches from a loader and writes them; *written (may be NULL) gets the count
+ * (fewer than max: the loader reached the end of its epoch). Returns 0 or an error (the loader's
+ * or a write's). Payloads are not written (the loader's hook still runs). */
+int tg_spill_fill(tg_spill_t *s, tg_loader_t *l, uint64_t max, uint64_t *written);
+/* Flushes what is written and starts reading at the first record (again, if called while
+ * reading). */
+int tg_spill_rewind(tg_spill_t *s);
+/* Reads the next record into *out (caller frees with tg_batch_free): 1, or 0 after the last
+ * record, or a negative error code (*out then holds nothing). */
+int tg_spill_read(tg_spill_t *s, tg_batch_t *out);
+/* Empties the file and starts writing again. */
+int tg_spill_reset(tg_spill_t *s);
+/* Records and bytes written since open or the last reset. */
+uint64_t tg_spill_count(const tg_spill_t *s);
+uint64_t tg_spill_bytes(const tg_spill_t *s);
+/* The file's name for messages ("DIR/<unnamed spill file>" under O_TMPFILE) and its
+ * descriptor (valid until close; for tests that damage the file). */
+const char *tg_spill_name(const tg_spill_t *s);
+int tg_spill_fd(const tg_spill_t *s);
+/* Closes (and so frees) the file, releases the buffer. NULL is fine. */
+void tg_spill_close(tg_spill_t *s);
 
 /* ================================================================ out-of-core adjacency (issue 4)
  *
@@ -251,9 +487,10 @@ void tg_loader_stop(tg_loader_t *l);
 typedef struct tg_adj_disk_opts {
     /* Queue settings for the pool. depth 0 = 64 (where the device probe finds random reads
      * saturate on NVMe/virtio), max_read_bytes 0 = 16 KiB (a sampled node's positions mostly lie
-     * in one or two aligned blocks: small slots keep staging small; long lists are split). flags: TG_IO_FORCE_PREAD, TG_IO_NO_MERGE,
-     * TG_IO_NO_FIXED. stats: the sink counters go to (NULL = the adjacency's own). The budget
-     * field is ignored: the budget argument of tg_adj_disk_open is used. */
+     * in one or two aligned blocks: small slots keep staging small; long lists are split). flags:
+     * TG_IO_FORCE_PREAD, TG_IO_NO_MERGE, TG_IO_NO_FIXED. stats: the sink counters go to (NULL = the
+     * adjacency's own). The budget field is ignored: the budget argument of tg_adj_disk_open is
+     * used. */
     tg_io_opts_t io;
     unsigned queues;     /* queues in the pool = reads at once (0 = 2) */
     unsigned file_flags; /* tg_io_file_open flags: TG_IO_FILE_BUFFERED */

@@ -62,17 +62,16 @@ static int profile_batches(tg_run_t *r, const tg_budget_plan_opts_t *o, tg_batch
     tg_sampler_t *s;
     int rc = tg_sampler_create(&s, r->adj, o->num_layers, o->fanouts);
     if (rc < 0) return rc;
-    uint64_t nb = (o->num_seeds + o->batch_size - 1) / o->batch_size;
+    uint64_t nb = o->plan->num_batches;
     uint64_t k = nb < PROFILE_BATCHES ? nb : PROFILE_BATCHES;
     memset(largest, 0, sizeof *largest);
     for (uint64_t b = 0; b < k && rc >= 0; b++) {
-        uint64_t first = b * o->batch_size;
-        uint64_t cnt = TG_MIN(o->batch_size, o->num_seeds - first);
+        const uint64_t *seeds;
         tg_rng_t rng;
-        tg_sampler_batch_rng(&rng, o->seed, o->epoch, b);
+        uint64_t cnt = tg_plan_batch(o->plan, b, &seeds, &rng);
         tg_batch_t bt;
         memset(&bt, 0, sizeof bt);
-        if ((rc = tg_sampler_sample(s, o->seeds + first, (size_t)cnt, &rng, &bt)) < 0) break;
+        if ((rc = tg_sampler_sample(s, seeds, (size_t)cnt, &rng, &bt)) < 0) break;
         if (bt.num_nodes > largest->num_nodes) {
             tg_batch_free(largest);
             *largest = bt;
@@ -120,7 +119,7 @@ int tg_budget_plan(tg_run_t *r, const tg_model_t *m, const tg_budget_plan_opts_t
     p->limit = r->budget.limit;
     p->model = tg_model_param_bytes(m);
     p->in_flight = r->strat_i->batches_in_flight ? r->strat_i->batches_in_flight(&r->sopts) : 2;
-    if (!p->limit || o->num_seeds == 0) return 0;
+    if (!p->limit || o->plan->num_batches == 0) return 0;
     double t0 = tg_now();
     tg_batch_t big;
     int rc = profile_batches(r, o, &big);

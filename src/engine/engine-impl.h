@@ -224,8 +224,7 @@ int tg_gather_pass_in_flight(int sampler_threads, size_t prefetch);
  * flight; the strategy's caches take what is left. */
 
 typedef struct tg_budget_plan_opts {
-    const uint64_t *seeds; /* the first pass's seed order */
-    uint64_t num_seeds, batch_size, seed, epoch;
+    const tg_plan_t *plan; /* at the first epoch to run: its first batches are measured */
     int num_layers;
     const int64_t *fanouts;
     const tg_optim_config_t *optim;

@@ -6,10 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The eval RNG stream: an epoch number no training run reaches, so that sampled evaluation
- * draws the same neighbours every time and never the training ones. */
-#define EVAL_EPOCH UINT64_MAX
-
 typedef struct {
     const tg_run_t *r;
     uint32_t C;
@@ -120,11 +116,14 @@ static int eval_sampled(tg_run_t *r, tg_model_t *m, int s, const tg_eval_how_t *
     const tg_model_config_t *cfg = tg_model_config(m);
     if (n == 0) return 0;
     sampled_ctx_t c = {.m = m, .a = a};
-    tg_pass_t p = {.seeds = nodes,
-                   .num_seeds = n,
-                   .batch_size = h->batch_size && h->batch_size < n ? h->batch_size : n,
-                   .seed = h->seed,
-                   .epoch = EVAL_EPOCH - (uint64_t)s,
+    /* evaluation's own RNG streams, never a training epoch's */
+    tg_plan_t pl;
+    tg_plan_eval(&pl, nodes, n, h->batch_size, h->seed, s);
+    tg_pass_t p = {.seeds = pl.seeds,
+                   .num_seeds = pl.num_seeds,
+                   .batch_size = pl.batch_size,
+                   .seed = pl.seed,
+                   .epoch = pl.epoch,
                    .num_layers = cfg->num_layers,
                    .fanouts = h->fanouts,
                    .step = sampled_step,
@@ -147,7 +146,7 @@ static int eval_nodes(const tg_run_t *r, int s, uint64_t max_nodes, uint64_t see
     uint64_t *ids = malloc(r->split_n[s] * sizeof *ids);
     if (!ids) return tg_err(-ENOMEM, "evaluation: out of memory for the node sample");
     memcpy(ids, r->split[s], r->split_n[s] * sizeof *ids);
-    tg_sampler_shuffle_epoch(ids, r->split_n[s], seed, EVAL_EPOCH - 8 - (uint64_t)s);
+    tg_plan_eval_subset(ids, r->split_n[s], seed, s);
     *n = max_nodes;
     *out = ids;
     return 0;

@@ -58,16 +58,6 @@ static int check_opts(const tg_train_opts_t *o, const tg_meta_t *meta)
     return 0;
 }
 
-static int whole_graph_mode(const tg_train_opts_t *o, uint64_t num_train)
-{
-    if (o->batch_size && o->batch_size < num_train) return 0;
-    if (o->model.type == TG_MODEL_MLP)
-        return 0; /* an MLP reads no neighbours: the training nodes alone are the batch */
-    for (int l = 0; l < o->model.num_layers; l++)
-        if (o->fanouts[l] != TG_FANOUT_ALL) return 0;
-    return 1;
-}
-
 static void path_in(char *buf, size_t len, const char *dir, const char *name)
 {
     snprintf(buf, len, "%s/%s", dir, name);
@@ -162,19 +152,6 @@ static void emit_final(const tg_train_opts_t *o, const tg_train_result_t *res, c
     }
 }
 
-/* The seed order of an epoch: every node in whole-graph mode, else the shuffled training split. */
-static void epoch_order(uint64_t *order, const tg_run_t *r, int whole, uint64_t seed,
-                        uint64_t epoch)
-{
-    if (whole) {
-        for (uint64_t i = 0; i < r->ds->meta.num_nodes; i++)
-            order[i] = i;
-    } else {
-        memcpy(order, r->split[0], r->split_n[0] * sizeof *order);
-        tg_sampler_shuffle_epoch(order, r->split_n[0], seed, epoch);
-    }
-}
-
 /* ---------------------------------------------------------------- the training step */
 
 typedef struct {
@@ -236,7 +213,7 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
     tg_run_t r;
     tg_model_t *m = NULL;
     uint8_t *train_mask = NULL;
-    uint64_t *order = NULL;
+    tg_plan_t plan; /* the epochs' seed orders and batches */
     uint64_t order_bytes = 0, mask_bytes = 0;
     tg_dataset_t *probe = NULL;
     char *best_blob = NULL; /* the best model's checkpoint bytes, not yet on disk if best_dirty */
@@ -248,6 +225,7 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
     step_ctx_t sc;
     memset(&r, 0, sizeof r);
     memset(&sc, 0, sizeof sc);
+    memset(&plan, 0, sizeof plan);
 
     /* Cheap checks before the expensive loads. */
     if (!o.dataset || !*o.dataset) return tg_err(-EINVAL, "a dataset directory is required");
@@ -266,8 +244,9 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
                       "choose another --out",
                       o.out_dir, TG_CKPT_NAME);
 
-    int whole = whole_graph_mode(&o, ntrain0);
-    order_bytes = (whole ? N0 : ntrain0) * sizeof *order;
+    /* An MLP's fanouts are 0 by now, so it is never whole-graph. */
+    int whole = tg_plan_whole_graph(o.batch_size, ntrain0, o.model.num_layers, o.fanouts);
+    order_bytes = (whole ? N0 : ntrain0) * sizeof(uint64_t);
     mask_bytes = whole ? N0 : 0;
     int sampler_threads = o.sampler_threads < 0 ? o.threads : o.sampler_threads;
     tg_run_opts_t ro;
@@ -331,15 +310,17 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
     }
 
     uint64_t ntrain = r.split_n[0], N = meta->num_nodes;
-    uint64_t nseeds = whole ? N : ntrain;
-    uint64_t bsz = o.batch_size && o.batch_size < ntrain ? o.batch_size : nseeds;
     /* The seed order and the mask are data the run holds: they count against --mem. */
     if ((rc = tg_budget_reserve(&r.budget, order_bytes + mask_bytes, "seed order")) < 0) goto out;
-    order = malloc(nseeds * sizeof *order);
-    if (!order) {
-        rc = tg_err(-ENOMEM, "out of memory for the seed order");
-        goto out;
-    }
+    tg_plan_opts_t po = {.num_nodes = N,
+                         .train = r.split[0],
+                         .num_train = ntrain,
+                         .batch_size = o.batch_size,
+                         .num_layers = o.model.num_layers,
+                         .fanouts = o.fanouts,
+                         .seed = o.seed,
+                         .max_batches = o.batches_per_epoch};
+    if ((rc = tg_plan_init(&plan, &po)) < 0) goto out;
     if (whole) {
         train_mask = calloc(N, 1);
         if (!train_mask) {
@@ -349,10 +330,7 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
         for (uint64_t i = 0; i < ntrain; i++)
             train_mask[r.split[0][i]] = 1;
     }
-    uint64_t all_batches = (nseeds + bsz - 1) / bsz;
-    uint64_t epoch_batches =
-        o.batches_per_epoch ? TG_MIN(o.batches_per_epoch, all_batches) : all_batches;
-    uint64_t pass_seeds = TG_MIN(nseeds, epoch_batches * bsz);
+    uint64_t all_batches = plan.all_batches, epoch_batches = plan.num_batches;
     if (ck.epoch_batches > epoch_batches) {
         rc = tg_err(-EINVAL,
                     "cannot resume from %s: it stopped after %llu batches of epoch %llu, but "
@@ -365,12 +343,8 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
      * batches in flight; the strategy's caches get the rest. */
     tg_budget_plan_t bp;
     if (ck.epochs_done < o.epochs) {
-        epoch_order(order, &r, whole, o.seed, ck.epochs_done);
-        tg_budget_plan_opts_t bo = {.seeds = order,
-                                    .num_seeds = pass_seeds,
-                                    .batch_size = bsz,
-                                    .seed = o.seed,
-                                    .epoch = ck.epochs_done,
+        tg_plan_epoch(&plan, ck.epochs_done);
+        tg_budget_plan_opts_t bo = {.plan = &plan,
                                     .num_layers = o.model.num_layers,
                                     .fanouts = o.fanouts,
                                     .optim = &o.optim};
@@ -396,7 +370,7 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
     int show_bar = o.progress && isatty(STDERR_FILENO) && tg_log_level() >= TG_LOG_INFO;
     for (uint64_t epoch = ck.epochs_done; epoch < o.epochs; epoch++) {
         double t0 = tg_now();
-        epoch_order(order, &r, whole, o.seed, epoch);
+        tg_plan_epoch(&plan, epoch);
         /* A run stopped mid-epoch continues with the batches it had not trained. */
         uint64_t first = ck.epoch_batches;
         sc.compute_s = 0;
@@ -415,9 +389,9 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
             tg_progress_begin(&prog, label, epoch_batches, "batches");
             tg_progress_update(&prog, first, NULL);
         }
-        tg_pass_t p = {.seeds = order,
-                       .num_seeds = pass_seeds,
-                       .batch_size = bsz,
+        tg_pass_t p = {.seeds = plan.seeds,
+                       .num_seeds = plan.num_seeds,
+                       .batch_size = plan.batch_size,
                        .seed = o.seed,
                        .epoch = epoch,
                        .first_batch = first,
@@ -619,7 +593,7 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
 out:
     free(sc.y);
     free(best_blob);
-    free(order);
+    tg_plan_destroy(&plan);
     free(train_mask);
     tg_model_destroy(m);
     tg_run_close(&r);

@@ -13,6 +13,7 @@ typedef struct worker worker_t;
 
 struct tg_loader {
     tg_loader_opts_t o;
+    tg_plan_t plan; /* a view over o.seeds: what batch b is */
     uint64_t num_batches, next;
     int nthreads;
     worker_t *w;       /* (nthreads) */
@@ -52,12 +53,11 @@ static slot_t *make_batch(tg_loader_t *l, tg_sampler_t *s, uint64_t b)
     slot_t *sl = calloc(1, sizeof *sl);
     if (!sl) return NULL;
     const tg_loader_opts_t *o = &l->o;
-    uint64_t first = b * o->batch_size;
-    uint64_t cnt = TG_MIN(o->batch_size, o->num_seeds - first);
+    const uint64_t *seeds;
     tg_rng_t r;
-    tg_sampler_batch_rng(&r, o->seed, o->epoch, b);
+    uint64_t cnt = tg_plan_batch(&l->plan, b, &seeds, &r);
     double t0 = tg_now();
-    int rc = tg_sampler_sample(s, o->seeds + first, (size_t)cnt, &r, &sl->item.batch);
+    int rc = tg_sampler_sample(s, seeds, (size_t)cnt, &r, &sl->item.batch);
     double t1 = tg_now();
     sl->item.sample_s = t1 - t0;
     if (rc >= 0) {
@@ -115,7 +115,8 @@ int tg_loader_start(tg_loader_t **out, const tg_loader_opts_t *o)
     if (!l) return tg_err(-ENOMEM, "loader: out of memory");
     l->o = *o;
     if (!l->o.prefetch) l->o.prefetch = 2;
-    l->num_batches = (o->num_seeds + o->batch_size - 1) / o->batch_size;
+    tg_plan_view(&l->plan, o->seeds, o->num_seeds, o->batch_size, o->seed, o->epoch);
+    l->num_batches = l->plan.num_batches;
     if (o->first_batch > l->num_batches) {
         uint64_t nb = l->num_batches;
         free(l);
@@ -128,7 +129,7 @@ int tg_loader_start(tg_loader_t **out, const tg_loader_opts_t *o)
     atomic_init(&l->stop, 0);
     int rc = 0;
     if (l->nthreads == 0) {
-        rc = tg_sampler_create(&l->inl, o->adj, o->num_layers, o->fanouts);
+        rc = tg_sampler_open(&l->inl, o->sampler, o->adj, o->num_layers, o->fanouts);
         if (rc < 0) goto err;
         *out = l;
         return 0;
@@ -142,7 +143,8 @@ int tg_loader_start(tg_loader_t **out, const tg_loader_opts_t *o)
         worker_t *w = &l->w[t];
         w->l = l;
         w->tid = t;
-        if ((rc = tg_sampler_create(&w->s, o->adj, o->num_layers, o->fanouts)) < 0) goto err;
+        if ((rc = tg_sampler_open(&w->s, o->sampler, o->adj, o->num_layers, o->fanouts)) < 0)
+            goto err;
         if ((rc = tg_queue_create(&w->q, l->o.prefetch)) < 0) goto err;
     }
     for (int t = 0; t < l->nthreads; t++) {

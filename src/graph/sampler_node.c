@@ -1,0 +1,365 @@
+/* Node-wise uniform neighbour sampler, the "node" implementation of tg_sampler_i (see
+ * tiergnn/graph.h). */
+#include "tiergnn/graph.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define EMPTY UINT64_MAX
+
+/* Scratch of one sampler (the generic tg_sampler_t holds the adjacency and the fanouts). */
+typedef struct node_sampler {
+    /* global id -> local position, open addressing; keys EMPTY when free */
+    uint64_t *map_keys;
+    uint32_t *map_vals;
+    size_t map_cap, map_len;
+    /* the batch's node list while it grows */
+    uint64_t *nodes;
+    size_t nodes_cap;
+    /* edge positions chosen for the current layer, and the neighbour ids read for them */
+    uint64_t *pos, *nbr;
+    size_t pos_cap;
+    /* hash set of offsets for Floyd's algorithm when the fanout is large */
+    uint64_t *set;
+    size_t set_cap;
+} node_t;
+
+static inline uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem, const char *what)
+{
+    if (need <= *cap) return 0;
+    size_t c = *cap ? *cap : 64;
+    while (c < need)
+        c *= 2;
+    void *np = realloc(*p, c * elem);
+    if (!np) return tg_err(-ENOMEM, "sampler: out of memory for %s (%zu entries)", what, c);
+    *p = np;
+    *cap = c;
+    return 0;
+}
+
+static void map_clear(node_t *s)
+{
+    for (size_t i = 0; i < s->map_cap; i++)
+        s->map_keys[i] = EMPTY;
+    s->map_len = 0;
+}
+
+static int map_rehash(node_t *s, size_t cap)
+{
+    uint64_t *ok = s->map_keys;
+    uint32_t *ov = s->map_vals;
+    size_t ocap = s->map_cap;
+    uint64_t *nk = malloc(cap * sizeof *nk);
+    uint32_t *nv = malloc(cap * sizeof *nv);
+    if (!nk || !nv) {
+        free(nk);
+        free(nv);
+        return tg_err(-ENOMEM, "sampler: out of memory for the node map (%zu slots)", cap);
+    }
+    for (size_t i = 0; i < cap; i++)
+        nk[i] = EMPTY;
+    for (size_t i = 0; i < ocap; i++) {
+        if (ok[i] == EMPTY) continue;
+        size_t h = (size_t)mix64(ok[i]) & (cap - 1);
+        while (nk[h] != EMPTY)
+            h = (h + 1) & (cap - 1);
+        nk[h] = ok[i];
+        nv[h] = ov[i];
+    }
+    free(ok);
+    free(ov);
+    s->map_keys = nk;
+    s->map_vals = nv;
+    s->map_cap = cap;
+    return 0;
+}
+
+/* Returns the local id of v, appending v to the node list if new (*is_new set accordingly). */
+static int map_get_or_add(node_t *s, uint64_t v, uint32_t *local, int *is_new)
+{
+    if ((s->map_len + 1) * 2 > s->map_cap) {
+        int rc = map_rehash(s, s->map_cap ? s->map_cap * 2 : 1024);
+        if (rc < 0) return rc;
+    }
+    size_t h = (size_t)mix64(v) & (s->map_cap - 1);
+    while (s->map_keys[h] != EMPTY) {
+        if (s->map_keys[h] == v) {
+            *local = s->map_vals[h];
+            *is_new = 0;
+            return 0;
+        }
+        h = (h + 1) & (s->map_cap - 1);
+    }
+    if (s->map_len >= UINT32_MAX)
+        return tg_err(-EOVERFLOW,
+                      "sampler: a batch reaches more than %u nodes; use a smaller "
+                      "batch size or smaller fanouts",
+                      UINT32_MAX);
+    int rc = grow((void **)&s->nodes, &s->nodes_cap, s->map_len + 1, sizeof *s->nodes, "nodes");
+    if (rc < 0) return rc;
+    uint32_t id = (uint32_t)s->map_len;
+    s->map_keys[h] = v;
+    s->map_vals[h] = id;
+    s->nodes[id] = v;
+    s->map_len++;
+    *local = id;
+    *is_new = 1;
+    return 0;
+}
+
+static int node_create(tg_sampler_t *g)
+{
+    node_t *s = calloc(1, sizeof *s);
+    if (!s) return tg_err(-ENOMEM, "sampler: out of memory");
+    g->impl = s;
+    return 0;
+}
+
+static void node_destroy(tg_sampler_t *g)
+{
+    node_t *s = g->impl;
+    if (!s) return;
+    free(s->map_keys);
+    free(s->map_vals);
+    free(s->nodes);
+    free(s->pos);
+    free(s->nbr);
+    free(s->set);
+    free(s);
+    g->impl = NULL;
+}
+
+static void sort_u64(uint64_t *a, size_t n);
+
+/* Small open-addressing set of offsets for Floyd's algorithm; cleared per destination. */
+static int set_insert(uint64_t *set, size_t cap, uint64_t x)
+{
+    size_t h = (size_t)mix64(x) & (cap - 1);
+    while (set[h] != EMPTY) {
+        if (set[h] == x) return 0;
+        h = (h + 1) & (cap - 1);
+    }
+    set[h] = x;
+    return 1;
+}
+
+/* Chooses k distinct offsets of [0, deg) uniformly (Robert Floyd's algorithm: k RNG draws, no
+ * O(deg) scratch, which matters for hubs with millions of neighbours) and writes beg + offset to
+ * out in ascending order. */
+static int choose(node_t *s, tg_rng_t *rng, uint64_t beg, uint64_t deg, uint64_t k, uint64_t *out)
+{
+    if (k <= 32) {
+        /* Linear duplicate check is faster than hashing for the usual fanouts (5..25). */
+        uint64_t n = 0;
+        for (uint64_t j = deg - k; j < deg; j++) {
+            uint64_t t = tg_rng_below(rng, j + 1);
+            int dup = 0;
+            for (uint64_t i = 0; i < n; i++)
+                if (out[i] == t) {
+                    dup = 1;
+                    break;
+                }
+            out[n++] = dup ? j : t;
+        }
+    } else {
+        size_t cap = 64;
+        while (cap < 2 * k)
+            cap *= 2;
+        int rc = grow((void **)&s->set, &s->set_cap, cap, sizeof *s->set, "sampling set");
+        if (rc < 0) return rc;
+        for (size_t i = 0; i < cap; i++)
+            s->set[i] = EMPTY;
+        uint64_t n = 0;
+        for (uint64_t j = deg - k; j < deg; j++) {
+            uint64_t t = tg_rng_below(rng, j + 1);
+            if (set_insert(s->set, cap, t))
+                out[n++] = t;
+            else {
+                set_insert(s->set, cap, j);
+                out[n++] = j;
+            }
+        }
+    }
+    sort_u64(out, k);
+    for (uint64_t i = 0; i < k; i++)
+        out[i] += beg;
+    return 0;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void sort_u64(uint64_t *a, size_t n)
+{
+    if (n > 32) {
+        qsort(a, n, sizeof *a, cmp_u64);
+        return;
+    }
+    for (size_t i = 1; i < n; i++) {
+        uint64_t x = a[i];
+        size_t j = i;
+        while (j > 0 && a[j - 1] > x) {
+            a[j] = a[j - 1];
+            j--;
+        }
+        a[j] = x;
+    }
+}
+
+static int node_sample(tg_sampler_t *g, const uint64_t *seeds, size_t n, tg_rng_t *rng,
+                       tg_batch_t *out)
+{
+    node_t *s = g->impl;
+    memset(out, 0, sizeof *out);
+    tg_adj_t *adj = g->adj;
+    const uint64_t *indptr = adj->indptr;
+    int L = g->num_layers, rc = 0;
+    if (n == 0) return tg_err(-EINVAL, "sampler: a batch needs at least one seed");
+    if (n > UINT32_MAX)
+        return tg_err(-EINVAL, "sampler: %zu seeds in one batch, at most %u", n, UINT32_MAX);
+
+    /* Size the map for the seeds plus a guess of the first hop, so that small batches never
+     * rehash; then clear it (O(capacity), which tracks the largest batch seen). */
+    size_t want = 1024;
+    while (want < 4 * n)
+        want *= 2;
+    if (s->map_cap < want) {
+        free(s->map_keys);
+        free(s->map_vals);
+        s->map_keys = NULL;
+        s->map_vals = NULL;
+        s->map_cap = 0;
+        if ((rc = map_rehash(s, want)) < 0) return rc;
+    }
+    map_clear(s);
+
+    out->num_layers = L;
+    out->blocks = calloc((size_t)L, sizeof *out->blocks);
+    if (!out->blocks) return tg_err(-ENOMEM, "sampler: out of memory");
+
+    for (size_t i = 0; i < n; i++) {
+        uint32_t local;
+        int is_new;
+        if (seeds[i] >= adj->num_nodes) {
+            rc = tg_err(-EINVAL, "sampler: seed %llu is not a node id (%llu nodes)",
+                        (unsigned long long)seeds[i], (unsigned long long)adj->num_nodes);
+            goto err;
+        }
+        if ((rc = map_get_or_add(s, seeds[i], &local, &is_new)) < 0) goto err;
+        if (!is_new) {
+            rc = tg_err(-EINVAL, "sampler: seed %llu appears twice in one batch",
+                        (unsigned long long)seeds[i]);
+            goto err;
+        }
+    }
+
+    /* From the seeds outwards: block L-1 first, block 0 last. */
+    for (int l = L - 1; l >= 0; l--) {
+        tg_block_t *b = &out->blocks[l];
+        uint32_t num_dst = (uint32_t)s->map_len;
+        int64_t f = g->fanouts[l];
+        b->num_dst = num_dst;
+        b->indptr = malloc(((size_t)num_dst + 1) * sizeof *b->indptr);
+        if (!b->indptr) {
+            rc = tg_err(-ENOMEM, "sampler: out of memory for block %d", l);
+            goto err;
+        }
+        /* Pass 1: how many edges each destination keeps. */
+        b->indptr[0] = 0;
+        for (uint32_t i = 0; i < num_dst; i++) {
+            uint64_t v = s->nodes[i];
+            uint64_t deg = indptr[v + 1] - indptr[v];
+            uint64_t k = f < 0 ? deg : TG_MIN((uint64_t)f, deg);
+            b->indptr[i + 1] = b->indptr[i] + k;
+        }
+        uint64_t ne = b->indptr[num_dst];
+        b->num_edges = ne;
+        if ((rc = grow((void **)&s->pos, &s->pos_cap, ne, sizeof *s->pos, "edge positions")) < 0)
+            goto err;
+        /* nbr shares pos_cap: grow it to the same capacity. */
+        {
+            uint64_t *nb = realloc(s->nbr, (s->pos_cap ? s->pos_cap : 1) * sizeof *nb);
+            if (!nb) {
+                rc = tg_err(-ENOMEM, "sampler: out of memory for %llu neighbours",
+                            (unsigned long long)ne);
+                goto err;
+            }
+            s->nbr = nb;
+        }
+        /* Pass 2: choose the positions (the RNG is consumed in destination order). */
+        for (uint32_t i = 0; i < num_dst; i++) {
+            uint64_t v = s->nodes[i];
+            uint64_t beg = indptr[v], deg = indptr[v + 1] - beg;
+            uint64_t k = b->indptr[i + 1] - b->indptr[i];
+            if (k == 0)
+                continue; /* also keeps s->pos (NULL before the first edge) out of arithmetic */
+            uint64_t *p = s->pos + b->indptr[i];
+            if (k == deg) {
+                for (uint64_t j = 0; j < k; j++)
+                    p[j] = beg + j;
+            } else if ((rc = choose(s, rng, beg, deg, k, p)) < 0) {
+                goto err;
+            }
+        }
+        /* One batched read per layer: a disk-resident adjacency turns it into merged I/O. */
+        if (ne && (rc = tg_adj_read(adj, s->pos, (size_t)ne, s->nbr)) < 0) {
+            tg_err_prefix(rc, "sampler: block %d", l);
+            goto err;
+        }
+        b->indices = malloc((ne ? ne : 1) * sizeof *b->indices);
+        if (!b->indices) {
+            rc = tg_err(-ENOMEM, "sampler: out of memory for block %d (%llu edges)", l,
+                        (unsigned long long)ne);
+            goto err;
+        }
+        for (uint64_t e = 0; e < ne; e++) {
+            uint32_t local;
+            int is_new;
+            if (s->nbr[e] >= adj->num_nodes) {
+                rc = tg_err(-EINVAL,
+                            "sampler: edge %llu names node %llu, but the graph has %llu "
+                            "nodes (corrupt indices?)",
+                            (unsigned long long)s->pos[e], (unsigned long long)s->nbr[e],
+                            (unsigned long long)adj->num_nodes);
+                goto err;
+            }
+            if ((rc = map_get_or_add(s, s->nbr[e], &local, &is_new)) < 0) goto err;
+            b->indices[e] = local;
+        }
+        b->num_src = (uint32_t)s->map_len;
+    }
+
+    out->num_nodes = (uint32_t)s->map_len;
+    out->num_seeds = (uint32_t)n;
+    out->nodes = malloc(s->map_len * sizeof *out->nodes);
+    if (!out->nodes) {
+        rc = tg_err(-ENOMEM, "sampler: out of memory for %zu node ids", s->map_len);
+        goto err;
+    }
+    memcpy(out->nodes, s->nodes, s->map_len * sizeof *out->nodes);
+    return 0;
+err:
+    tg_batch_free(out);
+    return rc;
+}
+
+const tg_sampler_i tg_sampler_node = {
+    .name = "node",
+    .summary = "uniform neighbour sampling without replacement, one fanout per layer (GraphSAGE)",
+    .create = node_create,
+    .sample = node_sample,
+    .destroy = node_destroy,
+};
