@@ -98,10 +98,10 @@ TG_TEST(strategies_agree)
         TG_CHECK(json_value(outs[i], "test_acc", 3) == json_value(outs[0], "test_acc", 3));
     }
     /* the keys of every epoch line */
-    static const char *keys[] = {"io_requests", "io_read_bytes",   "io_needed_bytes",
-                                 "io_wait_s",   "cache_hit_ratio", "peak_rss_bytes",
-                                 "time_s",      "sample_s",        "gather_s",
-                                 "compute_s",   "train_loss",      "valid_acc"};
+    static const char *keys[] = {
+        "io_requests",    "io_read_bytes", "io_needed_bytes", "io_wait_s", "cache_hit_ratio",
+        "peak_rss_bytes", "time_s",        "sample_s",        "gather_s",  "compute_s",
+        "train_loss",     "valid_acc",     "cache_tiers"};
     for (int i = 0; i < nruns; i++)
         for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
             char key[64];
@@ -120,6 +120,9 @@ TG_TEST(strategies_agree)
         TG_CHECK(json_value(outs[i], "io_requests", 0) > 0);
         TG_CHECK(json_value(outs[i], "io_read_bytes", 0) > 0);
         TG_CHECK(json_value(outs[i], "io_wait_s", 0) >= 0);
+        /* the tiers in lookup order: the feature buffer, then the file for its misses */
+        TG_CHECK(strstr(outs[i], "\"cache_tiers\":[{\"name\":\"featbuf\",\"lookups\":") != NULL);
+        TG_CHECK(strstr(outs[i], "{\"name\":\"file\",\"lookups\":") != NULL);
     }
     /* gnndrive's example (--mem 32M): the final object reports the budget and what lies outside
      * it, and the plain log line names the I/O figures */

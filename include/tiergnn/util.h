@@ -175,6 +175,8 @@ void tg_json_uint(tg_json_t *j, const char *key, uint64_t v);
 void tg_json_num(tg_json_t *j, const char *key, double v); /* NaN/Inf written as null */
 void tg_json_str(tg_json_t *j, const char *key, const char *v);
 void tg_json_bool(tg_json_t *j, const char *key, int v);
+/* A value written as given: raw must be valid JSON (an array or object built by the caller). */
+void tg_json_raw(tg_json_t *j, const char *key, const char *raw);
 /* Writes the object to f (if f) and frees the buffer. Returns the object as a string in
  * *text if text != NULL (caller frees); then the buffer is handed over instead of freed. */
 void tg_json_end(tg_json_t *j, FILE *f, char **text);

@@ -58,6 +58,8 @@ typedef struct tg_pass {
     void *ctx;
 } tg_pass_t;
 
+#define TG_PASS_MAX_TIERS 8
+
 /* What a pass measured. I/O figures are per pass (the counters are taken at its start). */
 typedef struct tg_pass_stats {
     uint64_t steps;            /* step callbacks run */
@@ -74,6 +76,13 @@ typedef struct tg_pass_stats {
     double io_wait_s;
     int have_cache; /* the strategy has a feature cache: lookups, hits */
     uint64_t cache_lookups, cache_hits;
+    /* Where the rows came from, tier by tier in lookup order (RAM caches, feature buffer, the
+     * feature file): the JSON key cache_tiers. */
+    int ntiers;
+    struct {
+        char name[32];
+        uint64_t lookups, hits, bytes;
+    } tiers[TG_PASS_MAX_TIERS];
 } tg_pass_stats_t;
 
 typedef struct tg_strategy_i {

@@ -152,6 +152,19 @@ static void emit_final(const tg_train_opts_t *o, const tg_train_result_t *res, c
     }
 }
 
+/* [{"name":..., "lookups":..., "hits":..., "bytes":...}, ...] of a pass's tiers. */
+static const char *pass_tiers_json(const tg_pass_stats_t *ps, char *buf, size_t len)
+{
+    size_t n = (size_t)snprintf(buf, len, "[");
+    for (int t = 0; t < ps->ntiers && n < len; t++)
+        n += (size_t)snprintf(
+            buf + n, len - n, "%s{\"name\":\"%s\",\"lookups\":%llu,\"hits\":%llu,\"bytes\":%llu}",
+            t ? "," : "", ps->tiers[t].name, (unsigned long long)ps->tiers[t].lookups,
+            (unsigned long long)ps->tiers[t].hits, (unsigned long long)ps->tiers[t].bytes);
+    if (n < len) snprintf(buf + n, len - n, "]");
+    return buf;
+}
+
 /* ---------------------------------------------------------------- the training step */
 
 typedef struct {
@@ -542,6 +555,8 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
             tg_json_uint(&j, "peak_rss_bytes", peak_rss);
             tg_json_uint(&j, "data_bytes", r.budget.used);
             tg_json_uint(&j, "batch_bytes_peak", ps.batch_bytes_peak);
+            char tiers[TG_PASS_MAX_TIERS * 128 + 4];
+            tg_json_raw(&j, "cache_tiers", pass_tiers_json(&ps, tiers, sizeof tiers));
             tg_json_end(&j, o.json, NULL);
         }
         char io_line[256] = "";

@@ -99,6 +99,12 @@ void tg_json_bool(tg_json_t *j, const char *k, int v)
     puts_(j, v ? "true" : "false");
 }
 
+void tg_json_raw(tg_json_t *j, const char *k, const char *raw)
+{
+    key(j, k);
+    puts_(j, raw);
+}
+
 void tg_json_end(tg_json_t *j, FILE *f, char **text)
 {
     put(j, "}", 1);

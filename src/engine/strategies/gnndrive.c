@@ -333,6 +333,15 @@ static int gd_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
                          .in_order = !(p->allow_out_of_order && s->o.out_of_order),
                          .on_error = gd_on_error};
     rc = tg_pipe_run(&po, st);
+    tg_tier_stats_t ts[TG_PASS_MAX_TIERS];
+    int nt = tg_extract_tier_stats(s->ex, ts, TG_PASS_MAX_TIERS, 1);
+    for (int t = 0; t < nt && t < TG_PASS_MAX_TIERS; t++) {
+        snprintf(st->tiers[t].name, sizeof st->tiers[t].name, "%s", ts[t].name);
+        st->tiers[t].lookups = ts[t].lookups;
+        st->tiers[t].hits = ts[t].hits;
+        st->tiers[t].bytes = ts[t].bytes;
+    }
+    st->ntiers = TG_MIN(nt, TG_PASS_MAX_TIERS);
     tg_featbuf_stats_t fs;
     tg_featbuf_stats(s->fb, &fs, 1);
     st->have_cache = 1;
