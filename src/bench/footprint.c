@@ -17,11 +17,9 @@ typedef struct {
 
 typedef struct {
     tg_adj_t *adj;
-    const uint64_t *order;
-    uint64_t nseeds, bsz;
+    const tg_plan_t *plan; /* the epoch's batches, as training samples them */
     int L;
     const int64_t *fan;
-    uint64_t seed, epoch;
     _Atomic uint64_t *bits; /* one bit per node */
     fp_thread_t *t;
 } fp_ctx_t;
@@ -42,11 +40,11 @@ static void fp_fn(void *arg, size_t begin, size_t end, int tid)
     tg_sampler_t *s = NULL;
     int rc = tg_sampler_create(&s, c->adj, c->L, c->fan);
     for (size_t b = begin; rc == 0 && b < end; b++) {
-        uint64_t first = b * c->bsz, cnt = TG_MIN(c->bsz, c->nseeds - first);
+        const uint64_t *seeds;
         tg_rng_t r;
-        tg_sampler_batch_rng(&r, c->seed, c->epoch, b);
+        uint64_t cnt = tg_plan_batch(c->plan, b, &seeds, &r);
         tg_batch_t bt;
-        if ((rc = tg_sampler_sample(s, c->order + first, (size_t)cnt, &r, &bt)) < 0) {
+        if ((rc = tg_sampler_sample(s, seeds, (size_t)cnt, &r, &bt)) < 0) {
             tg_err_prefix(rc, "epoch footprint: batch %zu", b);
             break;
         }
@@ -69,38 +67,6 @@ static void fp_fn(void *arg, size_t begin, size_t end, int tid)
     if (rc < 0) t->msg = strdup(tg_errmsg()); /* the message is thread-local */
 }
 
-/* TODO(kit): use the graph/ epoch plan */
-/* The epoch plan, as graph/loader.c has it too: the seed order is the training split shuffled
- * with the RNG of (seed, epoch), or every node in id order in whole-graph mode; batch b takes
- * seeds [b * bsz, ...) and the RNG of (seed, epoch, b) (fp_fn). */
-static int epoch_order(const char *dataset, tg_dataset_t *ds, const tg_bench_footprint_opts_t *o,
-                       const int64_t *fan, uint64_t **order, uint64_t *nseeds, uint64_t *ntrain,
-                       int *whole)
-{
-    uint64_t N = ds->meta.num_nodes;
-    /* The engine's whole-graph rule (tiergnn/engine.h, "Full batch"). */
-    int all_full = o->model != TG_MODEL_MLP;
-    for (int l = 0; l < o->num_layers; l++)
-        if (fan[l] != TG_FANOUT_ALL) all_full = 0;
-    int rc = tg_dataset_load_split(ds, TG_FILE_TRAIN, order, ntrain);
-    if (rc < 0) return rc;
-    if (*ntrain == 0) return tg_err(-EINVAL, "%s: the training split is empty", dataset);
-    *whole = all_full && (o->batch_size == 0 || o->batch_size >= *ntrain);
-    *nseeds = *ntrain;
-    if (!*whole) {
-        tg_sampler_shuffle_epoch(*order, *ntrain, o->seed, o->epoch);
-        return 0;
-    }
-    free(*order);
-    if (!(*order = malloc(N * sizeof **order)))
-        return tg_err(-ENOMEM, "epoch footprint: out of memory for %llu node ids",
-                      (unsigned long long)N);
-    for (uint64_t v = 0; v < N; v++)
-        (*order)[v] = v;
-    *nseeds = N;
-    return 0;
-}
-
 int tg_bench_footprint(const char *dataset, const tg_bench_footprint_opts_t *o,
                        tg_bench_footprint_t *out)
 {
@@ -110,7 +76,9 @@ int tg_bench_footprint(const char *dataset, const tg_bench_footprint_opts_t *o,
                       TG_MAX_LAYERS);
     tg_dataset_t *ds = NULL;
     tg_adj_t *adj = NULL;
-    uint64_t *order = NULL;
+    uint64_t *train = NULL;
+    tg_plan_t plan;
+    int have_plan = 0;
     _Atomic uint64_t *bits = NULL;
     fp_thread_t *th = NULL;
     tg_pool_t *pool = NULL;
@@ -118,14 +86,28 @@ int tg_bench_footprint(const char *dataset, const tg_bench_footprint_opts_t *o,
     int rc = tg_dataset_open(&ds, dataset, TG_OPEN_CHECK_SIZES);
     if (rc < 0) return rc;
     const tg_meta_t *m = &ds->meta;
-    uint64_t N = m->num_nodes, ntrain = 0, nseeds = 0;
+    uint64_t N = m->num_nodes, ntrain = 0;
     int64_t fan[TG_MAX_LAYERS];
     for (int l = 0; l < o->num_layers; l++)
         fan[l] = o->model == TG_MODEL_MLP ? 0 : o->fanouts[l];
-    int whole = 0;
-    if ((rc = epoch_order(dataset, ds, o, fan, &order, &nseeds, &ntrain, &whole)) < 0) goto out;
-    uint64_t bsz = o->batch_size && o->batch_size < ntrain ? o->batch_size : nseeds;
-    uint64_t nb = (nseeds + bsz - 1) / bsz;
+    /* the epoch's plan, exactly as training has it (graph/: seed order, whole-graph rule) */
+    if ((rc = tg_dataset_load_split(ds, TG_FILE_TRAIN, &train, &ntrain)) < 0) goto out;
+    if (ntrain == 0) {
+        rc = tg_err(-EINVAL, "%s: the training split is empty", dataset);
+        goto out;
+    }
+    tg_plan_opts_t po = {.num_nodes = N,
+                         .train = train,
+                         .num_train = ntrain,
+                         .batch_size = o->batch_size,
+                         .num_layers = o->num_layers,
+                         .fanouts = fan,
+                         .seed = o->seed};
+    if ((rc = tg_plan_init(&plan, &po)) < 0) goto out;
+    have_plan = 1;
+    tg_plan_epoch(&plan, o->epoch);
+    uint64_t nb = plan.num_batches;
+    int whole = plan.whole_graph;
     if ((rc = tg_adj_mmap_open(&adj, ds, NULL)) < 0) goto out;
     bits = calloc((N + 63) / 64, sizeof *bits);
     th = calloc((size_t)nthreads, sizeof *th);
@@ -135,7 +117,7 @@ int tg_bench_footprint(const char *dataset, const tg_bench_footprint_opts_t *o,
         goto out;
     }
     if (nthreads > 1 && (rc = tg_pool_create(&pool, nthreads)) < 0) goto out;
-    fp_ctx_t c = {adj, order, nseeds, bsz, o->num_layers, fan, o->seed, o->epoch, bits, th};
+    fp_ctx_t c = {adj, &plan, o->num_layers, fan, bits, th};
     tg_pool_for(pool, (size_t)nb, fp_fn, &c);
     int bi = -1;
     for (int i = 0; i < nthreads; i++) {
@@ -167,7 +149,8 @@ out:
     tg_pool_destroy(pool);
     free(th);
     free(bits);
-    free(order);
+    if (have_plan) tg_plan_destroy(&plan);
+    free(train);
     tg_adj_destroy(adj);
     tg_dataset_close(ds);
     return rc;
