@@ -13,7 +13,7 @@
 /* Thread stacks touched, allocator slack, stdio buffers: what RSS at the profile does not show
  * yet. */
 #define OVERHEAD_SLACK ((uint64_t)8 << 20)
-#define PROFILE_BATCHES 4
+#define PROFILE_BATCHES 2
 
 uint64_t tg_budget_effective(uint64_t mem_bytes, uint64_t cgroup_limit, char *why, size_t len)
 {

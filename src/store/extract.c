@@ -324,15 +324,17 @@ static int featbuf_create(tg_extract_t *ex, const tg_extract_opts_t *o)
     tg_featbuf_opts_t fo;
     tg_extract_plan_featbuf_opts(pl, &fo);
     uint64_t limit = ex->budget ? ex->budget->limit : 0;
+    /* never more slots than rows: a buffer that holds the whole file is all it can use */
+    uint64_t whole =
+        tg_featbuf_bytes_for(&fo, (uint32_t)TG_MIN(pl->num_nodes, (uint64_t)UINT32_MAX - 1));
     if (limit) {
         /* Everything left, less the handles and what the caller keeps. */
         uint64_t used = ex->budget->used, keep = pl->handle_bytes + o->keep_bytes;
         fo.mem_bytes = limit > used + keep ? limit - used - keep : 1;
+        if (whole) fo.mem_bytes = TG_MIN(fo.mem_bytes, TG_MAX(whole, pl->featbuf_min));
     } else {
         uint64_t cap = o->cache_bytes ? o->cache_bytes : tg_phys_mem_bytes() / 8;
-        uint64_t want =
-            tg_featbuf_bytes_for(&fo, (uint32_t)TG_MIN(pl->num_nodes, (uint64_t)UINT32_MAX - 1));
-        fo.mem_bytes = TG_MAX(TG_MIN(cap, want), pl->featbuf_min);
+        fo.mem_bytes = TG_MAX(TG_MIN(cap, whole), pl->featbuf_min);
     }
     int rc = tg_featbuf_create(&ex->fb, &fo, ex->budget);
     if (rc < 0) {
