@@ -53,7 +53,7 @@
  *   retired); future_add fails with -ENOSPC beyond. Cost: candidates in an indexed heap,
  *   O(log slots) per release, revival and eviction and per node whose next use changes
  *   (announcing or retiring a batch of n nodes: O(n log slots)); memory 28 bytes per slot and
- *   48 bytes per future position (records + a node hash), all in tg_featbuf_bytes_for. With no
+ *   48-64 bytes per future position (records + a node hash), all in tg_featbuf_bytes_for. With no
  *   batch announced they behave exactly as LRU. The other policies ignore future_add and
  *   future_done (they return 0), so a caller need not branch on the policy.
  *

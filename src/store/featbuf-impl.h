@@ -131,6 +131,29 @@ struct tg_featbuf {
     tg_featbuf_stats_t st;
 };
 
+/* Open-addressing tables (the mapping table, the trace's node table): a power of two >= 2 x the
+ * most entries keeps linear probes short (load <= 1/2); Fibonacci hashing (the top bits of a
+ * multiply by 2^64/phi) spreads consecutive ids. */
+static inline int tg_featbuf_hash_bits(uint64_t max_entries)
+{
+    int bits = 4;
+    while ((1ull << bits) < 2 * max_entries)
+        bits++;
+    return bits;
+}
+
+static inline uint64_t tg_featbuf_hash_home(uint64_t node, int bits)
+{
+    return (node * 0x9E3779B97F4A7C15ull) >> (64 - bits);
+}
+
+/* Backward-shift deletion: the entry at j whose home is k may move to the hole at i unless k
+ * lies cyclically in (i, j]. */
+static inline int tg_featbuf_hash_stays(uint64_t i, uint64_t j, uint64_t k)
+{
+    return i <= j ? (i < k && k <= j) : (i < k || k <= j);
+}
+
 /* featbuf_policy.c. Sizing works on options alone (before the buffer exists). */
 const fb_policy_ops_t *tg_featbuf_policy_ops(tg_featbuf_policy_t p);
 /* Bytes the policy adds to a buffer of num_slots slots whose minimum is min_slots. */

@@ -1,13 +1,16 @@
-/* The GNNDrive feature buffer (see include/tiergnn/featbuf.h for the contract and invariants).
+/* The GNNDrive feature buffer (see include/tiergnn/featbuf.h for the contract and invariants):
+ * the mechanism. Which standby row a miss evicts is the replacement policy's (featbuf_policy.c,
+ * behind the seam of featbuf-impl.h).
  *
  * Layout: slot rows in one page-aligned block (stride bytes apart); per-slot metadata in an array
  * of fb_slot_t (reverse map node, reference count, state, list links); the mapping table node ->
  * slot is either a direct u32[num_nodes] or an open-addressing hash of u32 slot indices whose keys
  * are read through the reverse map (so an entry costs 4 bytes, not 12). Free slots sit on a
- * singly-linked stack; unreferenced valid slots on a doubly-linked LRU list (head = oldest).
- * One mutex guards all of it; two condition variables: cv_space (acquirers waiting for
- * unreferenced slots, signalled by release) and cv_done (batches waiting for rows in flight,
- * signalled by complete).
+ * singly-linked stack; unreferenced valid slots are candidates the policy orders, or, pinned,
+ * wait on no list. One mutex guards all of it (the policy's structures included); two condition
+ * variables: cv_space (acquirers waiting for unreferenced slots, signalled by release and by a
+ * re-pin that frees rows) and cv_done (batches waiting for rows in flight, signalled by
+ * complete).
  */
 #include "featbuf-impl.h"
 
@@ -89,26 +92,18 @@ static size_t stride_of(const tg_featbuf_opts_t *o)
     return (r + a - 1) & ~(a - 1);
 }
 
-/* Hash table size: a power of two >= 2 * slots keeps linear probes short (load <= 1/2). */
-static int hash_bits(uint32_t num_slots)
-{
-    int bits = 4;
-    while ((1ull << bits) < 2ull * num_slots)
-        bits++;
-    return bits;
-}
-
 static int use_direct(const tg_featbuf_opts_t *o, uint32_t num_slots)
 {
     if (o->map == TG_FEATBUF_MAP_DIRECT) return 1;
     if (o->map == TG_FEATBUF_MAP_HASH) return 0;
     /* the cheaper in bytes; on a tie the direct table, which is also the faster one */
-    return 4 * o->num_nodes <= 4 * (1ull << hash_bits(num_slots));
+    return 4 * o->num_nodes <= 4 * (1ull << tg_featbuf_hash_bits(num_slots));
 }
 
 static uint64_t map_bytes_of(const tg_featbuf_opts_t *o, uint32_t num_slots)
 {
-    return use_direct(o, num_slots) ? 4 * o->num_nodes : 4 * (1ull << hash_bits(num_slots));
+    return use_direct(o, num_slots) ? 4 * o->num_nodes
+                                    : 4 * (1ull << tg_featbuf_hash_bits(num_slots));
 }
 
 static uint32_t min_slots_of(const tg_featbuf_opts_t *o)
@@ -141,8 +136,7 @@ static uint64_t handle_bytes_of(const tg_featbuf_opts_t *o)
 
 static uint64_t hash_home(const tg_featbuf_t *fb, uint64_t node)
 {
-    /* Fibonacci hashing: the top bits of a multiply by 2^64/phi spread consecutive ids. */
-    return (node * 0x9E3779B97F4A7C15ull) >> (64 - fb->map_bits);
+    return tg_featbuf_hash_home(node, fb->map_bits);
 }
 
 /* The table entry a lookup of node reads first (the only one for the direct table). */
@@ -190,9 +184,7 @@ static void map_remove(tg_featbuf_t *fb, uint64_t node)
         uint32_t s = fb->map[j];
         if (s == NO_SLOT) break;
         uint64_t k = hash_home(fb, fb->slots[s].node);
-        /* the entry at j may move to the hole at i unless its home lies cyclically in (i, j] */
-        int stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
-        if (!stays) {
+        if (!tg_featbuf_hash_stays(i, j, k)) {
             fb->map[i] = s;
             i = j;
         }
@@ -395,7 +387,7 @@ static int alloc_memory(tg_featbuf_t *fb)
     if (fb->direct) {
         map_len = fb->o.num_nodes;
     } else {
-        fb->map_bits = hash_bits(num_slots);
+        fb->map_bits = tg_featbuf_hash_bits(num_slots);
         map_len = 1ull << fb->map_bits;
         fb->map_mask = map_len - 1;
     }

@@ -73,7 +73,7 @@ static int lru_check(tg_featbuf_t *fb)
 
 static uint64_t tab_home(const fb_trace_t *t, uint64_t node)
 {
-    return (node * 0x9E3779B97F4A7C15ull) >> (64 - t->tab_bits);
+    return tg_featbuf_hash_home(node, t->tab_bits);
 }
 
 /* The table index of node's entry, or FB_NIL. */
@@ -102,21 +102,12 @@ static void tab_remove(fb_trace_t *t, uint64_t i)
         j = (j + 1) & t->tab_mask;
         if (t->tab[j].head == FB_NIL) break;
         uint64_t k = tab_home(t, t->pos[t->tab[j].head].node);
-        int stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
-        if (!stays) {
+        if (!tg_featbuf_hash_stays(i, j, k)) {
             t->tab[i] = t->tab[j];
             i = j;
         }
     }
     t->tab[i].head = t->tab[i].tail = FB_NIL;
-}
-
-static int tab_bits_for(uint32_t cap)
-{
-    int bits = 4;
-    while ((1ull << bits) < 2ull * cap)
-        bits++;
-    return bits;
 }
 
 static uint32_t ring(const fb_trace_t *t, uint64_t i)
@@ -436,7 +427,7 @@ uint64_t tg_featbuf_policy_bytes(const tg_featbuf_opts_t *o, uint32_t num_slots,
     uint64_t cap = o->future_positions;
     return (uint64_t)num_slots * (sizeof(fb_heap_ent_t) + sizeof(uint32_t)) +
            cap * (sizeof(fb_fpos_t) + sizeof(fb_frec_t)) +
-           sizeof(fb_fnode_t) * (1ull << tab_bits_for((uint32_t)cap));
+           sizeof(fb_fnode_t) * (1ull << tg_featbuf_hash_bits((uint32_t)cap));
 }
 
 int tg_featbuf_policy_init(tg_featbuf_t *fb)
@@ -451,7 +442,7 @@ int tg_featbuf_policy_init(tg_featbuf_t *fb)
     if (!uses_trace(&fb->o)) return 0;
     fb_trace_t *t = &fb->tr;
     t->cap = fb->o.future_positions;
-    t->tab_bits = tab_bits_for(t->cap);
+    t->tab_bits = tg_featbuf_hash_bits(t->cap);
     t->tab_mask = (1ull << t->tab_bits) - 1;
     fb->heap = malloc(sizeof *fb->heap * (fb->num_slots ? fb->num_slots : 1));
     fb->heap_pos = malloc(sizeof *fb->heap_pos * (fb->num_slots ? fb->num_slots : 1));
