@@ -1,6 +1,10 @@
 /* store/featbuf: the GNNDrive feature buffer - reference counts, shared in-flight rows, LRU
  * eviction, waits, failed reads, admission (no deadlock), counters, and concurrent stress with a
- * fake reader whose every row is checked by a trainer thread.
+ * fake reader whose every row is checked by a trainer thread. Every test runs once per
+ * replacement policy: without a pinned set or an announced future, STATIC, NEXT_USE and WINDOW
+ * must evict exactly as LRU; the threaded tests give them a pinned set and a future trace (with
+ * a concurrent re-pin and out-of-order future_done), and tg_featbuf_check verifies the policy's
+ * structures after them. tests/test_featbuf_policy.c tests what each policy decides.
  *
  * TG_FEATBUF_STRESS=k multiplies the rounds of the threaded tests (default 1: about a second). */
 #include "tg_test.h"
@@ -13,6 +17,13 @@
 #include <unistd.h>
 
 /* ---------------------------------------------------------------- helpers */
+
+static tg_featbuf_policy_t g_policy; /* the policy of this round of the suite */
+
+static int g_trace(void)
+{
+    return g_policy == TG_FEATBUF_NEXT_USE || g_policy == TG_FEATBUF_WINDOW;
+}
 
 static int stress_mult(void)
 {
@@ -30,7 +41,10 @@ static tg_featbuf_opts_t opts(uint64_t num_nodes, uint32_t dim, uint32_t max_bat
                                .max_batch_nodes = max_batch_nodes,
                                .max_batches = max_batches,
                                .num_slots = num_slots,
-                               .map = map};
+                               .map = map,
+                               .policy = g_policy,
+                               .window = 3,
+                               .future_positions = g_trace() ? 64 * max_batch_nodes : 0};
 }
 
 /* The value every row must hold: exact in f32 (< 2^24) and, modulo 1024, in f16. */
@@ -744,7 +758,22 @@ typedef struct {
     int id, rounds;
     uint32_t mb, pool;
     atomic_int *eagain, *bad_rows, *errors;
+    pthread_mutex_t *trace_mu; /* trace policies: each batch is announced under it, ids in order */
+    uint64_t *next_id;
 } cross_t;
+
+/* Trace policies: announces nodes as the next batch id (*id); 1 if it was recorded (a full
+ * trace is fine: the batch is then simply unknown to the policy). */
+static int announce(cross_t *c, const uint64_t *nodes, size_t n, uint64_t *id)
+{
+    if (!g_trace()) return 0;
+    pthread_mutex_lock(c->trace_mu);
+    *id = (*c->next_id)++;
+    int rc = tg_featbuf_future_add(c->fb, *id, nodes, n);
+    pthread_mutex_unlock(c->trace_mu);
+    if (rc < 0 && rc != -ENOSPC) atomic_fetch_add(c->errors, 1);
+    return rc == 0;
+}
 
 static void random_batch(tg_rng_t *r, uint32_t pool, uint32_t max, uint64_t *nodes, size_t *n)
 {
@@ -772,7 +801,10 @@ static void *cross_main(void *arg)
     size_t n;
     for (int it = 0; it < c->rounds; it++) {
         random_batch(&r, c->pool, c->mb, nodes, &n);
+        uint64_t id = 0;
+        int announced = announce(c, nodes, n, &id);
         int rc = tg_featbuf_acquire(h, nodes, n, TG_FEATBUF_NOWAIT);
+        if (announced && tg_featbuf_future_done(c->fb, id) < 0) atomic_fetch_add(c->errors, 1);
         if (rc == -EAGAIN) {
             atomic_fetch_add(c->eagain, 1);
             continue;
@@ -805,6 +837,8 @@ TG_TEST(no_deadlock_exact_reservation)
     TG_CHECK_OK(tg_featbuf_create(&fb, &o, NULL));
     TG_CHECK_EQ_U64(tg_featbuf_num_slots(fb), T * MB);
     atomic_int eagain = 0, bad = 0, errors = 0;
+    pthread_mutex_t trace_mu = PTHREAD_MUTEX_INITIALIZER;
+    uint64_t next_id = 0;
     cross_t c[T];
     pthread_t th[T];
     for (int i = 0; i < T; i++) {
@@ -817,7 +851,9 @@ TG_TEST(no_deadlock_exact_reservation)
                          .pool = 120,
                          .eagain = &eagain,
                          .bad_rows = &bad,
-                         .errors = &errors};
+                         .errors = &errors,
+                         .trace_mu = &trace_mu,
+                         .next_id = &next_id};
         pthread_create(&th[i], NULL, cross_main, &c[i]);
     }
     for (int i = 0; i < T; i++)
@@ -860,8 +896,12 @@ TG_TEST(no_deadlock_exact_reservation)
  * the releaser releases and hands the job back. Each extractor owns `jobs` jobs, so at most
  * extractors * jobs batches hold references: declared as max_batches, admission must never
  * block (first run); declared as 1 with the minimum of slots, admission blocks all the time but
- * the pipeline must still finish (second run). */
-enum { P_MB = 24, P_DIM = 6 };
+ * the pipeline must still finish (second run). The batches are drawn up front, so that a trace
+ * policy can be told LOOKAHEAD batches ahead of the extractors (each extractor announces batch
+ * id + LOOKAHEAD as it takes batch id, and marks id done once acquired: out of order across
+ * extractors); STATIC pins PINNED hot nodes, preloads them, and the releaser moves the pinned
+ * set now and then while the extractors run. */
+enum { P_MB = 24, P_DIM = 6, LOOKAHEAD = 4, PINNED = 40 };
 
 typedef struct job {
     tg_featbuf_batch_t *h;
@@ -876,7 +916,48 @@ typedef struct pipe {
     tg_queue_t *train_q, *release_q, *free_q[8];
     atomic_int bad_rows, errors, failed_batches, trained;
     atomic_ullong loads, load_fails, positions;
+    /* the batches, drawn up front: batch b = nodes[b * P_MB ..][0..len[b]) */
+    uint64_t *nodes;
+    uint32_t *len;
+    uint8_t *announced; /* guarded by mu */
+    int total, next_id; /* guarded by mu */
+    pthread_mutex_t mu;
+    atomic_int nospc, repins;
 } pipe_t;
+
+/* skewed ids: half the picks from a hot tenth of the pool, so batches overlap */
+static void draw_batches(pipe_t *p)
+{
+    tg_rng_t r;
+    tg_rng_seed(&r, 99);
+    p->nodes = malloc(sizeof *p->nodes * P_MB * (size_t)p->total);
+    p->len = malloc(sizeof *p->len * (size_t)p->total);
+    p->announced = calloc((size_t)p->total, 1);
+    for (int b = 0; b < p->total; b++) {
+        uint64_t *v = p->nodes + (size_t)b * P_MB;
+        p->len[b] = 1 + (uint32_t)tg_rng_below(&r, P_MB);
+        for (size_t i = 0; i < p->len[b];) {
+            uint64_t x =
+                tg_rng_below(&r, 2) ? tg_rng_below(&r, p->pool / 10) : tg_rng_below(&r, p->pool);
+            size_t k = 0;
+            while (k < i && v[k] != x)
+                k++;
+            if (k == i) v[i++] = x;
+        }
+    }
+}
+
+/* Announces batch b if it exists (p->mu held). A full trace only leaves b unknown. */
+static void announce_batch(pipe_t *p, int b)
+{
+    if (!g_trace() || b >= p->total) return;
+    int rc = tg_featbuf_future_add(p->fb, (uint64_t)b, p->nodes + (size_t)b * P_MB, p->len[b]);
+    p->announced[b] = rc == 0;
+    if (rc == -ENOSPC)
+        atomic_fetch_add(&p->nospc, 1);
+    else if (rc < 0)
+        atomic_fetch_add(&p->errors, 1);
+}
 
 typedef struct {
     pipe_t *p;
@@ -894,18 +975,16 @@ static void *extractor_main(void *arg)
         void *item;
         if (tg_queue_pop(p->free_q[a->id], &item) < 0) break;
         job_t *j = item;
-        size_t n;
-        /* skewed ids: half the picks from a hot tenth of the pool, so batches overlap */
-        n = 1 + (size_t)tg_rng_below(&r, P_MB);
-        for (size_t i = 0; i < n;) {
-            uint64_t v =
-                tg_rng_below(&r, 2) ? tg_rng_below(&r, p->pool / 10) : tg_rng_below(&r, p->pool);
-            size_t k = 0;
-            while (k < i && j->nodes[k] != v)
-                k++;
-            if (k == i) j->nodes[i++] = v;
-        }
+        pthread_mutex_lock(&p->mu);
+        int id = p->next_id++;
+        announce_batch(p, id + LOOKAHEAD);
+        int announced = p->announced[id];
+        pthread_mutex_unlock(&p->mu);
+        size_t n = p->len[id];
+        memcpy(j->nodes, p->nodes + (size_t)id * P_MB, n * sizeof *j->nodes);
         int rc = tg_featbuf_acquire(j->h, j->nodes, n, (it & 1) ? TG_FEATBUF_SORT_LOADS : 0);
+        if (announced && tg_featbuf_future_done(p->fb, (uint64_t)id) < 0)
+            atomic_fetch_add(&p->errors, 1);
         if (rc < 0) {
             atomic_fetch_add(&p->errors, 1);
             tg_queue_push(p->free_q[a->id], j);
@@ -978,24 +1057,67 @@ static void *trainer_main(void *arg)
     return NULL;
 }
 
+/* STATIC: PINNED nodes of the hot range 0..2*PINNED, starting at k. */
+static void pin_hot(tg_featbuf_t *fb, int k, int *errors)
+{
+    uint64_t v[PINNED];
+    for (int i = 0; i < PINNED; i++)
+        v[i] = (uint64_t)((k + i) % (2 * PINNED));
+    if (tg_featbuf_pin(fb, v, PINNED) < 0) ++*errors;
+}
+
 static void *releaser_main(void *arg)
 {
     pipe_t *p = arg;
     void *item;
+    int released = 0, errs = 0;
     while (tg_queue_pop(p->release_q, &item) == 0) {
         job_t *j = item;
         if (tg_featbuf_release(j->h) < 0) atomic_fetch_add(&p->errors, 1);
         tg_queue_push(p->free_q[j->owner], j);
+        if (g_policy == TG_FEATBUF_STATIC && ++released % 512 == 0) {
+            pin_hot(p->fb, released / 512, &errs); /* rows change sides under the extractors */
+            atomic_fetch_add(&p->repins, 1);
+        }
     }
+    atomic_fetch_add(&p->errors, errs);
     return NULL;
+}
+
+/* STATIC: reads the pinned rows through tg_featbuf_preload; they must then all be pinned. */
+static void preload_all(tg_featbuf_t *fb, tg_featbuf_batch_t *h)
+{
+    int k, rounds = 0;
+    while ((k = tg_featbuf_preload(h)) > 0) {
+        load_all(h);
+        TG_CHECK_OK(tg_featbuf_wait(h));
+        TG_CHECK_OK(tg_featbuf_release(h));
+        rounds++;
+    }
+    TG_CHECK(k == 0);
+    tg_featbuf_stats_t st;
+    tg_featbuf_stats(fb, &st, 0);
+    TG_CHECK_EQ_U64(st.slots_pinned, PINNED);
+    TG_CHECK_EQ_U64(st.preloads, PINNED);
+    TG_CHECK(rounds == (PINNED + P_MB - 1) / P_MB);
+    TG_CHECK_OK(tg_featbuf_check(fb));
 }
 
 static void run_pipeline(uint32_t declared_batches, uint32_t pool, int expect_no_admission_wait)
 {
     enum { E = 3, J = 2 };
     pipe_t p = {.extractors = E, .jobs = J, .rounds = 2000 * stress_mult(), .pool = pool};
+    p.total = E * p.rounds;
+    pthread_mutex_init(&p.mu, NULL);
+    draw_batches(&p);
     tg_featbuf_opts_t o = opts(pool, P_DIM, P_MB, declared_batches, 0, TG_FEATBUF_MAP_AUTO);
+    /* the most batches announced and not retired: LOOKAHEAD, those between an extractor's
+     * announcement and its done, and the one the slowest extractor holds back */
+    o.future_positions = g_trace() ? (LOOKAHEAD + 2 * E) * P_MB : 0;
+    if (g_policy == TG_FEATBUF_STATIC) o.num_slots = P_MB * declared_batches + PINNED;
     TG_CHECK_OK(tg_featbuf_create(&p.fb, &o, NULL));
+    for (int b = 0; b < LOOKAHEAD; b++)
+        announce_batch(&p, b);
     TG_CHECK_OK(tg_queue_create(&p.train_q, E * J));
     TG_CHECK_OK(tg_queue_create(&p.release_q, E * J));
     job_t jobs[E * J];
@@ -1008,6 +1130,12 @@ static void run_pipeline(uint32_t declared_batches, uint32_t pool, int expect_no
             tg_queue_push(p.free_q[e], j);
         }
     }
+    int pin_errors = 0;
+    if (g_policy == TG_FEATBUF_STATIC) {
+        pin_hot(p.fb, 0, &pin_errors);
+        preload_all(p.fb, jobs[0].h);
+    }
+    TG_CHECK(pin_errors == 0);
     pthread_t ex[E], tr, rl;
     ex_arg_t args[E];
     for (int e = 0; e < E; e++) {
@@ -1029,8 +1157,9 @@ static void run_pipeline(uint32_t declared_batches, uint32_t pool, int expect_no
     TG_CHECK(atomic_load(&p.trained) > 0);
     tg_featbuf_stats_t st;
     tg_featbuf_stats(p.fb, &st, 0);
-    TG_CHECK_EQ_U64(st.acquires, (uint64_t)E * p.rounds);
-    TG_CHECK_EQ_U64(st.releases, (uint64_t)E * p.rounds);
+    uint64_t preload_batches = g_policy == TG_FEATBUF_STATIC ? (PINNED + P_MB - 1) / P_MB : 0;
+    TG_CHECK_EQ_U64(st.acquires, (uint64_t)E * p.rounds + preload_batches);
+    TG_CHECK_EQ_U64(st.releases, (uint64_t)E * p.rounds + preload_batches);
     TG_CHECK_EQ_U64(st.lookups, atomic_load(&p.positions));
     TG_CHECK_EQ_U64(st.misses, atomic_load(&p.loads));
     TG_CHECK_EQ_U64(st.load_errors, atomic_load(&p.load_fails));
@@ -1038,11 +1167,13 @@ static void run_pipeline(uint32_t declared_batches, uint32_t pool, int expect_no
     TG_CHECK(st.evictions > 0);
     if (expect_no_admission_wait) TG_CHECK_EQ_U64(st.admission_waits, 0);
     fprintf(stderr,
-            "  %u slots: %llu batches (%d failed), hit ratio %.3f (%llu waits), %llu evictions, "
-            "%llu admission waits\n",
-            tg_featbuf_num_slots(p.fb), (unsigned long long)st.acquires,
-            atomic_load(&p.failed_batches), tg_featbuf_hit_ratio(&st), (unsigned long long)st.waits,
-            (unsigned long long)st.evictions, (unsigned long long)st.admission_waits);
+            "  %s, %u slots: %llu batches (%d failed), hit ratio %.3f (%llu waits), %llu "
+            "evictions (%llu protected), %llu admission waits, %d repins, %d full traces\n",
+            tg_featbuf_policy_name(g_policy), tg_featbuf_num_slots(p.fb),
+            (unsigned long long)st.acquires, atomic_load(&p.failed_batches),
+            tg_featbuf_hit_ratio(&st), (unsigned long long)st.waits,
+            (unsigned long long)st.evictions, (unsigned long long)st.evictions_protected,
+            (unsigned long long)st.admission_waits, atomic_load(&p.repins), atomic_load(&p.nospc));
     TG_CHECK_OK(tg_featbuf_check(p.fb));
     for (int i = 0; i < E * J; i++)
         tg_featbuf_batch_destroy(jobs[i].h);
@@ -1051,6 +1182,10 @@ static void run_pipeline(uint32_t declared_batches, uint32_t pool, int expect_no
     tg_queue_destroy(p.train_q);
     tg_queue_destroy(p.release_q);
     tg_featbuf_destroy(p.fb);
+    free(p.nodes);
+    free(p.len);
+    free(p.announced);
+    pthread_mutex_destroy(&p.mu);
 }
 
 TG_TEST(pipeline_reserved)
@@ -1063,9 +1198,9 @@ TG_TEST(pipeline_minimum_slots)
     run_pipeline(1, 400, 0);
 }
 
-int main(void)
+static void run_suite(void)
 {
-    alarm(120); /* a deadlock fails the test instead of hanging it */
+    alarm(120); /* per policy: a deadlock fails the test instead of hanging it */
     TG_RUN(create_and_budget);
     TG_RUN(refcounts_direct);
     TG_RUN(refcounts_hash);
@@ -1078,5 +1213,16 @@ int main(void)
     TG_RUN(no_deadlock_exact_reservation);
     TG_RUN(pipeline_reserved);
     TG_RUN(pipeline_minimum_slots);
+}
+
+int main(void)
+{
+    static const tg_featbuf_policy_t policies[] = {TG_FEATBUF_LRU, TG_FEATBUF_STATIC,
+                                                   TG_FEATBUF_NEXT_USE, TG_FEATBUF_WINDOW};
+    for (size_t k = 0; k < sizeof policies / sizeof *policies; k++) {
+        g_policy = policies[k];
+        fprintf(stderr, "policy %s\n", tg_featbuf_policy_name(g_policy));
+        run_suite();
+    }
     return tg_test_done();
 }

@@ -3,7 +3,10 @@
  * the slots directly, any alignment), complete each row as its request is reaped, wait for rows
  * other extractors load, and check every gathered row against the file. Also with injected read
  * errors: failed rows reach every batch that needs them and no wrong bytes are ever gathered.
- * Runs on whichever backend the machine offers (io_uring or pread; O_DIRECT or buffered). */
+ * Runs on whichever backend the machine offers (io_uring or pread; O_DIRECT or buffered). The
+ * replacement policies run the same loop with faults: STATIC preloads its pinned rows through the
+ * queue first, NEXT_USE and WINDOW have each extractor announce its batch before acquiring it and
+ * mark it done after. */
 #include "test_feat_common.h"
 
 #include "tiergnn/featbuf.h"
@@ -35,17 +38,17 @@ typedef struct {
     uint32_t dim;
     int id;
     atomic_int *bad_rows, *errors, *failed, *ok;
+    pthread_mutex_t *trace_mu; /* announcements go in id order */
+    uint64_t *next_id;
 } ex_t;
 
-/* One batch: acquire, read every load through the queue, complete rows as they are reaped.
- * If the queue fails, it is destroyed first - tg_io_destroy waits for reads the kernel still
- * owns - and only then are the outstanding loads failed: a slot is never given up while a read
- * may still land in it. *io is NULL afterwards. */
-static int extract(ex_t *x, tg_io_t **io, tg_featbuf_batch_t *h, tg_io_req_t *reqs,
-                   const uint64_t *nodes, size_t n)
+/* Reads every load of the acquired (or preloaded) h through the queue, completing rows as they
+ * are reaped. If the queue fails, it is destroyed first - tg_io_destroy waits for reads the
+ * kernel still owns - and only then are the outstanding loads failed: a slot is never given up
+ * while a read may still land in it. *io is NULL afterwards. */
+static int read_loads(ex_t *x, tg_io_t **io, tg_featbuf_batch_t *h, tg_io_req_t *reqs)
 {
-    int rc = tg_featbuf_acquire(h, nodes, n, 0);
-    if (rc < 0) return rc;
+    int rc;
     size_t nl, row = tg_featbuf_row_bytes(x->fb);
     const tg_featbuf_load_t *ld = tg_featbuf_batch_loads(h, &nl);
     for (size_t k = 0; k < nl; k++)
@@ -72,6 +75,50 @@ broken:
     *io = NULL;
     tg_featbuf_complete_all(h, rc);
     return rc;
+}
+
+/* One batch: announce it (trace policies), acquire, mark it done, read its loads. */
+static int extract(ex_t *x, tg_io_t **io, tg_featbuf_batch_t *h, tg_io_req_t *reqs,
+                   const uint64_t *nodes, size_t n)
+{
+    pthread_mutex_lock(x->trace_mu);
+    uint64_t id = (*x->next_id)++;
+    int rc = tg_featbuf_future_add(x->fb, id, nodes, n); /* 0 for the other policies */
+    pthread_mutex_unlock(x->trace_mu);
+    if (rc < 0 && rc != -ENOSPC) return rc;
+    int announced = rc == 0;
+    rc = tg_featbuf_acquire(h, nodes, n, 0);
+    if (announced && tg_featbuf_future_done(x->fb, id) < 0) rc = -EFAULT;
+    if (rc < 0) return rc;
+    return read_loads(x, io, h, reqs);
+}
+
+/* STATIC: pins the hot nodes 0..pin_capacity and reads them through tg_featbuf_preload. */
+static void preload(ex_t *x)
+{
+    uint64_t cap = tg_featbuf_pin_capacity(x->fb), *v = malloc(cap * sizeof *v);
+    for (uint64_t i = 0; i < cap; i++)
+        v[i] = i;
+    TG_CHECK_OK(tg_featbuf_pin(x->fb, v, cap));
+    free(v);
+    tg_io_opts_t io_o = {.depth = 16};
+    tg_io_t *io = NULL;
+    tg_featbuf_batch_t *h;
+    tg_io_req_t reqs[MB];
+    TG_CHECK_OK(tg_io_create(&io, &io_o));
+    TG_CHECK_OK(tg_featbuf_batch_create(x->fb, &h));
+    int k;
+    while ((k = tg_featbuf_preload(h)) > 0) {
+        TG_CHECK_OK(read_loads(x, &io, h, reqs));
+        TG_CHECK_OK(tg_featbuf_wait(h));
+        TG_CHECK_OK(tg_featbuf_release(h));
+    }
+    TG_CHECK(k == 0);
+    tg_featbuf_stats_t st;
+    tg_featbuf_stats(x->fb, &st, 0);
+    TG_CHECK_EQ_U64(st.slots_pinned, cap);
+    tg_featbuf_batch_destroy(h);
+    tg_io_destroy(io);
 }
 
 static void *extractor_main(void *arg)
@@ -134,7 +181,7 @@ out:
     return NULL;
 }
 
-static void run(uint32_t dim, tg_feat_dtype_t dtype, int inject)
+static void run(uint32_t dim, tg_feat_dtype_t dtype, int inject, tg_featbuf_policy_t policy)
 {
     char name[64];
     snprintf(name, sizeof name, "features_%u_%s.bin", dim, dtype == TG_F16 ? "f16" : "f32");
@@ -148,7 +195,10 @@ static void run(uint32_t dim, tg_feat_dtype_t dtype, int inject)
                            .dtype = dtype,
                            .max_batch_nodes = MB,
                            .max_batches = E,
-                           .num_slots = 4 * MB}; /* < N: constant eviction */
+                           .num_slots = 4 * MB, /* < N: constant eviction */
+                           .policy = policy,
+                           .window = 4,
+                           .future_positions = 4 * E * MB};
     tg_featbuf_t *fb;
     TG_CHECK_OK(tg_featbuf_create(&fb, &o, &budget));
     if (inject) {
@@ -159,9 +209,11 @@ static void run(uint32_t dim, tg_feat_dtype_t dtype, int inject)
         TG_CHECK_OK(tg_io_fault_add(&f));
     }
     atomic_int bad = 0, errors = 0, failed = 0, ok = 0;
+    pthread_mutex_t trace_mu = PTHREAD_MUTEX_INITIALIZER;
+    uint64_t next_id = 0, preload_batches = 0;
     ex_t x[E];
     pthread_t th[E];
-    for (int e = 0; e < E; e++) {
+    for (int e = 0; e < E; e++)
         x[e] = (ex_t){.fb = fb,
                       .file = file,
                       .dim = dim,
@@ -169,9 +221,17 @@ static void run(uint32_t dim, tg_feat_dtype_t dtype, int inject)
                       .bad_rows = &bad,
                       .errors = &errors,
                       .failed = &failed,
-                      .ok = &ok};
-        pthread_create(&th[e], NULL, extractor_main, &x[e]);
+                      .ok = &ok,
+                      .trace_mu = &trace_mu,
+                      .next_id = &next_id};
+    if (policy == TG_FEATBUF_STATIC) {
+        preload(&x[0]);
+        tg_featbuf_stats_t st;
+        tg_featbuf_stats(fb, &st, 0);
+        preload_batches = st.acquires;
     }
+    for (int e = 0; e < E; e++)
+        pthread_create(&th[e], NULL, extractor_main, &x[e]);
     for (int e = 0; e < E; e++)
         pthread_join(th[e], NULL);
     if (inject) tg_io_fault_clear();
@@ -182,15 +242,16 @@ static void run(uint32_t dim, tg_feat_dtype_t dtype, int inject)
     TG_CHECK(inject ? atomic_load(&failed) > 0 : atomic_load(&failed) == 0);
     tg_featbuf_stats_t st;
     tg_featbuf_stats(fb, &st, 0);
-    TG_CHECK_EQ_U64(st.acquires, E * ROUNDS);
+    TG_CHECK_EQ_U64(st.acquires, E * ROUNDS + preload_batches);
     TG_CHECK_EQ_U64(st.slots_referenced, 0);
     TG_CHECK(inject ? st.load_errors > 0 : st.load_errors == 0);
     fprintf(stderr,
-            "  %s, %s: dim %u %s%s: %d batches ok, %d failed; hit ratio %.3f, %llu waits, %llu "
-            "evictions, %llu load errors\n",
-            atomic_load(&backend), tg_io_file_direct(file) ? "O_DIRECT" : "buffered", dim,
-            dtype == TG_F16 ? "f16" : "f32", inject ? " with faults" : "", atomic_load(&ok),
-            atomic_load(&failed), tg_featbuf_hit_ratio(&st), (unsigned long long)st.waits,
+            "  %s, %s, %s: dim %u %s%s: %d batches ok, %d failed; hit ratio %.3f, %llu waits, "
+            "%llu evictions, %llu load errors\n",
+            tg_featbuf_policy_name(policy), atomic_load(&backend),
+            tg_io_file_direct(file) ? "O_DIRECT" : "buffered", dim, dtype == TG_F16 ? "f16" : "f32",
+            inject ? " with faults" : "", atomic_load(&ok), atomic_load(&failed),
+            tg_featbuf_hit_ratio(&st), (unsigned long long)st.waits,
             (unsigned long long)st.evictions, (unsigned long long)st.load_errors);
     TG_CHECK_OK(tg_featbuf_check(fb));
     tg_featbuf_destroy(fb);
@@ -202,17 +263,24 @@ static void run(uint32_t dim, tg_feat_dtype_t dtype, int inject)
 
 TG_TEST(extract_f32_unaligned_rows)
 {
-    run(37, TG_F32, 0); /* 148-byte rows: every read straddles blocks */
+    run(37, TG_F32, 0, TG_FEATBUF_LRU); /* 148-byte rows: every read straddles blocks */
 }
 
 TG_TEST(extract_f16)
 {
-    run(50, TG_F16, 0);
+    run(50, TG_F16, 0, TG_FEATBUF_LRU);
 }
 
 TG_TEST(extract_with_read_errors)
 {
-    run(37, TG_F32, 1);
+    run(37, TG_F32, 1, TG_FEATBUF_LRU);
+}
+
+TG_TEST(extract_policies_with_read_errors)
+{
+    run(37, TG_F32, 1, TG_FEATBUF_STATIC);
+    run(37, TG_F32, 1, TG_FEATBUF_NEXT_USE);
+    run(50, TG_F16, 1, TG_FEATBUF_WINDOW);
 }
 
 int main(void)
@@ -222,6 +290,7 @@ int main(void)
     TG_RUN(extract_f32_unaligned_rows);
     TG_RUN(extract_f16);
     TG_RUN(extract_with_read_errors);
+    TG_RUN(extract_policies_with_read_errors);
     int rc = tg_test_done();
     if (rc == 0) tg_rmtree(dir);
     return rc;

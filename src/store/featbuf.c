@@ -1,64 +1,29 @@
-/* The GNNDrive feature buffer (see include/tiergnn/featbuf.h for the contract and invariants).
+/* The GNNDrive feature buffer (see include/tiergnn/featbuf.h for the contract and invariants):
+ * the mechanism. Which standby row a miss evicts is the replacement policy's (featbuf_policy.c,
+ * behind the seam of featbuf-impl.h).
  *
  * Layout: slot rows in one page-aligned block (stride bytes apart); per-slot metadata in an array
  * of fb_slot_t (reverse map node, reference count, state, list links); the mapping table node ->
  * slot is either a direct u32[num_nodes] or an open-addressing hash of u32 slot indices whose keys
  * are read through the reverse map (so an entry costs 4 bytes, not 12). Free slots sit on a
- * singly-linked stack; unreferenced valid slots on a doubly-linked LRU list (head = oldest).
- * One mutex guards all of it; two condition variables: cv_space (acquirers waiting for
- * unreferenced slots, signalled by release) and cv_done (batches waiting for rows in flight,
- * signalled by complete).
+ * singly-linked stack; unreferenced valid slots are candidates the policy orders, or, pinned,
+ * wait on no list. One mutex guards all of it (the policy's structures included); two condition
+ * variables: cv_space (acquirers waiting for unreferenced slots, signalled by release and by a
+ * re-pin that frees rows) and cv_done (batches waiting for rows in flight, signalled by
+ * complete).
  */
-#include "tiergnn/featbuf.h"
+#include "featbuf-impl.h"
 #include "tiergnn/store.h" /* tg_feat_rows_f32 */
 
 #include <stdlib.h>
 #include <string.h>
 
-#define NO_SLOT UINT32_MAX
-#define NO_NODE UINT64_MAX
+#define NO_SLOT FB_NO_SLOT
+#define NO_NODE FB_NO_NODE
 #define FB_ALIGN 4096 /* slot area alignment: pages, for O_DIRECT and registered buffers */
 #define FB_MAX_ROW_BYTES (1u << 30)
 #define FB_MAX_SLOT_ALIGN (1u << 20)
 #define PF_DIST 16 /* prefetch distance of batch loops, in nodes */
-
-enum { LIST_NONE = 0, LIST_FREE = 1, LIST_LRU = 2 };
-
-typedef struct fb_slot {
-    uint64_t node;       /* reverse map; NO_NODE when FREE (a FAILED slot keeps it for messages) */
-    uint32_t refs;       /* batch positions holding the slot */
-    uint32_t prev, next; /* LRU links; next doubles as the free-stack link */
-    int32_t err;         /* status of a FAILED load */
-    uint8_t state;       /* TG_FEATBUF_FREE / LOADING / VALID / FAILED */
-    uint8_t list;        /* LIST_*: which list holds it (checked by tg_featbuf_check) */
-} fb_slot_t;
-
-struct tg_featbuf {
-    tg_featbuf_opts_t o;
-    size_t row_bytes, stride;
-    uint32_t num_slots;
-    unsigned char *data; /* (num_slots * stride) */
-    size_t data_bytes;
-    fb_slot_t *slots; /* (num_slots) */
-    uint32_t *map;    /* direct: (num_nodes); hash: (map_mask + 1) */
-    uint64_t map_mask;
-    int map_bits;
-    int direct;
-
-    tg_budget_t *budget;
-    uint64_t reserved; /* the buffer's own bytes; handles add theirs to handle_bytes */
-
-    pthread_mutex_t mu;
-    pthread_cond_t cv_space, cv_done;
-    uint32_t free_head, num_free;
-    uint32_t lru_head, lru_tail, num_lru;
-    uint64_t ticket_next, ticket_serving; /* FIFO admission of blocked acquirers */
-    uint32_t space_waiters, done_waiters;
-    int shutdown;
-    uint64_t live_handles, handle_bytes;
-    uint64_t total_refs; /* sum of slot refs = positions held by acquired batches */
-    tg_featbuf_stats_t st;
-};
 
 /* Handle states; written only under fb->mu so that complete() on a reaper thread reads them
  * safely. H_READY: wait() returned 0, the rows may be read. */
@@ -82,6 +47,26 @@ struct tg_featbuf_batch {
 
 /* ---------------------------------------------------------------- sizing */
 
+/* 0 if the policy fields are consistent, else -EINVAL (with a message if report). */
+static int policy_opts_check(const tg_featbuf_opts_t *o, int report)
+{
+#define REFUSE(...) return report ? tg_err(-EINVAL, "feature buffer: " __VA_ARGS__) : -EINVAL
+    if (!tg_featbuf_policy_ops(o->policy)) REFUSE("unknown replacement policy %d", (int)o->policy);
+    int trace = o->policy == TG_FEATBUF_NEXT_USE || o->policy == TG_FEATBUF_WINDOW;
+    if (trace && (o->future_positions == 0 || o->future_positions > FB_MAX_FUTURE))
+        REFUSE("policy %s needs future_positions in 1..%u (the most node positions announced "
+               "ahead), got %u",
+               tg_featbuf_policy_name(o->policy), FB_MAX_FUTURE, o->future_positions);
+    if (o->policy == TG_FEATBUF_WINDOW && o->window == 0)
+        REFUSE("policy window needs window >= 1 (batches)");
+    if (o->policy != TG_FEATBUF_STATIC && (o->pinned || o->num_pinned))
+        REFUSE("a pinned node set needs policy static, not %s", tg_featbuf_policy_name(o->policy));
+    if (o->num_pinned && !o->pinned)
+        REFUSE("num_pinned %llu without a pinned array", (unsigned long long)o->num_pinned);
+    return 0;
+#undef REFUSE
+}
+
 static int opts_valid(const tg_featbuf_opts_t *o)
 {
     if (!o || o->num_nodes == 0 || o->num_nodes >= NO_NODE || o->feat_dim == 0) return 0;
@@ -94,7 +79,7 @@ static int opts_valid(const tg_featbuf_opts_t *o)
     if (o->map != TG_FEATBUF_MAP_AUTO && o->map != TG_FEATBUF_MAP_DIRECT &&
         o->map != TG_FEATBUF_MAP_HASH)
         return 0;
-    return 1;
+    return policy_opts_check(o, 0) == 0;
 }
 
 static size_t row_bytes_of(const tg_featbuf_opts_t *o)
@@ -108,40 +93,37 @@ static size_t stride_of(const tg_featbuf_opts_t *o)
     return (r + a - 1) & ~(a - 1);
 }
 
-/* Hash table size: a power of two >= 2 * slots keeps linear probes short (load <= 1/2). */
-static int hash_bits(uint32_t num_slots)
-{
-    int bits = 4;
-    while ((1ull << bits) < 2ull * num_slots)
-        bits++;
-    return bits;
-}
-
 static int use_direct(const tg_featbuf_opts_t *o, uint32_t num_slots)
 {
     if (o->map == TG_FEATBUF_MAP_DIRECT) return 1;
     if (o->map == TG_FEATBUF_MAP_HASH) return 0;
     /* the cheaper in bytes; on a tie the direct table, which is also the faster one */
-    return 4 * o->num_nodes <= 4 * (1ull << hash_bits(num_slots));
+    return 4 * o->num_nodes <= 4 * (1ull << tg_featbuf_hash_bits(num_slots));
 }
 
 static uint64_t map_bytes_of(const tg_featbuf_opts_t *o, uint32_t num_slots)
 {
-    return use_direct(o, num_slots) ? 4 * o->num_nodes : 4 * (1ull << hash_bits(num_slots));
+    return use_direct(o, num_slots) ? 4 * o->num_nodes
+                                    : 4 * (1ull << tg_featbuf_hash_bits(num_slots));
+}
+
+static uint32_t min_slots_of(const tg_featbuf_opts_t *o)
+{
+    uint64_t m = (uint64_t)o->max_batch_nodes * o->max_batches;
+    return m >= NO_SLOT ? 0 : (uint32_t)m;
 }
 
 uint64_t tg_featbuf_bytes_for(const tg_featbuf_opts_t *o, uint32_t num_slots)
 {
     if (!opts_valid(o)) return 0;
     return (uint64_t)stride_of(o) * num_slots + (uint64_t)sizeof(fb_slot_t) * num_slots +
-           map_bytes_of(o, num_slots) + sizeof(struct tg_featbuf);
+           map_bytes_of(o, num_slots) + sizeof(struct tg_featbuf) +
+           tg_featbuf_policy_bytes(o, num_slots, min_slots_of(o));
 }
 
 uint32_t tg_featbuf_min_slots(const tg_featbuf_opts_t *o)
 {
-    if (!opts_valid(o)) return 0;
-    uint64_t m = (uint64_t)o->max_batch_nodes * o->max_batches;
-    return m >= NO_SLOT ? 0 : (uint32_t)m;
+    return opts_valid(o) ? min_slots_of(o) : 0;
 }
 
 static uint64_t handle_bytes_of(const tg_featbuf_opts_t *o)
@@ -155,8 +137,7 @@ static uint64_t handle_bytes_of(const tg_featbuf_opts_t *o)
 
 static uint64_t hash_home(const tg_featbuf_t *fb, uint64_t node)
 {
-    /* Fibonacci hashing: the top bits of a multiply by 2^64/phi spread consecutive ids. */
-    return (node * 0x9E3779B97F4A7C15ull) >> (64 - fb->map_bits);
+    return tg_featbuf_hash_home(node, fb->map_bits);
 }
 
 /* The table entry a lookup of node reads first (the only one for the direct table). */
@@ -204,9 +185,7 @@ static void map_remove(tg_featbuf_t *fb, uint64_t node)
         uint32_t s = fb->map[j];
         if (s == NO_SLOT) break;
         uint64_t k = hash_home(fb, fb->slots[s].node);
-        /* the entry at j may move to the hole at i unless its home lies cyclically in (i, j] */
-        int stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
-        if (!stays) {
+        if (!tg_featbuf_hash_stays(i, j, k)) {
             fb->map[i] = s;
             i = j;
         }
@@ -219,7 +198,7 @@ static void map_remove(tg_featbuf_t *fb, uint64_t node)
 static void free_push(tg_featbuf_t *fb, uint32_t s)
 {
     fb->slots[s].next = fb->free_head;
-    fb->slots[s].list = LIST_FREE;
+    fb->slots[s].list = FB_LIST_FREE;
     fb->free_head = s;
     fb->num_free++;
 }
@@ -228,59 +207,94 @@ static uint32_t free_pop(tg_featbuf_t *fb)
 {
     uint32_t s = fb->free_head;
     fb->free_head = fb->slots[s].next;
-    fb->slots[s].list = LIST_NONE;
+    fb->slots[s].list = FB_LIST_NONE;
     fb->num_free--;
     return s;
 }
 
-static void lru_push_tail(tg_featbuf_t *fb, uint32_t s)
+/* A valid row lost its last reference: it stays mapped, as a candidate for eviction or, pinned,
+ * on no list at all. */
+static void standby_push(tg_featbuf_t *fb, uint32_t s)
 {
     fb_slot_t *x = &fb->slots[s];
-    x->prev = fb->lru_tail;
-    x->next = NO_SLOT;
-    x->list = LIST_LRU;
-    if (fb->lru_tail != NO_SLOT)
-        fb->slots[fb->lru_tail].next = s;
-    else
-        fb->lru_head = s;
-    fb->lru_tail = s;
-    fb->num_lru++;
+    if (x->pinned) {
+        x->list = FB_LIST_PINNED;
+        fb->num_pin_idle++;
+        return;
+    }
+    x->list = FB_LIST_CAND;
+    fb->num_cand++;
+    fb->pol->insert(fb, s);
 }
 
-static void lru_unlink(tg_featbuf_t *fb, uint32_t s)
+/* An unreferenced valid row leaves standby (referenced again, or evicted). */
+static void standby_take(tg_featbuf_t *fb, uint32_t s)
 {
     fb_slot_t *x = &fb->slots[s];
-    if (x->prev != NO_SLOT)
-        fb->slots[x->prev].next = x->next;
-    else
-        fb->lru_head = x->next;
-    if (x->next != NO_SLOT)
-        fb->slots[x->next].prev = x->prev;
-    else
-        fb->lru_tail = x->prev;
-    x->prev = x->next = NO_SLOT;
-    x->list = LIST_NONE;
-    fb->num_lru--;
+    if (x->list == FB_LIST_PINNED) {
+        fb->num_pin_idle--;
+    } else {
+        fb->pol->remove(fb, s);
+        fb->num_cand--;
+    }
+    x->list = FB_LIST_NONE;
+}
+
+void tg_featbuf_node_changed(tg_featbuf_t *fb, uint64_t node)
+{
+    uint32_t s = map_find(fb, node);
+    if (s != NO_SLOT && fb->slots[s].list == FB_LIST_CAND && fb->pol->rekey) fb->pol->rekey(fb, s);
 }
 
 /* ---------------------------------------------------------------- create / destroy */
 
-int tg_featbuf_create(tg_featbuf_t **out, const tg_featbuf_opts_t *o, tg_budget_t *budget)
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* A sorted, duplicate-free copy of a pinned set (*out; NULL when n == 0), checked for range. */
+static int pin_prepare(const uint64_t *nodes, size_t n, uint64_t num_nodes, uint64_t **out,
+                       uint64_t *distinct)
 {
     *out = NULL;
-    if (!opts_valid(o))
-        return tg_err(-EINVAL,
-                      "feature buffer: bad options (need num_nodes >= 1, feat_dim >= 1 with rows "
-                      "<= 1 GiB, dtype f32 or f16, max_batch_nodes >= 1, max_batches >= 1, "
-                      "slot_align 0 or a power of two <= 1 MiB)");
-    uint32_t min_slots = tg_featbuf_min_slots(o);
-    if (min_slots == 0)
-        return tg_err(-EINVAL,
-                      "feature buffer: max_batch_nodes %u x max_batches %u exceeds 2^32-1 slots",
-                      o->max_batch_nodes, o->max_batches);
-    char a[32], b[32], c[32];
-    uint64_t min_bytes = tg_featbuf_bytes_for(o, min_slots);
-    uint32_t num_slots = min_slots;
+    *distinct = 0;
+    for (size_t i = 0; i < n; i++)
+        if (nodes[i] >= num_nodes)
+            return tg_err(-EINVAL,
+                          "feature buffer: pinned node %llu at position %zu is out of range "
+                          "(%llu nodes)",
+                          (unsigned long long)nodes[i], i, (unsigned long long)num_nodes);
+    if (n == 0) return 0;
+    uint64_t *v = n <= SIZE_MAX / 8 ? malloc(n * 8) : NULL;
+    if (!v) return tg_err(-ENOMEM, "feature buffer: out of memory sorting %zu pinned nodes", n);
+    memcpy(v, nodes, n * 8);
+    qsort(v, n, 8, cmp_u64);
+    size_t d = 1;
+    for (size_t i = 1; i < n; i++)
+        if (v[i] != v[d - 1]) v[d++] = v[i];
+    *out = v;
+    *distinct = d;
+    return 0;
+}
+
+static int pin_too_many(const tg_featbuf_opts_t *o, uint64_t npin, uint32_t num_slots)
+{
+    uint32_t min_slots = min_slots_of(o);
+    return tg_err(-EINVAL,
+                  "feature buffer: a pinned set of %llu nodes leaves %lld of %u slots for the "
+                  "rest, below the minimum %u (max_batch_nodes %u x max_batches %u) that keeps "
+                  "acquire from blocking: pin at most %u nodes or give more slots",
+                  (unsigned long long)npin, (long long)num_slots - (long long)npin, num_slots,
+                  min_slots, o->max_batch_nodes, o->max_batches, num_slots - min_slots);
+}
+
+/* The slot count the options ask for (see tg_featbuf_opts_t), npin pinned nodes included. */
+static int choose_slots(const tg_featbuf_opts_t *o, uint64_t npin, uint32_t *num_slots)
+{
+    char a[32], b[32];
+    uint32_t min_slots = min_slots_of(o);
     if (o->num_slots) {
         if (o->num_slots < min_slots)
             return tg_err(-EINVAL,
@@ -289,7 +303,7 @@ int tg_featbuf_create(tg_featbuf_t **out, const tg_featbuf_opts_t *o, tg_budget_
                           o->num_slots, min_slots, o->max_batch_nodes, o->max_batches);
         if (o->num_slots == NO_SLOT)
             return tg_err(-EINVAL, "feature buffer: num_slots must be < 2^32-1");
-        num_slots = o->num_slots;
+        *num_slots = o->num_slots;
     } else if (o->mem_bytes) {
         /* the largest slot count whose bytes fit: bytes_for is non-decreasing in the count */
         uint32_t lo = 0, hi = NO_SLOT - 1;
@@ -300,7 +314,8 @@ int tg_featbuf_create(tg_featbuf_t **out, const tg_featbuf_opts_t *o, tg_budget_
             else
                 hi = mid - 1;
         }
-        if (lo < min_slots)
+        if (lo < min_slots) {
+            uint64_t min_bytes = tg_featbuf_bytes_for(o, min_slots);
             return tg_err(-ENOMEM,
                           "feature buffer: mem_bytes %s holds %u slots but the minimum is %u "
                           "(max_batch_nodes %u x max_batches %u, %zu B per row), which needs "
@@ -308,66 +323,130 @@ int tg_featbuf_create(tg_featbuf_t **out, const tg_featbuf_opts_t *o, tg_budget_
                           tg_fmt_bytes(o->mem_bytes, a, sizeof a), lo, min_slots,
                           o->max_batch_nodes, o->max_batches, row_bytes_of(o),
                           (unsigned long long)min_bytes, tg_fmt_bytes(min_bytes, b, sizeof b));
-        num_slots = lo;
+        }
+        *num_slots = lo;
+    } else {
+        /* the minimum, and room for the pinned rows on top */
+        if ((uint64_t)min_slots + npin >= NO_SLOT)
+            return tg_err(-EINVAL, "feature buffer: %u slots + %llu pinned exceed 2^32-1 slots",
+                          min_slots, (unsigned long long)npin);
+        *num_slots = min_slots + (uint32_t)npin;
     }
+    if (npin > *num_slots - min_slots) return pin_too_many(o, npin, *num_slots);
+    return 0;
+}
 
+static int reserve_budget(const tg_featbuf_opts_t *o, tg_budget_t *budget, uint32_t num_slots)
+{
+    if (!budget) return 0;
+    char a[32], c[32];
+    uint32_t min_slots = min_slots_of(o);
     uint64_t bytes = tg_featbuf_bytes_for(o, num_slots);
-    if (budget) {
-        int rc = tg_budget_reserve(budget, bytes, "feature buffer");
-        if (rc < 0 && num_slots == min_slots)
-            return tg_err_prefix(rc,
-                                 "feature buffer: the minimum of %u slots (max_batch_nodes %u x "
-                                 "max_batches %u) needs %llu bytes (%s: %zu B row + %zu B "
-                                 "metadata per slot, %s mapping table)",
-                                 min_slots, o->max_batch_nodes, o->max_batches,
-                                 (unsigned long long)bytes, tg_fmt_bytes(bytes, a, sizeof a),
-                                 stride_of(o), sizeof(fb_slot_t),
-                                 use_direct(o, num_slots) ? "direct" : "hash");
-        if (rc < 0)
-            return tg_err_prefix(rc,
-                                 "feature buffer: %u slots need %llu bytes (%s); the minimum, %u "
-                                 "slots (max_batch_nodes %u x max_batches %u), needs %llu bytes "
-                                 "(%s)",
-                                 num_slots, (unsigned long long)bytes,
-                                 tg_fmt_bytes(bytes, a, sizeof a), min_slots, o->max_batch_nodes,
-                                 o->max_batches, (unsigned long long)min_bytes,
-                                 tg_fmt_bytes(min_bytes, c, sizeof c));
+    int rc = tg_budget_reserve(budget, bytes, "feature buffer");
+    if (rc < 0 && num_slots == min_slots)
+        return tg_err_prefix(rc,
+                             "feature buffer: the minimum of %u slots (max_batch_nodes %u x "
+                             "max_batches %u) needs %llu bytes (%s: %zu B row + %zu B "
+                             "metadata per slot, %s mapping table, %llu B for policy %s)",
+                             min_slots, o->max_batch_nodes, o->max_batches,
+                             (unsigned long long)bytes, tg_fmt_bytes(bytes, a, sizeof a),
+                             stride_of(o), sizeof(fb_slot_t),
+                             use_direct(o, num_slots) ? "direct" : "hash",
+                             (unsigned long long)tg_featbuf_policy_bytes(o, num_slots, min_slots),
+                             tg_featbuf_policy_name(o->policy));
+    if (rc < 0) {
+        uint64_t min_bytes = tg_featbuf_bytes_for(o, min_slots);
+        return tg_err_prefix(rc,
+                             "feature buffer: %u slots need %llu bytes (%s); the minimum, %u "
+                             "slots (max_batch_nodes %u x max_batches %u), needs %llu bytes "
+                             "(%s)",
+                             num_slots, (unsigned long long)bytes, tg_fmt_bytes(bytes, a, sizeof a),
+                             min_slots, o->max_batch_nodes, o->max_batches,
+                             (unsigned long long)min_bytes, tg_fmt_bytes(min_bytes, c, sizeof c));
     }
+    return 0;
+}
 
-    int rc = -ENOMEM, prc;
-    tg_featbuf_t *fb = calloc(1, sizeof *fb);
-    if (!fb) goto err_budget;
-    fb->o = *o;
-    fb->o.num_slots = num_slots;
-    fb->row_bytes = row_bytes_of(o);
-    fb->stride = stride_of(o);
-    fb->num_slots = num_slots;
-    fb->budget = budget;
-    fb->reserved = bytes;
-    fb->direct = use_direct(o, num_slots);
+static void free_memory(tg_featbuf_t *fb)
+{
+    tg_featbuf_policy_free(fb);
+    free(fb->map);
+    free(fb->slots);
+    free(fb->data);
+    free(fb);
+}
+
+/* Allocates the slot area, metadata, table and policy structures of a sized buffer. */
+static int alloc_memory(tg_featbuf_t *fb)
+{
+    uint32_t num_slots = fb->num_slots;
     fb->data_bytes = fb->stride * num_slots;
-    size_t align = TG_MAX((size_t)FB_ALIGN, (size_t)o->slot_align);
+    size_t align = TG_MAX((size_t)FB_ALIGN, (size_t)fb->o.slot_align);
     fb->data = tg_aligned_alloc(align, fb->data_bytes);
     fb->slots = malloc(sizeof(fb_slot_t) * (num_slots ? num_slots : 1));
     uint64_t map_len;
     if (fb->direct) {
-        map_len = o->num_nodes;
+        map_len = fb->o.num_nodes;
     } else {
-        fb->map_bits = hash_bits(num_slots);
+        fb->map_bits = tg_featbuf_hash_bits(num_slots);
         map_len = 1ull << fb->map_bits;
         fb->map_mask = map_len - 1;
     }
     fb->map = map_len <= SIZE_MAX / 4 ? malloc((size_t)map_len * 4) : NULL;
-    if (!fb->data || !fb->slots || !fb->map) goto err_free;
+    if (!fb->data || !fb->slots || !fb->map || tg_featbuf_policy_init(fb) < 0) return -ENOMEM;
     memset(fb->map, 0xff, (size_t)map_len * 4); /* NO_SLOT everywhere */
-
     fb->free_head = NO_SLOT;
-    fb->lru_head = fb->lru_tail = NO_SLOT;
     /* pushed in reverse so that slot 0 is handed out first (predictable in tests) */
     for (uint32_t s = num_slots; s-- > 0;) {
         fb->slots[s] = (fb_slot_t){.node = NO_NODE, .prev = NO_SLOT, .next = NO_SLOT};
         free_push(fb, s);
     }
+    return 0;
+}
+
+int tg_featbuf_create(tg_featbuf_t **out, const tg_featbuf_opts_t *o, tg_budget_t *budget)
+{
+    *out = NULL;
+    if (o && policy_opts_check(o, 1) < 0) return -EINVAL;
+    if (!opts_valid(o))
+        return tg_err(-EINVAL,
+                      "feature buffer: bad options (need num_nodes >= 1, feat_dim >= 1 with rows "
+                      "<= 1 GiB, dtype f32 or f16, max_batch_nodes >= 1, max_batches >= 1, "
+                      "slot_align 0 or a power of two <= 1 MiB)");
+    uint32_t min_slots = tg_featbuf_min_slots(o);
+    if (min_slots == 0)
+        return tg_err(-EINVAL,
+                      "feature buffer: max_batch_nodes %u x max_batches %u exceeds 2^32-1 slots",
+                      o->max_batch_nodes, o->max_batches);
+    uint64_t *pin = NULL, npin = 0;
+    uint32_t num_slots = 0;
+    int rc = pin_prepare(o->pinned, o->num_pinned, o->num_nodes, &pin, &npin);
+    if (rc == 0) rc = choose_slots(o, npin, &num_slots);
+    if (rc == 0) rc = reserve_budget(o, budget, num_slots);
+    if (rc < 0) {
+        free(pin);
+        return rc;
+    }
+
+    char a[32];
+    int prc;
+    uint64_t bytes = tg_featbuf_bytes_for(o, num_slots);
+    tg_featbuf_t *fb = calloc(1, sizeof *fb);
+    if (!fb) goto err_budget;
+    fb->o = *o;
+    fb->o.num_slots = num_slots;
+    fb->o.pinned = NULL; /* the caller's array may go away: the buffer keeps its own copy */
+    fb->row_bytes = row_bytes_of(o);
+    fb->stride = stride_of(o);
+    fb->num_slots = num_slots;
+    fb->min_slots = min_slots;
+    fb->budget = budget;
+    fb->reserved = bytes;
+    fb->direct = use_direct(o, num_slots);
+    if (alloc_memory(fb) < 0) goto err_free;
+    tg_featbuf_pin_set(fb, pin, npin);
+    free(pin);
+    pin = NULL;
     if ((prc = pthread_mutex_init(&fb->mu, NULL))) goto err_sync;
     if ((prc = pthread_cond_init(&fb->cv_space, NULL))) goto err_mu;
     if ((prc = pthread_cond_init(&fb->cv_done, NULL))) goto err_cv;
@@ -379,21 +458,15 @@ err_cv:
 err_mu:
     pthread_mutex_destroy(&fb->mu);
 err_sync:
-    rc = -prc;
-    free(fb->map);
-    free(fb->slots);
-    free(fb->data);
-    free(fb);
+    free_memory(fb);
     if (budget) tg_budget_release(budget, bytes);
-    return tg_err(rc, "feature buffer: cannot initialise its lock: %s", strerror(prc));
+    return tg_err(-prc, "feature buffer: cannot initialise its lock: %s", strerror(prc));
 err_free:
-    free(fb->map);
-    free(fb->slots);
-    free(fb->data);
-    free(fb);
+    free_memory(fb);
 err_budget:
+    free(pin);
     if (budget) tg_budget_release(budget, bytes);
-    return tg_err(rc, "feature buffer: out of memory allocating %u slots (%s)", num_slots,
+    return tg_err(-ENOMEM, "feature buffer: out of memory allocating %u slots (%s)", num_slots,
                   tg_fmt_bytes(bytes, a, sizeof a));
 }
 
@@ -410,10 +483,7 @@ void tg_featbuf_destroy(tg_featbuf_t *fb)
     pthread_cond_destroy(&fb->cv_space);
     pthread_mutex_destroy(&fb->mu);
     if (fb->budget) tg_budget_release(fb->budget, fb->reserved);
-    free(fb->map);
-    free(fb->slots);
-    free(fb->data);
-    free(fb);
+    free_memory(fb);
 }
 
 void tg_featbuf_shutdown(tg_featbuf_t *fb)
@@ -575,9 +645,44 @@ static uint64_t classify(tg_featbuf_t *fb, tg_featbuf_batch_t *h, const uint64_t
         }
         uint32_t s = map_find(fb, nodes[i]);
         h->slots[i] = s;
-        if (s == NO_SLOT || fb->slots[s].refs == 0) need++;
+        /* a pinned row waits on no list: reviving it takes nothing from the others */
+        if (s == NO_SLOT || (fb->slots[s].refs == 0 && !fb->slots[s].pinned)) need++;
     }
     return need;
+}
+
+/* Maps node to a free slot, else the policy's victim (evicting its row), as a load of h at
+ * position pos. fb->mu held; an unreferenced slot exists (admission counted it). */
+static uint32_t map_new(tg_featbuf_t *fb, tg_featbuf_batch_t *h, uint64_t node, uint32_t pos)
+{
+    uint32_t s;
+    if (fb->num_free) {
+        s = free_pop(fb);
+    } else {
+        if (fb->num_cand == 0) {
+            /* admission counted the slots this batch takes: this is a bug, not a condition */
+            fprintf(stderr, "tg_featbuf_acquire: no unreferenced slot left after admission\n");
+            abort();
+        }
+        int prot;
+        s = fb->pol->victim(fb, &prot);
+        standby_take(fb, s);
+        map_remove(fb, fb->slots[s].node);
+        fb->st.evictions++;
+        fb->st.evictions_protected += (uint64_t)prot;
+    }
+    fb_slot_t *x = &fb->slots[s];
+    x->node = node;
+    x->state = TG_FEATBUF_LOADING;
+    x->refs = 1;
+    x->err = 0;
+    x->pinned = fb->num_pin && tg_featbuf_pin_has(fb, node);
+    fb->num_pin_slots += x->pinned;
+    map_insert(fb, node, s);
+    h->slots[pos] = s;
+    h->load_done[h->num_loads] = 0;
+    h->loads[h->num_loads++] = (tg_featbuf_load_t){.node = node, .slot = s, .pos = pos};
+    return s;
 }
 
 /* Takes every slot of an admitted batch (fb->mu held, need <= unreferenced slots). Mapped rows
@@ -591,7 +696,7 @@ static void take_slots(tg_featbuf_t *fb, tg_featbuf_batch_t *h, const uint64_t *
         fb_slot_t *x = &fb->slots[s];
         if (x->state == TG_FEATBUF_VALID) {
             if (x->refs == 0) {
-                lru_unlink(fb, s);
+                standby_take(fb, s);
                 fb->st.standby_hits++;
             }
             fb->st.hits++;
@@ -610,29 +715,7 @@ static void take_slots(tg_featbuf_t *fb, tg_featbuf_batch_t *h, const uint64_t *
             fb->st.hits++;
             continue;
         }
-        if (fb->num_free) {
-            s = free_pop(fb);
-        } else {
-            s = fb->lru_head; /* the oldest released row goes */
-            if (s == NO_SLOT) {
-                /* admission counted the slots this batch takes: this is a bug, not a condition */
-                fprintf(stderr, "tg_featbuf_acquire: no unreferenced slot left after admission\n");
-                abort();
-            }
-            lru_unlink(fb, s);
-            map_remove(fb, fb->slots[s].node);
-            fb->st.evictions++;
-        }
-        fb_slot_t *x = &fb->slots[s];
-        x->node = nodes[i];
-        x->state = TG_FEATBUF_LOADING;
-        x->refs = 1;
-        x->err = 0;
-        map_insert(fb, nodes[i], s);
-        h->slots[i] = s;
-        h->load_done[h->num_loads] = 0;
-        h->loads[h->num_loads++] =
-            (tg_featbuf_load_t){.node = nodes[i], .slot = s, .pos = (uint32_t)i};
+        map_new(fb, h, nodes[i], (uint32_t)i);
         fb->st.misses++;
     }
     h->n = n;
@@ -674,7 +757,7 @@ int tg_featbuf_acquire(tg_featbuf_batch_t *h, const uint64_t *nodes, size_t n, i
     /* Fast path: nobody queued (or nothing to take) and room now. A batch that takes no
      * unreferenced slot may pass queued ones: it cannot delay them. */
     uint64_t need = classify(fb, h, nodes, n);
-    uint64_t avail = (uint64_t)fb->num_free + fb->num_lru;
+    uint64_t avail = (uint64_t)fb->num_free + fb->num_cand;
     if (need == 0 || (fb->ticket_next == fb->ticket_serving && need <= avail)) {
         take_slots(fb, h, nodes, n);
         pthread_mutex_unlock(&fb->mu);
@@ -702,7 +785,7 @@ int tg_featbuf_acquire(tg_featbuf_batch_t *h, const uint64_t *nodes, size_t n, i
         }
         if (ticket != fb->ticket_serving) continue;
         need = classify(fb, h, nodes, n);
-        if (need <= (uint64_t)fb->num_free + fb->num_lru) break;
+        if (need <= (uint64_t)fb->num_free + fb->num_cand) break;
     }
     take_slots(fb, h, nodes, n);
     fb->ticket_serving++;
@@ -713,6 +796,139 @@ done:
     if ((flags & TG_FEATBUF_SORT_LOADS) && h->num_loads > 1)
         qsort(h->loads, h->num_loads, sizeof *h->loads, cmp_load_node);
     return (int)TG_MIN(h->num_loads, (size_t)INT32_MAX);
+}
+
+/* ---------------------------------------------------------------- pinned set and future trace */
+
+/* Brings every mapped slot's pinned flag in line with a new pinned set, moving idle rows between
+ * the candidates and the pinned standby. Returns the number of rows that became candidates. */
+static uint32_t repin_slots(tg_featbuf_t *fb)
+{
+    uint32_t unpinned = 0;
+    for (uint32_t s = 0; s < fb->num_slots; s++) {
+        fb_slot_t *x = &fb->slots[s];
+        if (x->state != TG_FEATBUF_LOADING && x->state != TG_FEATBUF_VALID) continue;
+        uint8_t want = (uint8_t)(fb->num_pin && tg_featbuf_pin_has(fb, x->node));
+        if (want == x->pinned) continue;
+        int idle = x->state == TG_FEATBUF_VALID && x->refs == 0;
+        if (idle) standby_take(fb, s);
+        x->pinned = want;
+        fb->num_pin_slots += want ? 1 : (uint32_t)-1;
+        if (idle) standby_push(fb, s);
+        unpinned += idle && !want;
+    }
+    return unpinned;
+}
+
+uint64_t tg_featbuf_pin_capacity(const tg_featbuf_t *fb)
+{
+    return fb->o.policy == TG_FEATBUF_STATIC ? fb->pin_cap : 0;
+}
+
+int tg_featbuf_pin(tg_featbuf_t *fb, const uint64_t *nodes, size_t n)
+{
+    if (fb->o.policy != TG_FEATBUF_STATIC)
+        return tg_err(-EINVAL, "feature buffer: pinning needs policy static, not %s",
+                      fb->pol->name);
+    uint64_t *v, d;
+    int rc = pin_prepare(nodes, n, fb->o.num_nodes, &v, &d);
+    if (rc < 0) return rc;
+    if (d > fb->pin_cap) {
+        free(v);
+        return pin_too_many(&fb->o, d, fb->num_slots);
+    }
+    pthread_mutex_lock(&fb->mu);
+    tg_featbuf_pin_set(fb, v, d);
+    if (repin_slots(fb) && fb->space_waiters) pthread_cond_broadcast(&fb->cv_space);
+    pthread_mutex_unlock(&fb->mu);
+    free(v);
+    return 0;
+}
+
+int tg_featbuf_preload(tg_featbuf_batch_t *h)
+{
+    tg_featbuf_t *fb = h->fb;
+    if (fb->o.policy != TG_FEATBUF_STATIC)
+        return tg_err(-EINVAL, "feature buffer: preload needs policy static, not %s",
+                      fb->pol->name);
+    if (h->state != H_IDLE)
+        return tg_err(-EINVAL, "feature buffer: preload on a batch handle that is still "
+                               "acquired (release it first)");
+    h->num_loads = h->num_waits = 0;
+    pthread_mutex_lock(&fb->mu);
+    int rc = 0;
+    if (fb->shutdown) {
+        rc = tg_err(-ECANCELED, "feature buffer: shut down");
+    } else if (fb->ticket_next != fb->ticket_serving) {
+        /* taking slots now would delay the acquirers in line: they go first */
+        rc = tg_err(-EAGAIN, "feature buffer: preload while acquirers wait for slots");
+    } else {
+        uint64_t avail = (uint64_t)fb->num_free + fb->num_cand;
+        uint32_t k = 0;
+        for (; fb->pin_cursor < fb->num_pin && k < fb->o.max_batch_nodes; fb->pin_cursor++) {
+            uint64_t v = fb->pin[fb->pin_cursor];
+            if (map_find(fb, v) != NO_SLOT) continue; /* loaded, or loading for a batch */
+            if (avail == 0) break;
+            map_new(fb, h, v, k++);
+            avail--;
+        }
+        if (k == 0 && fb->pin_cursor < fb->num_pin)
+            rc = tg_err(-EAGAIN, "feature buffer: preload finds no unreferenced slot");
+        if (k) {
+            h->n = k;
+            h->pending = k;
+            h->err = 0;
+            h->state = H_ACQUIRED;
+            fb->total_refs += k;
+            fb->st.acquires++;
+            fb->st.preloads += k;
+            rc = (int)k;
+        }
+    }
+    pthread_mutex_unlock(&fb->mu);
+    return rc;
+}
+
+static int trace_nodes_valid(const tg_featbuf_t *fb, uint64_t id, const uint64_t *nodes, size_t n)
+{
+    if (id == UINT64_MAX)
+        return tg_err(-EINVAL, "feature buffer: future batch id 2^64-1 is reserved");
+    if (n > UINT32_MAX / 2)
+        return tg_err(-EINVAL, "feature buffer: future batch %llu of %zu nodes is too long",
+                      (unsigned long long)id, n);
+    for (size_t i = 0; i < n; i++)
+        if (nodes[i] >= fb->o.num_nodes)
+            return tg_err(-EINVAL,
+                          "feature buffer: future batch %llu: node %llu at position %zu is out "
+                          "of range (%llu nodes)",
+                          (unsigned long long)id, (unsigned long long)nodes[i], i,
+                          (unsigned long long)fb->o.num_nodes);
+    return 0;
+}
+
+int tg_featbuf_future_add(tg_featbuf_t *fb, uint64_t batch_id, const uint64_t *nodes, size_t n)
+{
+    if (!fb->pol->rekey) return 0; /* the policy decides without a future */
+    int rc = trace_nodes_valid(fb, batch_id, nodes, n);
+    if (rc < 0) return rc;
+    pthread_mutex_lock(&fb->mu);
+    rc = tg_featbuf_trace_add(fb, batch_id, nodes, n);
+    pthread_mutex_unlock(&fb->mu);
+    return rc;
+}
+
+int tg_featbuf_future_done(tg_featbuf_t *fb, uint64_t batch_id)
+{
+    if (!fb->pol->rekey) return 0;
+    pthread_mutex_lock(&fb->mu);
+    int rc = tg_featbuf_trace_done(fb, batch_id);
+    pthread_mutex_unlock(&fb->mu);
+    return rc;
+}
+
+tg_featbuf_policy_t tg_featbuf_policy(const tg_featbuf_t *fb)
+{
+    return fb->o.policy;
 }
 
 /* ---------------------------------------------------------------- complete / wait / release */
@@ -729,6 +945,8 @@ static void complete_one(tg_featbuf_t *fb, tg_featbuf_batch_t *h, size_t k, int 
          * already holding this slot see FAILED (their references keep it from being reused). */
         map_remove(fb, x->node);
         x->state = TG_FEATBUF_FAILED;
+        fb->num_pin_slots -= x->pinned;
+        x->pinned = 0;
         x->err = status;
         fb->st.load_errors++;
         if (!h->err) {
@@ -849,7 +1067,7 @@ int tg_featbuf_release(tg_featbuf_batch_t *h)
         if (--x->refs) continue;
         freed++;
         if (x->state == TG_FEATBUF_VALID) {
-            lru_push_tail(fb, s); /* stays mapped: reused without I/O if asked again soon */
+            standby_push(fb, s); /* stays mapped: reused without I/O if asked again soon */
         } else {
             /* FAILED (LOADING cannot reach 0: its loader holds a reference until complete) */
             x->node = NO_NODE;
@@ -905,8 +1123,12 @@ void tg_featbuf_stats(tg_featbuf_t *fb, tg_featbuf_stats_t *s, int reset)
     *s = fb->st;
     s->num_slots = fb->num_slots;
     s->slots_free = fb->num_free;
-    s->slots_standby = fb->num_lru;
-    s->slots_referenced = fb->num_slots - fb->num_free - fb->num_lru;
+    s->slots_standby = fb->num_cand + fb->num_pin_idle;
+    s->slots_referenced = fb->num_slots - fb->num_free - s->slots_standby;
+    s->slots_pinned = fb->num_pin_slots;
+    s->pinned_nodes = fb->num_pin;
+    s->future_batches = fb->tr.rec_len;
+    s->future_positions = fb->tr.pos_len;
     if (reset) memset(&fb->st, 0, sizeof fb->st);
     pthread_mutex_unlock(&fb->mu);
 }
@@ -941,38 +1163,68 @@ void tg_featbuf_slot_info(tg_featbuf_t *fb, uint32_t slot, uint64_t *node, uint3
     pthread_mutex_unlock(&fb->mu);
 }
 
-static int check_locked(tg_featbuf_t *fb)
+/* The per-slot part of check_locked; counts mapped slots, references and pinned ones. */
+static int check_slots(tg_featbuf_t *fb, uint64_t *mapped, uint64_t *refs)
 {
 #define BAD(...) return tg_err(-EFAULT, "feature buffer check: " __VA_ARGS__)
-    uint64_t mapped = 0, refs = 0;
+    uint32_t cand = 0, pin_idle = 0, pinned = 0;
     for (uint32_t s = 0; s < fb->num_slots; s++) {
         const fb_slot_t *x = &fb->slots[s];
-        refs += x->refs;
+        *refs += x->refs;
         int in_map = x->node < fb->o.num_nodes && map_find(fb, x->node) == s;
         switch (x->state) {
         case TG_FEATBUF_FREE:
-            if (x->node != NO_NODE || x->refs || x->list != LIST_FREE)
-                BAD("free slot %u: node %llu refs %u list %d", s, (unsigned long long)x->node,
-                    x->refs, x->list);
+            if (x->node != NO_NODE || x->refs || x->list != FB_LIST_FREE || x->pinned)
+                BAD("free slot %u: node %llu refs %u list %d pinned %d", s,
+                    (unsigned long long)x->node, x->refs, x->list, x->pinned);
             break;
         case TG_FEATBUF_LOADING:
-            if (!in_map || !x->refs || x->list != LIST_NONE)
+            if (!in_map || !x->refs || x->list != FB_LIST_NONE)
                 BAD("loading slot %u: mapped %d refs %u list %d", s, in_map, x->refs, x->list);
-            mapped++;
+            ++*mapped;
             break;
-        case TG_FEATBUF_VALID:
-            if (!in_map || x->list != (x->refs ? LIST_NONE : LIST_LRU))
-                BAD("valid slot %u: mapped %d refs %u list %d", s, in_map, x->refs, x->list);
-            mapped++;
+        case TG_FEATBUF_VALID: {
+            int want = x->refs ? FB_LIST_NONE : x->pinned ? FB_LIST_PINNED : FB_LIST_CAND;
+            if (!in_map || x->list != want)
+                BAD("valid slot %u: mapped %d refs %u pinned %d list %d", s, in_map, x->refs,
+                    x->pinned, x->list);
+            ++*mapped;
+            cand += x->list == FB_LIST_CAND;
+            pin_idle += x->list == FB_LIST_PINNED;
             break;
+        }
         case TG_FEATBUF_FAILED:
-            if (in_map || !x->refs || x->list != LIST_NONE)
-                BAD("failed slot %u: mapped %d refs %u list %d", s, in_map, x->refs, x->list);
+            if (in_map || !x->refs || x->list != FB_LIST_NONE || x->pinned)
+                BAD("failed slot %u: mapped %d refs %u list %d pinned %d", s, in_map, x->refs,
+                    x->list, x->pinned);
             break;
         default:
             BAD("slot %u: state %d", s, x->state);
         }
+        if (x->state == TG_FEATBUF_LOADING || x->state == TG_FEATBUF_VALID) {
+            int want = fb->num_pin && tg_featbuf_pin_has(fb, x->node);
+            if (x->pinned != want)
+                BAD("slot %u of node %llu: pinned flag %d, pinned set says %d", s,
+                    (unsigned long long)x->node, x->pinned, want);
+            pinned += x->pinned;
+        }
     }
+    if (cand != fb->num_cand || pin_idle != fb->num_pin_idle || pinned != fb->num_pin_slots)
+        BAD("%u candidates, %u idle pinned, %u pinned slots; counts say %u, %u, %u", cand, pin_idle,
+            pinned, fb->num_cand, fb->num_pin_idle, fb->num_pin_slots);
+    if (fb->num_pin > fb->num_slots - fb->min_slots)
+        BAD("%llu pinned nodes leave fewer than %u slots", (unsigned long long)fb->num_pin,
+            fb->min_slots);
+    return 0;
+#undef BAD
+}
+
+static int check_locked(tg_featbuf_t *fb)
+{
+#define BAD(...) return tg_err(-EFAULT, "feature buffer check: " __VA_ARGS__)
+    uint64_t mapped = 0, refs = 0;
+    int rc = check_slots(fb, &mapped, &refs);
+    if (rc < 0) return rc;
     if (refs != fb->total_refs)
         BAD("slot references sum to %llu, batches hold %llu", (unsigned long long)refs,
             (unsigned long long)fb->total_refs);
@@ -991,20 +1243,12 @@ static int check_locked(tg_featbuf_t *fb)
             (unsigned long long)mapped);
     uint32_t n = 0;
     for (uint32_t s = fb->free_head; s != NO_SLOT; s = fb->slots[s].next)
-        if (++n > fb->num_slots || fb->slots[s].list != LIST_FREE)
+        if (++n > fb->num_slots || fb->slots[s].list != FB_LIST_FREE)
             BAD("free list corrupt at %u", s);
     if (n != fb->num_free) BAD("free list has %u slots, count says %u", n, fb->num_free);
-    n = 0;
-    uint32_t prev = NO_SLOT;
-    for (uint32_t s = fb->lru_head; s != NO_SLOT; prev = s, s = fb->slots[s].next)
-        if (++n > fb->num_slots || fb->slots[s].list != LIST_LRU || fb->slots[s].prev != prev)
-            BAD("standby list corrupt at %u", s);
-    if (n != fb->num_lru || prev != fb->lru_tail)
-        BAD("standby list has %u slots ending at %u, counts say %u ending at %u", n, prev,
-            fb->num_lru, fb->lru_tail);
     if (fb->st.lookups != fb->st.hits + fb->st.waits + fb->st.misses)
         BAD("lookups %llu != hits + waits + misses", (unsigned long long)fb->st.lookups);
-    return 0;
+    return fb->pol->check(fb);
 #undef BAD
 }
 
