@@ -125,6 +125,8 @@ TG_TEST(layerwise_equals_whole_graph)
 {
     static const tg_model_type_t types[] = {TG_MODEL_GCN, TG_MODEL_SAGE, TG_MODEL_GAT, TG_MODEL_GIN,
                                             TG_MODEL_MLP};
+    double worst = 0;
+    size_t flips = 0;
     for (int loops = 0; loops <= 1; loops++) {
         const char *dir = make_dataset("layerwise", TG_F32, loops, 5);
         tg_run_t r;
@@ -155,14 +157,14 @@ TG_TEST(layerwise_equals_whole_graph)
                                    .ctx = &c};
                 TG_CHECK_OK(tg_lw_forward(&r, m, &lo));
                 TG_CHECK_EQ_U64(c.n, N);
-                double worst = 0;
-                for (uint64_t i = 0; i < N * 4; i++)
-                    worst = TG_MAX(worst, fabs(c.logits[i] - ref[i]));
-                if (!(worst < 1e-4))
-                    TG_FAIL("%s, self loops %d, chunk %llu: layer-wise logits differ from the "
-                            "whole-graph batch by %g",
-                            tg_model_type_name(types[t]), loops, (unsigned long long)chunks[ci],
-                            worst);
+                /* other row blocks than the whole-graph batch's GEMMs: equal within the
+                 * tolerance, and so are the predictions but for near ties */
+                char what[128];
+                snprintf(what, sizeof what, "%s, self loops %d, chunk %llu: logits",
+                         tg_model_type_name(types[t]), loops, (unsigned long long)chunks[ci]);
+                worst =
+                    TG_MAX(worst, tg_test_check_close(ref, c.logits, N * 4, TG_TEST_RTOL, what));
+                flips += tg_test_check_argmax(ref, c.logits, N, 4, TG_TEST_RTOL, what);
                 free(c.logits);
                 free(c.emb);
             }
@@ -171,6 +173,21 @@ TG_TEST(layerwise_equals_whole_graph)
         }
         tg_run_close(&r);
     }
+    fprintf(stderr,
+            "  layer-wise vs whole graph (%s): worst |a-b|/(1+|a|) %.3g, %zu predictions flipped\n",
+            tg_test_blas_core(), worst, flips);
+}
+
+/* Logits of every node by the layer-wise forward in chunks of `chunk` (0: the default). */
+static float *lw_logits(tg_run_t *r, tg_model_t *m, uint64_t chunk)
+{
+    uint64_t N = r->adj->num_nodes;
+    uint32_t C = tg_model_config(m)->out_dim;
+    collect_t c = {malloc(N * C * sizeof(float)), NULL, C, 0, 0};
+    tg_lw_opts_t lo = {.chunk = chunk, .sink = collect, .ctx = &c};
+    TG_CHECK_OK(tg_lw_forward(r, m, &lo));
+    TG_CHECK_EQ_U64(c.n, N);
+    return c.logits;
 }
 
 TG_TEST(evaluate_modes)
@@ -192,12 +209,21 @@ TG_TEST(evaluate_modes)
     TG_CHECK_OK(tg_run_evaluate(&r, m, want, 1, fan, 50, 9, 0, b));
     TG_CHECK_OK(tg_run_evaluate(&r, m, want, 0, fan, 50, 9, 0, full));
     TG_CHECK_OK(tg_run_evaluate(&r, m, want, 0, fan, 50, 9, 33, full2));
+    /* Chunks of 33 nodes run other GEMM row blocks than one chunk of all: a prediction may flip
+     * only where two logits lie within the tolerance, and each flip moves a split's correct
+     * count by at most one. */
+    float *one = lw_logits(&r, m, 0), *c33 = lw_logits(&r, m, 33);
+    uint64_t N = r.adj->num_nodes;
+    tg_test_check_close(one, c33, N * 4, TG_TEST_RTOL, "logits, chunks of 33 vs one chunk");
+    size_t flips = tg_test_check_argmax(one, c33, N, 4, TG_TEST_RTOL, "chunks of 33 vs one");
+    free(one);
+    free(c33);
     for (int s = 0; s < 3; s++) {
         TG_CHECK_EQ_U64(a[s].count, r.split_n[s]);
         TG_CHECK(a[s].acc == b[s].acc && a[s].loss == b[s].loss); /* fixed eval stream */
         TG_CHECK_EQ_U64(full[s].count, r.split_n[s]);
-        TG_CHECK(full[s].acc == full2[s].acc); /* chunking does not change predictions */
-        TG_CHECK_NEAR(full[s].loss, full2[s].loss, 1e-5);
+        TG_CHECK(fabs(full[s].acc - full2[s].acc) * (double)full[s].count <= (double)flips + 0.5);
+        TG_CHECK_NEAR(full[s].loss, full2[s].loss, TG_TEST_RTOL * (1 + full[s].loss));
     }
     tg_model_destroy(m);
     tg_run_close(&r);

@@ -177,7 +177,7 @@ typedef struct tg_train_opts {
     int normalize_features;    /* L1 row normalisation (tiergnn/store.h) */
     uint64_t mem_bytes;        /* budget for graph + feature data; 0 = unlimited */
     uint64_t eval_chunk;       /* nodes per chunk of layer-wise evaluation (0 = automatic:
-                                  65536 in RAM, ~64 MiB of input rows out of core) */
+                                  ~64 MiB of input rows, at most 65536) */
     uint64_t checkpoint_every; /* write the checkpoints every N epochs and after the last;
                                   0 = after the last only */
     FILE *json;                /* JSON lines (NULL: none) */

@@ -18,9 +18,9 @@ static const char infer_usage[] =
     "\n"
     "  --embeddings        also write FILE.emb\n"
     "  --last              use the last checkpoint instead of the best model\n"
-    "  --chunk-nodes N     destination nodes per chunk (default: 65536 in RAM, out of core\n"
-    "                      as many as take ~64 MiB of input rows)\n"
-    "  --mem SIZE          limit for graph and feature data: they are kept in RAM only if\n"
+    "  --chunk-nodes N     destination nodes per chunk (default: as many as take\n"
+    "                      ~64 MiB of input rows, at most 65536)\n"
+    "  --mem SIZE          memory budget: graph and features are kept in RAM only if\n"
     "                      they fit in SIZE, else read from disk (default: RAM/4 decides)\n"
     "  --threads T         compute threads (default: the online CPUs)\n"
     "  --strategy NAME     auto (default) or a strategy below, with its options\n";

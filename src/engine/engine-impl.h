@@ -299,8 +299,8 @@ typedef struct tg_lw_opts {
 /* Full-neighbour forward of every layer: layers 0..L-2 for all nodes (each layer's output is the
  * next one's input), the last layer for the targets only. chunk 0 = tg_lw_auto_chunk. */
 int tg_lw_forward(tg_run_t *r, tg_model_t *m, const tg_lw_opts_t *o);
-/* Nodes per chunk when none is given: 65536 in RAM; out of core, as many as make about 64 MiB of
- * input rows on average. */
+/* Nodes per chunk when none is given, the same for every strategy (the chunk decides the GEMM
+ * shapes): as many as make about 64 MiB of input rows, at most 65536. */
 uint64_t tg_lw_auto_chunk(const tg_run_t *r, const tg_model_t *m);
 
 /* ---------------------------------------------------------------- evaluation */
@@ -316,7 +316,7 @@ typedef struct tg_eval_how {
     const int64_t *fanouts; /* sampled: per layer */
     uint64_t batch_size;    /* sampled */
     uint64_t seed;          /* sampled: the eval RNG stream is derived from it */
-    uint64_t chunk;         /* layer-wise: nodes per chunk (0 = 65536) */
+    uint64_t chunk;         /* layer-wise: nodes per chunk (0 = tg_lw_auto_chunk) */
     const char *tmp_dir;    /* layer-wise: intermediate layers in files there (NULL: RAM) */
     uint64_t max_nodes;     /* evaluate at most this many nodes per split (0 = all) */
     tg_pass_stats_t *stats; /* sampled: summed pass figures (may be NULL) */

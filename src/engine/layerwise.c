@@ -172,10 +172,12 @@ static void gcn_scale_sources(const tg_block_t *blk, const uint64_t *nodes, cons
 
 uint64_t tg_lw_auto_chunk(const tg_run_t *r, const tg_model_t *m)
 {
-    if (r->strat_i->info.caps & TG_STRAT_IN_RAM) return 65536;
-    /* Out of core: a chunk's input rows (its nodes and all their in-neighbours, on average
-     * 1 + E/N rows per node) should take about LW_CHUNK_BYTES, like one training batch's
-     * activations, not a fixed 65536 nodes' worth (which on a dense graph is gigabytes). */
+    /* A chunk's input rows (its nodes and all their in-neighbours, on average 1 + E/N rows per
+     * node) should take about LW_CHUNK_BYTES, like one training batch's activations, not a fixed
+     * 65536 nodes' worth (which on a dense graph is gigabytes). The same for every strategy: the
+     * chunk decides the GEMM shapes, and other shapes round differently (docs/TRAINING.md), so
+     * only equal chunks let memory, mmap and gnndrive evaluate - and checkpoint - the same
+     * bytes. */
     const tg_model_config_t *cfg = tg_model_config(m);
     uint32_t width = TG_MAX(cfg->in_dim, TG_MAX(cfg->hidden, cfg->out_dim));
     double rows = 1.0 + (double)r->adj->num_edges / (double)TG_MAX(r->adj->num_nodes, 1);

@@ -11,6 +11,13 @@
 int tg_test_failures = 0;
 const char *tg_test_current = "";
 
+/* Every test program links this file, so every one honours OPENBLAS_CORETYPE the same way
+ * (the CTest variants test_X@Zen set it) before its main runs any GEMM. */
+__attribute__((constructor)) static void tg_test_init(void)
+{
+    tg_test_blas_gate();
+}
+
 int tg_test_done(void)
 {
     if (tg_test_failures) {

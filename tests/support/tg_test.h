@@ -99,4 +99,41 @@ void tg_test_write_file(const char *path, const char *text);
 /* Writes a gzip-compressed text file. */
 void tg_test_write_gz(const char *path, const char *text);
 
+/* ---- OpenBLAS and floats from different GEMM shapes (tg_test_blas.c)
+ *
+ * What a test may compare byte for byte: results of the same GEMM shapes in the same order
+ * (training runs of the in-order strategies, resume, thread counts, eval and infer with the same
+ * chunking). Results over different row blocks (layer-wise chunks of another size, a batch vs the
+ * layer-wise path) differ in the last bits on some OpenBLAS kernels (Haswell, Zen): compare them
+ * with tg_test_check_close / tg_test_check_argmax and TG_TEST_RTOL. docs/TRAINING.md has the list.
+ */
+
+/* Relative tolerance of one float computed through GEMMs of other row blocks:
+ * |a - b| <= TG_TEST_RTOL (1 + |a|). Measured worst in these tests: 2.9e-6 (3-layer GIN logits,
+ * whole-graph batch vs chunks of 7 nodes, Haswell and Zen kernels); SAGE embeddings 4.4e-7. A
+ * wrong neighbour, scale or row is off by far more. */
+#define TG_TEST_RTOL 3e-5
+
+/* openblas_get_corename(): the kernels OpenBLAS runs ("Haswell", "Zen", "SkylakeX", ...). */
+const char *tg_test_blas_core(void);
+/* openblas_get_config(): version and build options. */
+const char *tg_test_blas_config(void);
+/* The first instruction-set feature ("avx512f") this CPU lacks for OpenBLAS core `core`'s
+ * kernels, or NULL when it has them all (or the core is not one of the x86 AVX cores). */
+const char *tg_test_blas_cpu_lacks(const char *core);
+/* Runs before every test's main (a constructor in tg_test.c): with OPENBLAS_CORETYPE=X set,
+ * exits 77 with a line saying why unless OpenBLAS took core X and this CPU can run it; when it
+ * runs, says so on stderr. Sets nothing itself. */
+void tg_test_blas_gate(void);
+/* Fails the test (naming `what`, the count and the first bad index) unless every
+ * |a[i] - b[i]| <= rtol (1 + |a[i]|); returns the worst |a - b| / (1 + |a|). */
+double tg_test_check_close(const float *a, const float *b, size_t n, double rtol, const char *what);
+/* The same over two float32 files of equal size. */
+double tg_test_check_close_files(const char *a, const char *b, double rtol);
+/* Predictions from logits got (n, C) must be those of ref (n, C) except where ref's two logits
+ * involved lie within rtol (2 + |l1| + |l2|) of each other (a flip the tolerance allows); fails
+ * the test otherwise. Returns the number of allowed flips. Ties go to the lower class. */
+size_t tg_test_check_argmax(const float *ref, const float *got, size_t n, uint32_t C, double rtol,
+                            const char *what);
+
 #endif
