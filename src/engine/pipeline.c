@@ -388,7 +388,9 @@ static void train_loop(tg_pipe_t *P, uint64_t total, tg_pass_stats_t *st)
         if (g != 0) break; /* the end of the pass, or a failure recorded in the box */
         int src = p->step(p->ctx, &t->it->batch, t->X);
         uint64_t id = t->it->batch.id;
-        if (tg_queue_push(P->relq, t) < 0) item_free(P, t);
+        /* Gathering on the sampler threads, the trainer frees its batch itself: a releaser would
+         * keep two more matrices alive, which a tight budget must pay for (mmap). */
+        if (P->gather_mode || tg_queue_push(P->relq, t) < 0) item_free(P, t);
         if (src < 0) {
             tg_pipe_fail(P, src, NULL);
             break;

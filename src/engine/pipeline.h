@@ -6,6 +6,7 @@
  *       -> training window: a reorder window that hands batches out in id order, or a FIFO
  *       -> trainer: the calling thread runs the pass's step callback
  *       -> releasing queue -> releaser thread: frees X and the batch off the trainer's path
+ *          (with workers; gathering on the sampler threads, the trainer frees each batch itself)
  *
  * How a strategy uses it (strategies/gnndrive.c is the worked example):
  *

@@ -315,9 +315,9 @@ tg_loader_opts_t tg_pass_loader_opts(const tg_pass_t *p, tg_adj_t *adj, int samp
 
 int tg_gather_pass_in_flight(int sampler_threads, size_t prefetch)
 {
-    /* each sampler thread: prefetch queued + one being gathered; the trainer's; the releasing
-     * queue (1) and the one being freed */
-    return TG_MAX(sampler_threads, 1) * (int)(prefetch + 1) + 1 + 1 + 1;
+    /* each sampler thread: prefetch queued + one gathered and waiting to be queued; the
+     * trainer's (it frees it itself) */
+    return TG_MAX(sampler_threads, 1) * (int)(prefetch + 1) + 1;
 }
 
 int tg_gather_pass(tg_run_t *r, const tg_pass_t *p, int sampler_threads, size_t prefetch,
