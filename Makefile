@@ -7,9 +7,9 @@ DEBIAN_PACKAGES := cmake make gcc clang pkg-config liburing-dev libopenblas-dev 
 JOBS ?= $(shell nproc)
 BUILD ?= build
 ASAN_BUILD ?= build-asan
-DEMO_DIR ?= data/demo
-DEMO_NODES ?= 200000
-DEMO_MEM ?= 16M
+DEMO_DIR ?= data/demo-1m
+DEMO_NODES ?= 1000000
+DEMO_MEM ?= 160M
 TIERGNN := $(BUILD)/tiergnn
 
 all: build
@@ -47,12 +47,14 @@ demo: build
 	  $(TIERGNN) generate $(DEMO_DIR) --nodes $(DEMO_NODES) --avg-degree 15 --feat-dim 64 --classes 16 --seed 1; \
 	fi
 	$(TIERGNN) info $(DEMO_DIR)
-	@echo "== out of core: features.bin is ~3x --mem; strategy gnndrive (io_uring + O_DIRECT + feature buffer)"
+	@echo "== out of core: --mem $(DEMO_MEM) is the whole process (model, batches, buffers), below the 256 MB of features;"
+	@echo "== strategy gnndrive (io_uring + O_DIRECT + feature buffer); the first 100 batches of each epoch"
 	rm -rf runs/demo-sage
-	$(TIERGNN) train $(DEMO_DIR) --strategy gnndrive --mem $(DEMO_MEM) --model sage --layers 3 --hidden 128 \
-	  --fanouts 10,10,10 --batch-size 1024 --epochs 2 --eval-every 0 --eval-fanouts train \
-	  --threads $(JOBS) --seed 1 --out runs/demo-sage
-	$(TIERGNN) eval $(DEMO_DIR) --checkpoint runs/demo-sage --split test --mem $(DEMO_MEM) --strategy gnndrive
+	$(TIERGNN) train $(DEMO_DIR) --strategy gnndrive --mem $(DEMO_MEM) --model sage --layers 2 --hidden 128 \
+	  --fanouts 10,5 --batch-size 1024 --epochs 2 --batches-per-epoch 100 --eval-every 0 --eval-fanouts train \
+	  --eval-max-nodes 20000 --threads $(JOBS) --seed 1 --out runs/demo-sage
+	$(TIERGNN) eval $(DEMO_DIR) --checkpoint runs/demo-sage --split test --mem $(DEMO_MEM) --strategy gnndrive \
+	  --max-nodes 20000
 
 bench: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=gcc -DTG_BENCH=ON >/dev/null

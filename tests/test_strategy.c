@@ -498,12 +498,19 @@ TG_TEST(whole_process_budget)
     tg_rmtree(dir);
     int rc = tg_test_cli(&out,
                          "train %s --out %s " COMMON " --epochs 1 --json --mem 80M "
-                         "--strategy gnndrive --io-gap 0",
+                         "--strategy gnndrive --io-gap 0 --eval-fanouts train",
                          wide, dir);
     TG_CHECK(rc == 0 && out && strstr(out, "memory budget 80.00 MiB: process"));
     TG_CHECK(out && strstr(out, "left for gnndrive's caches and buffers"));
     TG_CHECK(json_value(out, "data_bytes_peak", 0) <= 80 << 20);
     TG_CHECK(json_value(out, "mem_bytes", 0) == 80 << 20);
+    free(out);
+    /* tiergnn eval's sampled pass plans the same budget */
+    rc = tg_test_cli(&out, "eval %s --checkpoint %s --mem 80M --strategy gnndrive", wide, dir);
+    TG_CHECK(rc == 0 && out && strstr(out, "memory budget 80.00 MiB: process"));
+    free(out);
+    rc = tg_test_cli(&out, "eval %s --checkpoint %s --mem 30M --strategy gnndrive", wide, dir);
+    TG_CHECK(rc != 0 && out && strstr(out, "is too small for this model and batch size"));
     free(out);
     /* too small for the model and one batch: refused with the amount needed */
     tg_rmtree(dir);

@@ -92,6 +92,11 @@ static int measure_activations(tg_run_t *r, const tg_model_t *m, const tg_optim_
     tg_model_t *pm = NULL;
     float *X = NULL;
     int32_t *y = NULL;
+    tg_optim_config_t adam;
+    if (!oc) {
+        tg_optim_config_default(&adam, TG_OPTIM_ADAM);
+        oc = &adam;
+    }
     int rc = tg_model_create(&pm, tg_model_config(m), 1);
     if (rc == 0) rc = tg_model_set_optim(pm, oc);
     if (rc == 0) {
@@ -119,7 +124,7 @@ int tg_budget_plan(tg_run_t *r, const tg_model_t *m, const tg_budget_plan_opts_t
     p->limit = r->budget.limit;
     p->model = tg_model_param_bytes(m);
     p->in_flight = r->strat_i->batches_in_flight ? r->strat_i->batches_in_flight(&r->sopts) : 2;
-    if (!p->limit || o->plan->num_batches == 0) return 0;
+    if (!p->limit || o->plan->num_batches == 0 || r->budget_planned) return 0;
     double t0 = tg_now();
     tg_batch_t big;
     int rc = profile_batches(r, o, &big);
@@ -157,6 +162,7 @@ int tg_budget_plan(tg_run_t *r, const tg_model_t *m, const tg_budget_plan_opts_t
     if ((rc = tg_budget_reserve(&r->budget, need, "process, model, activations, batches")) < 0)
         return rc;
     p->reserved = need;
+    r->budget_planned = 1;
     p->data = r->budget.used - need;
     p->rest = p->limit - r->budget.used;
     tg_log_info("memory budget %s: process %s, model %s, activations %s, %llu batch matrices of "

@@ -131,7 +131,8 @@ struct tg_run {
     uint64_t split_bytes, label_bytes; /* reserved against budget */
     tg_budget_t budget;
     int budget_init;
-    tg_pool_t *pool; /* compute threads */
+    int budget_planned; /* tg_budget_plan has reserved the model and batches */
+    tg_pool_t *pool;    /* compute threads */
     const tg_strategy_i *strat_i;
     tg_strategy_t *strat;
     tg_strategy_opts_t sopts;
@@ -236,7 +237,7 @@ typedef struct tg_budget_plan_opts {
     const tg_plan_t *plan; /* at the first epoch to run: its first batches are measured */
     int num_layers;
     const int64_t *fanouts;
-    const tg_optim_config_t *optim;
+    const tg_optim_config_t *optim; /* NULL: Adam's defaults (evaluation: no optimiser) */
 } tg_budget_plan_opts_t;
 
 typedef struct tg_budget_plan {

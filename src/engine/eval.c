@@ -119,6 +119,15 @@ static int eval_sampled(tg_run_t *r, tg_model_t *m, int s, const tg_eval_how_t *
     /* evaluation's own RNG streams, never a training epoch's */
     tg_plan_t pl;
     tg_plan_eval(&pl, nodes, n, h->batch_size, h->seed, s);
+    /* --mem is the whole process's: the first sampled pass of a run that has not planned its
+     * budget yet (tiergnn eval) reserves the model and its batches as training does */
+    if (r->budget.limit && !r->budget_planned) {
+        tg_budget_plan_opts_t bo = {
+            .plan = &pl, .num_layers = cfg->num_layers, .fanouts = h->fanouts};
+        tg_budget_plan_t bp;
+        int rc = tg_budget_plan(r, m, &bo, &bp);
+        if (rc < 0) return rc;
+    }
     tg_pass_t p = {.seeds = pl.seeds,
                    .num_seeds = pl.num_seeds,
                    .batch_size = pl.batch_size,
