@@ -12,20 +12,12 @@
  * Mechanism: samplers (indices read from disk as in gnndrive) -> extractors (tg_extract_group:
  * static tier, then the file) -> in-order window -> trainer -> releaser (engine/pipeline.h).
  * Batches reach the trainer in id order, so checkpoints are byte-identical to memory's. */
-#include "../engine-impl.h"
-#include "../pipeline.h"
-
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "tiergnn/extract.h"
 #include "tiergnn/outdeg.h"
-
-#define ADJ_QUEUES 2u
-#define ADJ_DEPTH 64u
-#define ADJ_MAX_READ ((size_t)16 << 10)
-#define ADJ_MAX_REQUESTS ((size_t)4096)
+#include "xpass.h"
 /* While the static tier is made: the hot list and the tier's sorted copy (16 bytes a node) and
  * the fill's io/ staging (8 reads of 512 KiB, bookkeeping), or the ranking's read buffer. */
 #define HOT_LIST_BYTES 16u
@@ -64,14 +56,14 @@ struct tg_strategy {
     const pg_cfg_t *c;
     tg_io_stats_t stats;
     tg_io_file_t *feat;
-    tg_tier_t *hot; /* NULL when no row fits (or --hot-nodes 0) */
-    tg_extract_t *ex;
-    int E;
+    tg_tier_t *hot;   /* NULL when no row fits (or --hot-nodes 0) */
+    tg_extract_t *ex; /* created at the first pass, when the run has reserved the rest */
 };
 
-static void plan_opts(const tg_dataset_t *ds, const pg_cfg_t *c, char *path, size_t len,
+static void plan_opts(const tg_dataset_t *ds, const tg_strategy_opts_t *so, char *path, size_t len,
                       tg_extract_plan_opts_t *po)
 {
+    const pg_cfg_t *c = so->cfg;
     tg_extract_plan_opts_default(po);
     tg_dataset_path(ds, TG_FILE_FEATURES, path, len);
     po->num_nodes = ds->meta.num_nodes;
@@ -83,7 +75,7 @@ static void plan_opts(const tg_dataset_t *ds, const pg_cfg_t *c, char *path, siz
     po->chunk_rows = (uint32_t)c->chunk_rows;
     po->featbuf = 0; /* misses go through the workers' staging rows */
     po->probe_path = path;
-    po->other_transient = TG_MAX(ADJ_QUEUES, 1u) * ADJ_MAX_REQUESTS * TG_EXTRACT_IO_BOOKKEEPING;
+    po->other_transient = tg_xpass_adj_transient(tg_xpass_adj_queues(so->sampler_threads));
 }
 
 static uint64_t pg_min_bytes(const tg_dataset_t *ds, const tg_strategy_opts_t *so, char *why,
@@ -91,12 +83,12 @@ static uint64_t pg_min_bytes(const tg_dataset_t *ds, const tg_strategy_opts_t *s
 {
     char path[4096], a[32], b[512];
     tg_extract_plan_opts_t po;
-    plan_opts(ds, so->cfg, path, sizeof path, &po);
+    plan_opts(ds, so, path, sizeof path, &po);
     po.minimum = 1;
     tg_extract_plan_t pl;
     if (tg_extract_plan(&pl, &po) < 0) return snprintf(why, len, "%s", tg_errmsg()), UINT64_MAX;
-    uint64_t adj = (ds->meta.num_nodes + 1) * sizeof(uint64_t) +
-                   ADJ_QUEUES * ADJ_DEPTH * ADJ_MAX_READ + po.other_transient;
+    uint64_t adj =
+        tg_xpass_adj_bytes(ds, tg_xpass_adj_queues(so->sampler_threads)) + po.other_transient;
     snprintf(why, len, "indptr and index-read staging %s, %s", tg_fmt_bytes(adj, a, sizeof a),
              tg_extract_plan_describe(&pl, b, sizeof b));
     return adj + tg_extract_plan_bytes(&pl);
@@ -126,15 +118,10 @@ static int pg_open(tg_strategy_t **out, tg_run_t *r, const tg_strategy_opts_t *s
     s->r = r;
     s->c = so->cfg;
     tg_io_stats_init(&s->stats);
-    tg_adj_disk_opts_t ao;
-    tg_adj_disk_opts_default(&ao);
-    ao.io = (tg_io_opts_t){.depth = ADJ_DEPTH, .max_read_bytes = ADJ_MAX_READ, .stats = &s->stats};
-    ao.queues = ADJ_QUEUES;
-    ao.max_requests = ADJ_MAX_REQUESTS;
     char path[4096];
     tg_dataset_path(r->ds, TG_FILE_FEATURES, path, sizeof path);
     tg_store_opts_t sto = {.normalize = so->normalize, .budget = &r->budget};
-    int rc = tg_adj_disk_open(&r->adj, r->ds, &ao, &r->budget);
+    int rc = tg_xpass_adj_open(r, tg_xpass_adj_queues(so->sampler_threads), &s->stats);
     if (rc == 0) rc = tg_store_file_open(&r->store, r->ds, &sto);
     if (rc == 0) rc = tg_io_file_open(&s->feat, path, 0);
     if (rc < 0) pg_close(s), *out = NULL;
@@ -157,86 +144,73 @@ static uint64_t hot_fit(const tg_meta_t *m, uint64_t room)
     return lo;
 }
 
-/* Fills the static tier with the top of the ranking and creates the extractors (first pass). */
+/* The static tier of the k highest-ranked nodes; od is closed first (its buffer makes room for
+ * the fill's). */
+static int hot_create(tg_strategy_t *s, tg_outdeg_t *od, uint64_t k, uint64_t *hot_sum)
+{
+    const tg_meta_t *m = &s->r->ds->meta;
+    tg_budget_t *bg = &s->r->budget;
+    uint64_t *ids = NULL;
+    int rc = tg_budget_reserve(bg, k * HOT_LIST_BYTES, "pagraph hot list");
+    if (rc == 0 && !(ids = malloc(k * sizeof *ids))) rc = tg_err(-ENOMEM, "out of memory");
+    if (rc == 0) rc = tg_outdeg_top(od, k, ids, hot_sum);
+    tg_outdeg_close(od);
+    tg_tier_static_opts_t to = {.name = "pagraph-static",
+                                .feat = s->feat,
+                                .num_nodes = m->num_nodes,
+                                .feat_dim = m->feat_dim,
+                                .dtype = m->feat_dtype};
+    if (rc == 0) rc = tg_tier_static_create(&s->hot, &to, ids, k, bg);
+    if (ids) tg_budget_release(bg, k * HOT_LIST_BYTES);
+    free(ids);
+    return rc;
+}
+
+/* At the first pass: the hot rows get what the budget leaves beside the extractors' plan. */
 static int pg_setup(tg_strategy_t *s)
 {
-    tg_run_t *r = s->r;
-    const tg_meta_t *m = &r->ds->meta;
+    const tg_meta_t *m = &s->r->ds->meta;
+    tg_budget_t *bg = &s->r->budget;
     char path[4096], a[32], b[32];
     tg_extract_plan_opts_t po;
-    plan_opts(r->ds, s->c, path, sizeof path, &po);
-    tg_budget_t *bg = &r->budget;
-    tg_outdeg_t *od = NULL;
-    uint64_t *ids = NULL, k = 0, hot_sum = 0;
-    int rc = tg_outdeg_open(&od, r->ds, NULL, bg);
+    plan_opts(s->r->ds, &s->r->sopts, path, sizeof path, &po);
+    tg_outdeg_t *od;
+    uint64_t k = 0, hot_sum = 0;
+    int rc = tg_outdeg_open(&od, s->r->ds, NULL, bg);
     if (rc < 0) return tg_err_prefix(rc, "pagraph");
-    uint64_t left =
-        bg->limit ? (bg->limit > bg->used ? bg->limit - bg->used : 0) : tg_phys_mem_bytes() / 8;
-    if (bg->limit) po.avail = left ? left : 1;
+    uint64_t left = bg->limit > bg->used ? bg->limit - bg->used : 0;
+    if (!bg->limit)
+        left = tg_phys_mem_bytes() / 8;
+    else
+        po.avail = TG_MAX(left, 1);
     tg_extract_plan_t pl;
-    if ((rc = tg_extract_plan(&pl, &po)) < 0) goto out;
-    uint64_t plan = bg->limit ? tg_extract_plan_bytes(&pl) + po.other_transient : 0;
-    k = hot_fit(m, left > plan ? left - plan : 0);
-    if (s->c->hot_nodes >= 0) k = TG_MIN(k, (uint64_t)s->c->hot_nodes);
-    if (k && (rc = tg_budget_reserve(bg, k * HOT_LIST_BYTES, "pagraph hot list")) == 0) {
-        if (!(ids = malloc(k * sizeof *ids)))
-            rc = tg_err(-ENOMEM, "pagraph: out of memory");
-        else
-            rc = tg_outdeg_top(od, k, ids, &hot_sum);
-        tg_outdeg_close(od), od = NULL; /* its buffer makes room for the fill */
-        tg_tier_static_opts_t to = {.name = "pagraph-static",
-                                    .feat = s->feat,
-                                    .num_nodes = m->num_nodes,
-                                    .feat_dim = m->feat_dim,
-                                    .dtype = m->feat_dtype};
-        if (rc == 0) rc = tg_tier_static_create(&s->hot, &to, ids, k, bg);
-        free(ids);
-        tg_budget_release(bg, k * HOT_LIST_BYTES);
+    if ((rc = tg_extract_plan(&pl, &po)) == 0) {
+        uint64_t plan = bg->limit ? tg_extract_plan_bytes(&pl) + po.other_transient : 0;
+        k = hot_fit(m, left > plan ? left - plan : 0);
+        if (s->c->hot_nodes >= 0) k = TG_MIN(k, (uint64_t)s->c->hot_nodes);
     }
-    if (rc < 0) goto out;
+    rc = rc == 0 && k ? hot_create(s, od, k, &hot_sum) : (tg_outdeg_close(od), rc);
     tg_extract_opts_t eo = {.plan = &pl,
                             .feat = s->feat,
-                            .normalize = r->sopts.normalize,
+                            .normalize = s->r->sopts.normalize,
                             .budget = bg,
                             .stats = &s->stats,
                             .tiers = &s->hot,
                             .ntiers = s->hot != NULL,
                             .who = "pagraph"};
-    if ((rc = tg_extract_create(&s->ex, &eo)) < 0) goto out;
-    s->E = pl.extractors;
+    if (rc == 0) rc = tg_extract_create(&s->ex, &eo);
+    if (rc < 0) {
+        tg_tier_destroy(s->hot), s->hot = NULL;
+        return tg_err_prefix(rc, "pagraph");
+    }
     tg_log_info("pagraph: %llu hot rows (%s, %.1f%% of nodes, %.1f%% of indices.bin's entries), "
                 "%d extractor(s), %u reads in flight each, %u rows per chunk, %s%s",
                 (unsigned long long)k, tg_fmt_bytes(s->hot ? s->hot->mem_bytes : 0, a, sizeof a),
                 100.0 * (double)k / (double)m->num_nodes,
-                m->num_edges ? 100.0 * (double)hot_sum / (double)m->num_edges : 0.0, s->E, pl.depth,
-                pl.chunk, pl.gap ? "holes up to " : "one read per row run",
+                m->num_edges ? 100.0 * (double)hot_sum / (double)m->num_edges : 0.0, pl.extractors,
+                pl.depth, pl.chunk, pl.gap ? "holes up to " : "one read per row run",
                 pl.gap ? tg_fmt_bytes(pl.gap, b, sizeof b) : "");
-out:
-    tg_outdeg_close(od);
-    return rc < 0 ? tg_err_prefix(rc, "pagraph") : 0;
-}
-
-static void ex_fail(void *ctx, int rc, const char *msg)
-{
-    tg_pipe_fail(ctx, rc, msg);
-}
-
-static void ex_scratch(void *ctx, int64_t bytes)
-{
-    tg_pipe_count_bytes(ctx, bytes);
-}
-
-static int pg_work(void *ctx, tg_pipe_t *pipe, int worker, const tg_batch_t *const *b,
-                   float *const *X, int n)
-{
-    tg_strategy_t *s = ctx;
-    tg_extract_batch_t eb[TG_PIPE_MAX_GROUP];
-    for (int j = 0; j < n; j++)
-        eb[j] = (tg_extract_batch_t){
-            .id = b[j]->id, .nodes = b[j]->nodes, .n = b[j]->num_nodes, .X = X[j]};
-    tg_extract_hooks_t hk = {
-        .fail = ex_fail, .scratch = ex_scratch, .abort = tg_pipe_abort_flag(pipe), .ctx = pipe};
-    return tg_extract_group(tg_extract_worker(s->ex, worker), eb, n, &hk);
+    return 0;
 }
 
 static int pg_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
@@ -245,40 +219,20 @@ static int pg_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
     st->next_batch = p->first_batch;
     int rc;
     if (!s->ex && (rc = pg_setup(s)) < 0) return rc;
-    tg_tier_stats_t ts[TG_PASS_MAX_TIERS];
-    tg_io_counts_t io;
-    tg_extract_tier_stats(s->ex, ts, TG_PASS_MAX_TIERS, 1); /* the fill is not this pass's */
-    tg_io_stats_take(&s->stats, &io);
+    tg_xpass_begin(s->ex, &s->stats); /* the fill and the budget's profile are not the pass's */
     tg_pipe_opts_t po = {.pass = p,
                          .adj = s->r->adj,
                          .dim = s->r->ds->meta.feat_dim,
                          .sampler_threads = s->r->sopts.sampler_threads,
                          .prefetch = (size_t)s->c->queue_depth,
-                         .workers = s->E,
+                         .workers = tg_extract_num_workers(s->ex),
                          .group = (int)s->c->sweep_batches,
-                         .work = pg_work,
-                         .work_ctx = s,
+                         .work = tg_xpass_work,
+                         .work_ctx = s->ex,
                          .queue_depth = (int)s->c->queue_depth,
                          .in_order = 1};
     rc = tg_pipe_run(&po, st);
-    int nt = tg_extract_tier_stats(s->ex, ts, TG_PASS_MAX_TIERS, 1); /* TG_MIN evaluates twice */
-    nt = TG_MIN(nt, TG_PASS_MAX_TIERS);
-    for (int t = 0; t < nt; t++) {
-        snprintf(st->tiers[t].name, sizeof st->tiers[t].name, "%s", ts[t].name);
-        st->tiers[t].lookups = ts[t].lookups;
-        st->tiers[t].hits = ts[t].hits;
-        st->tiers[t].bytes = ts[t].bytes;
-    }
-    st->ntiers = nt;
-    /* hit ratio = static-tier hits / rows looked up (the first tier sees every row) */
-    st->have_cache = 1;
-    st->cache_lookups = ts[0].lookups;
-    st->cache_hits = s->hot ? ts[0].hits : 0;
-    tg_io_stats_take(&s->stats, &io);
-    st->have_io = st->have_io_wait = 1;
-    st->io_requests = io.io_requests;
-    st->io_read_bytes = io.io_read_bytes;
-    st->io_wait_s = io.io_wait_s;
+    tg_xpass_end(s->ex, &s->stats, s->hot != NULL, st); /* hit ratio: static-tier hits / rows */
     return rc;
 }
 
