@@ -33,6 +33,7 @@ typedef struct {
     void *buf;
     size_t esz;
     uint64_t bytes, num_nodes;
+    size_t read;         /* bytes per step: READ_BYTES, less for a small file */
     tg_budget_t *budget; /* the read buffer is reserved here (NULL: not accounted) */
 } sweep_t;
 
@@ -40,7 +41,7 @@ static void sweep_close(sweep_t *s)
 {
     tg_io_destroy(s->io);
     tg_io_file_close(s->f);
-    if (s->buf && s->budget) tg_budget_release(s->budget, READ_BYTES);
+    if (s->buf && s->budget) tg_budget_release(s->budget, s->read);
     free(s->buf);
     memset(s, 0, sizeof *s);
 }
@@ -53,12 +54,15 @@ static int sweep_open(sweep_t *s, const tg_dataset_t *ds, tg_budget_t *budget)
     s->esz = tg_index_dtype_size(ds->meta.index_dtype);
     s->bytes = ds->meta.num_edges * s->esz;
     s->num_nodes = ds->meta.num_nodes;
-    tg_io_opts_t io = {.depth = IO_DEPTH, .max_read_bytes = IO_MAX_READ, .budget = budget};
+    /* small files, small buffers (what a small run frees may still count in its RSS) */
+    s->read = (size_t)TG_MIN((uint64_t)READ_BYTES, (s->bytes + 4095) / 4096 * 4096 + 4096);
+    tg_io_opts_t io = {
+        .depth = IO_DEPTH, .max_read_bytes = TG_MIN(IO_MAX_READ, s->read), .budget = budget};
     int rc = tg_io_file_open(&s->f, path, 0);
     if (rc == 0) rc = tg_io_create(&s->io, &io);
-    if (rc == 0 && budget) rc = tg_budget_reserve(budget, READ_BYTES, "out-degree sweep");
-    if (rc == 0 && !(s->buf = malloc(READ_BYTES))) {
-        if (budget) tg_budget_release(budget, READ_BYTES);
+    if (rc == 0 && budget) rc = tg_budget_reserve(budget, s->read, "out-degree sweep");
+    if (rc == 0 && !(s->buf = malloc(s->read))) {
+        if (budget) tg_budget_release(budget, s->read);
         rc = tg_err(-ENOMEM, "out-degrees: out of memory for the read buffer");
     }
     s->budget = budget;
@@ -71,8 +75,8 @@ static int sweep_open(sweep_t *s, const tg_dataset_t *ds, tg_budget_t *budget)
 static int sweep_count(sweep_t *s, uint64_t lo, uint64_t n, uint32_t *counts)
 {
     memset(counts, 0, (size_t)n * sizeof *counts);
-    for (uint64_t off = 0; off < s->bytes; off += READ_BYTES) {
-        size_t len = (size_t)TG_MIN((uint64_t)READ_BYTES, s->bytes - off), m = len / s->esz;
+    for (uint64_t off = 0; off < s->bytes; off += s->read) {
+        size_t len = (size_t)TG_MIN((uint64_t)s->read, s->bytes - off), m = len / s->esz;
         int rc = tg_io_read(s->io, s->f, off, len, s->buf);
         if (rc < 0) return tg_err_prefix(rc, "counting out-degrees");
         for (size_t i = 0; i < m; i++) {
@@ -94,11 +98,12 @@ static int build_file(const tg_dataset_t *ds, const char *root, uint64_t mem, tg
 {
     uint64_t N = ds->meta.num_nodes;
     uint64_t chunk = TG_MIN(TG_MAX(mem / sizeof(uint32_t), MIN_CHUNK), N);
-    uint64_t held = chunk * sizeof(uint32_t) + 2 * WRITE_BUF;
+    size_t wbuf = (size_t)TG_MIN((uint64_t)WRITE_BUF, (chunk * 4 + 4095) / 4096 * 4096);
+    uint64_t held = chunk * sizeof(uint32_t) + 2 * wbuf;
     tg_derived_writer_t *w = NULL;
     uint32_t *counts = NULL;
     sweep_t s;
-    int rc = tg_derived_create(&w, ds, root, TG_OUTDEG_KIND, TG_OUTDEG_PARAMS, WRITE_BUF);
+    int rc = tg_derived_create(&w, ds, root, TG_OUTDEG_KIND, TG_OUTDEG_PARAMS, wbuf);
     if (rc < 0) goto unwritable;
     if (budget && (rc = tg_budget_reserve(budget, held, "out-degree counts")) < 0) {
         tg_derived_abort(w);
