@@ -1,0 +1,261 @@
+/* Strategy "pagraph": PaGraph's static feature cache (Lin et al., "PaGraph: Scaling GNN Training
+ * on Large Graphs via Computation-aware Caching", SoCC 2020), the baseline Ginex compares with.
+ *
+ * Policy: the feature rows of the nodes that appear most often in indices.bin (the highest
+ * out-degrees: the nodes most neighbourhoods contain, so the ones samplers pick most) fill what
+ * the budget leaves at the first pass, pinned in RAM for the whole run (a static tier of
+ * store/extract). Every other row is read from features.bin on extractor threads of the
+ * pipeline, through io_uring with merging through holes, into the workers' staging rows: there
+ * is no dynamic buffer, as in the paper. The ranking is a derived/ file built by `prepare`
+ * (graph/outdeg: one streaming sweep of indices.bin; the top k by a radix select).
+ *
+ * Mechanism: samplers (indices read from disk as in gnndrive) -> extractors (tg_extract_group:
+ * static tier, then the file) -> in-order window -> trainer -> releaser (engine/pipeline.h).
+ * Batches reach the trainer in id order, so checkpoints are byte-identical to memory's. */
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tiergnn/outdeg.h"
+#include "xpass.h"
+/* While the static tier is made: the hot list and the tier's sorted copy (16 bytes a node) and
+ * the fill's io/ staging (8 reads of 512 KiB, bookkeeping), or the ranking's read buffer. */
+#define HOT_LIST_BYTES 16u
+#define FILL_BYTES ((uint64_t)6 << 20)
+
+typedef struct {
+    int64_t extractors, queue_depth, io_depth, io_gap, chunk_rows, sweep_batches, hot_nodes;
+} pg_cfg_t;
+
+#define PG_OPT(n, k, d, lo, hi, a, f, m, h)                                                        \
+    {                                                                                              \
+        .name = n, .kind = k, .def = d, .min = lo, .max = hi, .auto_ok = a,                        \
+        .offset = offsetof(pg_cfg_t, f), .meta = m, .help = h                                      \
+    }
+
+static const tg_strategy_opt_t pg_opts[] = {
+    PG_OPT("extractors", TG_SOPT_INT, 2, 1, 64, 0, extractors, "E",
+           "extractor threads (default 2)"),
+    PG_OPT("queue-depth", TG_SOPT_INT, 2, 1, 1024, 0, queue_depth, "Q",
+           "training/releasing queue capacity (default 2)"),
+    PG_OPT("io-depth", TG_SOPT_INT, 0, 0, 4096, 0, io_depth, "D",
+           "reads in flight per extractor (default 0: the device probe's depth / E)"),
+    PG_OPT("io-gap", TG_SOPT_SIZE, -1, 0, 1 << 20, 1, io_gap, "BYTES",
+           "read through holes up to BYTES to merge rows (default auto: from the device probe)"),
+    PG_OPT("chunk-rows", TG_SOPT_INT, 0, 0, 1 << 24, 0, chunk_rows, "N",
+           "rows an extractor reads at once (default 0: automatic)"),
+    PG_OPT("sweep-batches", TG_SOPT_INT, 1, 1, 16, 0, sweep_batches, "S",
+           "batches an extractor reads in one sweep of the feature file (default 1)"),
+    PG_OPT("hot-nodes", TG_SOPT_INT, -1, 0, UINT32_MAX, 1, hot_nodes, "N",
+           "cache at most the N highest out-degree nodes (default auto: what the budget leaves; "
+           "without --mem an eighth of the RAM)"),
+};
+
+struct tg_strategy {
+    tg_run_t *r;
+    const pg_cfg_t *c;
+    tg_io_stats_t stats;
+    tg_io_file_t *feat;
+    tg_tier_t *hot;   /* NULL when no row fits (or --hot-nodes 0) */
+    tg_extract_t *ex; /* created at the first pass, when the run has reserved the rest */
+};
+
+static void plan_opts(const tg_dataset_t *ds, const tg_strategy_opts_t *so, char *path, size_t len,
+                      tg_extract_plan_opts_t *po)
+{
+    const pg_cfg_t *c = so->cfg;
+    tg_extract_plan_opts_default(po);
+    tg_dataset_path(ds, TG_FILE_FEATURES, path, len);
+    po->num_nodes = ds->meta.num_nodes;
+    po->feat_dim = ds->meta.feat_dim;
+    po->dtype = ds->meta.feat_dtype;
+    po->extractors = (int)c->extractors;
+    po->io_depth = (unsigned)c->io_depth;
+    po->io_gap = c->io_gap;
+    po->chunk_rows = (uint32_t)c->chunk_rows;
+    po->featbuf = 0; /* misses go through the workers' staging rows */
+    po->probe_path = path;
+    po->other_transient = tg_xpass_adj_transient(tg_xpass_adj_queues(so->sampler_threads));
+}
+
+static uint64_t pg_min_bytes(const tg_dataset_t *ds, const tg_strategy_opts_t *so, char *why,
+                             size_t len)
+{
+    char path[4096], a[32], b[512];
+    tg_extract_plan_opts_t po;
+    plan_opts(ds, so, path, sizeof path, &po);
+    po.minimum = 1;
+    tg_extract_plan_t pl;
+    if (tg_extract_plan(&pl, &po) < 0) return snprintf(why, len, "%s", tg_errmsg()), UINT64_MAX;
+    uint64_t adj =
+        tg_xpass_adj_bytes(ds, tg_xpass_adj_queues(so->sampler_threads)) + po.other_transient;
+    snprintf(why, len, "indptr and index-read staging %s, %s", tg_fmt_bytes(adj, a, sizeof a),
+             tg_extract_plan_describe(&pl, b, sizeof b));
+    return adj + tg_extract_plan_bytes(&pl);
+}
+
+/* The out-degree ranking: built (or found valid) before the run opens anything. */
+static int pg_prepare(const tg_dataset_t *ds, const tg_strategy_opts_t *so)
+{
+    (void)so;
+    int rc = tg_outdeg_prepare(ds, NULL, 0);
+    return rc < 0 ? tg_err_prefix(rc, "pagraph: preparing the out-degree ranking") : 0;
+}
+
+static void pg_close(tg_strategy_t *s)
+{
+    if (!s) return;
+    tg_extract_destroy(s->ex);
+    tg_tier_destroy(s->hot);
+    tg_io_file_close(s->feat);
+    free(s);
+}
+
+static int pg_open(tg_strategy_t **out, tg_run_t *r, const tg_strategy_opts_t *so)
+{
+    tg_strategy_t *s = calloc(1, sizeof *s);
+    if (!(*out = s)) return tg_err(-ENOMEM, "strategy pagraph: out of memory");
+    s->r = r;
+    s->c = so->cfg;
+    tg_io_stats_init(&s->stats);
+    char path[4096];
+    tg_dataset_path(r->ds, TG_FILE_FEATURES, path, sizeof path);
+    tg_store_opts_t sto = {.normalize = so->normalize, .budget = &r->budget};
+    int rc = tg_xpass_adj_open(r, tg_xpass_adj_queues(so->sampler_threads), &s->stats);
+    if (rc == 0) rc = tg_store_file_open(&r->store, r->ds, &sto);
+    if (rc == 0) rc = tg_io_file_open(&s->feat, path, 0);
+    if (rc < 0) pg_close(s), *out = NULL;
+    return rc;
+}
+
+/* The most hot rows whose tier, with its transient lists and fill, fits room bytes. */
+static uint64_t hot_fit(const tg_meta_t *m, uint64_t room)
+{
+    uint64_t lo = 0, hi = m->num_nodes;
+    while (lo < hi) {
+        uint64_t k = hi - (hi - lo) / 2;
+        uint64_t need = tg_tier_static_bytes(m->num_nodes, m->feat_dim, m->feat_dtype, k) +
+                        k * HOT_LIST_BYTES + FILL_BYTES;
+        if (need <= room)
+            lo = k;
+        else
+            hi = k - 1;
+    }
+    return lo;
+}
+
+/* The static tier of the k highest-ranked nodes; od is closed first (its buffer makes room for
+ * the fill's). */
+static int hot_create(tg_strategy_t *s, tg_outdeg_t *od, uint64_t k, uint64_t *hot_sum)
+{
+    const tg_meta_t *m = &s->r->ds->meta;
+    tg_budget_t *bg = &s->r->budget;
+    uint64_t *ids = NULL;
+    int rc = tg_budget_reserve(bg, k * HOT_LIST_BYTES, "pagraph hot list");
+    if (rc == 0 && !(ids = malloc(k * sizeof *ids))) rc = tg_err(-ENOMEM, "out of memory");
+    if (rc == 0) rc = tg_outdeg_top(od, k, ids, hot_sum);
+    tg_outdeg_close(od);
+    tg_tier_static_opts_t to = {.name = "pagraph-static",
+                                .feat = s->feat,
+                                .num_nodes = m->num_nodes,
+                                .feat_dim = m->feat_dim,
+                                .dtype = m->feat_dtype};
+    if (rc == 0) rc = tg_tier_static_create(&s->hot, &to, ids, k, bg);
+    if (ids) tg_budget_release(bg, k * HOT_LIST_BYTES);
+    free(ids);
+    return rc;
+}
+
+/* At the first pass: the hot rows get what the budget leaves beside the extractors' plan. */
+static int pg_setup(tg_strategy_t *s)
+{
+    const tg_meta_t *m = &s->r->ds->meta;
+    tg_budget_t *bg = &s->r->budget;
+    char path[4096], a[32], b[32];
+    tg_extract_plan_opts_t po;
+    plan_opts(s->r->ds, &s->r->sopts, path, sizeof path, &po);
+    tg_outdeg_t *od;
+    uint64_t k = 0, hot_sum = 0;
+    int rc = tg_outdeg_open(&od, s->r->ds, NULL, bg);
+    if (rc < 0) return tg_err_prefix(rc, "pagraph");
+    uint64_t left = bg->limit > bg->used ? bg->limit - bg->used : 0;
+    if (!bg->limit)
+        left = tg_phys_mem_bytes() / 8;
+    else
+        po.avail = TG_MAX(left, 1);
+    tg_extract_plan_t pl;
+    if ((rc = tg_extract_plan(&pl, &po)) == 0) {
+        uint64_t plan = bg->limit ? tg_extract_plan_bytes(&pl) + po.other_transient : 0;
+        k = hot_fit(m, left > plan ? left - plan : 0);
+        if (s->c->hot_nodes >= 0) k = TG_MIN(k, (uint64_t)s->c->hot_nodes);
+    }
+    rc = rc == 0 && k ? hot_create(s, od, k, &hot_sum) : (tg_outdeg_close(od), rc);
+    tg_extract_opts_t eo = {.plan = &pl,
+                            .feat = s->feat,
+                            .normalize = s->r->sopts.normalize,
+                            .budget = bg,
+                            .stats = &s->stats,
+                            .tiers = &s->hot,
+                            .ntiers = s->hot != NULL,
+                            .who = "pagraph"};
+    if (rc == 0) rc = tg_extract_create(&s->ex, &eo);
+    if (rc < 0) {
+        tg_tier_destroy(s->hot), s->hot = NULL;
+        return tg_err_prefix(rc, "pagraph");
+    }
+    tg_log_info("pagraph: %llu hot rows (%s, %.1f%% of nodes, %.1f%% of indices.bin's entries), "
+                "%d extractor(s), %u reads in flight each, %u rows per chunk, %s%s",
+                (unsigned long long)k, tg_fmt_bytes(s->hot ? s->hot->mem_bytes : 0, a, sizeof a),
+                100.0 * (double)k / (double)m->num_nodes,
+                m->num_edges ? 100.0 * (double)hot_sum / (double)m->num_edges : 0.0, pl.extractors,
+                pl.depth, pl.chunk, pl.gap ? "holes up to " : "one read per row run",
+                pl.gap ? tg_fmt_bytes(pl.gap, b, sizeof b) : "");
+    return 0;
+}
+
+static int pg_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
+{
+    memset(st, 0, sizeof *st);
+    st->next_batch = p->first_batch;
+    int rc;
+    if (!s->ex && (rc = pg_setup(s)) < 0) return rc;
+    tg_xpass_begin(s->ex, &s->stats); /* the fill and the budget's profile are not the pass's */
+    tg_pipe_opts_t po = {.pass = p,
+                         .adj = s->r->adj,
+                         .dim = s->r->ds->meta.feat_dim,
+                         .sampler_threads = s->r->sopts.sampler_threads,
+                         .prefetch = (size_t)s->c->queue_depth,
+                         .workers = tg_extract_num_workers(s->ex),
+                         .group = (int)s->c->sweep_batches,
+                         .work = tg_xpass_work,
+                         .work_ctx = s->ex,
+                         .queue_depth = (int)s->c->queue_depth,
+                         .in_order = 1};
+    rc = tg_pipe_run(&po, st);
+    tg_xpass_end(s->ex, &s->stats, s->hot != NULL, st); /* hit ratio: static-tier hits / rows */
+    return rc;
+}
+
+/* Matrix places of the pipeline: extractors x sweep + queue depth (pipeline.h). */
+static int pg_in_flight(const tg_strategy_opts_t *so)
+{
+    const pg_cfg_t *c = so->cfg;
+    return (int)(c->extractors * c->sweep_batches + c->queue_depth);
+}
+
+const tg_strategy_i tg_strategy_pagraph = {
+    .info = {.name = "pagraph",
+             .summary = "PaGraph: the highest out-degree nodes' feature rows pinned in RAM, the "
+                        "rest read from disk by extractors (io_uring); indices on disk",
+             .caps = TG_STRAT_EXACT | TG_STRAT_DERIVED,
+             .opts = pg_opts,
+             .num_opts = sizeof pg_opts / sizeof pg_opts[0],
+             .config_size = sizeof(pg_cfg_t),
+             .example_args = "--mem 32M --hot-nodes 400 --extractors 3 --chunk-rows 64"},
+    .min_bytes = pg_min_bytes,
+    .prepare = pg_prepare,
+    .open = pg_open,
+    .pass = pg_pass,
+    .close = pg_close,
+    .batches_in_flight = pg_in_flight,
+};

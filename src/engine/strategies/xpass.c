@@ -1,0 +1,93 @@
+/* What the extracting strategies share (strategies/xpass.h). */
+#include "xpass.h"
+
+#include <string.h>
+
+#define ADJ_MIN_QUEUES 2u
+#define ADJ_DEPTH 64u
+#define ADJ_MAX_READ ((size_t)16 << 10)
+#define ADJ_MAX_REQUESTS ((size_t)4096)
+
+/* Each sampler's read of a layer waits for its disk reads, so samplers overlap their waits only
+ * with queues of their own. */
+unsigned tg_xpass_adj_queues(int sampler_threads)
+{
+    return TG_MAX(ADJ_MIN_QUEUES, (unsigned)TG_MAX(sampler_threads, 0));
+}
+
+uint64_t tg_xpass_adj_bytes(const tg_dataset_t *ds, unsigned queues)
+{
+    return (ds->meta.num_nodes + 1) * sizeof(uint64_t) +
+           (uint64_t)queues * ADJ_DEPTH * ADJ_MAX_READ;
+}
+
+uint64_t tg_xpass_adj_transient(unsigned queues)
+{
+    return (uint64_t)queues * ADJ_MAX_REQUESTS * TG_EXTRACT_IO_BOOKKEEPING;
+}
+
+int tg_xpass_adj_open(tg_run_t *r, unsigned queues, tg_io_stats_t *stats)
+{
+    tg_adj_disk_opts_t ao;
+    tg_adj_disk_opts_default(&ao);
+    ao.io.depth = ADJ_DEPTH;
+    ao.io.max_read_bytes = ADJ_MAX_READ;
+    ao.io.stats = stats;
+    ao.queues = queues;
+    ao.max_requests = ADJ_MAX_REQUESTS;
+    return tg_adj_disk_open(&r->adj, r->ds, &ao, &r->budget);
+}
+
+static void ex_fail(void *ctx, int rc, const char *msg)
+{
+    tg_pipe_fail(ctx, rc, msg);
+}
+
+/* The extraction's sort scratch counts in batch_bytes_peak like the matrices. */
+static void ex_scratch(void *ctx, int64_t bytes)
+{
+    tg_pipe_count_bytes(ctx, bytes);
+}
+
+int tg_xpass_work(void *ctx, tg_pipe_t *P, int worker, const tg_batch_t *const *b, float *const *X,
+                  int n)
+{
+    tg_extract_batch_t eb[TG_PIPE_MAX_GROUP];
+    for (int j = 0; j < n; j++)
+        eb[j] = (tg_extract_batch_t){
+            .id = b[j]->id, .nodes = b[j]->nodes, .n = b[j]->num_nodes, .X = X[j]};
+    tg_extract_hooks_t hk = {
+        .fail = ex_fail, .scratch = ex_scratch, .abort = tg_pipe_abort_flag(P), .ctx = P};
+    return tg_extract_group(tg_extract_worker(ctx, worker), eb, n, &hk);
+}
+
+void tg_xpass_begin(tg_extract_t *ex, tg_io_stats_t *io)
+{
+    tg_tier_stats_t ts[TG_PASS_MAX_TIERS];
+    tg_io_counts_t c;
+    tg_extract_tier_stats(ex, ts, TG_PASS_MAX_TIERS, 1);
+    tg_io_stats_take(io, &c);
+}
+
+void tg_xpass_end(tg_extract_t *ex, tg_io_stats_t *io, int ram_tiers, tg_pass_stats_t *st)
+{
+    tg_tier_stats_t ts[TG_PASS_MAX_TIERS];
+    int nt = tg_extract_tier_stats(ex, ts, TG_PASS_MAX_TIERS, 1);
+    nt = TG_MIN(nt, TG_PASS_MAX_TIERS); /* not inside TG_MIN: it evaluates twice */
+    for (int t = 0; t < nt; t++) {
+        snprintf(st->tiers[t].name, sizeof st->tiers[t].name, "%s", ts[t].name);
+        st->tiers[t].lookups = ts[t].lookups;
+        st->tiers[t].hits = ts[t].hits;
+        st->tiers[t].bytes = ts[t].bytes;
+    }
+    st->ntiers = nt;
+    st->have_cache = 1;
+    st->cache_lookups = ts[0].lookups;
+    st->cache_hits = ram_tiers ? ts[0].hits : 0;
+    tg_io_counts_t c;
+    tg_io_stats_take(io, &c);
+    st->have_io = st->have_io_wait = 1;
+    st->io_requests = c.io_requests;
+    st->io_read_bytes = c.io_read_bytes;
+    st->io_wait_s = c.io_wait_s;
+}

@@ -1,0 +1,38 @@
+/* strategies/xpass.h - what the strategies that extract feature rows on pipeline workers share
+ * (gnndrive, pagraph): the disk adjacency their samplers read, the pipeline's work function over
+ * a store/extract extraction, and a pass's tier, cache and I/O figures from its counters.
+ *
+ *     tg_xpass_adj_open(r, queues, &stats);          // in open: r->adj, indices through io/
+ *     tg_xpass_begin(ex, &stats);                    // before tg_pipe_run: counters to zero
+ *     po.work = tg_xpass_work; po.work_ctx = ex;     // workers call tg_extract_group
+ *     rc = tg_pipe_run(&po, st);
+ *     tg_xpass_end(ex, &stats, st);                  // st->tiers, io_*, cache = first tier
+ */
+#ifndef TG_STRATEGIES_XPASS_H
+#define TG_STRATEGIES_XPASS_H
+
+#include "../engine-impl.h"
+#include "../pipeline.h"
+#include "tiergnn/extract.h"
+
+/* Index reads of the samplers: one io/ queue per sampler thread (at least 2), each read of a
+ * node's neighbours at most 16 KiB, 64 in flight, 4096 ranges per call. */
+unsigned tg_xpass_adj_queues(int sampler_threads);
+/* indptr and the queues' staging (reserved at open). */
+uint64_t tg_xpass_adj_bytes(const tg_dataset_t *ds, unsigned queues);
+/* io/ bookkeeping while index reads run (not reserved: a plan's other_transient). */
+uint64_t tg_xpass_adj_transient(unsigned queues);
+/* Opens r->adj on disk, reserving against r->budget; reads count into stats. */
+int tg_xpass_adj_open(tg_run_t *r, unsigned queues, tg_io_stats_t *stats);
+
+/* The pipeline's work function: ctx is the tg_extract_t; worker i uses its worker i. */
+int tg_xpass_work(void *ctx, tg_pipe_t *P, int worker, const tg_batch_t *const *b, float *const *X,
+                  int n);
+/* Zeroes the extraction's tier counters and the I/O sink (what came before is not the pass's). */
+void tg_xpass_begin(tg_extract_t *ex, tg_io_stats_t *io);
+/* st->tiers (every tier), io_requests / io_read_bytes / io_wait_s from the sink, and the cache
+ * figures from the first tier: lookups = every row, hits = its hits (0 when ram_tiers == 0: the
+ * first tier is then the feature buffer or the file, which the caller may override). */
+void tg_xpass_end(tg_extract_t *ex, tg_io_stats_t *io, int ram_tiers, tg_pass_stats_t *st);
+
+#endif
