@@ -111,6 +111,7 @@ typedef struct tg_strategy_i {
 extern const tg_strategy_i tg_strategy_memory;
 extern const tg_strategy_i tg_strategy_mmap;
 extern const tg_strategy_i tg_strategy_gnndrive;
+extern const tg_strategy_i tg_strategy_pagraph;
 
 /* The strategy called name ("auto" is not one: see tg_strategy_choose). */
 int tg_strategy_find(const char *name, const tg_strategy_i **out);

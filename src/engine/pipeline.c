@@ -467,7 +467,9 @@ out:
     P.stop_pull = 1;
     pthread_mutex_unlock(&P.ld_mu);
     if (tg_errbox_failed(&P.err) && o->on_error)
-        o->on_error(W ? o->work_ctx : o->gather_ctx); /* e.g. wake workers blocked in a buffer */
+        o->on_error(o->error_ctx ? o->error_ctx
+                    : W          ? o->work_ctx
+                                 : o->gather_ctx); /* e.g. wake workers blocked in a buffer */
     window_close(&P);
     for (int i = 0; i < nstarted; i++)
         pthread_join(th[i], NULL);

@@ -35,8 +35,9 @@
  *
  * Errors: the first error of a sampler (at the batch it failed), a worker, or the trainer is kept
  * in one tg_errbox_t; then every queue is closed, every thread joined, every batch freed, and
- * tg_pipe_run returns it with its message. on_error (optional) runs once on the first error, on
- * the failing thread (gnndrive shuts its feature buffer down there so blocked workers wake up).
+ * tg_pipe_run returns it with its message. on_error (optional) runs once after the first error,
+ * on the calling thread before the workers are joined (gnndrive shuts its feature buffer down
+ * there, so that workers blocked in it wake up).
  *
  * Timing (tg_pass_stats_t): sample_s summed over sampler threads, gather_s over the gather hook
  * or the workers, wait_s the trainer waiting for its next batch, release_s the releaser, and
@@ -71,7 +72,8 @@ typedef struct tg_pipe_opts {
     void *work_ctx;
     int queue_depth; /* training window / FIFO and releasing queue (>= 1) */
     int in_order;
-    void (*on_error)(void *ctx); /* optional, with work_ctx / gather_ctx */
+    void (*on_error)(void *ctx); /* optional */
+    void *error_ctx;             /* its argument (NULL: work_ctx / gather_ctx) */
 } tg_pipe_opts_t;
 
 #define TG_PIPE_MAX_GROUP 16

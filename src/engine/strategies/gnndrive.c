@@ -40,6 +40,7 @@
  * the queues are closed, every thread joined, every batch freed, and the pass returns it. */
 #include "../engine-impl.h"
 #include "../pipeline.h"
+#include "xpass.h"
 
 #include <pthread.h>
 #include <stddef.h>
@@ -48,11 +49,6 @@
 
 #include "tiergnn/extract.h"
 #include "tiergnn/featbuf.h"
-
-#define ADJ_MIN_QUEUES 2u
-#define ADJ_DEPTH 64u
-#define ADJ_MAX_READ ((size_t)16 << 10)
-#define ADJ_MAX_REQUESTS ((size_t)4096)
 
 /* ---------------------------------------------------------------- options */
 
@@ -118,25 +114,6 @@ static void gd_resolve(const tg_strategy_opts_t *o, gd_opts_t *g)
 
 /* ---------------------------------------------------------------- sizing */
 
-/* One queue per sampler thread for the index reads: each sampler's read of a layer waits for
- * its disk reads, so samplers overlap their waits only with queues of their own. */
-static unsigned adj_queues(const gd_opts_t *o)
-{
-    return TG_MAX(ADJ_MIN_QUEUES, (unsigned)o->sampler_threads);
-}
-
-/* indptr + the index reads' staging (reserved at open), and io/ bookkeeping while index reads
- * run. */
-static uint64_t adj_bytes(const tg_dataset_t *ds, const gd_opts_t *o)
-{
-    return (ds->meta.num_nodes + 1) * sizeof(uint64_t) +
-           (uint64_t)adj_queues(o) * ADJ_DEPTH * ADJ_MAX_READ;
-}
-static uint64_t adj_transient(const gd_opts_t *o)
-{
-    return (uint64_t)adj_queues(o) * ADJ_MAX_REQUESTS * TG_EXTRACT_IO_BOOKKEEPING;
-}
-
 /* The extraction's plan options: the strategy's knobs over the dataset's feature file. */
 static void plan_opts(const tg_dataset_t *ds, const gd_opts_t *o, char *path, size_t path_len,
                       tg_extract_plan_opts_t *po)
@@ -152,7 +129,7 @@ static void plan_opts(const tg_dataset_t *ds, const gd_opts_t *o, char *path, si
     po->chunk_rows = o->chunk_rows;
     po->featbuf = 1;
     po->probe_path = path;
-    po->other_transient = adj_transient(o);
+    po->other_transient = tg_xpass_adj_transient(tg_xpass_adj_queues(o->sampler_threads));
 }
 
 static uint64_t gd_min_bytes(const tg_dataset_t *ds, const tg_strategy_opts_t *so, char *why,
@@ -169,7 +146,8 @@ static uint64_t gd_min_bytes(const tg_dataset_t *ds, const tg_strategy_opts_t *s
         snprintf(why, why_len, "%s", tg_errmsg());
         return UINT64_MAX;
     }
-    uint64_t adj = adj_bytes(ds, o) + adj_transient(o);
+    unsigned q = tg_xpass_adj_queues(o->sampler_threads);
+    uint64_t adj = tg_xpass_adj_bytes(ds, q) + tg_xpass_adj_transient(q);
     snprintf(why, why_len, "indptr and index-read staging %s, %s", tg_fmt_bytes(adj, a, sizeof a),
              tg_extract_plan_describe(&pl, b, sizeof b));
     return adj + tg_extract_plan_bytes(&pl);
@@ -201,14 +179,7 @@ static int gd_open(tg_strategy_t **out, tg_run_t *r, const tg_strategy_opts_t *s
     gd_resolve(sopts, &s->o);
     const gd_opts_t *o = &s->o;
     tg_io_stats_init(&s->stats);
-    tg_adj_disk_opts_t ao;
-    tg_adj_disk_opts_default(&ao);
-    ao.io.depth = ADJ_DEPTH;
-    ao.io.max_read_bytes = ADJ_MAX_READ;
-    ao.io.stats = &s->stats;
-    ao.queues = adj_queues(o);
-    ao.max_requests = ADJ_MAX_REQUESTS;
-    int rc = tg_adj_disk_open(&r->adj, r->ds, &ao, &r->budget);
+    int rc = tg_xpass_adj_open(r, tg_xpass_adj_queues(o->sampler_threads), &s->stats);
     if (rc < 0) goto err;
     /* Layer-wise passes (full-neighbour evaluation, inference) read rows with pread. */
     tg_store_opts_t so = {.normalize = o->normalize, .budget = &r->budget};
@@ -274,31 +245,6 @@ static void gd_close(tg_strategy_t *s)
 }
 /* ---------------------------------------------------------------- one pass */
 
-/* The pipeline's work function: extractor `worker` moves a group of consecutive batches. */
-static void ex_fail(void *ctx, int rc, const char *msg)
-{
-    tg_pipe_fail(ctx, rc, msg);
-}
-
-/* The extraction's sort scratch counts in batch_bytes_peak like the matrices. */
-static void ex_scratch(void *ctx, int64_t bytes)
-{
-    tg_pipe_count_bytes(ctx, bytes);
-}
-
-static int gd_work(void *ctx, tg_pipe_t *pipe, int worker, const tg_batch_t *const *b,
-                   float *const *X, int n)
-{
-    tg_strategy_t *s = ctx;
-    tg_extract_batch_t eb[TG_PIPE_MAX_GROUP];
-    for (int j = 0; j < n; j++)
-        eb[j] = (tg_extract_batch_t){
-            .id = b[j]->id, .nodes = b[j]->nodes, .n = b[j]->num_nodes, .X = X[j]};
-    tg_extract_hooks_t hk = {
-        .fail = ex_fail, .scratch = ex_scratch, .abort = tg_pipe_abort_flag(pipe), .ctx = pipe};
-    return tg_extract_group(tg_extract_worker(s->ex, worker), eb, n, &hk);
-}
-
 /* The first error of a pass: blocked extractors wake up with -ECANCELED; the buffer is unusable
  * from now on. */
 static void gd_on_error(void *ctx)
@@ -316,10 +262,9 @@ static int gd_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
         return tg_err(-ECANCELED, "gnndrive: the pipeline was shut down by an earlier error");
     int rc;
     if (!s->ready && (rc = gd_setup(s)) < 0) return rc;
-    tg_featbuf_stats_t fs0;
-    tg_io_counts_t io0;
-    tg_featbuf_stats(s->fb, &fs0, 1);
-    tg_io_stats_take(&s->stats, &io0);
+    tg_featbuf_stats_t fs;
+    tg_featbuf_stats(s->fb, &fs, 1);
+    tg_xpass_begin(s->ex, &s->stats);
     tg_pipe_opts_t po = {.pass = p,
                          .adj = s->r->adj,
                          .dim = s->dim,
@@ -327,32 +272,19 @@ static int gd_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
                          .prefetch = (size_t)s->o.queue_depth,
                          .workers = s->E,
                          .group = s->o.sweep_batches > 0 ? s->o.sweep_batches : 1,
-                         .work = gd_work,
-                         .work_ctx = s,
+                         .work = tg_xpass_work,
+                         .work_ctx = s->ex,
                          .queue_depth = s->o.queue_depth,
                          .in_order = !(p->allow_out_of_order && s->o.out_of_order),
-                         .on_error = gd_on_error};
+                         .on_error = gd_on_error,
+                         .error_ctx = s};
     rc = tg_pipe_run(&po, st);
-    tg_tier_stats_t ts[TG_PASS_MAX_TIERS];
-    int nt = tg_extract_tier_stats(s->ex, ts, TG_PASS_MAX_TIERS, 1);
-    for (int t = 0; t < nt && t < TG_PASS_MAX_TIERS; t++) {
-        snprintf(st->tiers[t].name, sizeof st->tiers[t].name, "%s", ts[t].name);
-        st->tiers[t].lookups = ts[t].lookups;
-        st->tiers[t].hits = ts[t].hits;
-        st->tiers[t].bytes = ts[t].bytes;
-    }
-    st->ntiers = TG_MIN(nt, TG_PASS_MAX_TIERS);
-    tg_featbuf_stats_t fs;
+    tg_xpass_end(s->ex, &s->stats, 0, st);
+    /* the hit ratio of the feature buffer: hits, standby hits, and rows another extractor was
+     * loading (not read again) */
     tg_featbuf_stats(s->fb, &fs, 1);
-    st->have_cache = 1;
     st->cache_lookups = fs.lookups;
     st->cache_hits = fs.hits + fs.waits;
-    tg_io_counts_t io;
-    tg_io_stats_take(&s->stats, &io);
-    st->have_io = st->have_io_wait = 1;
-    st->io_requests = io.io_requests;
-    st->io_read_bytes = io.io_read_bytes;
-    st->io_wait_s = io.io_wait_s;
     return rc;
 }
 

@@ -10,7 +10,6 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-extern const tg_strategy_i tg_strategy_pagraph; /* strategies/pagraph.c */
 static const tg_strategy_i *const strategies[] = {&tg_strategy_memory, &tg_strategy_mmap,
                                                   &tg_strategy_gnndrive, &tg_strategy_pagraph};
 
