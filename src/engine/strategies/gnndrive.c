@@ -52,10 +52,11 @@
 
 /* ---------------------------------------------------------------- options */
 
-/* The options of the table (int64_t fields at their offsets). */
+/* The options of the table (int64_t fields at their offsets): the extraction's, shared with
+ * every extracting strategy, then its own. */
 typedef struct {
-    int64_t extractors, queue_depth, io_depth, chunk_rows, io_gap, out_of_order, sweep_batches;
-    int64_t feature_buffer;
+    tg_xpass_cfg_t x;
+    int64_t out_of_order, feature_buffer;
 } gd_cfg_t;
 
 #define GD_OPT(n, k, d, lo, hi, a, f, m, h)                                                        \
@@ -65,19 +66,7 @@ typedef struct {
     }
 
 static const tg_strategy_opt_t gd_opts[] = {
-    GD_OPT("extractors", TG_SOPT_INT, 2, 1, 64, 0, extractors, "E",
-           "extractor threads (default 2)"),
-    GD_OPT("queue-depth", TG_SOPT_INT, 2, 1, 1024, 0, queue_depth, "Q",
-           "training/releasing queue capacity (default 2)"),
-    GD_OPT("io-depth", TG_SOPT_INT, 0, 0, 4096, 0, io_depth, "D",
-           "reads in flight per extractor (default 0: the device probe's depth / E)"),
-    GD_OPT("io-gap", TG_SOPT_SIZE, -1, 0, 1 << 20, 1, io_gap, "BYTES",
-           "read through holes up to BYTES to merge rows (default auto: what the disk reads in "
-           "one request's time)"),
-    GD_OPT("chunk-rows", TG_SOPT_INT, 0, 0, 1 << 24, 0, chunk_rows, "N",
-           "rows per feature-buffer acquire (default 0: automatic)"),
-    GD_OPT("sweep-batches", TG_SOPT_INT, 1, 1, 16, 0, sweep_batches, "S",
-           "batches an extractor reads in one sweep of the feature file (default 1)"),
+    TG_XPASS_OPTS,
     GD_OPT("out-of-order", TG_SOPT_FLAG, 0, 0, 1, 0, out_of_order, NULL,
            "train batches as they are extracted (faster, not bit-identical)"),
     GD_OPT("feature-buffer", TG_SOPT_SIZE, 0, 0, INT64_MAX, 0, feature_buffer, "SIZE",
@@ -102,13 +91,13 @@ static void gd_resolve(const tg_strategy_opts_t *o, gd_opts_t *g)
     g->normalize = o->normalize;
     g->threads = o->threads;
     g->sampler_threads = o->sampler_threads;
-    g->extractors = c->extractors > 0 ? (int)c->extractors : 1;
-    g->queue_depth = c->queue_depth > 0 ? (int)c->queue_depth : 1;
-    g->io_depth = (unsigned)c->io_depth;
-    g->chunk_rows = (uint32_t)c->chunk_rows;
-    g->io_gap = c->io_gap;
+    g->extractors = c->x.extractors > 0 ? (int)c->x.extractors : 1;
+    g->queue_depth = c->x.queue_depth > 0 ? (int)c->x.queue_depth : 1;
+    g->io_depth = (unsigned)c->x.io_depth;
+    g->chunk_rows = (uint32_t)c->x.chunk_rows;
+    g->io_gap = c->x.io_gap;
     g->out_of_order = (int)c->out_of_order;
-    g->sweep_batches = c->sweep_batches > 0 ? (int)c->sweep_batches : 1;
+    g->sweep_batches = c->x.sweep_batches > 0 ? (int)c->x.sweep_batches : 1;
     g->cache_bytes = (uint64_t)c->feature_buffer;
 }
 

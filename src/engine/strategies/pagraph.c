@@ -24,31 +24,22 @@
 #define FILL_BYTES ((uint64_t)6 << 20)
 
 typedef struct {
-    int64_t extractors, queue_depth, io_depth, io_gap, chunk_rows, sweep_batches, hot_nodes;
+    tg_xpass_cfg_t x; /* the extraction's options */
+    int64_t hot_nodes;
 } pg_cfg_t;
 
-#define PG_OPT(n, k, d, lo, hi, a, f, m, h)                                                        \
-    {                                                                                              \
-        .name = n, .kind = k, .def = d, .min = lo, .max = hi, .auto_ok = a,                        \
-        .offset = offsetof(pg_cfg_t, f), .meta = m, .help = h                                      \
-    }
-
 static const tg_strategy_opt_t pg_opts[] = {
-    PG_OPT("extractors", TG_SOPT_INT, 2, 1, 64, 0, extractors, "E",
-           "extractor threads (default 2)"),
-    PG_OPT("queue-depth", TG_SOPT_INT, 2, 1, 1024, 0, queue_depth, "Q",
-           "training/releasing queue capacity (default 2)"),
-    PG_OPT("io-depth", TG_SOPT_INT, 0, 0, 4096, 0, io_depth, "D",
-           "reads in flight per extractor (default 0: the device probe's depth / E)"),
-    PG_OPT("io-gap", TG_SOPT_SIZE, -1, 0, 1 << 20, 1, io_gap, "BYTES",
-           "read through holes up to BYTES to merge rows (default auto: from the device probe)"),
-    PG_OPT("chunk-rows", TG_SOPT_INT, 0, 0, 1 << 24, 0, chunk_rows, "N",
-           "rows an extractor reads at once (default 0: automatic)"),
-    PG_OPT("sweep-batches", TG_SOPT_INT, 1, 1, 16, 0, sweep_batches, "S",
-           "batches an extractor reads in one sweep of the feature file (default 1)"),
-    PG_OPT("hot-nodes", TG_SOPT_INT, -1, 0, UINT32_MAX, 1, hot_nodes, "N",
-           "cache at most the N highest out-degree nodes (default auto: what the budget leaves; "
-           "without --mem an eighth of the RAM)"),
+    TG_XPASS_OPTS,
+    {.name = "hot-nodes",
+     .kind = TG_SOPT_INT,
+     .def = -1,
+     .min = 0,
+     .max = UINT32_MAX,
+     .auto_ok = 1,
+     .offset = offsetof(pg_cfg_t, hot_nodes),
+     .meta = "N",
+     .help = "cache at most the N highest out-degree nodes (default auto: what the budget leaves; "
+             "without --mem an eighth of the RAM)"},
 };
 
 struct tg_strategy {
@@ -69,10 +60,10 @@ static void plan_opts(const tg_dataset_t *ds, const tg_strategy_opts_t *so, char
     po->num_nodes = ds->meta.num_nodes;
     po->feat_dim = ds->meta.feat_dim;
     po->dtype = ds->meta.feat_dtype;
-    po->extractors = (int)c->extractors;
-    po->io_depth = (unsigned)c->io_depth;
-    po->io_gap = c->io_gap;
-    po->chunk_rows = (uint32_t)c->chunk_rows;
+    po->extractors = (int)c->x.extractors;
+    po->io_depth = (unsigned)c->x.io_depth;
+    po->io_gap = c->x.io_gap;
+    po->chunk_rows = (uint32_t)c->x.chunk_rows;
     po->featbuf = 0; /* misses go through the workers' staging rows */
     po->probe_path = path;
     po->other_transient = tg_xpass_adj_transient(tg_xpass_adj_queues(so->sampler_threads));
@@ -224,12 +215,12 @@ static int pg_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
                          .adj = s->r->adj,
                          .dim = s->r->ds->meta.feat_dim,
                          .sampler_threads = s->r->sopts.sampler_threads,
-                         .prefetch = (size_t)s->c->queue_depth,
+                         .prefetch = (size_t)s->c->x.queue_depth,
                          .workers = tg_extract_num_workers(s->ex),
-                         .group = (int)s->c->sweep_batches,
+                         .group = (int)s->c->x.sweep_batches,
                          .work = tg_xpass_work,
                          .work_ctx = s->ex,
-                         .queue_depth = (int)s->c->queue_depth,
+                         .queue_depth = (int)s->c->x.queue_depth,
                          .in_order = 1};
     rc = tg_pipe_run(&po, st);
     tg_xpass_end(s->ex, &s->stats, s->hot != NULL, st); /* hit ratio: static-tier hits / rows */
@@ -240,7 +231,7 @@ static int pg_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
 static int pg_in_flight(const tg_strategy_opts_t *so)
 {
     const pg_cfg_t *c = so->cfg;
-    return (int)(c->extractors * c->sweep_batches + c->queue_depth);
+    return (int)(c->x.extractors * c->x.sweep_batches + c->x.queue_depth);
 }
 
 const tg_strategy_i tg_strategy_pagraph = {

@@ -15,6 +15,8 @@
 #include "../pipeline.h"
 #include "tiergnn/extract.h"
 
+#include <stddef.h>
+
 /* Index reads of the samplers: one io/ queue per sampler thread (at least 2), each read of a
  * node's neighbours at most 16 KiB, 64 in flight, 4096 ranges per call. */
 unsigned tg_xpass_adj_queues(int sampler_threads);
@@ -34,5 +36,32 @@ void tg_xpass_begin(tg_extract_t *ex, tg_io_stats_t *io);
  * figures from the first tier: lookups = every row, hits = its hits (0 when ram_tiers == 0: the
  * first tier is then the feature buffer or the file, which the caller may override). */
 void tg_xpass_end(tg_extract_t *ex, tg_io_stats_t *io, int ram_tiers, tg_pass_stats_t *st);
+
+/* The options every extracting strategy shares: its config struct starts with a tg_xpass_cfg_t
+ * (so these offsets hold in it too) and its option table with TG_XPASS_OPTS. */
+typedef struct {
+    int64_t extractors, queue_depth, io_depth, io_gap, chunk_rows, sweep_batches;
+} tg_xpass_cfg_t;
+
+#define TG_XPASS_OPT(n, k, d, lo, hi, a, f, m, h)                                                  \
+    {                                                                                              \
+        .name = n, .kind = k, .def = d, .min = lo, .max = hi, .auto_ok = a,                        \
+        .offset = offsetof(tg_xpass_cfg_t, f), .meta = m, .help = h                                \
+    }
+
+#define TG_XPASS_OPTS                                                                              \
+    TG_XPASS_OPT("extractors", TG_SOPT_INT, 2, 1, 64, 0, extractors, "E",                          \
+                 "extractor threads (default 2)"),                                                 \
+        TG_XPASS_OPT("queue-depth", TG_SOPT_INT, 2, 1, 1024, 0, queue_depth, "Q",                  \
+                     "training/releasing queue capacity (default 2)"),                             \
+        TG_XPASS_OPT("io-depth", TG_SOPT_INT, 0, 0, 4096, 0, io_depth, "D",                        \
+                     "reads in flight per extractor (default 0: the device probe's depth / E)"),   \
+        TG_XPASS_OPT("io-gap", TG_SOPT_SIZE, -1, 0, 1 << 20, 1, io_gap, "BYTES",                   \
+                     "read through holes up to BYTES to merge rows (default auto: what the disk "  \
+                     "reads in one request's time, from the device probe)"),                       \
+        TG_XPASS_OPT("chunk-rows", TG_SOPT_INT, 0, 0, 1 << 24, 0, chunk_rows, "N",                 \
+                     "rows an extractor handles at once (default 0: automatic)"),                  \
+        TG_XPASS_OPT("sweep-batches", TG_SOPT_INT, 1, 1, 16, 0, sweep_batches, "S",                \
+                     "batches an extractor reads in one sweep of the feature file (default 1)")
 
 #endif
