@@ -46,8 +46,9 @@ typedef struct tg_bench_footprint_opts {
     int64_t fanouts[TG_MAX_LAYERS];
     uint64_t batch_size; /* 0 = full batch */
     uint64_t seed;
-    uint64_t epoch; /* 0-based */
-    int threads;    /* sampling threads (the result does not depend on it) */
+    uint64_t epoch;       /* 0-based */
+    uint64_t max_batches; /* the first batches of the epoch only (--batches-per-epoch; 0 = all) */
+    int threads;          /* sampling threads (the result does not depend on it) */
 } tg_bench_footprint_opts_t;
 
 typedef struct tg_bench_footprint {
@@ -86,7 +87,8 @@ typedef struct tg_bench_opts {
     int64_t fanouts[TG_MAX_LAYERS];
     uint64_t batch_size;
     uint64_t seed;
-    int threads; /* sampling threads of the footprint (>= 1) */
+    uint64_t batches_per_epoch; /* the runs train the first N batches of each epoch (0 = all) */
+    int threads;                /* sampling threads of the footprint (>= 1) */
     /* Extra arguments appended to every `tiergnn train` command line, verbatim. Unless they
      * contain --eval-every or --checkpoint-every, "--eval-every 0 --checkpoint-every 0" are
      * added (evaluate and checkpoint after the last epoch only: neither is in the epoch time,

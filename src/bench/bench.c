@@ -188,6 +188,7 @@ static int lower_bound(tg_bench_report_t *c, const tg_bench_opts_t *o, tg_io_pro
     fo.batch_size = o->batch_size;
     fo.seed = o->seed;
     fo.epoch = o->epochs > 1 ? 1 : 0;
+    fo.max_batches = o->batches_per_epoch;
     fo.threads = o->threads;
     c->fp_epoch = fo.epoch;
     tg_log_info("bench: sampling epoch %llu to count the rows it reads",

@@ -102,7 +102,8 @@ int tg_bench_footprint(const char *dataset, const tg_bench_footprint_opts_t *o,
                          .batch_size = o->batch_size,
                          .num_layers = o->num_layers,
                          .fanouts = fan,
-                         .seed = o->seed};
+                         .seed = o->seed,
+                         .max_batches = o->max_batches};
     if ((rc = tg_plan_init(&plan, &po)) < 0) goto out;
     have_plan = 1;
     tg_plan_epoch(&plan, o->epoch);

@@ -46,7 +46,7 @@ static const char bench_usage[] =
     BENCH_OWN ",model=,layers=,hidden=,heads=,dropout=,input-dropout=,attn-dropout=,activation=,"  \
               "fanouts=,batch-size=,optimizer=,lr=,weight-decay=,momentum=,normalize-features,"    \
               "eval-every=,eval-fanouts=,eval-chunk=,checkpoint-every=,seed=,threads=,"            \
-              "sampler-threads="
+              "sampler-threads=,batches-per-epoch=,eval-max-nodes="
 
 static int is_own(const char *flag)
 {
@@ -77,6 +77,7 @@ static int parse_sampling(const tg_args_t *a, tg_bench_opts_t *o)
         o->fanouts[l] = nf ? fan[l] : (o->model.type == TG_MODEL_MLP ? 0 : 10);
     if ((rc = tg_args_u64(a, "batch-size", 1024, &o->batch_size)) < 0) return rc;
     if ((rc = tg_args_u64(a, "seed", 0, &o->seed)) < 0) return rc;
+    if ((rc = tg_args_u64(a, "batches-per-epoch", 0, &o->batches_per_epoch)) < 0) return rc;
     return tg_args_int_range(a, "threads", tg_cli_default_threads(), 1, 1024, &o->threads);
 }
 
