@@ -21,29 +21,24 @@
  *     -> TRAIN: tg_model_train_step on the calling thread
  *     -> RELEASE the batch.
  * A strategy (o.strategy, docs/STRATEGIES.md) decides where the graph and the feature rows come
- * from and what runs concurrently:
- *     memory    graph and features in RAM; sampler threads sample and gather ahead
- *     mmap      indices.bin and features.bin memory-mapped (MADV_RANDOM), the page cache holds
- *               what was touched; sampler threads sample, a pool of gather_threads gathers
- *     gnndrive  GNNDrive's pipeline: sampler threads -> extracting queue -> extractor threads
- *               (io_uring + O_DIRECT reads into a shared feature buffer with reference counts
- *               and an LRU standby list) -> training queue -> trainer -> releasing queue ->
- *               releaser; indices read from disk during sampling, indptr in RAM
- *     auto      memory when graph + features fit in mem_bytes (no limit: a quarter of RAM),
- *               else gnndrive
+ * from and what runs concurrently. The strategies form a table (tg_strategy_info: memory, mmap,
+ * gnndrive, pagraph, ...), each with its own options (o.strategy_args); "auto" takes an in-RAM
+ * strategy when graph, features and an estimate of the model and its batches fit in mem_bytes
+ * (no limit: a quarter of RAM), else the table's out-of-core default (gnndrive).
  * Batches train in id order (gnndrive with out_of_order may run them as they become ready), so
  * the batches, their order and the model never depend on the strategy, thread counts or timing:
  * with the same --threads every in-order strategy gives bit-identical results, run to run and
  * across --resume, also mid-epoch.
  *
- * Memory: mem_bytes bounds every byte of graph and feature data, caches, staging and feature
- * buffers the engine holds (tg_budget_t): indptr, in-RAM indices and features, labels, splits,
- * the seed order, io/ staging, the feature buffer and its table. A budget too small for the
- * strategy's minimum working set is refused at start, naming the amount needed. Model weights
- * (with gradients and optimiser state), one batch's activations and the feature matrices of
- * the batches in flight are accounted apart and reported (JSON: model_bytes, activation_bytes,
- * batch_bytes_peak). mmap's mapped pages live in the page cache, which only a cgroup limit
- * bounds (../shared/tools/membudget).
+ * Memory: mem_bytes is the whole process's budget (tg_budget_t): graph and feature data,
+ * caches, staging and buffers are reserved as they are allocated; before the first pass the run
+ * measures the first batches and reserves the process itself, the model (with gradients and
+ * optimiser state), one batch's activations and the strategy's batches in flight; the
+ * strategy's caches take what is left. A budget too small for the strategy's minimum working set,
+ * or for the model and one batch, is refused naming the amount needed. With mem_bytes 0 and a
+ * cgroup memory limit, that limit less a margin is the budget. JSON: mem_bytes, data_bytes_peak
+ * (the budget's peak), model_bytes, activation_bytes, batch_bytes_peak. mmap's mapped pages live
+ * in the page cache, which only a cgroup limit bounds (../shared/tools/membudget).
  *
  * Stopping: when *o.stop becomes non-zero (the CLI's SIGINT handler sets it) the run stops at
  * the next batch boundary, writes its checkpoints (recording how many batches of the current
@@ -175,7 +170,7 @@ typedef struct tg_train_opts {
     uint64_t seed;
     int resume;                /* continue from RUNDIR/checkpoint.bin */
     int normalize_features;    /* L1 row normalisation (tiergnn/store.h) */
-    uint64_t mem_bytes;        /* budget for graph + feature data; 0 = unlimited */
+    uint64_t mem_bytes;        /* the whole process's budget; 0 = the cgroup's limit or none */
     uint64_t eval_chunk;       /* nodes per chunk of layer-wise evaluation (0 = automatic:
                                   ~64 MiB of input rows, at most 65536) */
     uint64_t checkpoint_every; /* write the checkpoints every N epochs and after the last;
@@ -226,7 +221,7 @@ typedef struct tg_eval_opts {
     int which_last;       /* 0: best.bin, 1: checkpoint.bin */
     int threads;          /* >= 1 */
     uint64_t eval_chunk;  /* 0 = automatic (see tg_train_opts_t) */
-    uint64_t mem_bytes;   /* data budget as in training (0 = unlimited) */
+    uint64_t mem_bytes;   /* the budget as in training (0 = the cgroup's limit or none) */
     const char *strategy; /* NULL / "auto": memory if it fits mem_bytes, else gnndrive */
     uint64_t max_nodes;   /* evaluate a fixed random sample of N nodes of the split (0 = all) */
     const tg_strategy_arg_t *strategy_args; /* as in tg_train_opts_t */
@@ -258,7 +253,7 @@ typedef struct tg_infer_opts {
     int which_last;
     int threads;
     uint64_t chunk_nodes; /* 0 = automatic (see tg_train_opts_t.eval_chunk) */
-    uint64_t mem_bytes;   /* data budget (0 = none; a quarter of RAM decides what goes in RAM) */
+    uint64_t mem_bytes;   /* budget (0 = none; a quarter of RAM decides what goes in RAM) */
     int progress;
     const char *strategy;                   /* NULL / "auto", or a name of the strategy table */
     const tg_strategy_arg_t *strategy_args; /* as in tg_train_opts_t */

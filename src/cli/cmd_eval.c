@@ -19,8 +19,8 @@ static const char eval_usage[] =
     "                             as take ~64 MiB of input rows, at most 65536)\n"
     "  --max-nodes N              evaluate a fixed random sample of N nodes of the split (the\n"
     "                             sample training's --eval-max-nodes N used)\n"
-    "  --mem SIZE                 limit for graph and feature data, as in training; a dataset\n"
-    "                             that does not fit is read from disk (default none)\n"
+    "  --mem SIZE                 the whole process's memory, as in training; a dataset that\n"
+    "                             does not fit is read from disk (default: the cgroup's limit)\n"
     "  --strategy NAME            auto (default) or a strategy below, with its options\n"
     "  --json                     print one JSON object instead of a sentence\n";
 
