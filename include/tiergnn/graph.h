@@ -506,6 +506,15 @@ void tg_adj_disk_opts_default(tg_adj_disk_opts_t *o);
 int tg_adj_disk_open(tg_adj_t **out, const struct tg_dataset *ds, const tg_adj_disk_opts_t *opts,
                      tg_budget_t *budget);
 
+/* Indices in RAM: once the run knows its budget has room (strategies call it when their caches are
+ * sized), the whole indices.bin is read into RAM as it is on disk (u32 or u64 entries, reserved
+ * against the adjacency's budget as "indices in RAM") and every later read is served from there,
+ * without I/O. Not thread-safe against concurrent reads: call it between passes. Errors name the
+ * file and the offset; on error the adjacency keeps reading from disk. _bytes: what it costs
+ * (0 for another adjacency). */
+uint64_t tg_adj_disk_load_bytes(const tg_adj_t *adj);
+int tg_adj_disk_load(tg_adj_t *adj);
+
 /* The sink a disk adjacency counts into (opts.io.stats or its own); NULL for other adjacencies.
  * Valid until tg_adj_destroy. */
 tg_io_stats_t *tg_adj_disk_stats(tg_adj_t *adj);

@@ -1,7 +1,10 @@
 /* Disk-resident adjacency: indptr in RAM, indices read from indices.bin through io/ on every
  * tg_adj_read (see "out-of-core adjacency" in tiergnn/graph.h). */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tiergnn/data.h"
 #include "tiergnn/graph.h"
@@ -22,6 +25,10 @@ typedef struct {
     tg_io_stats_t *stats;
     size_t esz; /* 4 (u32) or 8 (u64) */
     size_t max_requests;
+    /* tg_adj_disk_load: the whole file in RAM (raw entries), read from there from then on */
+    void *resident;
+    uint64_t resident_bytes;
+    char path[4096];
 } adj_disk_t;
 
 void tg_adj_disk_opts_default(tg_adj_disk_opts_t *o)
@@ -70,6 +77,17 @@ static int disk_read(tg_adj_t *adj, const uint64_t *pos, size_t n, uint64_t *out
 {
     adj_disk_t *d = adj->impl;
     if (n == 0) return 0;
+    if (d->resident) {
+        for (size_t i = 0; i < n; i++) {
+            if (pos[i] >= adj->num_edges)
+                return tg_err(-EINVAL,
+                              "disk adjacency: edge position %llu out of range (%llu edges)",
+                              (unsigned long long)pos[i], (unsigned long long)adj->num_edges);
+            out[i] = d->esz == 4 ? ((const uint32_t *)d->resident)[pos[i]]
+                                 : ((const uint64_t *)d->resident)[pos[i]];
+        }
+        return 0;
+    }
     size_t cap = TG_MIN(d->max_requests, n);
     tg_io_req_t *reqs = malloc(cap * sizeof *reqs);
     if (!reqs) return tg_err(-ENOMEM, "disk adjacency: out of memory for %zu read requests", cap);
@@ -110,6 +128,8 @@ static void disk_destroy(tg_adj_t *adj)
         tg_io_file_close(d->file);
         free(d->indptr);
         if (d->budget && d->indptr_bytes) tg_budget_release(d->budget, d->indptr_bytes);
+        free(d->resident);
+        if (d->budget && d->resident_bytes) tg_budget_release(d->budget, d->resident_bytes);
         free(d);
     }
     free(adj);
@@ -133,8 +153,6 @@ int tg_adj_disk_open(tg_adj_t **out, const struct tg_dataset *ds, const tg_adj_d
     else
         tg_adj_disk_opts_default(&o);
     const tg_meta_t *m = &ds->meta;
-    char path[4096];
-    tg_dataset_path(ds, TG_FILE_INDICES, path, sizeof path);
     int rc;
     tg_adj_t *adj = calloc(1, sizeof *adj);
     adj_disk_t *d = calloc(1, sizeof *d);
@@ -143,6 +161,8 @@ int tg_adj_disk_open(tg_adj_t **out, const struct tg_dataset *ds, const tg_adj_d
         free(d);
         return tg_err(-ENOMEM, "disk adjacency: out of memory");
     }
+    char *path = d->path;
+    tg_dataset_path(ds, TG_FILE_INDICES, d->path, sizeof d->path);
     adj->iface = &disk_iface;
     adj->impl = d;
     adj->num_nodes = m->num_nodes;
@@ -181,5 +201,62 @@ int tg_adj_disk_open(tg_adj_t **out, const struct tg_dataset *ds, const tg_adj_d
     return 0;
 err:
     disk_destroy(adj);
+    return rc;
+}
+
+uint64_t tg_adj_disk_load_bytes(const tg_adj_t *adj)
+{
+    if (!adj || adj->iface != &disk_iface) return 0;
+    const adj_disk_t *d = adj->impl;
+    return (adj->num_edges * d->esz + 4095) / 4096 * 4096;
+}
+
+/* Reads the whole indices.bin into d->resident: O_DIRECT in 8 MiB pieces where the file system
+ * allows (the page cache is not charged a second copy), else buffered and dropped after. */
+int tg_adj_disk_load(tg_adj_t *adj)
+{
+    if (!adj || adj->iface != &disk_iface)
+        return tg_err(-EINVAL, "tg_adj_disk_load: not a disk adjacency");
+    adj_disk_t *d = adj->impl;
+    if (d->resident) return 0;
+    uint64_t bytes = tg_adj_disk_load_bytes(adj), size = adj->num_edges * d->esz;
+    int rc;
+    if (d->budget && (rc = tg_budget_reserve(d->budget, bytes, "indices in RAM")) < 0) return rc;
+    char *buf = tg_aligned_alloc(4096, bytes ? (size_t)bytes : 4096);
+    int direct = 1, fd = open(d->path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+    if (fd < 0) {
+        direct = 0;
+        fd = open(d->path, O_RDONLY | O_CLOEXEC);
+    }
+    if (!buf || fd < 0) {
+        rc = !buf ? tg_err(-ENOMEM, "%s: out of memory for the indices in RAM", d->path)
+                  : tg_err(-errno, "%s: cannot open: %s", d->path, strerror(errno));
+        goto err;
+    }
+    for (uint64_t off = 0; off < size;) {
+        size_t want = (size_t)TG_MIN((uint64_t)8 << 20, bytes - off);
+        ssize_t got = pread(fd, buf + off, want, (off_t)off);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) {
+            rc = tg_err(-errno, "%s: read error at offset %llu: %s", d->path,
+                        (unsigned long long)off, strerror(errno));
+            goto err;
+        }
+        if (got == 0) {
+            rc = tg_err(-EIO, "%s: unexpected end of file at offset %llu (expected %llu bytes)",
+                        d->path, (unsigned long long)off, (unsigned long long)size);
+            goto err;
+        }
+        off += (uint64_t)got;
+    }
+    if (!direct) posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    close(fd);
+    d->resident = buf;
+    d->resident_bytes = d->budget ? bytes : 0;
+    return 0;
+err:
+    if (fd >= 0) close(fd);
+    free(buf);
+    if (d->budget) tg_budget_release(d->budget, bytes);
     return rc;
 }

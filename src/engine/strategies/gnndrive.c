@@ -82,6 +82,7 @@ typedef struct {
     uint32_t chunk_rows;  /* 0 = automatic */
     int64_t io_gap;       /* < 0 = automatic */
     uint64_t cache_bytes; /* without --mem: feature buffer size (0 = automatic) */
+    int resident_indices; /* indices.bin into RAM when there is room (--resident-indices) */
 } gd_opts_t;
 
 static void gd_resolve(const tg_strategy_opts_t *o, gd_opts_t *g)
@@ -99,6 +100,7 @@ static void gd_resolve(const tg_strategy_opts_t *o, gd_opts_t *g)
     g->out_of_order = (int)c->out_of_order;
     g->sweep_batches = c->x.sweep_batches > 0 ? (int)c->x.sweep_batches : 1;
     g->cache_bytes = (uint64_t)c->feature_buffer;
+    g->resident_indices = c->x.resident_indices != 0;
 }
 
 /* ---------------------------------------------------------------- sizing */
@@ -154,6 +156,7 @@ struct tg_strategy {
     int ready;
     tg_extract_t *ex; /* the extractors' workers and the feature buffer */
     tg_featbuf_t *fb; /* of ex */
+    tg_adj_t *disk;   /* the disk adjacency inside r->adj's counting wrapper */
     int E;
     uint32_t dim;
     int dead; /* an earlier pass shut the buffer down */
@@ -169,6 +172,7 @@ static int gd_open(tg_strategy_t **out, tg_run_t *r, const tg_strategy_opts_t *s
     const gd_opts_t *o = &s->o;
     tg_io_stats_init(&s->stats);
     int rc = tg_xpass_adj_open(r, tg_xpass_adj_queues(o->sampler_threads), &s->stats);
+    s->disk = r->adj;
     if (rc < 0) goto err;
     /* Layer-wise passes (full-neighbour evaluation, inference) read rows with pread. */
     tg_store_opts_t so = {.normalize = o->normalize, .budget = &r->budget};
@@ -221,6 +225,10 @@ static int gd_setup(tg_strategy_t *s)
                 tg_fmt_bytes(tg_featbuf_reserved_bytes(s->fb), a, sizeof a),
                 pl.gap ? "holes up to " : "one read per row run",
                 pl.gap ? tg_fmt_bytes(pl.gap, b, sizeof b) : "");
+    /* what the buffer did not need (it holds at most the whole feature file) serves the index
+     * reads; if loading fails the samplers read from disk, where the error will show again */
+    if (s->o.resident_indices && tg_xpass_adj_resident(r, s->disk, eo.keep_bytes, "gnndrive") < 0)
+        tg_log_warn("%s; reading the indices from disk", tg_errmsg());
     s->ready = 1;
     return 0;
 }

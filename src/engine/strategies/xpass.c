@@ -38,6 +38,22 @@ int tg_xpass_adj_open(tg_run_t *r, unsigned queues, tg_io_stats_t *stats)
     return tg_adj_disk_open(&r->adj, r->ds, &ao, &r->budget);
 }
 
+int tg_xpass_adj_resident(tg_run_t *r, tg_adj_t *disk, uint64_t keep, const char *who)
+{
+    uint64_t need = tg_adj_disk_load_bytes(disk), limit = r->budget.limit, used = r->budget.used;
+    uint64_t avail =
+        limit ? (limit > used + keep ? limit - used - keep : 0) : tg_phys_mem_bytes() / 8;
+    if (!need || need > avail) return 0;
+    double t0 = tg_now();
+    int rc = tg_adj_disk_load(disk);
+    if (rc < 0) return tg_err_prefix(rc, "%s: loading the indices into RAM", who);
+    char a[32];
+    tg_log_info("%s: indices.bin in RAM (%s, read in %.2f s): the budget had room after the "
+                "feature cache, so the samplers read no index from disk",
+                who, tg_fmt_bytes(need, a, sizeof a), tg_now() - t0);
+    return 1;
+}
+
 static void ex_fail(void *ctx, int rc, const char *msg)
 {
     tg_pipe_fail(ctx, rc, msg);

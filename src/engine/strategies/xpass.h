@@ -27,6 +27,13 @@ uint64_t tg_xpass_adj_transient(unsigned queues);
 /* Opens r->adj on disk, reserving against r->budget; reads count into stats. */
 int tg_xpass_adj_open(tg_run_t *r, unsigned queues, tg_io_stats_t *stats);
 
+/* Index reads through the same budget as the feature cache: when what is left of the budget
+ * (less keep bytes the caller still needs; without a limit an eighth of the RAM) holds the whole
+ * indices.bin, it is read into RAM (tg_adj_disk_load) and the samplers do no index I/O. Call it
+ * after the feature caches are sized, between passes. Returns 1 loaded, 0 not (no room), < 0 an
+ * error naming the file. disk: the raw disk adjacency (r->adj before the run wrapped it). */
+int tg_xpass_adj_resident(tg_run_t *r, tg_adj_t *disk, uint64_t keep, const char *who);
+
 /* The pipeline's work function: ctx is the tg_extract_t; worker i uses its worker i. */
 int tg_xpass_work(void *ctx, tg_pipe_t *P, int worker, const tg_batch_t *const *b, float *const *X,
                   int n);
@@ -41,6 +48,7 @@ void tg_xpass_end(tg_extract_t *ex, tg_io_stats_t *io, int ram_tiers, tg_pass_st
  * (so these offsets hold in it too) and its option table with TG_XPASS_OPTS. */
 typedef struct {
     int64_t extractors, queue_depth, io_depth, io_gap, chunk_rows, sweep_batches;
+    int64_t resident_indices; /* -1 auto: when the budget has room; 0 never */
 } tg_xpass_cfg_t;
 
 #define TG_XPASS_OPT(n, k, d, lo, hi, a, f, m, h)                                                  \
@@ -62,6 +70,9 @@ typedef struct {
         TG_XPASS_OPT("chunk-rows", TG_SOPT_INT, 0, 0, 1 << 24, 0, chunk_rows, "N",                 \
                      "rows an extractor handles at once (default 0: automatic)"),                  \
         TG_XPASS_OPT("sweep-batches", TG_SOPT_INT, 1, 1, 16, 0, sweep_batches, "S",                \
-                     "batches an extractor reads in one sweep of the feature file (default 1)")
+                     "batches an extractor reads in one sweep of the feature file (default 1)"),   \
+        TG_XPASS_OPT("resident-indices", TG_SOPT_INT, -1, 0, 0, 1, resident_indices, "auto|0",     \
+                     "auto: indices.bin read into RAM when the budget has room for it after the "  \
+                     "feature cache; 0: always read from disk (default auto)")
 
 #endif
