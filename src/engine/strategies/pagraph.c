@@ -49,6 +49,7 @@ struct tg_strategy {
     tg_io_file_t *feat;
     tg_tier_t *hot;   /* NULL when no row fits (or --hot-nodes 0) */
     tg_extract_t *ex; /* created at the first pass, when the run has reserved the rest */
+    tg_adj_t *disk;   /* the disk adjacency inside r->adj's counting wrapper */
 };
 
 static void plan_opts(const tg_dataset_t *ds, const tg_strategy_opts_t *so, char *path, size_t len,
@@ -113,6 +114,7 @@ static int pg_open(tg_strategy_t **out, tg_run_t *r, const tg_strategy_opts_t *s
     tg_dataset_path(r->ds, TG_FILE_FEATURES, path, sizeof path);
     tg_store_opts_t sto = {.normalize = so->normalize, .budget = &r->budget};
     int rc = tg_xpass_adj_open(r, tg_xpass_adj_queues(so->sampler_threads), &s->stats);
+    s->disk = r->adj;
     if (rc == 0) rc = tg_store_file_open(&r->store, r->ds, &sto);
     if (rc == 0) rc = tg_io_file_open(&s->feat, path, 0);
     if (rc < 0) pg_close(s), *out = NULL;
@@ -201,6 +203,10 @@ static int pg_setup(tg_strategy_t *s)
                 m->num_edges ? 100.0 * (double)hot_sum / (double)m->num_edges : 0.0, pl.extractors,
                 pl.depth, pl.chunk, pl.gap ? "holes up to " : "one read per row run",
                 pl.gap ? tg_fmt_bytes(pl.gap, b, sizeof b) : "");
+    /* what the hot rows did not need (at most every row) serves the index reads */
+    if (s->c->x.resident_indices &&
+        tg_xpass_adj_resident(s->r, s->disk, eo.keep_bytes, "pagraph") < 0)
+        tg_log_warn("%s; reading the indices from disk", tg_errmsg());
     return 0;
 }
 
