@@ -201,6 +201,9 @@ void tg_budget_release(tg_budget_t *b, uint64_t bytes);
 uint64_t tg_peak_rss_bytes(void);
 /* Current resident set size (VmRSS), 0 if unknown. */
 uint64_t tg_rss_bytes(void);
+/* Its anonymous part (RssAnon: heap, stacks, library data), without mapped file pages, which are
+ * page cache; VmRSS where the kernel does not report it. */
+uint64_t tg_rss_anon_bytes(void);
 /* Total physical RAM in bytes. */
 uint64_t tg_phys_mem_bytes(void);
 /* The memory limit of this process's cgroup (v2 memory.max, else v1 memory.limit_in_bytes, the

@@ -139,7 +139,8 @@ int tg_budget_plan(tg_run_t *r, const tg_model_t *m, const tg_budget_plan_opts_t
         (uint64_t)((double)p->batch_nodes * r->ds->meta.feat_dim * sizeof(float) * SIZE_MARGIN);
     /* What the process holds that is neither data in the budget nor the model: the binary and
      * its libraries, OpenBLAS's buffers (allocated by the step above), thread stacks. */
-    uint64_t rss = tg_rss_bytes(), known = r->budget.used + p->model;
+    /* anonymous memory only: mmap's mapped file pages are page cache, not the process */
+    uint64_t rss = tg_rss_anon_bytes(), known = r->budget.used + p->model;
 #ifdef TG_SANITIZE
     /* Under ASan the RSS is mostly shadow memory and the quarantine of freed blocks: not the
      * program's. A typical release-build figure keeps budgets and tests alike in both builds. */

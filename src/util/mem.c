@@ -71,6 +71,12 @@ uint64_t tg_rss_bytes(void)
     return status_field("VmRSS");
 }
 
+uint64_t tg_rss_anon_bytes(void)
+{
+    uint64_t v = status_field("RssAnon");
+    return v ? v : status_field("VmRSS"); /* kernels before 4.5 have no RssAnon */
+}
+
 uint64_t tg_phys_mem_bytes(void)
 {
     long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
