@@ -47,8 +47,8 @@ static int open_run(tg_run_t *r, const char *dir, const cfg_t *c)
     o.sopts.threads = 1;
     o.sopts.sampler_threads = c->sampler_threads;
     /* the strategies' own options, as the CLI passes them */
-    static char v[12][32];
-    static tg_strategy_arg_t args[12];
+    static char v[14][32];
+    static tg_strategy_arg_t args[14];
     int n = 0;
 #define ARG(name, fmt, val)                                                                        \
     do {                                                                                           \
@@ -64,6 +64,7 @@ static int open_run(tg_run_t *r, const char *dir, const cfg_t *c)
     ARG("chunk-rows", "%u", (unsigned)c->chunk);
     ARG("sweep-batches", "%d", c->sweep ? c->sweep : 1);
     ARG("resident-indices", "%d", 0); /* these tests read the indices from disk */
+    ARG("features-in-ram", "%d", 0);  /* and the features through the buffer */
     if (c->cache_bytes) ARG("feature-buffer", "%llu", (unsigned long long)c->cache_bytes);
 #undef ARG
     if (c->out_of_order) args[n++] = (tg_strategy_arg_t){"out-of-order", NULL};

@@ -68,8 +68,10 @@ static void plan_runs(void)
         add_run(si->name, flags);
     }
     add_run("gnndrive-small", "--strategy gnndrive --extractors 3 --queue-depth 1 --chunk-rows 64 "
-                              "--sampler-threads 0");
-    add_run("gnndrive-gap", "--strategy gnndrive --io-gap 2K --extractors 1");
+                              "--sampler-threads 0 --features-in-ram 0");
+    add_run("gnndrive-gap", "--strategy gnndrive --io-gap 2K --extractors 1 --features-in-ram 0");
+    /* the budget holds the whole feature file and the indices: RAM tiers, no buffer */
+    add_run("gnndrive-ram", "--strategy gnndrive --mem 64M");
 }
 
 TG_TEST(strategies_agree)
@@ -116,6 +118,13 @@ TG_TEST(strategies_agree)
         if (!strcmp(runs[i].name, "mmap")) /* the kernel's cache: not observable per access */
             TG_CHECK(isnan(json_value(outs[i], "cache_hit_ratio", 0)));
         if (strncmp(runs[i].name, "gnndrive", 8) != 0) continue;
+        if (!strcmp(runs[i].name, "gnndrive-ram")) {
+            TG_CHECK(strstr(outs[i], "\"cache_tiers\":[{\"name\":\"gnndrive-ram\"") != NULL);
+            TG_CHECK(json_value(outs[i], "cache_hit_ratio", 1) == 1.0);
+            TG_CHECK(strstr(outs[i], "the whole feature file is in RAM") != NULL);
+            TG_CHECK(strstr(outs[i], "indices.bin in RAM") != NULL);
+            continue;
+        }
         double h = json_value(outs[i], "cache_hit_ratio", 1);
         TG_CHECK(h >= 0 && h <= 1);
         TG_CHECK(json_value(outs[i], "io_requests", 0) > 0);

@@ -56,7 +56,7 @@
  * every extracting strategy, then its own. */
 typedef struct {
     tg_xpass_cfg_t x;
-    int64_t out_of_order, feature_buffer;
+    int64_t out_of_order, feature_buffer, features_in_ram;
 } gd_cfg_t;
 
 #define GD_OPT(n, k, d, lo, hi, a, f, m, h)                                                        \
@@ -72,6 +72,9 @@ static const tg_strategy_opt_t gd_opts[] = {
     GD_OPT("feature-buffer", TG_SOPT_SIZE, 0, 0, INT64_MAX, 0, feature_buffer, "SIZE",
            "feature buffer size when there is no --mem (default 0: an eighth of the RAM, at "
            "most the feature file)"),
+    GD_OPT("features-in-ram", TG_SOPT_INT, -1, 0, 0, 1, features_in_ram, "auto|0",
+           "auto: the whole feature file in RAM (no buffer) when the budget holds it; 0: always "
+           "the feature buffer (default auto)"),
 };
 
 /* Everything the strategy reads: the common settings and its own options, resolved. */
@@ -83,6 +86,7 @@ typedef struct {
     int64_t io_gap;       /* < 0 = automatic */
     uint64_t cache_bytes; /* without --mem: feature buffer size (0 = automatic) */
     int resident_indices; /* indices.bin into RAM when there is room (--resident-indices) */
+    int features_in_ram;  /* the whole feature file in RAM when there is room */
 } gd_opts_t;
 
 static void gd_resolve(const tg_strategy_opts_t *o, gd_opts_t *g)
@@ -101,6 +105,7 @@ static void gd_resolve(const tg_strategy_opts_t *o, gd_opts_t *g)
     g->sweep_batches = c->x.sweep_batches > 0 ? (int)c->x.sweep_batches : 1;
     g->cache_bytes = (uint64_t)c->feature_buffer;
     g->resident_indices = c->x.resident_indices != 0;
+    g->features_in_ram = c->features_in_ram != 0;
 }
 
 /* ---------------------------------------------------------------- sizing */
@@ -157,6 +162,7 @@ struct tg_strategy {
     tg_extract_t *ex; /* the extractors' workers and the feature buffer */
     tg_featbuf_t *fb; /* of ex */
     tg_adj_t *disk;   /* the disk adjacency inside r->adj's counting wrapper */
+    tg_tier_t *all;   /* the whole feature file in RAM, when the budget holds it (no buffer) */
     int E;
     uint32_t dim;
     int dead; /* an earlier pass shut the buffer down */
@@ -195,8 +201,54 @@ err:
     return rc;
 }
 
+/* When the budget left holds every row (and the extraction's staging without a buffer), the
+ * feature file goes into a static RAM tier with large sorted reads: every later lookup is a
+ * lock-free hit, with none of the buffer's reference counting. Returns 1 when it did. */
+static int whole_file_tier(tg_strategy_t *s, const tg_extract_plan_opts_t *fpo,
+                           tg_extract_plan_t *pl)
+{
+    tg_run_t *r = s->r;
+    const tg_meta_t *m = &r->ds->meta;
+    uint64_t limit = r->budget.limit, used = r->budget.used;
+    uint64_t avail = limit ? (limit > used ? limit - used : 0) : tg_phys_mem_bytes() / 8;
+    if (!s->o.features_in_ram || (!limit && s->o.cache_bytes))
+        return 0; /* --features-in-ram 0 or --feature-buffer ask for the buffer */
+    tg_extract_plan_opts_t po = *fpo;
+    po.featbuf = 0;
+    if (limit) po.avail = TG_MAX(avail, 1);
+    if (tg_extract_plan(pl, &po) < 0) return 0;
+    uint64_t N = m->num_nodes, ids_bytes = N * sizeof(uint64_t);
+    uint64_t whole = tg_tier_static_bytes(N, m->feat_dim, m->feat_dtype, N);
+    uint64_t need = whole + ids_bytes + tg_extract_plan_bytes(pl) + po.other_transient;
+    if (need > avail) return 0;
+    uint64_t *ids = malloc(N ? ids_bytes : 1);
+    if (!ids || tg_budget_reserve(&r->budget, ids_bytes, "gnndrive: node list") < 0) {
+        free(ids);
+        return 0;
+    }
+    for (uint64_t v = 0; v < N; v++)
+        ids[v] = v;
+    tg_tier_static_opts_t to = {.name = "gnndrive-ram",
+                                .feat = s->feat,
+                                .num_nodes = N,
+                                .feat_dim = m->feat_dim,
+                                .dtype = m->feat_dtype,
+                                .stats = &s->stats};
+    int rc = tg_tier_static_create(&s->all, &to, ids, N, &r->budget);
+    tg_budget_release(&r->budget, ids_bytes);
+    free(ids);
+    if (rc < 0) {
+        tg_log_warn("gnndrive: the whole feature file in RAM failed (%s); using the buffer",
+                    tg_errmsg());
+        s->all = NULL;
+        return 0;
+    }
+    return 1;
+}
+
 /* Sizes and creates the extractors' workers and the feature buffer from what the budget has
- * left (store/extract plans the reads and fits them to a tight budget). */
+ * left (store/extract plans the reads and fits them to a tight budget), or the whole file in
+ * RAM when it fits. */
 static int gd_setup(tg_strategy_t *s)
 {
     tg_run_t *r = s->r;
@@ -206,8 +258,8 @@ static int gd_setup(tg_strategy_t *s)
     uint64_t limit = r->budget.limit;
     if (limit) po.avail = limit > r->budget.used ? limit - r->budget.used : 1;
     tg_extract_plan_t pl;
-    int rc = tg_extract_plan(&pl, &po);
-    if (rc < 0) return rc;
+    int rc, all = whole_file_tier(s, &po, &pl);
+    if (!all && (rc = tg_extract_plan(&pl, &po)) < 0) return rc;
     tg_extract_opts_t eo = {.plan = &pl,
                             .feat = s->feat,
                             .normalize = s->o.normalize,
@@ -215,16 +267,27 @@ static int gd_setup(tg_strategy_t *s)
                             .stats = &s->stats,
                             .keep_bytes = po.other_transient + pl.transient_bytes,
                             .cache_bytes = s->o.cache_bytes,
+                            .tiers = &s->all,
+                            .ntiers = all,
                             .who = "gnndrive"};
-    if ((rc = tg_extract_create(&s->ex, &eo)) < 0) return rc;
+    if ((rc = tg_extract_create(&s->ex, &eo)) < 0) {
+        tg_tier_destroy(s->all);
+        s->all = NULL;
+        return rc;
+    }
     s->fb = tg_extract_featbuf(s->ex);
     s->E = pl.extractors;
-    tg_log_info("gnndrive: %d extractor(s), %u reads in flight each, %u rows per chunk, "
-                "feature buffer %u slots (%s), %s%s",
-                s->E, pl.depth, pl.chunk, tg_featbuf_num_slots(s->fb),
-                tg_fmt_bytes(tg_featbuf_reserved_bytes(s->fb), a, sizeof a),
-                pl.gap ? "holes up to " : "one read per row run",
-                pl.gap ? tg_fmt_bytes(pl.gap, b, sizeof b) : "");
+    if (all)
+        tg_log_info("gnndrive: %d extractor(s); the whole feature file is in RAM (%s: the budget "
+                    "left room for it), read once with large reads",
+                    s->E, tg_fmt_bytes(s->all->mem_bytes, a, sizeof a));
+    else
+        tg_log_info("gnndrive: %d extractor(s), %u reads in flight each, %u rows per chunk, "
+                    "feature buffer %u slots (%s), %s%s",
+                    s->E, pl.depth, pl.chunk, tg_featbuf_num_slots(s->fb),
+                    tg_fmt_bytes(tg_featbuf_reserved_bytes(s->fb), a, sizeof a),
+                    pl.gap ? "holes up to " : "one read per row run",
+                    pl.gap ? tg_fmt_bytes(pl.gap, b, sizeof b) : "");
     /* what the buffer did not need (it holds at most the whole feature file) serves the index
      * reads; if loading fails the samplers read from disk, where the error will show again */
     if (s->o.resident_indices && tg_xpass_adj_resident(r, s->disk, eo.keep_bytes, "gnndrive") < 0)
@@ -237,9 +300,11 @@ static void gd_close(tg_strategy_t *s)
 {
     if (!s) return;
     tg_extract_destroy(s->ex);
+    tg_tier_destroy(s->all);
     tg_io_file_close(s->feat);
     free(s);
 }
+
 /* ---------------------------------------------------------------- one pass */
 
 /* The first error of a pass: blocked extractors wake up with -ECANCELED; the buffer is unusable
@@ -260,7 +325,7 @@ static int gd_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
     int rc;
     if (!s->ready && (rc = gd_setup(s)) < 0) return rc;
     tg_featbuf_stats_t fs;
-    tg_featbuf_stats(s->fb, &fs, 1);
+    if (s->fb) tg_featbuf_stats(s->fb, &fs, 1);
     tg_xpass_begin(s->ex, &s->stats);
     tg_pipe_opts_t po = {.pass = p,
                          .adj = s->r->adj,
@@ -276,12 +341,14 @@ static int gd_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
                          .on_error = gd_on_error,
                          .error_ctx = s};
     rc = tg_pipe_run(&po, st);
-    tg_xpass_end(s->ex, &s->stats, 0, st);
+    tg_xpass_end(s->ex, &s->stats, s->all != NULL, st);
     /* the hit ratio of the feature buffer: hits, standby hits, and rows another extractor was
-     * loading (not read again) */
-    tg_featbuf_stats(s->fb, &fs, 1);
-    st->cache_lookups = fs.lookups;
-    st->cache_hits = fs.hits + fs.waits;
+     * loading (not read again); with the whole file in RAM, that tier's */
+    if (s->fb) {
+        tg_featbuf_stats(s->fb, &fs, 1);
+        st->cache_lookups = fs.lookups;
+        st->cache_hits = fs.hits + fs.waits;
+    }
     return rc;
 }
 
@@ -301,7 +368,7 @@ const tg_strategy_i tg_strategy_gnndrive = {
              .opts = gd_opts,
              .num_opts = sizeof gd_opts / sizeof gd_opts[0],
              .config_size = sizeof(gd_cfg_t),
-             .example_args = "--mem 32M --extractors 3 --chunk-rows 64"},
+             .example_args = "--mem 32M --extractors 3 --chunk-rows 64 --features-in-ram 0"},
     .min_bytes = gd_min_bytes,
     .open = gd_open,
     .pass = gd_pass,
