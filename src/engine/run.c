@@ -2,6 +2,8 @@
  * feature store, the compute pool; all graph and feature data reserved against one budget. */
 #include "engine-impl.h"
 
+#include <malloc.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,8 +15,22 @@ static uint64_t common_bytes(const tg_meta_t *m, uint64_t *labels, uint64_t *spl
     return *labels + *splits;
 }
 
+/* Large blocks (input matrices, batches, staging) come and go on several threads. glibc raises
+ * its mmap threshold to the size of the first large block freed, after which such blocks come
+ * from per-thread heaps that keep what is freed: tens of MiB above what the budget accounts. A
+ * fixed threshold keeps them mapped, so a free gives the memory back. */
+static void malloc_tune(void)
+{
+#ifdef __GLIBC__
+    mallopt(M_MMAP_THRESHOLD, 256 << 10);
+    mallopt(M_TRIM_THRESHOLD, 1 << 20);
+#endif
+}
+
 int tg_run_open_opts(tg_run_t *r, const tg_run_opts_t *o)
 {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, malloc_tune);
     memset(r, 0, sizeof *r);
     atomic_init(&r->index_bytes, 0);
     unsigned flags = TG_OPEN_CHECK_SIZES | (o->verify ? TG_OPEN_CHECK_CHECKSUMS : 0);
