@@ -757,6 +757,22 @@ int tg_extract_group(tg_extract_worker_t *w, const tg_extract_batch_t *b, int nb
                 hook_fail(hk, rc);
                 return rc;
             }
+    /* A first tier holding every row (the whole file in RAM): nothing to read, so no sort and no
+     * dedup - each position is converted straight from the tier, as a gather in RAM does. Its
+     * lookups then count positions, not distinct rows. */
+    if (ex->ntiers >= 1 && !ex->fb && tg_tier_static_count(ex->tiers[0]) >= ex->plan.num_nodes) {
+        tg_tier_t *t = ex->tiers[0];
+        uint32_t dim = ex->plan.feat_dim;
+        for (int j = 0; j < nb; j++) {
+            if (hk && hk->abort && atomic_load(hk->abort)) return -ECANCELED;
+            for (uint32_t i = 0; i < b[j].n; i++)
+                tg_feat_rows_f32(b[j].X + (size_t)i * dim, tg_tier_find(t, b[j].nodes[i]), 0, 1,
+                                 dim, ex->plan.dtype, ex->normalize);
+        }
+        atomic_fetch_add_explicit(&t->lookups, total, memory_order_relaxed);
+        atomic_fetch_add_explicit(&t->hits, total, memory_order_relaxed);
+        return 0;
+    }
     int64_t bytes = (int64_t)(total * (2 * sizeof(uint64_t) + sizeof(uint32_t)) + sizeof(uint32_t));
     uint64_t *keys = malloc((size_t)total * 2 * sizeof *keys + 1);
     uint32_t *start = malloc(((size_t)total + 1) * sizeof *start);
