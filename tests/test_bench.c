@@ -4,9 +4,9 @@
  * out-of-memory killer; refusals; and the epoch footprint behind the I/O lower bound. */
 #include <sys/stat.h>
 
-#include "engine/engine-impl.h"
 #include "test_adj_disk_common.h"
 #include "tiergnn/bench.h"
+#include "tiergnn/engine.h"
 
 static const char *g_dir;
 static char g_ds[4200];

@@ -145,6 +145,8 @@ int tg_strategy_count(void);
 const tg_strategy_info_t *tg_strategy_info(int i);
 /* By name; NULL if none. */
 const tg_strategy_info_t *tg_strategy_info_find(const char *name);
+/* "memory, mmap, gnndrive, ..." in table order. */
+const char *tg_strategy_names(void);
 /* Fills cfg (info->config_size bytes) with the defaults, then args[0..n) that name options of
  * this strategy. Options of other strategies are skipped (noted at info level when `note`); a
  * name no strategy knows, a value out of range or of the wrong kind is -EINVAL naming the option

@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include "bench-impl.h"
+#include "tiergnn/engine.h"
 /* The engine's table of strategies names the default set. */
-#include "engine/engine-impl.h"
 
 #define MAX_STRATEGIES 32
 

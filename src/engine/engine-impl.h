@@ -115,8 +115,7 @@ extern const tg_strategy_i tg_strategy_pagraph;
 
 /* The strategy called name ("auto" is not one: see tg_strategy_choose). */
 int tg_strategy_find(const char *name, const tg_strategy_i **out);
-/* "memory, mmap, gnndrive, ..." in table order */
-const char *tg_strategy_names(void);
+
 
 /* ---------------------------------------------------------------- the run */
 
