@@ -79,8 +79,8 @@ static const tg_strategy_opt_t gd_opts[] = {
 
 /* Everything the strategy reads: the common settings and its own options, resolved. */
 typedef struct {
-    int normalize, threads, sampler_threads;
-    int extractors, queue_depth, out_of_order, sweep_batches;
+    int normalize, sampler_threads;
+    int extractors, out_of_order;
     unsigned io_depth;    /* 0 = from the device probe */
     uint32_t chunk_rows;  /* 0 = automatic */
     int64_t io_gap;       /* < 0 = automatic */
@@ -94,15 +94,12 @@ static void gd_resolve(const tg_strategy_opts_t *o, gd_opts_t *g)
     const gd_cfg_t *c = o->cfg;
     memset(g, 0, sizeof *g);
     g->normalize = o->normalize;
-    g->threads = o->threads;
     g->sampler_threads = o->sampler_threads;
     g->extractors = c->x.extractors > 0 ? (int)c->x.extractors : 1;
-    g->queue_depth = c->x.queue_depth > 0 ? (int)c->x.queue_depth : 1;
     g->io_depth = (unsigned)c->x.io_depth;
     g->chunk_rows = (uint32_t)c->x.chunk_rows;
     g->io_gap = c->x.io_gap;
     g->out_of_order = (int)c->out_of_order;
-    g->sweep_batches = c->x.sweep_batches > 0 ? (int)c->x.sweep_batches : 1;
     g->cache_bytes = (uint64_t)c->feature_buffer;
     g->resident_indices = c->x.resident_indices != 0;
     g->features_in_ram = c->features_in_ram != 0;
@@ -163,9 +160,7 @@ struct tg_strategy {
     tg_featbuf_t *fb; /* of ex */
     tg_adj_t *disk;   /* the disk adjacency inside r->adj's counting wrapper */
     tg_tier_t *all;   /* the whole feature file in RAM, when the budget holds it (no buffer) */
-    int E;
-    uint32_t dim;
-    int dead; /* an earlier pass shut the buffer down */
+    int dead;         /* an earlier pass shut the buffer down */
 };
 
 static int gd_open(tg_strategy_t **out, tg_run_t *r, const tg_strategy_opts_t *sopts)
@@ -192,7 +187,6 @@ static int gd_open(tg_strategy_t **out, tg_run_t *r, const tg_strategy_opts_t *s
                     (unsigned long long)want);
         goto err;
     }
-    s->dim = r->ds->meta.feat_dim;
     *out = s;
     return 0;
 err:
@@ -276,15 +270,14 @@ static int gd_setup(tg_strategy_t *s)
         return rc;
     }
     s->fb = tg_extract_featbuf(s->ex);
-    s->E = pl.extractors;
     if (all)
         tg_log_info("gnndrive: %d extractor(s); the whole feature file is in RAM (%s: the budget "
                     "left room for it), read once with large reads",
-                    s->E, tg_fmt_bytes(s->all->mem_bytes, a, sizeof a));
+                    pl.extractors, tg_fmt_bytes(s->all->mem_bytes, a, sizeof a));
     else
         tg_log_info("gnndrive: %d extractor(s), %u reads in flight each, %u rows per chunk, "
                     "feature buffer %u slots (%s), %s%s",
-                    s->E, pl.depth, pl.chunk, tg_featbuf_num_slots(s->fb),
+                    pl.extractors, pl.depth, pl.chunk, tg_featbuf_num_slots(s->fb),
                     tg_fmt_bytes(tg_featbuf_reserved_bytes(s->fb), a, sizeof a),
                     pl.gap ? "holes up to " : "one read per row run",
                     pl.gap ? tg_fmt_bytes(pl.gap, b, sizeof b) : "");
@@ -327,19 +320,11 @@ static int gd_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
     tg_featbuf_stats_t fs;
     if (s->fb) tg_featbuf_stats(s->fb, &fs, 1);
     tg_xpass_begin(s->ex, &s->stats);
-    tg_pipe_opts_t po = {.pass = p,
-                         .adj = s->r->adj,
-                         .dim = s->dim,
-                         .sampler_threads = s->o.sampler_threads,
-                         .prefetch = (size_t)s->o.queue_depth,
-                         .workers = s->E,
-                         .group = s->o.sweep_batches > 0 ? s->o.sweep_batches : 1,
-                         .work = tg_xpass_work,
-                         .work_ctx = s->ex,
-                         .queue_depth = s->o.queue_depth,
-                         .in_order = !(p->allow_out_of_order && s->o.out_of_order),
-                         .on_error = gd_on_error,
-                         .error_ctx = s};
+    const gd_cfg_t *c = s->r->sopts.cfg;
+    tg_pipe_opts_t po = tg_xpass_pipe_opts(s->r, p, &c->x, s->ex);
+    po.in_order = !(p->allow_out_of_order && s->o.out_of_order);
+    po.on_error = gd_on_error;
+    po.error_ctx = s;
     rc = tg_pipe_run(&po, st);
     tg_xpass_end(s->ex, &s->stats, s->all != NULL, st);
     /* the hit ratio of the feature buffer: hits, standby hits, and rows another extractor was
@@ -352,12 +337,9 @@ static int gd_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
     return rc;
 }
 
-/* Matrix places of the pipeline: extractors x sweep + queue depth (pipeline.h). */
 static int gd_in_flight(const tg_strategy_opts_t *so)
 {
-    gd_opts_t o;
-    gd_resolve(so, &o);
-    return o.extractors * o.sweep_batches + o.queue_depth;
+    return tg_xpass_in_flight(&((const gd_cfg_t *)so->cfg)->x);
 }
 
 const tg_strategy_i tg_strategy_gnndrive = {

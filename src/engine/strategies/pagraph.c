@@ -217,27 +217,15 @@ static int pg_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
     int rc;
     if (!s->ex && (rc = pg_setup(s)) < 0) return rc;
     tg_xpass_begin(s->ex, &s->stats); /* the fill and the budget's profile are not the pass's */
-    tg_pipe_opts_t po = {.pass = p,
-                         .adj = s->r->adj,
-                         .dim = s->r->ds->meta.feat_dim,
-                         .sampler_threads = s->r->sopts.sampler_threads,
-                         .prefetch = (size_t)s->c->x.queue_depth,
-                         .workers = tg_extract_num_workers(s->ex),
-                         .group = (int)s->c->x.sweep_batches,
-                         .work = tg_xpass_work,
-                         .work_ctx = s->ex,
-                         .queue_depth = (int)s->c->x.queue_depth,
-                         .in_order = 1};
+    tg_pipe_opts_t po = tg_xpass_pipe_opts(s->r, p, &s->c->x, s->ex);
     rc = tg_pipe_run(&po, st);
     tg_xpass_end(s->ex, &s->stats, s->hot != NULL, st); /* hit ratio: static-tier hits / rows */
     return rc;
 }
 
-/* Matrix places of the pipeline: extractors x sweep + queue depth (pipeline.h). */
 static int pg_in_flight(const tg_strategy_opts_t *so)
 {
-    const pg_cfg_t *c = so->cfg;
-    return (int)(c->x.extractors * c->x.sweep_batches + c->x.queue_depth);
+    return tg_xpass_in_flight(&((const pg_cfg_t *)so->cfg)->x);
 }
 
 const tg_strategy_i tg_strategy_pagraph = {

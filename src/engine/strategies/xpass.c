@@ -107,3 +107,24 @@ void tg_xpass_end(tg_extract_t *ex, tg_io_stats_t *io, int ram_tiers, tg_pass_st
     st->io_read_bytes = c.io_read_bytes;
     st->io_wait_s = c.io_wait_s;
 }
+
+int tg_xpass_in_flight(const tg_xpass_cfg_t *x)
+{
+    return (int)(x->extractors * x->sweep_batches + x->queue_depth);
+}
+
+tg_pipe_opts_t tg_xpass_pipe_opts(tg_run_t *r, const tg_pass_t *p, const tg_xpass_cfg_t *x,
+                                  tg_extract_t *ex)
+{
+    return (tg_pipe_opts_t){.pass = p,
+                            .adj = r->adj,
+                            .dim = r->ds->meta.feat_dim,
+                            .sampler_threads = r->sopts.sampler_threads,
+                            .prefetch = (size_t)x->queue_depth,
+                            .workers = tg_extract_num_workers(ex),
+                            .group = (int)x->sweep_batches,
+                            .work = tg_xpass_work,
+                            .work_ctx = ex,
+                            .queue_depth = (int)x->queue_depth,
+                            .in_order = 1};
+}

@@ -51,6 +51,15 @@ typedef struct {
     int64_t resident_indices; /* -1 auto: when the budget has room; 0 never */
 } tg_xpass_cfg_t;
 
+/* Input matrices the pipeline of such a strategy holds at once: extractors x sweep-batches +
+ * queue-depth (pipeline.h). */
+int tg_xpass_in_flight(const tg_xpass_cfg_t *x);
+/* The pipeline of such a pass: samplers over r->adj, the extraction's workers taking
+ * sweep-batches batches at a time, queues of queue-depth, in order; the caller may change
+ * in_order and add on_error. */
+tg_pipe_opts_t tg_xpass_pipe_opts(tg_run_t *r, const tg_pass_t *p, const tg_xpass_cfg_t *x,
+                                  tg_extract_t *ex);
+
 #define TG_XPASS_OPT(n, k, d, lo, hi, a, f, m, h)                                                  \
     {                                                                                              \
         .name = n, .kind = k, .def = d, .min = lo, .max = hi, .auto_ok = a,                        \
