@@ -1,10 +1,7 @@
 /* Disk-resident adjacency: indptr in RAM, indices read from indices.bin through io/ on every
  * tg_adj_read (see "out-of-core adjacency" in tiergnn/graph.h). */
-#include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "tiergnn/data.h"
 #include "tiergnn/graph.h"
@@ -161,7 +158,7 @@ int tg_adj_disk_open(tg_adj_t **out, const struct tg_dataset *ds, const tg_adj_d
         free(d);
         return tg_err(-ENOMEM, "disk adjacency: out of memory");
     }
-    char *path = d->path;
+    char *path = d->path; /* for messages */
     tg_dataset_path(ds, TG_FILE_INDICES, d->path, sizeof d->path);
     adj->iface = &disk_iface;
     adj->impl = d;
@@ -211,51 +208,40 @@ uint64_t tg_adj_disk_load_bytes(const tg_adj_t *adj)
     return (adj->num_edges * d->esz + 4095) / 4096 * 4096;
 }
 
-/* Reads the whole indices.bin into d->resident: O_DIRECT in 8 MiB pieces where the file system
- * allows (the page cache is not charged a second copy), else buffered and dropped after. */
+/* Reads the whole indices.bin into d->resident through the adjacency's own io/ queues (O_DIRECT
+ * where the file system allows it, so the page cache holds no second copy), in 8 MiB requests. */
 int tg_adj_disk_load(tg_adj_t *adj)
 {
     if (!adj || adj->iface != &disk_iface)
         return tg_err(-EINVAL, "tg_adj_disk_load: not a disk adjacency");
     adj_disk_t *d = adj->impl;
     if (d->resident) return 0;
+    const uint64_t piece = (uint64_t)8 << 20;
     uint64_t bytes = tg_adj_disk_load_bytes(adj), size = adj->num_edges * d->esz;
+    size_t nreq = (size_t)((size + piece - 1) / piece);
     int rc;
     if (d->budget && (rc = tg_budget_reserve(d->budget, bytes, "indices in RAM")) < 0) return rc;
     char *buf = tg_aligned_alloc(4096, bytes ? (size_t)bytes : 4096);
-    int direct = 1, fd = open(d->path, O_RDONLY | O_DIRECT | O_CLOEXEC);
-    if (fd < 0) {
-        direct = 0;
-        fd = open(d->path, O_RDONLY | O_CLOEXEC);
-    }
-    if (!buf || fd < 0) {
-        rc = !buf ? tg_err(-ENOMEM, "%s: out of memory for the indices in RAM", d->path)
-                  : tg_err(-errno, "%s: cannot open: %s", d->path, strerror(errno));
+    tg_io_req_t *reqs = calloc(nreq ? nreq : 1, sizeof *reqs);
+    if (!buf || !reqs) {
+        rc = tg_err(-ENOMEM, "%s: out of memory for the indices in RAM", d->path);
         goto err;
     }
-    for (uint64_t off = 0; off < size;) {
-        size_t want = (size_t)TG_MIN((uint64_t)8 << 20, bytes - off);
-        ssize_t got = pread(fd, buf + off, want, (off_t)off);
-        if (got < 0 && errno == EINTR) continue;
-        if (got < 0) {
-            rc = tg_err(-errno, "%s: read error at offset %llu: %s", d->path,
-                        (unsigned long long)off, strerror(errno));
-            goto err;
-        }
-        if (got == 0) {
-            rc = tg_err(-EIO, "%s: unexpected end of file at offset %llu (expected %llu bytes)",
-                        d->path, (unsigned long long)off, (unsigned long long)size);
-            goto err;
-        }
-        off += (uint64_t)got;
+    for (size_t i = 0; i < nreq; i++)
+        reqs[i] = (tg_io_req_t){.file = d->file,
+                                .off = i * piece,
+                                .len = (size_t)TG_MIN(piece, size - i * piece),
+                                .dst = buf + i * piece};
+    if ((rc = tg_io_pool_read_batch(d->pool, reqs, nreq)) < 0) {
+        tg_err_prefix(rc, "disk adjacency: loading the indices into RAM");
+        goto err;
     }
-    if (!direct) posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-    close(fd);
+    free(reqs);
     d->resident = buf;
     d->resident_bytes = d->budget ? bytes : 0;
     return 0;
 err:
-    if (fd >= 0) close(fd);
+    free(reqs);
     free(buf);
     if (d->budget) tg_budget_release(d->budget, bytes);
     return rc;
