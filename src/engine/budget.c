@@ -172,6 +172,7 @@ int tg_budget_plan(tg_run_t *r, const tg_model_t *m, const tg_budget_plan_opts_t
         return rc;
     p->reserved = need;
     r->budget_planned = 1;
+    r->batch_nodes = p->batch_nodes;
     p->data = r->budget.used - need;
     p->rest = p->limit - r->budget.used;
     tg_log_info("memory budget %s: process %s, model %s, activations %s, %llu batch matrices of "

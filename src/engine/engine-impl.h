@@ -83,6 +83,14 @@ typedef struct tg_pass_stats {
         char name[32];
         uint64_t lookups, hits, bytes;
     } tiers[TG_PASS_MAX_TIERS];
+    /* Strategies that plan their cache from sampled-ahead batches (ginex): the planning time
+     * (changeset precomputation, on its own thread), the cache moving to each plan's initial
+     * state and the per-batch updates (on the gathering thread), the misses the plan predicted
+     * (equal to cache_lookups - cache_hits when the cache followed it), the rows read ahead at
+     * the plans' starts, and the plans made. */
+    int have_plan;
+    double plan_s, cache_init_s, cache_update_s;
+    uint64_t predicted_misses, prefetch_rows, superbatches;
 } tg_pass_stats_t;
 
 typedef struct tg_strategy_i {
@@ -112,6 +120,7 @@ extern const tg_strategy_i tg_strategy_memory;
 extern const tg_strategy_i tg_strategy_mmap;
 extern const tg_strategy_i tg_strategy_gnndrive;
 extern const tg_strategy_i tg_strategy_pagraph;
+extern const tg_strategy_i tg_strategy_ginex;
 
 /* The strategy called name ("auto" is not one: see tg_strategy_choose). */
 int tg_strategy_find(const char *name, const tg_strategy_i **out);
@@ -132,6 +141,7 @@ struct tg_run {
     tg_budget_t budget;
     int budget_init;
     int budget_planned; /* tg_budget_plan has reserved the model and batches */
+    uint32_t batch_nodes; /* input nodes of the plan's largest profiled batch (0: no plan) */
     tg_pool_t *pool;    /* compute threads */
     const tg_strategy_i *strat_i;
     tg_strategy_t *strat;

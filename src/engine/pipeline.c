@@ -81,12 +81,28 @@ static void x_give_back(tg_pipe_t *P, int n)
     pthread_mutex_unlock(&P->x_mu);
 }
 
+/* The batch source: the pass's loader, or the strategy's own (opts.source). */
+static int src_next(tg_pipe_t *P, tg_loader_item_t **it)
+{
+    const tg_pipe_source_t *s = P->o->source;
+    return s ? s->next(s->ctx, P, it) : tg_loader_next(P->ld, it);
+}
+
+static void src_free(tg_pipe_t *P, tg_loader_item_t *it)
+{
+    const tg_pipe_source_t *s = P->o->source;
+    if (s)
+        s->item_free(s->ctx, it);
+    else
+        tg_loader_item_free(P->ld, it);
+}
+
 static void item_free(tg_pipe_t *P, item_t *t)
 {
     if (!t) return;
     if (!P->gather_mode) free(t->X);
     if (t->x_bytes) tg_pipe_count_bytes(P, -(int64_t)t->x_bytes);
-    if (t->it) tg_loader_item_free(P->ld, t->it);
+    if (t->it) src_free(P, t->it);
     if (t->counted) x_give_back(P, 1);
     free(t);
 }
@@ -211,7 +227,7 @@ static int pull_group(tg_pipe_t *P, tg_loader_item_t **its, int group)
     int ng = 0, rc = 0;
     pthread_mutex_lock(&P->ld_mu);
     while (ng < group && !P->stop_pull && !atomic_load(&P->abort)) {
-        rc = tg_loader_next(P->ld, &its[ng]);
+        rc = src_next(P, &its[ng]);
         if (rc <= 0) break;
         P->pulled++;
         ng++;
@@ -234,7 +250,7 @@ static int pull_group(tg_pipe_t *P, tg_loader_item_t **its, int group)
     pthread_mutex_unlock(&P->ld_mu);
     if (ng && !placed) {
         for (int j = 0; j < ng; j++)
-            tg_loader_item_free(P->ld, its[j]);
+            src_free(P, its[j]);
         ng = 0;
     }
     return ng;
@@ -258,7 +274,7 @@ static void *worker_main(void *arg)
             atomic_fetch_add(&P->sample_ns, (uint64_t)(its[j]->sample_s * 1e9));
             g[j] = calloc(1, sizeof *g[j]);
             if (!g[j]) {
-                tg_loader_item_free(P->ld, its[j]);
+                src_free(P, its[j]);
                 x_give_back(P, 1);
             } else {
                 g[j]->it = its[j];
@@ -422,7 +438,7 @@ int tg_pipe_run(const tg_pipe_opts_t *o, tg_pass_stats_t *st)
     memset(st, 0, sizeof *st);
     st->next_batch = p->first_batch;
     if (o->workers < 0 || o->workers > 256 || (o->workers && !o->work) ||
-        (!o->workers && !o->gather) ||
+        (!o->workers && !o->gather) || (o->source && !o->workers) ||
         (o->workers && (o->group < 1 || o->group > TG_PIPE_MAX_GROUP)))
         return tg_err(-EINVAL, "pipeline: bad options (%d workers, group %d)", o->workers,
                       o->group);
@@ -435,15 +451,21 @@ int tg_pipe_run(const tg_pipe_opts_t *o, tg_pass_stats_t *st)
     pthread_t rel;
     if (rc == 0 && W && (!th || !args)) rc = tg_err(-ENOMEM, "pipeline: out of memory");
     if (rc < 0) goto out;
-    tg_loader_opts_t lo =
-        tg_pass_loader_opts(p, o->adj, o->sampler_threads, o->prefetch ? o->prefetch : 2);
-    if (P.gather_mode) {
-        lo.hook = gather_hook;
-        lo.hook_free = gather_free;
-        lo.ctx = &P;
+    uint64_t total;
+    if (o->source) {
+        total =
+            o->source->num_batches > p->first_batch ? o->source->num_batches - p->first_batch : 0;
+    } else {
+        tg_loader_opts_t lo =
+            tg_pass_loader_opts(p, o->adj, o->sampler_threads, o->prefetch ? o->prefetch : 2);
+        if (P.gather_mode) {
+            lo.hook = gather_hook;
+            lo.hook_free = gather_free;
+            lo.ctx = &P;
+        }
+        if ((rc = tg_loader_start(&P.ld, &lo)) < 0) goto out;
+        total = tg_loader_num_batches(P.ld) - p->first_batch;
     }
-    if ((rc = tg_loader_start(&P.ld, &lo)) < 0) goto out;
-    uint64_t total = tg_loader_num_batches(P.ld) - p->first_batch;
     int e;
     if ((e = pthread_create(&rel, NULL, releaser_main, &P)) != 0) {
         rc = tg_err(-e, "pipeline: cannot start the releaser thread");

@@ -15,6 +15,8 @@
  *                          .workers = E, .group = 1, .work = my_extract, .work_ctx = s};
  *     rc = tg_pipe_run(&po, st);
  *
+ * A strategy that samples on its own hands the batches in through `source` (workers > 0 only).
+ *
  * With workers = 0, X comes from `gather`, called on the sampler thread right after sampling
  * (memory, mmap); with workers > 0 the pipeline allocates X and `work` fills it. A work function
  * reports a failure with tg_pipe_fail (the first error of any stage wins, with its message) and
@@ -57,12 +59,26 @@ typedef struct tg_pipe tg_pipe_t;
 typedef int (*tg_pipe_work_fn)(void *ctx, tg_pipe_t *P, int worker, const tg_batch_t *const *b,
                                float *const *X, int n);
 
+/* Where the batches come from when they are not sampled by the pipeline's own loader (Ginex
+ * samples a superbatch ahead on a thread of its own and reads the batches back from spill
+ * files). next hands out the pass's batches in id order from first_batch on (it->batch.id set,
+ * it->sample_s what sampling it took): 1 with *it, 0 at the end, or a negative error code with
+ * its message; it runs on a worker under the pipeline's loader lock, and should return
+ * -ECANCELED soon once tg_pipe_aborted(P). item_free frees an item next returned. */
+typedef struct tg_pipe_source {
+    int (*next)(void *ctx, tg_pipe_t *P, tg_loader_item_t **it);
+    void (*item_free)(void *ctx, tg_loader_item_t *it);
+    uint64_t num_batches; /* the pass's batches, those before first_batch included */
+    void *ctx;
+} tg_pipe_source_t;
+
 typedef struct tg_pipe_opts {
     const tg_pass_t *pass;
-    tg_adj_t *adj;       /* the samplers read it */
-    uint32_t dim;        /* columns of X */
-    int sampler_threads; /* 0 = sample inline (in the worker or the trainer) */
-    size_t prefetch;     /* batches each sampler thread may have ready */
+    const tg_pipe_source_t *source; /* NULL: a loader over adj samples the batches */
+    tg_adj_t *adj;                  /* the samplers read it */
+    uint32_t dim;                   /* columns of X */
+    int sampler_threads;            /* 0 = sample inline (in the worker or the trainer) */
+    size_t prefetch;                /* batches each sampler thread may have ready */
     /* workers == 0: X is gathered on the sampler thread */
     tg_gather_fn gather;
     void *gather_ctx;

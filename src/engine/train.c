@@ -557,13 +557,28 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
             tg_json_uint(&j, "batch_bytes_peak", ps.batch_bytes_peak);
             char tiers[TG_PASS_MAX_TIERS * 128 + 4];
             tg_json_raw(&j, "cache_tiers", pass_tiers_json(&ps, tiers, sizeof tiers));
+            if (ps.have_plan) {
+                /* ginex: Fig. 14's breakdown and the simulator's count beside the cache's */
+                tg_json_num(&j, "changeset_s", ps.plan_s);
+                tg_json_num(&j, "cache_init_s", ps.cache_init_s);
+                tg_json_num(&j, "cache_update_s", ps.cache_update_s);
+                tg_json_uint(&j, "cache_misses", ps.cache_lookups - ps.cache_hits);
+                tg_json_uint(&j, "predicted_misses", ps.predicted_misses);
+                tg_json_uint(&j, "prefetch_rows", ps.prefetch_rows);
+                tg_json_uint(&j, "superbatches", ps.superbatches);
+            }
             tg_json_end(&j, o.json, NULL);
         }
-        char io_line[256] = "";
+        char io_line[384] = "";
         if (ps.have_io) {
-            char a[32], b[32], w[32] = "?", hs[32] = "";
+            char a[32], b[32], w[32] = "?", hs[160] = "";
             if (ps.have_io_wait) snprintf(w, sizeof w, "%.2f s", ps.io_wait_s);
             if (ps.have_cache) snprintf(hs, sizeof hs, ", hit ratio %.3f", hit);
+            if (ps.have_plan)
+                snprintf(hs + strlen(hs), sizeof hs - strlen(hs),
+                         ", misses %llu (planned %llu), changesets %.2f s, cache init %.2f s",
+                         (unsigned long long)(ps.cache_lookups - ps.cache_hits),
+                         (unsigned long long)ps.predicted_misses, ps.plan_s, ps.cache_init_s);
             snprintf(io_line, sizeof io_line, "; io %llu req, %s read / %s needed, wait %s%s",
                      (unsigned long long)ps.io_requests,
                      tg_fmt_bytes(ps.io_read_bytes, a, sizeof a), tg_fmt_bytes(needed, b, sizeof b),

@@ -11,7 +11,8 @@
 #include <unistd.h>
 
 static const tg_strategy_i *const strategies[] = {&tg_strategy_memory, &tg_strategy_mmap,
-                                                  &tg_strategy_gnndrive, &tg_strategy_pagraph};
+                                                  &tg_strategy_gnndrive, &tg_strategy_pagraph,
+                                                  &tg_strategy_ginex};
 
 #define NSTRAT (sizeof strategies / sizeof strategies[0])
 

@@ -66,11 +66,13 @@ tg_pipe_opts_t tg_xpass_pipe_opts(tg_run_t *r, const tg_pass_t *p, const tg_xpas
         .offset = offsetof(tg_xpass_cfg_t, f), .meta = m, .help = h                                \
     }
 
-#define TG_XPASS_OPTS                                                                              \
+#define TG_XPASS_OPTS TG_XPASS_OPTS_QD(2, "2")
+/* The same with another default queue depth (qd, and its text for the help line). */
+#define TG_XPASS_OPTS_QD(qd, qds)                                                                  \
     TG_XPASS_OPT("extractors", TG_SOPT_INT, 2, 1, 64, 0, extractors, "E",                          \
                  "extractor threads (default 2)"),                                                 \
-        TG_XPASS_OPT("queue-depth", TG_SOPT_INT, 2, 1, 1024, 0, queue_depth, "Q",                  \
-                     "training/releasing queue capacity (default 2)"),                             \
+        TG_XPASS_OPT("queue-depth", TG_SOPT_INT, qd, 1, 1024, 0, queue_depth, "Q",                 \
+                     "training/releasing queue capacity (default " qds ")"),                       \
         TG_XPASS_OPT("io-depth", TG_SOPT_INT, 0, 0, 4096, 0, io_depth, "D",                        \
                      "reads in flight per extractor (default 0: the device probe's depth / E)"),   \
         TG_XPASS_OPT("io-gap", TG_SOPT_SIZE, -1, 0, 1 << 20, 1, io_gap, "BYTES",                   \

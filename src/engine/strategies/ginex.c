@@ -1,0 +1,882 @@
+/* Strategy "ginex": Ginex's inspector-executor pipeline (Park et al., "Ginex", section 3) on the
+ * CPU, with the same sampler, batches and model as every other strategy.
+ *
+ *   inspector thread:  sampler threads (tg_loader) -> superbatch of S batches written to a spill
+ *                      file (ids and blocks) + its access trace -> changesets (store/changeset:
+ *                      the initial state and, per iteration, the rows to insert and evict, from
+ *                      Belady's MIN over the superbatch) -> ready
+ *   executor (the pipeline's one worker): at a superbatch's start, moves the feature cache to its
+ *                      initial state (evicts, prefetches the missing rows with large sorted reads);
+ *                      per batch: reads it back from the spill file, copies the rows the cache
+ *                      holds into X, reads the others through store/extract (io_uring, rows close
+ *                      together merged into one read), then applies the iteration's changeset
+ *                      from the rows just gathered (no re-read)
+ *   trainer (the calling thread) -> releaser
+ *
+ * Superbatch k+1 is sampled and its changesets computed while superbatch k trains (the paper's
+ * Fig. 9), so two superbatches exist at once: the one the executor reads and the one the
+ * inspector fills, each in its own spill file (O_TMPFILE: nothing is left behind by an error,
+ * SIGINT or SIGKILL).
+ *
+ * The feature cache (3.3): direct addressing, as in the paper: a u32 address table over every
+ * node (slot or none) and an array of rows. A row is kept as the batch input holds it (f32,
+ * normalised when asked), so a hit is one memcpy and a cached row equals the row extract would
+ * produce, bit for bit. Its state only changes on the executor thread, between batches, so the
+ * lookups take no lock. Because the executor applies exactly the changesets the simulation
+ * computed from exactly its initial state, the rows it misses are the simulation's misses: the
+ * pass reports both (cache_lookups/hits and predicted misses) and they must agree.
+ *
+ * The neighbour cache (3.2) is a tier of the disk adjacency (graph/ncache) that the samplers read
+ * through; its share of the cache memory is --ginex-split.
+ *
+ * Exactness: batch b is the epoch plan's batch b (same seeds, same RNG), handed to the trainer in
+ * id order, and every row of X equals the file's (converted as everywhere): checkpoints equal
+ * memory's byte for byte. A resumed pass starts its first superbatch at the resume point.
+ *
+ * Errors: the inspector's first error (a sampler's, a spill write, the changeset's budget) is
+ * handed to the executor at the superbatch it would have produced, so the batches before it still
+ * train; the executor's (an I/O error naming the file and offset) go through the pipeline's
+ * first-error box. Every thread is joined, every batch and spill file freed before the pass
+ * returns. */
+#include "../engine-impl.h"
+#include "../pipeline.h"
+#include "xpass.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tiergnn/changeset.h"
+#include "tiergnn/derived.h"
+#include "tiergnn/extract.h"
+
+/* ---------------------------------------------------------------- options */
+
+typedef struct {
+    tg_xpass_cfg_t x;
+    int64_t superbatch, split, feature_cache;
+} gx_cfg_t;
+
+#define GX_OPT(n, k, d, lo, hi, a, f, m, h)                                                        \
+    {                                                                                              \
+        .name = n, .kind = k, .def = d, .min = lo, .max = hi, .auto_ok = a,                        \
+        .offset = offsetof(gx_cfg_t, f), .meta = m, .help = h                                      \
+    }
+
+/* Queue depth 1: the executor gathers one batch while the trainer trains the one before, and
+ * every matrix fewer in flight is cache. */
+static const tg_strategy_opt_t gx_opts[] = {
+    TG_XPASS_OPTS_QD(1, "1"),
+    GX_OPT("superbatch", TG_SOPT_INT, -1, 1, 1 << 20, 1, superbatch, "S",
+           "batches sampled ahead and planned together (default auto: as many as a fifth of the "
+           "cache memory can plan, 2..64)"),
+    GX_OPT("ginex-split", TG_SOPT_INT, -1, 0, 100, 1, split, "PCT",
+           "percent of the cache memory for the neighbour cache, the rest for the feature cache "
+           "(default auto: from a short profile of the first batches)"),
+    GX_OPT("feature-cache", TG_SOPT_SIZE, -1, 0, INT64_MAX, 1, feature_cache, "SIZE",
+           "feature cache size (default auto: what --mem leaves; without --mem an eighth of the "
+           "RAM, at most the feature file)"),
+};
+
+/* ---------------------------------------------------------------- state */
+
+#define GX_NONE UINT32_MAX
+#define GX_SPILL_BUF ((size_t)4 << 20)
+
+/* One superbatch, from the inspector to the executor. */
+typedef struct {
+    int state;      /* SB_FREE, SB_READY (inspector done), SB_EXEC (executor reading) */
+    uint64_t first; /* its first batch id */
+    uint32_t count; /* batches */
+    tg_spill_t *spill;
+    double *sample_s; /* (count) sampling time of each batch */
+    size_t sample_cap;
+    tg_cs_t cs;
+    uint32_t *c0; /* initial state */
+    uint64_t n0;
+    double changeset_s;
+} sb_t;
+
+enum { SB_FREE = 0, SB_READY = 1, SB_EXEC = 2 };
+
+struct tg_strategy {
+    tg_run_t *r;
+    int normalize;
+    tg_io_stats_t stats;
+    tg_io_file_t *feat;
+    tg_adj_t *disk;
+    char spill_dir[4096];
+    /* created at the first pass */
+    int ready, dead;
+    tg_extract_t *ex;
+    uint32_t dim;
+    size_t xrow; /* bytes of one cached row (f32, as in X) */
+    uint64_t entries;
+    uint32_t *addr;  /* (N) slot of each node, GX_NONE when not cached */
+    uint32_t *owner; /* (entries) node of each slot, GX_NONE when free */
+    float *rows;     /* (entries x dim) */
+    uint32_t *free_slots;
+    uint64_t nfree;
+    uint64_t fixed_bytes; /* reserved at setup */
+    tg_cs_ws_t *ws;
+    uint32_t S;
+    float *stage; /* (chunk x dim) rows read from disk before they go to X or the cache */
+    uint32_t chunk;
+    uint64_t *miss_pairs; /* (cap) node << 32 | position, sorted by node */
+    size_t miss_cap;
+    uint64_t *chunk_nodes; /* (chunk) */
+    sb_t sb[2];
+    /* one pass */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t insp;
+    int insp_started;
+    tg_loader_t *ld;
+    const tg_pass_t *p;
+    uint64_t num_batches;
+    int stop;    /* the pass is over: the inspector returns */
+    int insp_rc; /* the inspector's error, handed to the executor in order */
+    char insp_msg[1024];
+    uint64_t insp_fail_at; /* the first batch the inspector could not produce */
+    uint32_t *prev;        /* the inspector's last planned final state */
+    uint64_t nprev;
+    uint64_t prev_bytes;
+    /* the executor's position */
+    uint64_t next_id;
+    sb_t *cur;
+    uint32_t cur_i; /* index in cur of the batch handed out last */
+    uint64_t sb_seen;
+    /* figures of the pass */
+    double changeset_s, init_s, update_s, hit_s, miss_s;
+    uint64_t lookups, hits, predicted_misses, prefetch_rows, superbatches, trace_accesses;
+};
+
+/* ---------------------------------------------------------------- sizing */
+
+static void plan_opts(const tg_dataset_t *ds, const gx_cfg_t *c, char *path, size_t path_len,
+                      int sampler_threads, tg_extract_plan_opts_t *po)
+{
+    tg_extract_plan_opts_default(po);
+    tg_dataset_path(ds, TG_FILE_FEATURES, path, path_len);
+    po->num_nodes = ds->meta.num_nodes;
+    po->feat_dim = ds->meta.feat_dim;
+    po->dtype = ds->meta.feat_dtype;
+    po->extractors = 1;
+    po->io_depth = (unsigned)c->x.io_depth;
+    po->io_gap = c->x.io_gap;
+    po->chunk_rows = (uint32_t)c->x.chunk_rows;
+    po->featbuf = 0;
+    po->probe_path = path;
+    po->other_transient = tg_xpass_adj_transient(tg_xpass_adj_queues(sampler_threads));
+}
+
+/* Bytes per node of the fixed structures: the cache's address table and the changeset
+ * workspace. */
+static uint64_t per_node_bytes(uint64_t N)
+{
+    return N * sizeof(uint32_t) + tg_cs_ws_bytes(N);
+}
+
+static uint64_t gx_min_bytes(const tg_dataset_t *ds, const tg_strategy_opts_t *so, char *why,
+                             size_t why_len)
+{
+    const gx_cfg_t *c = so->cfg;
+    char path[4096], a[32], b[32], d[512];
+    tg_extract_plan_opts_t po;
+    plan_opts(ds, c, path, sizeof path, so->sampler_threads, &po);
+    po.minimum = 1;
+    tg_extract_plan_t pl;
+    if (tg_extract_plan(&pl, &po) < 0) {
+        snprintf(why, why_len, "%s", tg_errmsg());
+        return UINT64_MAX;
+    }
+    unsigned q = tg_xpass_adj_queues(so->sampler_threads);
+    uint64_t adj = tg_xpass_adj_bytes(ds, q) + tg_xpass_adj_transient(q);
+    uint64_t fixed = per_node_bytes(ds->meta.num_nodes) + 2 * GX_SPILL_BUF;
+    snprintf(why, why_len,
+             "indptr and index-read staging %s, address table and changeset "
+             "workspace %s, %s",
+             tg_fmt_bytes(adj, a, sizeof a), tg_fmt_bytes(fixed, b, sizeof b),
+             tg_extract_plan_describe(&pl, d, sizeof d));
+    return adj + fixed + tg_extract_plan_bytes(&pl);
+}
+
+static int gx_open(tg_strategy_t **out, tg_run_t *r, const tg_strategy_opts_t *so)
+{
+    *out = NULL;
+    if (r->ds->meta.num_nodes >= GX_NONE)
+        return tg_err(-EINVAL, "strategy ginex: %llu nodes; the cache addresses at most 2^32 - 1",
+                      (unsigned long long)r->ds->meta.num_nodes);
+    tg_strategy_t *s = calloc(1, sizeof *s);
+    if (!s) return tg_err(-ENOMEM, "strategy ginex: out of memory");
+    s->r = r;
+    s->normalize = so->normalize;
+    tg_io_stats_init(&s->stats);
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    int rc = tg_xpass_adj_open(r, tg_xpass_adj_queues(so->sampler_threads), &s->stats);
+    s->disk = r->adj;
+    if (rc < 0) goto err;
+    tg_store_opts_t sto = {.normalize = so->normalize, .budget = &r->budget};
+    if ((rc = tg_store_file_open(&r->store, r->ds, &sto)) < 0) goto err;
+    char path[4096];
+    tg_dataset_path(r->ds, TG_FILE_FEATURES, path, sizeof path);
+    if ((rc = tg_io_file_open(&s->feat, path, 0)) < 0) goto err;
+    uint64_t want = tg_meta_expected_size(&r->ds->meta, TG_FILE_FEATURES);
+    if (tg_io_file_size(s->feat) != want) {
+        rc = tg_err(-EINVAL, "%s: %llu bytes, meta.txt says %llu (changed since it was written?)",
+                    path, (unsigned long long)tg_io_file_size(s->feat), (unsigned long long)want);
+        goto err;
+    }
+    *out = s;
+    return 0;
+err:
+    tg_io_file_close(s->feat);
+    pthread_cond_destroy(&s->cv);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+    return rc;
+}
+
+/* Where the superbatches are spilled: the dataset's derived/ directory (the same disk, made if
+ * missing), else the temporary directory. */
+static void spill_dir(tg_strategy_t *s)
+{
+    tg_derived_dir(s->r->ds, NULL, s->spill_dir, sizeof s->spill_dir);
+    if (mkdir(s->spill_dir, 0777) == 0 || errno == EEXIST) {
+        struct stat st;
+        if (stat(s->spill_dir, &st) == 0 && S_ISDIR(st.st_mode) && access(s->spill_dir, W_OK) == 0)
+            return;
+    }
+    const char *t = getenv("TMPDIR");
+    snprintf(s->spill_dir, sizeof s->spill_dir, "%s", t && *t ? t : "/tmp");
+}
+
+/* Bytes the inspector may hold per access of a superbatch: its trace (4), the simulation's iters
+ * (4) and the changesets of the superbatch it plans and of the one the executor reads (up to 12
+ * per miss each; about half the accesses miss at the sizes Ginex runs with). */
+#define GX_PLAN_BYTES_PER_ACCESS 20u
+
+static int gx_setup(tg_strategy_t *s)
+{
+    tg_run_t *r = s->r;
+    const gx_cfg_t *c = r->sopts.cfg;
+    const tg_meta_t *m = &r->ds->meta;
+    uint64_t N = m->num_nodes;
+    char path[4096], a[32], b[32], d[32], e[32];
+    tg_extract_plan_opts_t po;
+    plan_opts(r->ds, c, path, sizeof path, r->sopts.sampler_threads, &po);
+    uint64_t limit = r->budget.limit;
+    uint64_t avail = limit ? (limit > r->budget.used ? limit - r->budget.used : 0) : 0;
+    if (limit) po.avail = TG_MAX(avail, 1);
+    tg_extract_plan_t pl;
+    int rc;
+    if ((rc = tg_extract_plan(&pl, &po)) < 0) return rc;
+    s->dim = m->feat_dim;
+    s->xrow = (size_t)m->feat_dim * sizeof(float);
+    s->chunk = pl.chunk;
+    /* Fixed parts: address table, changeset workspace, spill buffers, the executor's staging
+     * and miss list, the extraction. */
+    uint64_t stage = (uint64_t)pl.chunk * (s->xrow + sizeof(uint64_t));
+    uint64_t fixed = N * sizeof(uint32_t) + 2 * GX_SPILL_BUF + stage;
+    uint64_t keep = po.other_transient + pl.transient_bytes;
+    uint64_t need = fixed + tg_cs_ws_bytes(N) + tg_extract_plan_bytes(&pl) + keep;
+    /* The superbatch: planning memory per batch from the largest profiled batch. */
+    uint64_t batch_nodes = r->batch_nodes;
+    if (!batch_nodes) batch_nodes = TG_MIN(N, (uint64_t)1 << 16);
+    uint64_t per_batch = batch_nodes * GX_PLAN_BYTES_PER_ACCESS * 5 / 4;
+    uint64_t S;
+    if (c->superbatch > 0)
+        S = (uint64_t)c->superbatch;
+    else if (limit)
+        S = avail > need ? (avail - need) / 5 / per_batch : 0;
+    else
+        S = 16;
+    if (c->superbatch <= 0) S = TG_MAX(2, TG_MIN(S, 64));
+    uint64_t plan_bytes = S * per_batch;
+    if (limit && need + plan_bytes > avail)
+        return tg_err(-ENOMEM,
+                      "ginex: --mem leaves %s after the model and batches, but the feature "
+                      "cache's address table, the changeset workspace and the read staging take "
+                      "%s and planning a superbatch of %llu batches %s: raise --mem or lower "
+                      "--superbatch",
+                      tg_fmt_bytes(avail, a, sizeof a), tg_fmt_bytes(need, b, sizeof b),
+                      (unsigned long long)S, tg_fmt_bytes(plan_bytes, d, sizeof d));
+    s->S = (uint32_t)S;
+    /* What is left is cache: the neighbour cache's share and the feature cache. */
+    uint64_t caches;
+    if (limit)
+        caches = avail - need - plan_bytes;
+    else
+        caches = c->feature_cache >= 0 ? (uint64_t)c->feature_cache
+                                       : TG_MIN(tg_phys_mem_bytes() / 8, N * s->xrow);
+    int split = c->split >= 0 ? (int)c->split : 0;
+    uint64_t nc_bytes = caches / 100 * (uint64_t)split;
+    uint64_t fc_bytes = caches - nc_bytes;
+    if (c->feature_cache >= 0 && limit) fc_bytes = TG_MIN(fc_bytes, (uint64_t)c->feature_cache);
+    uint64_t per_entry = s->xrow + 2 * sizeof(uint32_t); /* row, owner, free list */
+    s->entries = TG_MIN(fc_bytes / per_entry, N);
+
+    /* Allocate and reserve. */
+    uint64_t mine = N * sizeof(uint32_t) + s->entries * per_entry + stage;
+    if ((rc = tg_budget_reserve(&r->budget, mine, "ginex: feature cache and its address table")) <
+        0)
+        return rc;
+    s->fixed_bytes = mine;
+    s->addr = malloc(N ? N * sizeof(uint32_t) : 1);
+    s->owner = malloc(s->entries ? s->entries * sizeof(uint32_t) : 1);
+    s->free_slots = malloc(s->entries ? s->entries * sizeof(uint32_t) : 1);
+    s->rows = malloc(s->entries ? s->entries * s->xrow : 1);
+    s->stage = malloc((size_t)pl.chunk * s->xrow);
+    s->chunk_nodes = malloc((size_t)pl.chunk * sizeof(uint64_t));
+    if (!s->addr || !s->owner || !s->free_slots || !s->rows || !s->stage || !s->chunk_nodes)
+        return tg_err(-ENOMEM, "ginex: out of memory for a feature cache of %llu rows",
+                      (unsigned long long)s->entries);
+    memset(s->addr, 0xff, N * sizeof(uint32_t));
+    for (uint64_t i = 0; i < s->entries; i++) {
+        s->owner[i] = GX_NONE;
+        s->free_slots[i] = (uint32_t)(s->entries - 1 - i);
+    }
+    s->nfree = s->entries;
+    if ((rc = tg_cs_ws_create(&s->ws, N, &r->budget)) < 0) return rc;
+    tg_extract_opts_t eo = {.plan = &pl,
+                            .feat = s->feat,
+                            .normalize = s->normalize,
+                            .budget = &r->budget,
+                            .stats = &s->stats,
+                            .keep_bytes = keep,
+                            .who = "ginex"};
+    if ((rc = tg_extract_create(&s->ex, &eo)) < 0) return rc;
+    spill_dir(s);
+    tg_spill_opts_t so = {.buf_bytes = GX_SPILL_BUF, .budget = &r->budget};
+    for (int k = 0; k < 2; k++)
+        if ((rc = tg_spill_open(&s->sb[k].spill, s->spill_dir, &so)) < 0) return rc;
+    tg_log_info("ginex: superbatch of %u batches (planning up to %s), feature cache %llu rows "
+                "(%s, %.1f%% of the features), neighbour cache share %d%% (%s), spill files in "
+                "%s; %u reads in flight, %u rows per chunk",
+                s->S, tg_fmt_bytes(plan_bytes, a, sizeof a), (unsigned long long)s->entries,
+                tg_fmt_bytes(s->entries * s->xrow, b, sizeof b),
+                N ? 100.0 * (double)s->entries / (double)N : 0.0, split,
+                tg_fmt_bytes(nc_bytes, e, sizeof e), s->spill_dir, pl.depth, pl.chunk);
+    s->ready = 1;
+    return 0;
+}
+
+static void sb_clear(sb_t *b)
+{
+    tg_cs_free(&b->cs);
+    free(b->c0);
+    b->c0 = NULL;
+    b->n0 = 0;
+    b->count = 0;
+    b->state = SB_FREE;
+}
+
+static void gx_close(tg_strategy_t *s)
+{
+    if (!s) return;
+    for (int k = 0; k < 2; k++) {
+        sb_clear(&s->sb[k]);
+        tg_spill_close(s->sb[k].spill);
+        free(s->sb[k].sample_s);
+    }
+    tg_extract_destroy(s->ex);
+    tg_cs_ws_destroy(s->ws);
+    if (s->fixed_bytes) tg_budget_release(&s->r->budget, s->fixed_bytes);
+    if (s->prev_bytes) tg_budget_release(&s->r->budget, s->prev_bytes);
+    free(s->prev);
+    free(s->addr);
+    free(s->owner);
+    free(s->free_slots);
+    free(s->rows);
+    free(s->stage);
+    free(s->chunk_nodes);
+    free(s->miss_pairs);
+    tg_io_file_close(s->feat);
+    pthread_cond_destroy(&s->cv);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+/* ---------------------------------------------------------------- the inspector */
+
+/* Grows an array of u32 to hold n, reserving the growth against the budget. */
+static int grow_u32(tg_strategy_t *s, uint32_t **a, uint64_t *cap, uint64_t n, uint64_t *held)
+{
+    if (n <= *cap) return 0;
+    uint64_t nc = TG_MAX(n, *cap + *cap / 2 + 1024);
+    int rc =
+        tg_budget_reserve(&s->r->budget, (nc - *cap) * sizeof(uint32_t), "ginex: superbatch trace");
+    if (rc < 0) return rc;
+    uint32_t *na = realloc(*a, nc * sizeof(uint32_t));
+    if (!na) {
+        tg_budget_release(&s->r->budget, (nc - *cap) * sizeof(uint32_t));
+        return tg_err(-ENOMEM, "ginex: out of memory for a superbatch trace of %llu accesses",
+                      (unsigned long long)n);
+    }
+    *held += (nc - *cap) * sizeof(uint32_t);
+    *a = na;
+    *cap = nc;
+    return 0;
+}
+
+/* Samples, spills and plans superbatch `b` of `count` batches from the loader. */
+static int plan_superbatch(tg_strategy_t *s, sb_t *b, uint32_t count, uint32_t **trace,
+                           uint64_t *trace_cap, uint64_t *trace_held, uint64_t *off)
+{
+    tg_run_t *r = s->r;
+    int rc;
+    if ((rc = tg_spill_reset(b->spill)) < 0) return rc;
+    if (b->sample_cap < count) {
+        double *ns = realloc(b->sample_s, count * sizeof *ns);
+        if (!ns) return tg_err(-ENOMEM, "ginex: out of memory");
+        b->sample_s = ns;
+        b->sample_cap = count;
+    }
+    off[0] = 0;
+    for (uint32_t j = 0; j < count; j++) {
+        tg_loader_item_t *it;
+        rc = tg_loader_next(s->ld, &it);
+        if (rc == 0) rc = tg_err(-EIO, "ginex: the sampler ended before the superbatch did");
+        if (rc < 0) return rc;
+        const tg_batch_t *bt = &it->batch;
+        b->sample_s[j] = it->sample_s;
+        rc = tg_spill_write(b->spill, bt);
+        if (rc == 0) rc = grow_u32(s, trace, trace_cap, off[j] + bt->num_nodes, trace_held);
+        if (rc == 0) {
+            uint32_t *t = *trace + off[j];
+            for (uint32_t i = 0; i < bt->num_nodes; i++)
+                t[i] = (uint32_t)bt->nodes[i];
+            off[j + 1] = off[j] + bt->num_nodes;
+        }
+        tg_loader_item_free(s->ld, it);
+        if (rc < 0) return rc;
+    }
+    if ((rc = tg_spill_rewind(b->spill)) < 0) return rc;
+    double t0 = tg_now();
+    tg_cs_trace_t tr = {.iters = count, .off = off, .ids = *trace};
+    rc = tg_cs_init_state(s->ws, &tr, s->entries, s->prev, s->nprev, &b->c0, &b->n0);
+    if (rc == 0) rc = tg_cs_compute(s->ws, &tr, s->entries, b->c0, b->n0, &b->cs, &r->budget);
+    if (rc < 0) return rc;
+    /* The next superbatch starts from this one's final state. */
+    uint64_t nb = b->cs.num_final * sizeof(uint32_t);
+    if (s->prev_bytes) tg_budget_release(&r->budget, s->prev_bytes);
+    s->prev_bytes = 0;
+    free(s->prev);
+    s->prev = NULL;
+    s->nprev = 0;
+    if ((rc = tg_budget_reserve(&r->budget, nb, "ginex: cache state")) < 0) return rc;
+    s->prev_bytes = nb;
+    if (!(s->prev = malloc(nb ? nb : 1))) return tg_err(-ENOMEM, "ginex: out of memory");
+    memcpy(s->prev, b->cs.final, nb);
+    s->nprev = b->cs.num_final;
+    b->changeset_s = tg_now() - t0;
+    return 0;
+}
+
+static void *inspector_main(void *arg)
+{
+    tg_strategy_t *s = arg;
+    uint64_t id = s->p->first_batch, k = 0;
+    uint32_t *trace = NULL;
+    uint64_t trace_cap = 0, trace_held = 0;
+    uint64_t *off = malloc(((size_t)s->S + 1) * sizeof *off);
+    int rc = off ? 0 : tg_err(-ENOMEM, "ginex: out of memory");
+    while (rc == 0 && id < s->num_batches) {
+        sb_t *b = &s->sb[k % 2];
+        pthread_mutex_lock(&s->mu);
+        while (!s->stop && b->state != SB_FREE)
+            pthread_cond_wait(&s->cv, &s->mu);
+        int stop = s->stop;
+        pthread_mutex_unlock(&s->mu);
+        if (stop) break;
+        uint32_t count = (uint32_t)TG_MIN((uint64_t)s->S, s->num_batches - id);
+        rc = plan_superbatch(s, b, count, &trace, &trace_cap, &trace_held, off);
+        if (rc < 0) break;
+        pthread_mutex_lock(&s->mu);
+        b->first = id;
+        b->count = count;
+        b->state = SB_READY;
+        pthread_cond_broadcast(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+        id += count;
+        k++;
+    }
+    if (rc < 0) {
+        pthread_mutex_lock(&s->mu);
+        s->insp_rc = rc;
+        s->insp_fail_at = id;
+        snprintf(s->insp_msg, sizeof s->insp_msg, "%s", tg_errmsg());
+        pthread_cond_broadcast(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+    }
+    free(trace);
+    if (trace_held) tg_budget_release(&s->r->budget, trace_held);
+    free(off);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- the feature cache */
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void ex_fail(void *ctx, int rc, const char *msg)
+{
+    tg_pipe_fail(ctx, rc, msg);
+}
+
+/* Reads the rows of pairs[0..n) (node << 32 | destination, sorted by node) from disk, a chunk at
+ * a time, and hands each row to put(dst). */
+static int read_rows(tg_strategy_t *s, tg_pipe_t *P, uint64_t batch_id, const uint64_t *pairs,
+                     size_t n, float *X)
+{
+    tg_extract_hooks_t hk = {.fail = ex_fail, .abort = tg_pipe_abort_flag(P), .ctx = P};
+    for (size_t at = 0; at < n; at += s->chunk) {
+        size_t k = TG_MIN((size_t)s->chunk, n - at);
+        for (size_t i = 0; i < k; i++)
+            s->chunk_nodes[i] = pairs[at + i] >> 32;
+        tg_extract_batch_t eb = {
+            .id = batch_id, .nodes = s->chunk_nodes, .n = (uint32_t)k, .X = s->stage};
+        int rc = tg_extract_group(tg_extract_worker(s->ex, 0), &eb, 1, &hk);
+        if (rc < 0) return rc;
+        for (size_t i = 0; i < k; i++) {
+            uint32_t dst = (uint32_t)pairs[at + i];
+            float *to = X ? X + (size_t)dst * s->dim : s->rows + (size_t)dst * s->dim;
+            memcpy(to, s->stage + i * s->dim, s->xrow);
+        }
+    }
+    return 0;
+}
+
+static int miss_reserve(tg_strategy_t *s, size_t n)
+{
+    if (n <= s->miss_cap) return 0;
+    size_t nc = TG_MAX(n, s->miss_cap * 3 / 2 + 1024);
+    uint64_t *np = realloc(s->miss_pairs, nc * sizeof *np);
+    if (!np) return tg_err(-ENOMEM, "ginex: out of memory for %zu missed rows", n);
+    s->miss_pairs = np;
+    s->miss_cap = nc;
+    return 0;
+}
+
+/* Moves the cache to superbatch b's initial state: evicts what it does not keep, reads what it
+ * lacks. */
+static int cache_init(tg_strategy_t *s, tg_pipe_t *P, sb_t *b)
+{
+    double t0 = tg_now();
+    /* keep: nodes of c0 already cached; mark them by setting their owner's high bit */
+    size_t nread = 0;
+    int rc = miss_reserve(s, b->n0);
+    if (rc < 0) return tg_pipe_fail(P, rc, NULL);
+    for (uint64_t i = 0; i < b->n0; i++) {
+        uint32_t v = b->c0[i], slot = s->addr[v];
+        if (slot != GX_NONE)
+            s->owner[slot] |= 0x80000000u;
+        else
+            s->miss_pairs[nread++] = (uint64_t)v << 32;
+    }
+    for (uint64_t slot = 0; slot < s->entries; slot++) {
+        uint32_t o = s->owner[slot];
+        if (o == GX_NONE) continue;
+        if (o & 0x80000000u) {
+            s->owner[slot] = o & 0x7fffffffu;
+        } else {
+            s->addr[o] = GX_NONE;
+            s->owner[slot] = GX_NONE;
+            s->free_slots[s->nfree++] = (uint32_t)slot;
+        }
+    }
+    /* the rows to read, in node order, each into a free slot */
+    qsort(s->miss_pairs, nread, sizeof *s->miss_pairs, cmp_u64);
+    for (size_t i = 0; i < nread; i++) {
+        uint32_t v = (uint32_t)(s->miss_pairs[i] >> 32), slot = s->free_slots[--s->nfree];
+        s->addr[v] = slot;
+        s->owner[slot] = v;
+        s->miss_pairs[i] |= slot;
+    }
+    if ((rc = read_rows(s, P, b->first, s->miss_pairs, nread, NULL)) < 0) return rc;
+    s->prefetch_rows += nread;
+    s->init_s += tg_now() - t0;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- the executor */
+
+/* The pipeline's source: the batches of the superbatches, in order, read back from their spill
+ * files; at a superbatch's first batch, the cache moves to its initial state. */
+static int src_next(void *ctx, tg_pipe_t *P, tg_loader_item_t **out)
+{
+    tg_strategy_t *s = ctx;
+    *out = NULL;
+    if (s->next_id >= s->num_batches) return 0;
+    if (!s->cur || s->cur_i + 1 >= s->cur->count) {
+        /* the next superbatch */
+        sb_t *b = &s->sb[s->sb_seen % 2];
+        pthread_mutex_lock(&s->mu);
+        if (s->cur) {
+            sb_clear(s->cur);
+            s->cur = NULL;
+            pthread_cond_broadcast(&s->cv);
+        }
+        while (b->state != SB_READY && !s->insp_rc && !tg_pipe_aborted(P)) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 50 * 1000 * 1000;
+            if (ts.tv_nsec >= 1000000000) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000;
+            }
+            pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+        }
+        int ready = b->state == SB_READY, irc = s->insp_rc;
+        if (ready) b->state = SB_EXEC;
+        pthread_mutex_unlock(&s->mu);
+        if (!ready) {
+            if (irc) return tg_err(irc, "%s", s->insp_msg);
+            return -ECANCELED;
+        }
+        s->cur = b;
+        s->cur_i = UINT32_MAX; /* +1 below = 0 */
+        s->sb_seen++;
+        s->superbatches++;
+        s->changeset_s += b->changeset_s;
+        s->predicted_misses += b->cs.total_misses;
+        int rc = cache_init(s, P, b);
+        if (rc < 0) return rc;
+    }
+    s->cur_i++;
+    tg_loader_item_t *it = calloc(1, sizeof *it);
+    if (!it) return tg_err(-ENOMEM, "ginex: out of memory");
+    int rc = tg_spill_read(s->cur->spill, &it->batch);
+    if (rc == 0)
+        rc = tg_err(-EIO, "%s: ended before batch %llu of the superbatch",
+                    tg_spill_name(s->cur->spill), (unsigned long long)s->next_id);
+    if (rc < 0) {
+        free(it);
+        return rc;
+    }
+    if (it->batch.id != s->next_id) {
+        rc = tg_err(-EIO, "%s: holds batch %llu where batch %llu was expected",
+                    tg_spill_name(s->cur->spill), (unsigned long long)it->batch.id,
+                    (unsigned long long)s->next_id);
+        tg_batch_free(&it->batch);
+        free(it);
+        return rc;
+    }
+    it->sample_s = s->cur->sample_s[s->cur_i];
+    s->next_id++;
+    *out = it;
+    return 1;
+}
+
+static void src_free(void *ctx, tg_loader_item_t *it)
+{
+    (void)ctx;
+    if (!it) return;
+    tg_batch_free(&it->batch);
+    free(it);
+}
+
+/* Gathers a batch (cache hits, then the misses from disk) and applies its changeset. */
+static int gx_work(void *ctx, tg_pipe_t *P, int worker, const tg_batch_t *const *bb,
+                   float *const *XX, int n)
+{
+    tg_strategy_t *s = ctx;
+    (void)worker;
+    if (n != 1) return tg_pipe_fail(P, tg_err(-EINVAL, "ginex: groups of one batch only"), NULL);
+    const tg_batch_t *b = bb[0];
+    float *X = XX[0];
+    sb_t *sb = s->cur;
+    uint32_t i = s->cur_i;
+    double t0 = tg_now();
+    int rc = miss_reserve(s, b->num_nodes);
+    if (rc < 0) return tg_pipe_fail(P, rc, NULL);
+    size_t nm = 0;
+    for (uint32_t r = 0; r < b->num_nodes; r++) {
+        uint32_t slot = s->addr[b->nodes[r]];
+        if (slot != GX_NONE)
+            memcpy(X + (size_t)r * s->dim, s->rows + (size_t)slot * s->dim, s->xrow);
+        else
+            s->miss_pairs[nm++] = b->nodes[r] << 32 | r;
+    }
+    s->lookups += b->num_nodes;
+    s->hits += b->num_nodes - nm;
+    double t1 = tg_now();
+    qsort(s->miss_pairs, nm, sizeof *s->miss_pairs, cmp_u64);
+    if ((rc = read_rows(s, P, b->id, s->miss_pairs, nm, X)) < 0) return rc;
+    double t2 = tg_now();
+    /* the changeset: evictions free their slots, insertions take a slot and the row from X */
+    const tg_cs_t *cs = &sb->cs;
+    if (i < cs->iters) {
+        for (uint64_t j = cs->out_off[i]; j < cs->out_off[i + 1]; j++) {
+            uint32_t v = cs->out_ids[j], slot = s->addr[v];
+            if (slot == GX_NONE)
+                return tg_pipe_fail(
+                    P,
+                    tg_err(-EIO,
+                           "ginex: batch %llu: the changeset evicts node %u, which is not "
+                           "cached (internal error)",
+                           (unsigned long long)b->id, v),
+                    NULL);
+            s->addr[v] = GX_NONE;
+            s->owner[slot] = GX_NONE;
+            s->free_slots[s->nfree++] = slot;
+        }
+        for (uint64_t j = cs->in_off[i]; j < cs->in_off[i + 1]; j++) {
+            uint32_t v = cs->in_ids[j], pos = cs->in_pos[j];
+            if (!s->nfree || pos >= b->num_nodes || b->nodes[pos] != v || s->addr[v] != GX_NONE)
+                return tg_pipe_fail(
+                    P,
+                    tg_err(-EIO,
+                           "ginex: batch %llu: the changeset inserts node %u at position "
+                           "%u, which does not fit the cache (internal error)",
+                           (unsigned long long)b->id, v, pos),
+                    NULL);
+            uint32_t slot = s->free_slots[--s->nfree];
+            s->addr[v] = slot;
+            s->owner[slot] = v;
+            memcpy(s->rows + (size_t)slot * s->dim, X + (size_t)pos * s->dim, s->xrow);
+        }
+    }
+    double t3 = tg_now();
+    s->hit_s += t1 - t0;
+    s->miss_s += t2 - t1;
+    s->update_s += t3 - t2;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- one pass */
+
+static void gx_on_error(void *ctx)
+{
+    tg_strategy_t *s = ctx;
+    pthread_mutex_lock(&s->mu);
+    s->stop = 1;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static int gx_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
+{
+    memset(st, 0, sizeof *st);
+    st->next_batch = p->first_batch;
+    if (s->dead) return tg_err(-ECANCELED, "ginex: an earlier pass failed");
+    int rc;
+    if (!s->ready && (rc = gx_setup(s)) < 0) return rc;
+    tg_run_t *r = s->r;
+    const gx_cfg_t *c = r->sopts.cfg;
+    /* a pass starts from an empty plan; the cache keeps its rows (they are still the file's) */
+    s->p = p;
+    s->stop = 0;
+    s->insp_rc = 0;
+    s->insp_msg[0] = 0;
+    s->next_id = p->first_batch;
+    s->cur = NULL;
+    s->sb_seen = 0;
+    s->changeset_s = s->init_s = s->update_s = s->hit_s = s->miss_s = 0;
+    s->lookups = s->hits = s->predicted_misses = s->prefetch_rows = s->superbatches = 0;
+    if (s->prev_bytes) tg_budget_release(&r->budget, s->prev_bytes);
+    s->prev_bytes = 0;
+    /* the cache's current rows are the first plan's "previous state" */
+    free(s->prev);
+    s->prev = NULL;
+    s->nprev = 0;
+    uint64_t held = 0;
+    for (uint64_t slot = 0; slot < s->entries; slot++)
+        held += s->owner[slot] != GX_NONE;
+    if (held) {
+        if ((rc = tg_budget_reserve(&r->budget, held * sizeof(uint32_t), "ginex: cache state")) < 0)
+            return rc;
+        s->prev_bytes = held * sizeof(uint32_t);
+        if (!(s->prev = malloc(held * sizeof(uint32_t)))) return tg_err(-ENOMEM, "ginex: oom");
+        for (uint64_t slot = 0; slot < s->entries; slot++)
+            if (s->owner[slot] != GX_NONE) s->prev[s->nprev++] = s->owner[slot];
+    }
+    tg_loader_opts_t lo = tg_pass_loader_opts(p, r->adj, r->sopts.sampler_threads,
+                                              (size_t)TG_MAX(c->x.queue_depth, 1));
+    if ((rc = tg_loader_start(&s->ld, &lo)) < 0) return rc;
+    s->num_batches = tg_loader_num_batches(s->ld);
+    tg_xpass_begin(s->ex, &s->stats);
+    int e = pthread_create(&s->insp, NULL, inspector_main, s);
+    if (e != 0) {
+        tg_loader_stop(s->ld);
+        s->ld = NULL;
+        return tg_err(-e, "ginex: cannot start the inspector thread");
+    }
+    tg_pipe_source_t src = {
+        .next = src_next, .item_free = src_free, .num_batches = s->num_batches, .ctx = s};
+    tg_pipe_opts_t po = {.pass = p,
+                         .source = &src,
+                         .adj = r->adj,
+                         .dim = r->ds->meta.feat_dim,
+                         .workers = 1,
+                         .group = 1,
+                         .work = gx_work,
+                         .work_ctx = s,
+                         .queue_depth = (int)c->x.queue_depth,
+                         .in_order = 1,
+                         .on_error = gx_on_error,
+                         .error_ctx = s};
+    rc = tg_pipe_run(&po, st);
+    gx_on_error(s); /* the inspector stops planning */
+    pthread_join(s->insp, NULL);
+    tg_loader_stop(s->ld);
+    s->ld = NULL;
+    for (int k = 0; k < 2; k++) {
+        sb_clear(&s->sb[k]);
+        tg_spill_reset(s->sb[k].spill); /* the file's bytes go back now */
+    }
+    s->cur = NULL;
+    tg_xpass_end(s->ex, &s->stats, 0, st);
+    /* tiers: the cache first, then the extraction's (the file) */
+    int nt = TG_MIN(st->ntiers, TG_PASS_MAX_TIERS - 1);
+    memmove(&st->tiers[1], &st->tiers[0], (size_t)nt * sizeof st->tiers[0]);
+    snprintf(st->tiers[0].name, sizeof st->tiers[0].name, "ginex-cache");
+    st->tiers[0].lookups = s->lookups;
+    st->tiers[0].hits = s->hits;
+    st->tiers[0].bytes = s->hits * s->r->row_bytes;
+    st->ntiers = nt + 1;
+    st->have_cache = 1;
+    st->cache_lookups = s->lookups;
+    st->cache_hits = s->hits;
+    st->have_plan = 1;
+    st->plan_s = s->changeset_s;
+    st->cache_init_s = s->init_s;
+    st->cache_update_s = s->update_s;
+    st->predicted_misses = s->predicted_misses;
+    st->prefetch_rows = s->prefetch_rows;
+    st->superbatches = s->superbatches;
+    if (rc < 0) s->dead = 1;
+    return rc;
+}
+
+static int gx_in_flight(const tg_strategy_opts_t *so)
+{
+    /* one batch gathered by the executor, queue-depth waiting or training */
+    return 1 + (int)((const gx_cfg_t *)so->cfg)->x.queue_depth;
+}
+
+const tg_strategy_i tg_strategy_ginex = {
+    .info = {.name = "ginex",
+             .summary = "Ginex: superbatches sampled ahead and spilled, Belady-optimal feature "
+                        "cache from precomputed changesets, static neighbour cache",
+             .caps = TG_STRAT_EXACT,
+             .opts = gx_opts,
+             .num_opts = sizeof gx_opts / sizeof gx_opts[0],
+             .config_size = sizeof(gx_cfg_t),
+             .example_args = "--mem 40M --superbatch 3 --chunk-rows 64"},
+    .min_bytes = gx_min_bytes,
+    .open = gx_open,
+    .pass = gx_pass,
+    .close = gx_close,
+    .batches_in_flight = gx_in_flight,
+};
