@@ -18,24 +18,26 @@ static char root[4000], ds[4200];
 #define DIM 16u
 
 typedef struct {
-    uint64_t mem, superbatch, chunk;
+    uint64_t mem, superbatch, chunk, feature_cache;
     int sampler_threads;
 } cfg_t;
 
 static int open_run(tg_run_t *r, const cfg_t *c)
 {
     static char v[3][32];
-    static tg_strategy_arg_t args[4];
+    static tg_strategy_arg_t args[5];
     snprintf(v[0], 32, "%llu", (unsigned long long)(c->superbatch ? c->superbatch : 3));
     snprintf(v[1], 32, "%llu", (unsigned long long)(c->chunk ? c->chunk : 64));
     args[0] = (tg_strategy_arg_t){"superbatch", v[0]};
     args[1] = (tg_strategy_arg_t){"chunk-rows", v[1]};
     args[2] = (tg_strategy_arg_t){"io-depth", "8"}; /* no device probe in tests */
     args[3] = (tg_strategy_arg_t){"io-gap", "0"};
+    snprintf(v[2], 32, "%llu", (unsigned long long)c->feature_cache);
+    args[4] = (tg_strategy_arg_t){"feature-cache", c->feature_cache ? v[2] : "auto"};
     tg_run_opts_t o = {.dataset = ds,
                        .strategy = "ginex",
                        .args = args,
-                       .nargs = 4,
+                       .nargs = 5,
                        .mem_bytes = c->mem,
                        .threads = 1};
     tg_strategy_opts_default(&o.sopts);
@@ -120,7 +122,7 @@ static void pass_case(const cfg_t *cfg, const char *what)
         TG_CHECK_EQ_U64(st.tiers[st.ntiers - 1].lookups, st.predicted_misses + st.prefetch_rows);
         TG_CHECK(st.superbatches >= 1);
         if (pass == 1) {
-            TG_CHECK(st.cache_hits > 0);
+            TG_CHECK(st.cache_hits > 0 || cfg->feature_cache == 1);
             fprintf(stderr, "  %-28s hit ratio %.3f, %llu superbatches, %llu prefetched\n", what,
                     (double)st.cache_hits / (double)st.cache_lookups,
                     (unsigned long long)st.superbatches, (unsigned long long)st.prefetch_rows);
@@ -135,10 +137,13 @@ static void pass_case(const cfg_t *cfg, const char *what)
 
 TG_TEST(rows_and_planned_misses)
 {
-    pass_case(&(cfg_t){.mem = 0, .superbatch = 3}, "no --mem, superbatch 3");
-    pass_case(&(cfg_t){.mem = 0, .superbatch = 1, .sampler_threads = 2}, "superbatch 1");
-    pass_case(&(cfg_t){.mem = 0, .superbatch = 1000}, "one superbatch");
-    pass_case(&(cfg_t){.mem = 6 << 20, .superbatch = 0, .chunk = 16}, "--mem 6M, auto");
+    /* a cache of 600 of the 3000 rows: evictions in every iteration */
+    pass_case(&(cfg_t){.superbatch = 3, .feature_cache = 600 * 72}, "superbatch 3");
+    pass_case(&(cfg_t){.superbatch = 1, .feature_cache = 600 * 72, .sampler_threads = 2},
+              "superbatch 1");
+    pass_case(&(cfg_t){.superbatch = 1000, .feature_cache = 600 * 72}, "one superbatch");
+    pass_case(&(cfg_t){.superbatch = 3, .feature_cache = 1}, "no feature cache");
+    pass_case(&(cfg_t){.mem = 16 << 20, .superbatch = 0, .chunk = 16}, "--mem 16M, auto");
 }
 
 TG_TEST(budget_too_small)

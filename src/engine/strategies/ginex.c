@@ -257,12 +257,98 @@ static void spill_dir(tg_strategy_t *s)
     snprintf(s->spill_dir, sizeof s->spill_dir, "%s", t && *t ? t : "/tmp");
 }
 
+static int grow_u32(tg_strategy_t *s, uint32_t **a, uint64_t *cap, uint64_t n, uint64_t *held);
+
+/* ---------------------------------------------------------------- the split (3.5)
+ *
+ * The paper gives each cache what its stage leaves of the memory, because its sample and main
+ * loop stages take turns; here they run at once (superbatch k+1 is sampled while k trains), so
+ * the cache memory is shared and the split decides. A short profile decides it: the pass's first
+ * GX_PROFILE batches are sampled from disk, counting the index reads R they take, and their trace
+ * gives the feature misses M(C) of a Belady cache of C rows (the changeset simulator, from an
+ * empty cache). For each split of 0, 5, ..., 100 percent the disk work per batch is estimated in
+ * random page reads:
+ *
+ *     R x (1 - min(1, B_n / B_all))   +   M(C) / P x row_bytes / 4096
+ *
+ * where B_n is the neighbour cache's share and B_all what holds every in-neighbour list (the
+ * importance metric's premise: caching a node's list saves reads in proportion to its size), and
+ * a missed row costs its share of a page (rows close together are read together). The split with
+ * the least work wins; ties go to the larger feature cache. */
+#define GX_PROFILE 4u
+
+typedef struct {
+    int split;
+    double work[21];
+    uint64_t index_reads, profile_batches;
+    double profile_s;
+} gx_split_t;
+
+static int choose_split(tg_strategy_t *s, const tg_pass_t *p, uint64_t caches, uint64_t nc_all,
+                        gx_split_t *out)
+{
+    tg_run_t *r = s->r;
+    memset(out, 0, sizeof *out);
+    double t0 = tg_now();
+    tg_loader_opts_t lo = tg_pass_loader_opts(p, r->adj, r->sopts.sampler_threads, 1);
+    tg_loader_t *ld;
+    int rc = tg_loader_start(&ld, &lo);
+    if (rc < 0) return rc;
+    tg_io_counts_t c0, c1;
+    tg_io_stats_take(&s->stats, &c0);
+    uint64_t off[GX_PROFILE + 1] = {0}, cap = 0, held = 0;
+    uint32_t *trace = NULL, P = 0;
+    while (P < GX_PROFILE) {
+        tg_loader_item_t *it;
+        if ((rc = tg_loader_next(ld, &it)) <= 0) break;
+        const tg_batch_t *b = &it->batch;
+        rc = grow_u32(s, &trace, &cap, off[P] + b->num_nodes, &held);
+        if (rc == 0) {
+            for (uint32_t i = 0; i < b->num_nodes; i++)
+                trace[off[P] + i] = (uint32_t)b->nodes[i];
+            off[P + 1] = off[P] + b->num_nodes;
+            P++;
+        }
+        tg_loader_item_free(ld, it);
+        if (rc < 0) break;
+    }
+    tg_loader_stop(ld);
+    tg_io_stats_take(&s->stats, &c1);
+    (void)c0;
+    if (rc >= 0 && P) {
+        out->index_reads = c1.io_requests;
+        out->profile_batches = P;
+        double R = (double)c1.io_requests / P, best = -1;
+        double row_pages = (double)s->xrow / 4096.0;
+        uint64_t per_entry = s->xrow + 2 * sizeof(uint32_t);
+        tg_cs_trace_t tr = {.iters = P, .off = off, .ids = trace};
+        for (int k = 0; k <= 20 && rc >= 0; k++) {
+            uint64_t nb = caches / 20 * (uint64_t)k;
+            uint64_t entries = TG_MIN((caches - nb) / per_entry, s->r->ds->meta.num_nodes);
+            tg_cs_t cs;
+            if ((rc = tg_cs_compute(s->ws, &tr, entries, NULL, 0, &cs, &r->budget)) < 0) break;
+            double w = R * (1.0 - TG_MIN(1.0, nc_all ? (double)nb / (double)nc_all : 1.0)) +
+                       (double)cs.total_misses / P * row_pages;
+            tg_cs_free(&cs);
+            out->work[k] = w;
+            if (best < 0 || w < best) {
+                best = w;
+                out->split = k * 5;
+            }
+        }
+    }
+    free(trace);
+    if (held) tg_budget_release(&r->budget, held);
+    out->profile_s = tg_now() - t0;
+    return rc < 0 ? rc : 0;
+}
+
 /* Bytes the inspector may hold per access of a superbatch: its trace (4), the simulation's iters
  * (4) and the changesets of the superbatch it plans and of the one the executor reads (up to 12
  * per miss each; about half the accesses miss at the sizes Ginex runs with). */
 #define GX_PLAN_BYTES_PER_ACCESS 20u
 
-static int gx_setup(tg_strategy_t *s)
+static int gx_setup(tg_strategy_t *s, const tg_pass_t *p)
 {
     tg_run_t *r = s->r;
     const gx_cfg_t *c = r->sopts.cfg;
@@ -315,8 +401,23 @@ static int gx_setup(tg_strategy_t *s)
     else
         caches = c->feature_cache >= 0 ? (uint64_t)c->feature_cache
                                        : TG_MIN(tg_phys_mem_bytes() / 8, N * s->xrow);
+    s->xrow = (size_t)m->feat_dim * sizeof(float);
+    if ((rc = tg_cs_ws_create(&s->ws, N, &r->budget)) < 0) return rc;
+    /* the neighbour cache that holds every list: address table, counts and neighbours */
+    uint64_t nc_all = 4 * (2 * N + m->num_edges);
     int split = c->split >= 0 ? (int)c->split : 0;
-    uint64_t nc_bytes = caches / 100 * (uint64_t)split;
+    gx_split_t sp = {0};
+    if (c->split < 0 && caches) {
+        if ((rc = choose_split(s, p, caches, nc_all, &sp)) < 0) return rc;
+        split = sp.split;
+        tg_log_info("ginex: split from a profile of %llu batches (%.2f s: %.0f index reads per "
+                    "batch): neighbour cache %d%%; estimated page reads per batch at 0/25/50/75/"
+                    "100%%: %.0f %.0f %.0f %.0f %.0f",
+                    (unsigned long long)sp.profile_batches, sp.profile_s,
+                    sp.profile_batches ? (double)sp.index_reads / (double)sp.profile_batches : 0,
+                    split, sp.work[0], sp.work[5], sp.work[10], sp.work[15], sp.work[20]);
+    }
+    uint64_t nc_bytes = TG_MIN(caches / 100 * (uint64_t)split, nc_all);
     uint64_t fc_bytes = caches - nc_bytes;
     if (c->feature_cache >= 0 && limit) fc_bytes = TG_MIN(fc_bytes, (uint64_t)c->feature_cache);
     uint64_t per_entry = s->xrow + 2 * sizeof(uint32_t); /* row, owner, free list */
@@ -343,7 +444,6 @@ static int gx_setup(tg_strategy_t *s)
         s->free_slots[i] = (uint32_t)(s->entries - 1 - i);
     }
     s->nfree = s->entries;
-    if ((rc = tg_cs_ws_create(&s->ws, N, &r->budget)) < 0) return rc;
     tg_extract_opts_t eo = {.plan = &pl,
                             .feat = s->feat,
                             .normalize = s->normalize,
@@ -771,7 +871,7 @@ static int gx_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
     st->next_batch = p->first_batch;
     if (s->dead) return tg_err(-ECANCELED, "ginex: an earlier pass failed");
     int rc;
-    if (!s->ready && (rc = gx_setup(s)) < 0) return rc;
+    if (!s->ready && (rc = gx_setup(s, p)) < 0) return rc;
     tg_run_t *r = s->r;
     const gx_cfg_t *c = r->sopts.cfg;
     /* a pass starts from an empty plan; the cache keeps its rows (they are still the file's) */
