@@ -83,6 +83,10 @@ typedef struct tg_pass_stats {
         char name[32];
         uint64_t lookups, hits, bytes;
     } tiers[TG_PASS_MAX_TIERS];
+    /* The neighbour cache tier of the adjacency (Ginex): nodes asked, nodes served, its bytes;
+     * the JSON key neighbor_cache. */
+    int have_ncache;
+    uint64_t ncache_lookups, ncache_hits, ncache_bytes;
 } tg_pass_stats_t;
 
 typedef struct tg_strategy_i {

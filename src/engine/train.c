@@ -165,6 +165,16 @@ static const char *pass_tiers_json(const tg_pass_stats_t *ps, char *buf, size_t 
     return buf;
 }
 
+/* The neighbour cache tier of a pass as a JSON object. */
+static const char *pass_ncache_json(const tg_pass_stats_t *ps, char *buf, size_t len)
+{
+    double hit = ps->ncache_lookups ? (double)ps->ncache_hits / (double)ps->ncache_lookups : 0;
+    snprintf(buf, len, "{\"bytes\":%llu,\"lookups\":%llu,\"hits\":%llu,\"hit_ratio\":%.6f}",
+             (unsigned long long)ps->ncache_bytes, (unsigned long long)ps->ncache_lookups,
+             (unsigned long long)ps->ncache_hits, hit);
+    return buf;
+}
+
 /* ---------------------------------------------------------------- the training step */
 
 typedef struct {
@@ -557,6 +567,9 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
             tg_json_uint(&j, "batch_bytes_peak", ps.batch_bytes_peak);
             char tiers[TG_PASS_MAX_TIERS * 128 + 4];
             tg_json_raw(&j, "cache_tiers", pass_tiers_json(&ps, tiers, sizeof tiers));
+            char ncj[160];
+            if (ps.have_ncache)
+                tg_json_raw(&j, "neighbor_cache", pass_ncache_json(&ps, ncj, sizeof ncj));
             tg_json_end(&j, o.json, NULL);
         }
         char io_line[256] = "";
@@ -568,6 +581,11 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
                      (unsigned long long)ps.io_requests,
                      tg_fmt_bytes(ps.io_read_bytes, a, sizeof a), tg_fmt_bytes(needed, b, sizeof b),
                      w, hs);
+        }
+        if (ps.have_ncache) {
+            size_t l = strlen(io_line);
+            snprintf(io_line + l, sizeof io_line - l, "; neighbour cache hit ratio %.3f",
+                     ps.ncache_lookups ? (double)ps.ncache_hits / (double)ps.ncache_lookups : 0.0);
         }
         if (do_eval)
             tg_log_info("epoch %llu/%llu: loss %.4f train %.4f valid %.4f test %.4f%s (%.2f s: "
