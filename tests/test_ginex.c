@@ -122,7 +122,7 @@ static void pass_case(const cfg_t *cfg, const char *what)
         TG_CHECK_EQ_U64(st.tiers[st.ntiers - 1].lookups, st.predicted_misses + st.prefetch_rows);
         TG_CHECK(st.superbatches >= 1);
         if (pass == 1) {
-            TG_CHECK(st.cache_hits > 0 || cfg->feature_cache == 1);
+            TG_CHECK(st.cache_hits > 0 || cfg->feature_cache == 1 || cfg->mem);
             fprintf(stderr, "  %-28s hit ratio %.3f, %llu superbatches, %llu prefetched\n", what,
                     (double)st.cache_hits / (double)st.cache_lookups,
                     (unsigned long long)st.superbatches, (unsigned long long)st.prefetch_rows);

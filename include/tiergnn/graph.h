@@ -515,6 +515,18 @@ int tg_adj_disk_open(tg_adj_t **out, const struct tg_dataset *ds, const tg_adj_d
 uint64_t tg_adj_disk_load_bytes(const tg_adj_t *adj);
 int tg_adj_disk_load(tg_adj_t *adj);
 
+/* Neighbour cache tier (tiergnn/ncache.h, Ginex): every later read serves the positions of the
+ * nodes nc holds from it and sends only the others to RAM or the disk, still in one batched
+ * call. The node of a run of positions is found by binary search in indptr (the previous node
+ * and its successor first). Counts nodes asked, nodes served and entries served into nc
+ * (tg_ncache_stats). The adjacency takes nc over (closed by tg_adj_destroy or by a later attach,
+ * and on failure); nc NULL detaches. Checks nc's graph and every cached count against indptr
+ * (-EINVAL naming the node). Not thread-safe against concurrent reads: call it between passes. */
+struct tg_ncache;
+int tg_adj_disk_attach_ncache(tg_adj_t *adj, struct tg_ncache *nc);
+/* The attached cache, NULL without one (or for another adjacency). */
+struct tg_ncache *tg_adj_disk_ncache(tg_adj_t *adj);
+
 /* The sink a disk adjacency counts into (opts.io.stats or its own); NULL for other adjacencies.
  * Valid until tg_adj_destroy. */
 tg_io_stats_t *tg_adj_disk_stats(tg_adj_t *adj);

@@ -91,6 +91,10 @@ typedef struct tg_pass_stats {
     int have_plan;
     double plan_s, cache_init_s, cache_update_s;
     uint64_t predicted_misses, prefetch_rows, superbatches;
+    /* The neighbour cache tier of the adjacency (Ginex): nodes asked, nodes served, its bytes;
+     * the JSON key neighbor_cache. */
+    int have_ncache;
+    uint64_t ncache_lookups, ncache_hits, ncache_bytes;
 } tg_pass_stats_t;
 
 typedef struct tg_strategy_i {

@@ -165,6 +165,16 @@ static const char *pass_tiers_json(const tg_pass_stats_t *ps, char *buf, size_t 
     return buf;
 }
 
+/* The neighbour cache tier of a pass as a JSON object. */
+static const char *pass_ncache_json(const tg_pass_stats_t *ps, char *buf, size_t len)
+{
+    double hit = ps->ncache_lookups ? (double)ps->ncache_hits / (double)ps->ncache_lookups : 0;
+    snprintf(buf, len, "{\"bytes\":%llu,\"lookups\":%llu,\"hits\":%llu,\"hit_ratio\":%.6f}",
+             (unsigned long long)ps->ncache_bytes, (unsigned long long)ps->ncache_lookups,
+             (unsigned long long)ps->ncache_hits, hit);
+    return buf;
+}
+
 /* ---------------------------------------------------------------- the training step */
 
 typedef struct {
@@ -567,6 +577,9 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
                 tg_json_uint(&j, "prefetch_rows", ps.prefetch_rows);
                 tg_json_uint(&j, "superbatches", ps.superbatches);
             }
+            char ncj[160];
+            if (ps.have_ncache)
+                tg_json_raw(&j, "neighbor_cache", pass_ncache_json(&ps, ncj, sizeof ncj));
             tg_json_end(&j, o.json, NULL);
         }
         char io_line[384] = "";
@@ -583,6 +596,11 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
                      (unsigned long long)ps.io_requests,
                      tg_fmt_bytes(ps.io_read_bytes, a, sizeof a), tg_fmt_bytes(needed, b, sizeof b),
                      w, hs);
+        }
+        if (ps.have_ncache) {
+            size_t l = strlen(io_line);
+            snprintf(io_line + l, sizeof io_line - l, "; neighbour cache hit ratio %.3f",
+                     ps.ncache_lookups ? (double)ps.ncache_hits / (double)ps.ncache_lookups : 0.0);
         }
         if (do_eval)
             tg_log_info("epoch %llu/%llu: loss %.4f train %.4f valid %.4f test %.4f%s (%.2f s: "

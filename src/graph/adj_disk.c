@@ -6,6 +6,7 @@
 #include "tiergnn/data.h"
 #include "tiergnn/graph.h"
 #include "tiergnn/io.h"
+#include "tiergnn/ncache.h"
 
 #define DEFAULT_QUEUES 2u
 #define DEFAULT_DEPTH 64u
@@ -25,6 +26,7 @@ typedef struct {
     /* tg_adj_disk_load: the whole file in RAM (raw entries), read from there from then on */
     void *resident;
     uint64_t resident_bytes;
+    tg_ncache_t *ncache; /* tg_adj_disk_attach_ncache: served before RAM or the disk; owned */
     char path[4096];
 } adj_disk_t;
 
@@ -67,53 +69,111 @@ static int read_ranges(tg_adj_t *adj, tg_io_req_t *reqs, size_t nreq)
     return 0;
 }
 
-/* out[i] = indices[pos[i]]. One byte range per run of consecutive positions; each range is
- * read straight into out at the run's place (u64 entries land as they are, u32 entries land in
- * the first half of the run's slots and are widened afterwards). */
+/* The byte ranges of one tg_adj_read, read in pieces of max_requests ranges. */
+typedef struct {
+    tg_adj_t *adj;
+    tg_io_req_t *reqs; /* malloc'd at the first range: a read served from RAM needs none */
+    size_t cap, n;
+} ranges_t;
+
+/* Adds the range of positions p..p+run-1, read straight into dst (u64 entries land as they
+ * are, u32 entries land in the first half of the slots and are widened afterwards). */
+static int ranges_add(ranges_t *r, uint64_t p, size_t run, uint64_t *dst)
+{
+    adj_disk_t *d = r->adj->impl;
+    if (!r->reqs && !(r->reqs = malloc(r->cap * sizeof *r->reqs)))
+        return tg_err(-ENOMEM, "disk adjacency: out of memory for %zu read requests", r->cap);
+    if (r->n == r->cap) {
+        int rc = read_ranges(r->adj, r->reqs, r->n);
+        if (rc < 0) return rc;
+        r->n = 0;
+    }
+    r->reqs[r->n++] =
+        (tg_io_req_t){.file = d->file, .off = p * d->esz, .len = run * d->esz, .dst = dst};
+    return 0;
+}
+
+/* The node whose edge positions hold p (< num_edges): the largest v with indptr[v] <= p. The
+ * previous answer v and its successor are tried first: the positions of one node arrive
+ * together, and the next node is often the next id. */
+static uint64_t node_of(const tg_adj_t *adj, uint64_t p, uint64_t v)
+{
+    const uint64_t *ip = adj->indptr;
+    if (v < adj->num_nodes && ip[v] <= p && p < ip[v + 1]) return v;
+    if (v + 1 < adj->num_nodes && ip[v + 1] <= p && p < ip[v + 2]) return v + 1;
+    uint64_t lo = 0, hi = adj->num_nodes; /* ip[lo] <= p < ip[hi] (ip[N] = num_edges) */
+    while (hi - lo > 1) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (ip[mid] <= p)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* With a neighbour cache: the positions pos[i..) of one node. Returns how many there are;
+ * *hit when the cache served them into out. */
+static size_t serve_cached(tg_adj_t *adj, const uint64_t *pos, size_t i, size_t n, uint64_t *v,
+                           uint64_t *out, int *hit)
+{
+    adj_disk_t *d = adj->impl;
+    *v = node_of(adj, pos[i], *v);
+    uint64_t beg = adj->indptr[*v], end = adj->indptr[*v + 1], deg;
+    size_t g = 1;
+    while (i + g < n && pos[i + g] >= beg && pos[i + g] < end)
+        g++;
+    const uint32_t *list = tg_ncache_find(d->ncache, *v, &deg);
+    if ((*hit = list != NULL))
+        for (size_t k = i; k < i + g; k++)
+            out[k] = list[pos[k] - beg];
+    return g;
+}
+
+/* out[i] = indices[pos[i]]: the neighbour cache first (when attached), then RAM (after
+ * tg_adj_disk_load) or the disk, one byte range per run of consecutive positions, all in one
+ * batched call (in pieces of max_requests ranges). */
 static int disk_read(tg_adj_t *adj, const uint64_t *pos, size_t n, uint64_t *out)
 {
     adj_disk_t *d = adj->impl;
-    if (n == 0) return 0;
-    if (d->resident) {
-        for (size_t i = 0; i < n; i++) {
-            if (pos[i] >= adj->num_edges)
-                return tg_err(-EINVAL,
-                              "disk adjacency: edge position %llu out of range (%llu edges)",
-                              (unsigned long long)pos[i], (unsigned long long)adj->num_edges);
-            out[i] = d->esz == 4 ? ((const uint32_t *)d->resident)[pos[i]]
-                                 : ((const uint64_t *)d->resident)[pos[i]];
-        }
-        return 0;
-    }
-    size_t cap = TG_MIN(d->max_requests, n);
-    tg_io_req_t *reqs = malloc(cap * sizeof *reqs);
-    if (!reqs) return tg_err(-ENOMEM, "disk adjacency: out of memory for %zu read requests", cap);
+    ranges_t r = {.adj = adj, .cap = TG_MIN(d->max_requests, n)};
+    uint64_t v = UINT64_MAX, lookups = 0, hits = 0, served = 0;
     int rc = 0;
-    size_t nreq = 0, i = 0;
-    while (i < n) {
-        uint64_t p = pos[i];
-        if (p >= adj->num_edges) {
+    for (size_t i = 0; rc == 0 && i < n;) {
+        if (pos[i] >= adj->num_edges) {
             rc = tg_err(-EINVAL, "disk adjacency: edge position %llu out of range (%llu edges)",
-                        (unsigned long long)p, (unsigned long long)adj->num_edges);
+                        (unsigned long long)pos[i], (unsigned long long)adj->num_edges);
             break;
         }
-        size_t run = 1;
-        while (i + run < n && pos[i + run] == p + run && p + run < adj->num_edges)
-            run++;
-        if (nreq == cap) {
-            if ((rc = read_ranges(adj, reqs, nreq)) < 0) break;
-            nreq = 0;
+        size_t stop = n; /* the misses to serve: the node's positions, or all without a cache */
+        if (d->ncache) {
+            int hit;
+            size_t g = serve_cached(adj, pos, i, n, &v, out, &hit);
+            lookups++;
+            if (hit) {
+                hits++, served += g, i += g;
+                continue;
+            }
+            stop = i + g;
         }
-        tg_io_req_t *r = &reqs[nreq++];
-        memset(r, 0, sizeof *r);
-        r->file = d->file;
-        r->off = p * d->esz;
-        r->len = run * d->esz;
-        r->dst = out + i;
-        i += run;
+        while (rc == 0 && i < stop) {
+            uint64_t p = pos[i];
+            if (p >= adj->num_edges) break; /* reported at the top */
+            if (d->resident) {
+                out[i++] = d->esz == 4 ? ((const uint32_t *)d->resident)[p]
+                                       : ((const uint64_t *)d->resident)[p];
+                continue;
+            }
+            size_t run = 1;
+            while (i + run < stop && pos[i + run] == p + run && p + run < adj->num_edges)
+                run++;
+            rc = ranges_add(&r, p, run, out + i);
+            i += run;
+        }
     }
-    if (rc == 0 && nreq) rc = read_ranges(adj, reqs, nreq);
-    free(reqs);
+    if (rc == 0 && r.n) rc = read_ranges(adj, r.reqs, r.n);
+    free(r.reqs);
+    if (d->ncache) tg_ncache_count(d->ncache, lookups, hits, served);
     return rc;
 }
 
@@ -126,6 +186,7 @@ static void disk_destroy(tg_adj_t *adj)
         free(d->indptr);
         if (d->budget && d->indptr_bytes) tg_budget_release(d->budget, d->indptr_bytes);
         free(d->resident);
+        tg_ncache_close(d->ncache);
         if (d->budget && d->resident_bytes) tg_budget_release(d->budget, d->resident_bytes);
         free(d);
     }
@@ -245,4 +306,45 @@ err:
     free(buf);
     if (d->budget) tg_budget_release(d->budget, bytes);
     return rc;
+}
+
+int tg_adj_disk_attach_ncache(tg_adj_t *adj, tg_ncache_t *nc)
+{
+    if (!adj || adj->iface != &disk_iface) {
+        tg_ncache_close(nc);
+        return tg_err(-EINVAL, "tg_adj_disk_attach_ncache: not a disk adjacency");
+    }
+    adj_disk_t *d = adj->impl;
+    if (nc) {
+        tg_ncache_info_t in;
+        tg_ncache_info(nc, &in);
+        int rc = 0;
+        if (in.num_nodes != adj->num_nodes || in.num_edges != adj->num_edges)
+            rc = tg_err(-EINVAL,
+                        "neighbour cache of %llu nodes and %llu edges for %s (%llu nodes, %llu "
+                        "edges)",
+                        (unsigned long long)in.num_nodes, (unsigned long long)in.num_edges, d->path,
+                        (unsigned long long)adj->num_nodes, (unsigned long long)adj->num_edges);
+        const uint32_t *addr = tg_ncache_address_table(nc), *arr = tg_ncache_array(nc);
+        for (uint64_t v = 0; rc == 0 && v < adj->num_nodes; v++)
+            if (addr[v] != TG_NCACHE_MISS && arr[addr[v]] != tg_adj_degree(adj, v))
+                rc = tg_err(-EINVAL,
+                            "neighbour cache: node %llu has %u cached in-neighbours, %s says "
+                            "%llu",
+                            (unsigned long long)v, arr[addr[v]], d->path,
+                            (unsigned long long)tg_adj_degree(adj, v));
+        if (rc < 0) {
+            tg_ncache_close(nc);
+            return rc;
+        }
+    }
+    tg_ncache_close(d->ncache);
+    d->ncache = nc;
+    return 0;
+}
+
+tg_ncache_t *tg_adj_disk_ncache(tg_adj_t *adj)
+{
+    if (!adj || adj->iface != &disk_iface) return NULL;
+    return ((adj_disk_t *)adj->impl)->ncache;
 }

@@ -247,12 +247,16 @@ static int gd_setup(tg_strategy_t *s)
 {
     tg_run_t *r = s->r;
     char path[4096], a[32], b[32];
+    /* a neighbour cache asked for comes first: the feature buffer takes what it leaves */
+    int64_t ncb = ((const gd_cfg_t *)r->sopts.cfg)->x.neighbor_cache;
+    int rc = ncb > 0 ? tg_xpass_ncache(r, s->disk, (uint64_t)ncb, &s->stats, "gnndrive") : 0;
+    if (rc < 0) return rc;
     tg_extract_plan_opts_t po;
     plan_opts(r->ds, &s->o, path, sizeof path, &po);
     uint64_t limit = r->budget.limit;
     if (limit) po.avail = limit > r->budget.used ? limit - r->budget.used : 1;
     tg_extract_plan_t pl;
-    int rc, all = whole_file_tier(s, &po, &pl);
+    int all = whole_file_tier(s, &po, &pl);
     if (!all && (rc = tg_extract_plan(&pl, &po)) < 0) return rc;
     tg_extract_opts_t eo = {.plan = &pl,
                             .feat = s->feat,
@@ -320,6 +324,7 @@ static int gd_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
     tg_featbuf_stats_t fs;
     if (s->fb) tg_featbuf_stats(s->fb, &fs, 1);
     tg_xpass_begin(s->ex, &s->stats);
+    tg_xpass_ncache_take(s->disk, NULL);
     const gd_cfg_t *c = s->r->sopts.cfg;
     tg_pipe_opts_t po = tg_xpass_pipe_opts(s->r, p, &c->x, s->ex);
     po.in_order = !(p->allow_out_of_order && s->o.out_of_order);
@@ -327,6 +332,7 @@ static int gd_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
     po.error_ctx = s;
     rc = tg_pipe_run(&po, st);
     tg_xpass_end(s->ex, &s->stats, s->all != NULL, st);
+    tg_xpass_ncache_take(s->disk, st);
     /* the hit ratio of the feature buffer: hits, standby hits, and rows another extractor was
      * loading (not read again); with the whole file in RAM, that tier's */
     if (s->fb) {

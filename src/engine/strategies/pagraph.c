@@ -169,7 +169,11 @@ static int pg_setup(tg_strategy_t *s)
     plan_opts(s->r->ds, &s->r->sopts, path, sizeof path, &po);
     tg_outdeg_t *od;
     uint64_t k = 0, hot_sum = 0;
-    int rc = tg_outdeg_open(&od, s->r->ds, NULL, bg);
+    /* a neighbour cache asked for comes first: the hot rows take what it leaves */
+    int64_t ncb = s->c->x.neighbor_cache;
+    int rc = ncb > 0 ? tg_xpass_ncache(s->r, s->disk, (uint64_t)ncb, &s->stats, "pagraph") : 0;
+    if (rc < 0) return rc;
+    rc = tg_outdeg_open(&od, s->r->ds, NULL, bg);
     if (rc < 0) return tg_err_prefix(rc, "pagraph");
     uint64_t left = bg->limit > bg->used ? bg->limit - bg->used : 0;
     if (!bg->limit)
@@ -217,9 +221,11 @@ static int pg_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
     int rc;
     if (!s->ex && (rc = pg_setup(s)) < 0) return rc;
     tg_xpass_begin(s->ex, &s->stats); /* the fill and the budget's profile are not the pass's */
+    tg_xpass_ncache_take(s->disk, NULL);
     tg_pipe_opts_t po = tg_xpass_pipe_opts(s->r, p, &s->c->x, s->ex);
     rc = tg_pipe_run(&po, st);
     tg_xpass_end(s->ex, &s->stats, s->hot != NULL, st); /* hit ratio: static-tier hits / rows */
+    tg_xpass_ncache_take(s->disk, st);
     return rc;
 }
 

@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "tiergnn/ncache.h"
+
 #define ADJ_MIN_QUEUES 2u
 #define ADJ_DEPTH 64u
 #define ADJ_MAX_READ ((size_t)16 << 10)
@@ -52,6 +54,46 @@ int tg_xpass_adj_resident(tg_run_t *r, tg_adj_t *disk, uint64_t keep, const char
                 "feature cache, so the samplers read no index from disk",
                 who, tg_fmt_bytes(need, a, sizeof a), tg_now() - t0);
     return 1;
+}
+
+int tg_xpass_ncache(tg_run_t *r, tg_adj_t *disk, uint64_t bytes, tg_io_stats_t *stats,
+                    const char *who)
+{
+    if (tg_adj_disk_ncache(disk)) return 0; /* attached by an earlier setup */
+    bytes = TG_MIN(bytes, tg_ncache_full_bytes(disk->num_nodes, disk->indptr));
+    double t0 = tg_now();
+    tg_ncache_t *nc;
+    int rc = tg_ncache_open(&nc, r->ds, NULL, bytes, &r->budget, stats);
+    if (rc == 0) rc = tg_adj_disk_attach_ncache(disk, nc);
+    if (rc < 0) return tg_err_prefix(rc, "%s: neighbour cache", who);
+    tg_ncache_info_t in;
+    tg_ncache_info(nc, &in);
+    char a[32];
+    tg_log_info("%s: neighbour cache %s: in-neighbour lists of %llu nodes (%.1f%%), %.1f%% of the "
+                "edges, %s in %.2f s",
+                who, tg_fmt_bytes(in.mem_bytes, a, sizeof a), (unsigned long long)in.nodes,
+                in.num_nodes ? 100.0 * (double)in.nodes / (double)in.num_nodes : 0.0,
+                in.num_edges ? 100.0 * (double)in.edges / (double)in.num_edges : 0.0,
+                in.in_ram  ? "built in RAM"
+                : in.built ? "built and loaded"
+                           : "loaded",
+                tg_now() - t0);
+    return 0;
+}
+
+void tg_xpass_ncache_take(tg_adj_t *disk, tg_pass_stats_t *st)
+{
+    tg_ncache_t *nc = tg_adj_disk_ncache(disk);
+    if (!nc) return;
+    tg_ncache_stats_t ns;
+    tg_ncache_stats(nc, &ns, 1);
+    if (!st) return;
+    tg_ncache_info_t in;
+    tg_ncache_info(nc, &in);
+    st->have_ncache = 1;
+    st->ncache_lookups = ns.lookups;
+    st->ncache_hits = ns.hits;
+    st->ncache_bytes = in.mem_bytes;
 }
 
 static void ex_fail(void *ctx, int rc, const char *msg)

@@ -34,6 +34,17 @@ int tg_xpass_adj_open(tg_run_t *r, unsigned queues, tg_io_stats_t *stats);
  * error naming the file. disk: the raw disk adjacency (r->adj before the run wrapped it). */
 int tg_xpass_adj_resident(tg_run_t *r, tg_adj_t *disk, uint64_t keep, const char *who);
 
+/* Ginex's neighbour cache (tiergnn/ncache.h) as a tier of disk: bytes capped at what caches
+ * every in-neighbour list (so that one derived file serves every larger size), the derived file
+ * found valid or built (its reads count into stats), loaded against r->budget ("neighbour
+ * cache") and attached; an adjacency that has one keeps it. Logs what it holds: nodes, bytes,
+ * share of edges. Call it between passes, before the indices may go into RAM. */
+int tg_xpass_ncache(tg_run_t *r, tg_adj_t *disk, uint64_t bytes, tg_io_stats_t *stats,
+                    const char *who);
+/* The attached neighbour cache's counters since the last take into st (have_ncache, lookups,
+ * hits, its bytes), and zeroes them; st NULL: zeroes only. Nothing without a cache. */
+void tg_xpass_ncache_take(tg_adj_t *disk, tg_pass_stats_t *st);
+
 /* The pipeline's work function: ctx is the tg_extract_t; worker i uses its worker i. */
 int tg_xpass_work(void *ctx, tg_pipe_t *P, int worker, const tg_batch_t *const *b, float *const *X,
                   int n);
@@ -49,6 +60,7 @@ void tg_xpass_end(tg_extract_t *ex, tg_io_stats_t *io, int ram_tiers, tg_pass_st
 typedef struct {
     int64_t extractors, queue_depth, io_depth, io_gap, chunk_rows, sweep_batches;
     int64_t resident_indices; /* -1 auto: when the budget has room; 0 never */
+    int64_t neighbor_cache;   /* bytes of Ginex's neighbour cache; -1 auto (strategy's choice) */
 } tg_xpass_cfg_t;
 
 /* Input matrices the pipeline of such a strategy holds at once: extractors x sweep-batches +
@@ -84,6 +96,9 @@ tg_pipe_opts_t tg_xpass_pipe_opts(tg_run_t *r, const tg_pass_t *p, const tg_xpas
                      "batches an extractor reads in one sweep of the feature file (default 1)"),   \
         TG_XPASS_OPT("resident-indices", TG_SOPT_INT, -1, 0, 0, 1, resident_indices, "auto|0",     \
                      "auto: indices.bin read into RAM when the budget has room for it after the "  \
-                     "feature cache; 0: always read from disk (default auto)")
+                     "feature cache; 0: always read from disk (default auto)"),                    \
+        TG_XPASS_OPT("neighbor-cache", TG_SOPT_SIZE, -1, 0, INT64_MAX, 1, neighbor_cache, "BYTES", \
+                     "in-neighbour lists of the highest out/in-degree nodes kept in RAM (Ginex); " \
+                     "auto: the strategy decides (ginex from its split, others none)")
 
 #endif
