@@ -3,22 +3,24 @@
  * simulates Belady's cache with it.
  *
  * The cache of pass 3 is a bucket queue by next access rather than a binary heap: a key is an
- * iteration (S values) or "never", so a node moves between buckets in O(1) and the largest key
- * is found by walking down from the highest bucket used. Two facts keep the buckets singly
- * linked lists: at iteration i the bucket of key i holds exactly the cached nodes accessed at i
- * (a key is the next access), which all leave it, so the whole list is dropped after they moved;
- * and evictions always take the head of the highest non-empty bucket. The misses to insert are
- * chained by key and inserted in ascending key order, so a row inserted at iteration i is never
- * evicted at iteration i (the evicted row has a larger key than every row inserted before it),
- * and the iteration's in and out lists are exactly C_{i+1} \ C_i and C_i \ C_{i+1}.
+ * iteration (S values) or "never" (bucket S), so a node moves between buckets in O(1) and the
+ * largest key is found by walking down from the highest bucket used (at most S steps per
+ * iteration, as it only moves down while the iteration evicts). A bucket is a stack of chunks of
+ * node ids and is never searched: at iteration i bucket i holds exactly the cached nodes accessed
+ * at i (a key is the next access), which all get a new key, so the bucket is dropped whole and its
+ * nodes pushed again as the accesses find them cached; evictions pop the top of the highest
+ * non-empty bucket. The misses to insert are chained by key and inserted in ascending key order,
+ * so a row inserted at iteration i is never evicted at iteration i (the evicted row has a larger
+ * key than every row inserted before it), and the iteration's in and out lists are exactly
+ * C_{i+1} \ C_i and C_i \ C_{i+1}.
  *
- * Workspace: a node's ptr and slot (its cache slot + 1, 0 = not cached) side by side, one cache
- * line for both, zero between calls; every call leaves them so, on errors too. tg_cs_trace_check
- * borrows them as "seen at iteration" and "at position" marks.
+ * Workspace: a node's ptr and its cached mark side by side, one cache line for both, zero between
+ * calls; every call leaves them so, on errors too. tg_cs_trace_check borrows them as "seen at
+ * iteration" and "at position" marks.
  *
- * The passes are bound by random accesses to the per-node arrays and iters (tens of MB for the
- * traces Ginex computes), so passes 2 and 3 prefetch a few accesses ahead: a node's entry, then
- * the iters entry it points to, then (a hit) its cache slot. */
+ * The passes are bound by random accesses to the node entries and iters (tens of MB for the
+ * traces Ginex computes), so they prefetch a few accesses ahead: a node's entry, then the iters
+ * entry it points to. */
 #include "tiergnn/changeset.h"
 
 #include <errno.h>
@@ -35,8 +37,8 @@
 #define CHUNK 256u /* node ids per chunk of a bucket */
 
 typedef struct {
-    uint32_t ptr;  /* pass 1: access count; then the index in iters of the next access */
-    uint32_t slot; /* cache slot + 1, 0 = not cached */
+    uint32_t ptr; /* pass 1: access count; then the index in iters of the next access */
+    uint32_t in;  /* cached: 0 = no; else 1, or for a node of the initial state its entry + 1 */
 } node_t;
 
 struct tg_cs_ws {
@@ -145,7 +147,7 @@ int tg_cs_trace_check(tg_cs_ws_t *ws, const tg_cs_trace_t *t)
 {
     int rc = check_offsets(t);
     if (rc < 0) return rc;
-    /* ptr[v] = iteration + 1 where v was last seen, slot[v] = its position there. */
+    /* ptr = iteration + 1 where the node was last seen, in = its position there. */
     uint64_t j = 0, T = t->off[t->iters];
     for (uint32_t i = 0; rc == 0 && i < t->iters; i++) {
         for (; j < t->off[i + 1]; j++) {
@@ -155,7 +157,7 @@ int tg_cs_trace_check(tg_cs_ws_t *ws, const tg_cs_trace_t *t)
                 break;
             }
             if (ws->nd[v].ptr == i + 1) {
-                rc = twice(t, i, t->off[i] + ws->nd[v].slot, j);
+                rc = twice(t, i, t->off[i] + ws->nd[v].in, j);
                 break;
             }
             ws->nd[v] = (node_t){i + 1, (uint32_t)(j - t->off[i])};
@@ -252,6 +254,7 @@ static int count_accesses(sim_t *s, uint32_t *distinct)
         longest = TG_MAX(longest, (uint32_t)(t->off[i + 1] - t->off[i]));
         for (uint64_t j = t->off[i]; j < t->off[i + 1]; j++) {
             uint32_t v = t->ids[j];
+            if (j + AHEAD < s->T && t->ids[j + AHEAD] < s->ws->n) prefetch(&nd[t->ids[j + AHEAD]]);
             if (v >= s->ws->n) {
                 memset(nd, 0, (size_t)s->ws->n * sizeof *nd);
                 return bad_id(s->ws, t, i, j);
@@ -387,18 +390,18 @@ static int temp_alloc(sim_t *s, tg_budget_t *budget)
     return 0;
 }
 
-/* The initial state into the cache, each node under its first access; slot = its entry + 1. */
+/* The initial state into the cache, each node under its first access; in = its entry + 1. */
 static int load_init(sim_t *s, const uint32_t *init, uint64_t n_init)
 {
     node_t *nd = s->ws->nd;
     for (uint64_t k = 0; k < n_init; k++) {
         uint32_t v = init[k];
-        if (nd[v].slot)
+        if (nd[v].in)
             return tg_err(-EINVAL,
                           "changeset: initial state entries %u and %llu are both node %u, "
                           "expected distinct ids",
-                          nd[v].slot - 1, (unsigned long long)k, v);
-        nd[v].slot = (uint32_t)k + 1;
+                          nd[v].in - 1, (unsigned long long)k, v);
+        nd[v].in = (uint32_t)k + 1;
         bucket_push(s, bucket_of(s, s->iters[nd[v].ptr] & NEVER), v);
         s->used++;
     }
@@ -455,7 +458,7 @@ static int access_iter(sim_t *s, uint32_t i, uint64_t *misses, uint32_t *m_out)
             return twice(t, i, j, j2);
         }
         x->ptr = p;
-        if (x->slot) {
+        if (x->in) {
             hits++;
             if (update) bucket_push(s, bucket_of(s, e), v);
         } else if (update && e != NEVER) {
@@ -488,11 +491,11 @@ static void insert_iter(sim_t *s, uint32_t i, tg_cs_t *o, uint64_t *in_len, uint
                     break;
                 }
                 uint32_t u = bucket_pop(s, s->top);
-                nd[u].slot = 0;
+                nd[u].in = 0;
                 o->out_ids[(*out_len)++] = u;
             }
             uint32_t v = s->cv[j];
-            nd[v].slot = 1;
+            nd[v].in = 1;
             bucket_push(s, b, v);
             o->in_ids[*in_len] = v;
             o->in_pos[(*in_len)++] = s->cp[j];
