@@ -29,10 +29,14 @@
  * iterations, ascending, into iters (CSR by node) with the MSB set on each node's first entry,
  * and appends a dummy entry (UINT32_MAX, "never"); pass 3 simulates: at iteration i each
  * accessed node's ptr moves one entry on, to the dummy when the entry it reaches starts another
- * node's list (MSB set), so iters[ptr[v]] is always v's next access; the cache is a max-heap by
- * next access, and the new state keeps the `entries` smallest of C_i u ids_i. Memory: ptr and the
- * heap position of every node (tg_cs_ws_bytes), iters (4 (T + 1) bytes while computing) and the
- * output (at most 12 bytes per miss).
+ * node's list (MSB set), so iters[ptr[v]] is always v's next access; the cache is a bucket queue
+ * by next access (keys are iterations: S + 1 buckets, O(1) moves instead of a heap's log), and
+ * the new state keeps the `entries` smallest of C_i u ids_i (a miss whose next access ties the
+ * largest cached one is not inserted). Memory: ptr and a cached mark of every node
+ * (tg_cs_ws_bytes), while computing iters (4 (T + 1) bytes), the buckets (4 bytes per entry and
+ * 1 KiB per iteration) and the longest iteration's misses (12 bytes per access), and the output
+ * (at most 12 bytes per miss). Measured in bench/README.md ("Changeset precomputation cost
+ * against S"): about 50 ns per access on the 2-core dev machine, bound by random accesses.
  *
  * The initial state (tg_cs_init_state, the paper's "prefetch the rows of the first iterations
  * until the cache is full"): the `entries` nodes with the earliest first access in the trace,
@@ -76,24 +80,28 @@ typedef struct tg_cs {
 
 typedef struct tg_cs_ws tg_cs_ws_t;
 
-/* Bytes of the per-node workspace for num_nodes nodes. */
+/* Bytes of the per-node workspace for num_nodes nodes (8 per node). A workspace serves one call
+ * at a time (one per thread); every call leaves it ready for the next, on errors too. */
 uint64_t tg_cs_ws_bytes(uint64_t num_nodes);
 /* Creates the workspace (reserved against budget, NULL = not accounted). num_nodes < 2^32. */
 int tg_cs_ws_create(tg_cs_ws_t **out, uint64_t num_nodes, tg_budget_t *budget);
 void tg_cs_ws_destroy(tg_cs_ws_t *ws);
 
-/* Checks the trace: offsets non-decreasing, ids < num_nodes, no id twice in one iteration (the
- * message names the iteration and the position). */
+/* Checks the trace: off[0] = 0, offsets non-decreasing, fewer than 2^32 - 1 accesses and 2^31 - 1
+ * iterations, ids < num_nodes, no id twice in one iteration (the message names the iteration and
+ * both positions). tg_cs_compute checks the same itself; O(T). */
 int tg_cs_trace_check(tg_cs_ws_t *ws, const tg_cs_trace_t *t);
 
 /* The initial state for trace t (see above) into a malloc'd *c0 of *n0 <= entries ids (caller
- * frees). prev may be NULL (n_prev 0). */
+ * frees). prev may be NULL (n_prev 0). Reads the trace only as far as it needs (checking the
+ * ids it reads), O(n_prev + the accesses read). */
 int tg_cs_init_state(tg_cs_ws_t *ws, const tg_cs_trace_t *t, uint64_t entries,
                      const uint32_t *prev, uint64_t n_prev, uint32_t **c0, uint64_t *n0);
 
 /* Simulates the cache of `entries` rows over t from state init[0..n_init) (distinct ids,
  * n_init <= entries) and fills *out (tg_cs_free). Temporaries and the output are reserved against
- * budget (NULL = not accounted); -ENOMEM naming the bytes when it cannot hold them. */
+ * budget (NULL = not accounted); -ENOMEM naming the bytes when it cannot hold them. Checks the
+ * trace as tg_cs_trace_check does (-EINVAL, *out left zeroed). O(T + num_nodes + S^2). */
 int tg_cs_compute(tg_cs_ws_t *ws, const tg_cs_trace_t *t, uint64_t entries, const uint32_t *init,
                   uint64_t n_init, tg_cs_t *out, tg_budget_t *budget);
 /* Frees the output and returns its bytes to the budget. Zeroed or freed: fine. */

@@ -3,41 +3,69 @@
  * simulates Belady's cache with it.
  *
  * The cache of pass 3 is a bucket queue by next access rather than a binary heap: a key is an
- * iteration (S values) or "never", so a node moves between buckets in O(1) and the largest key
- * is found by walking down from the highest bucket used. Two facts keep the buckets singly
- * linked lists: at iteration i the bucket of key i holds exactly the cached nodes accessed at i
- * (a key is the next access), which all leave it, so the whole list is dropped after they moved;
- * and evictions always take the head of the highest non-empty bucket. The misses to insert are
- * chained by key and inserted in ascending key order, so a row inserted at iteration i is never
- * evicted at iteration i (the evicted row has a larger key than every row inserted before it),
- * and the iteration's in and out lists are exactly C_{i+1} \ C_i and C_i \ C_{i+1}.
+ * iteration (S values) or "never" (bucket S), so a node moves between buckets in O(1) and the
+ * largest key is found by walking down from the highest bucket used (at most S steps per
+ * iteration, as it only moves down while the iteration evicts). A bucket is a stack of chunks of
+ * node ids and is never searched: at iteration i bucket i holds exactly the cached nodes accessed
+ * at i (a key is the next access), which all get a new key, so the bucket is dropped whole and its
+ * nodes pushed again as the accesses find them cached; evictions pop the top of the highest
+ * non-empty bucket. The misses to insert are chained by key and inserted in ascending key order,
+ * so a row inserted at iteration i is never evicted at iteration i (the evicted row has a larger
+ * key than every row inserted before it), and the iteration's in and out lists are exactly
+ * C_{i+1} \ C_i and C_i \ C_{i+1}.
  *
- * Workspace: ptr and slot (the cache slot + 1 of a node, 0 = not cached) are zero between calls;
- * every call leaves them so, on errors too. tg_cs_trace_check borrows them as "seen at iteration"
- * and "at position" marks. */
+ * Workspace: a node's ptr and its cached mark side by side, one cache line for both, zero between
+ * calls; every call leaves them so, on errors too. tg_cs_trace_check borrows them as "seen at
+ * iteration" and "at position" marks.
+ *
+ * The passes are bound by random accesses to the node entries and iters (tens of MB for the
+ * traces Ginex computes), so they prefetch a few accesses ahead: a node's entry, then the iters
+ * entry it points to. */
 #include "tiergnn/changeset.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define MSB 0x80000000u
 #define NEVER 0x7FFFFFFFu /* the key "not accessed again": the dummy entry without its MSB */
 #define NIL UINT32_MAX
 #define MAX_ITERS (NEVER - 1)
 #define MAX_ACCESSES (UINT32_MAX - 1) /* iters has T + 1 entries, indexed by u32 */
+#define AHEAD 16   /* accesses prefetched ahead (twice that for the node entry) */
+#define CHUNK 256u /* node ids per chunk of a bucket */
+
+typedef struct {
+    uint32_t ptr; /* pass 1: access count; then the index in iters of the next access */
+    uint32_t in;  /* cached: 0 = no; else 1, or for a node of the initial state its entry + 1 */
+} node_t;
 
 struct tg_cs_ws {
     uint64_t n;
-    uint32_t *ptr;  /* (n) pass 1: access count; then the index in iters of the next access */
-    uint32_t *slot; /* (n) cache slot + 1, 0 = not cached */
+    node_t *nd; /* (n) */
     tg_budget_t *budget;
     uint64_t reserved;
 };
 
+/* Memory for the random accesses: 2 MiB aligned and in huge pages where the kernel gives them
+ * (madvise mode), so that the passes miss the TLB less. NULL on failure; free with free(). */
+static void *big_alloc(size_t bytes)
+{
+    size_t huge = (size_t)2 << 20;
+    void *p = tg_aligned_alloc(bytes >= huge ? huge : 64, bytes ? bytes : 1);
+    if (p && bytes >= huge) (void)madvise(p, bytes, MADV_HUGEPAGE);
+    return p;
+}
+
+static inline void prefetch(const void *p)
+{
+    __builtin_prefetch(p, 1, 3);
+}
+
 uint64_t tg_cs_ws_bytes(uint64_t num_nodes)
 {
-    return num_nodes * 2 * sizeof(uint32_t);
+    return num_nodes * sizeof(node_t);
 }
 
 int tg_cs_ws_create(tg_cs_ws_t **out, uint64_t num_nodes, tg_budget_t *budget)
@@ -51,13 +79,9 @@ int tg_cs_ws_create(tg_cs_ws_t **out, uint64_t num_nodes, tg_budget_t *budget)
         budget ? tg_budget_reserve(budget, bytes, "changeset workspace (8 bytes per node)") : 0;
     if (rc < 0) return rc;
     tg_cs_ws_t *ws = calloc(1, sizeof *ws);
-    size_t n = (size_t)TG_MAX(num_nodes, 1);
-    if (ws) {
-        ws->ptr = calloc(n, sizeof(uint32_t));
-        ws->slot = calloc(n, sizeof(uint32_t));
-    }
-    if (!ws || !ws->ptr || !ws->slot) {
-        if (ws) free(ws->ptr), free(ws->slot);
+    size_t nb = (size_t)TG_MAX(num_nodes, 1) * sizeof(node_t);
+    if (ws && (ws->nd = big_alloc(nb))) memset(ws->nd, 0, nb);
+    if (!ws || !ws->nd) {
         free(ws);
         if (budget) tg_budget_release(budget, bytes);
         return tg_err(-ENOMEM, "changeset: out of memory for the workspace (%llu bytes)",
@@ -73,8 +97,7 @@ int tg_cs_ws_create(tg_cs_ws_t **out, uint64_t num_nodes, tg_budget_t *budget)
 void tg_cs_ws_destroy(tg_cs_ws_t *ws)
 {
     if (!ws) return;
-    free(ws->ptr);
-    free(ws->slot);
+    free(ws->nd);
     if (ws->budget) tg_budget_release(ws->budget, ws->reserved);
     free(ws);
 }
@@ -124,7 +147,7 @@ int tg_cs_trace_check(tg_cs_ws_t *ws, const tg_cs_trace_t *t)
 {
     int rc = check_offsets(t);
     if (rc < 0) return rc;
-    /* ptr[v] = iteration + 1 where v was last seen, slot[v] = its position there. */
+    /* ptr = iteration + 1 where the node was last seen, in = its position there. */
     uint64_t j = 0, T = t->off[t->iters];
     for (uint32_t i = 0; rc == 0 && i < t->iters; i++) {
         for (; j < t->off[i + 1]; j++) {
@@ -133,17 +156,16 @@ int tg_cs_trace_check(tg_cs_ws_t *ws, const tg_cs_trace_t *t)
                 rc = bad_id(ws, t, i, j);
                 break;
             }
-            if (ws->ptr[v] == i + 1) {
-                rc = twice(t, i, t->off[i] + ws->slot[v], j);
+            if (ws->nd[v].ptr == i + 1) {
+                rc = twice(t, i, t->off[i] + ws->nd[v].in, j);
                 break;
             }
-            ws->ptr[v] = i + 1;
-            ws->slot[v] = (uint32_t)(j - t->off[i]);
+            ws->nd[v] = (node_t){i + 1, (uint32_t)(j - t->off[i])};
         }
     }
     for (uint64_t k = 0; k < TG_MIN(j, T); k++) {
         uint32_t v = t->ids[k];
-        if (v < ws->n) ws->ptr[v] = ws->slot[v] = 0;
+        if (v < ws->n) ws->nd[v] = (node_t){0, 0};
     }
     return rc;
 }
@@ -165,9 +187,9 @@ int tg_cs_init_state(tg_cs_ws_t *ws, const tg_cs_trace_t *t, uint64_t entries, c
     if (!c)
         return tg_err(-ENOMEM, "changeset: out of memory for an initial state of %llu ids",
                       (unsigned long long)cap);
-    uint32_t *mark = ws->ptr;
+    node_t *nd = ws->nd;
     for (uint64_t k = 0; k < n_prev; k++)
-        mark[prev[k]] = PREV;
+        nd[prev[k]].ptr = PREV;
     /* Iteration by iteration: first the nodes of prev first accessed here, then the others. */
     uint64_t end = 0;
     for (uint32_t i = 0; rc == 0 && cnt < cap && i < t->iters; i++) {
@@ -178,18 +200,18 @@ int tg_cs_init_state(tg_cs_ws_t *ws, const tg_cs_trace_t *t, uint64_t entries, c
                 rc = bad_id(ws, t, i, j);
                 break;
             }
-            if (mark[v] == PREV) mark[v] |= SEEN, c[cnt++] = v;
+            if (nd[v].ptr == PREV) nd[v].ptr |= SEEN, c[cnt++] = v;
         }
         for (uint64_t j = a; rc == 0 && j < b && cnt < cap; j++) {
             uint32_t v = t->ids[j];
-            if (!(mark[v] & SEEN)) mark[v] |= SEEN, c[cnt++] = v;
+            if (!(nd[v].ptr & SEEN)) nd[v].ptr |= SEEN, c[cnt++] = v;
         }
         end = b;
     }
     for (uint64_t j = 0; j < end; j++)
-        if (t->ids[j] < ws->n) mark[t->ids[j]] = 0;
+        if (t->ids[j] < ws->n) nd[t->ids[j]].ptr = 0;
     for (uint64_t k = 0; k < n_prev; k++)
-        mark[prev[k]] = 0;
+        nd[prev[k]].ptr = 0;
     if (rc < 0) {
         free(c);
         return rc;
@@ -205,16 +227,19 @@ typedef struct {
     tg_cs_ws_t *ws;
     const tg_cs_trace_t *t;
     uint32_t S, T;
-    uint32_t cap, used; /* cache slots: min(entries, distinct candidates); in use */
+    uint32_t cap, used; /* cache entries: min(entries, distinct candidates); in use */
     uint32_t top;       /* >= the highest non-empty bucket */
     uint32_t longest;   /* accesses of the longest iteration */
     uint32_t *iters;    /* (T + 1) pass 2: every node's access iterations, CSR by node */
-    uint32_t *snode;    /* (cap) the node a slot holds */
-    uint32_t *snext;    /* (cap) the next slot of its bucket, NIL = last */
-    uint32_t *head;     /* (S + 1) first slot of bucket b = nodes next accessed at b; S = never */
-    uint32_t *cv, *cp;  /* (longest) misses to insert: node, position in ids_i */
-    uint32_t *cn;       /* (longest) next miss with the same key, NIL = last */
-    uint32_t *chead;    /* (S) first miss with key b */
+    /* Bucket b (S = never) is a stack of chunks of CHUNK node ids, all but the top one full. */
+    uint32_t *btop;  /* (S + 1) top chunk, NIL = empty */
+    uint32_t *bfill; /* (S + 1) ids in the top chunk */
+    uint32_t *cent;  /* (nchunks, CHUNK) */
+    uint32_t *cnext; /* (nchunks) the chunk below, or the next free one */
+    uint32_t nchunks, cfree;
+    uint32_t *cv, *cp; /* (longest) misses to insert: node, position in ids_i */
+    uint32_t *cn;      /* (longest) next miss with the same key, NIL = last */
+    uint32_t *chead;   /* (S + 1) first miss with key b */
     uint64_t in_cap, out_cap, temp_bytes;
     void *block;
 } sim_t;
@@ -223,19 +248,21 @@ typedef struct {
 static int count_accesses(sim_t *s, uint32_t *distinct)
 {
     const tg_cs_trace_t *t = s->t;
-    uint32_t *ptr = s->ws->ptr, nd = 0, longest = 0;
+    node_t *nd = s->ws->nd;
+    uint32_t nd_count = 0, longest = 0;
     for (uint32_t i = 0; i < s->S; i++) {
         longest = TG_MAX(longest, (uint32_t)(t->off[i + 1] - t->off[i]));
         for (uint64_t j = t->off[i]; j < t->off[i + 1]; j++) {
             uint32_t v = t->ids[j];
+            if (j + AHEAD < s->T && t->ids[j + AHEAD] < s->ws->n) prefetch(&nd[t->ids[j + AHEAD]]);
             if (v >= s->ws->n) {
-                memset(ptr, 0, (size_t)s->ws->n * sizeof *ptr);
+                memset(nd, 0, (size_t)s->ws->n * sizeof *nd);
                 return bad_id(s->ws, t, i, j);
             }
-            nd += ptr[v]++ == 0;
+            nd_count += nd[v].ptr++ == 0;
         }
     }
-    *distinct = nd;
+    *distinct = nd_count;
     s->longest = longest;
     return 0;
 }
@@ -245,98 +272,138 @@ static int count_accesses(sim_t *s, uint32_t *distinct)
  * at the dummy entry (in the paper it would point at the next node's list). */
 static void build_iters(sim_t *s)
 {
-    const tg_cs_trace_t *t = s->t;
-    uint32_t *ptr = s->ws->ptr, *iters = s->iters, sum = 0;
+    const uint32_t *ids = s->t->ids;
+    const uint64_t *off = s->t->off;
+    node_t *nd = s->ws->nd;
+    uint32_t *iters = s->iters, sum = 0, T = s->T;
     uint64_t n = s->ws->n;
     for (uint64_t v = 0; v < n; v++) {
-        uint32_t c = ptr[v];
-        ptr[v] = sum;
+        uint32_t c = nd[v].ptr;
+        nd[v].ptr = sum;
         sum += c;
     }
     for (uint32_t i = 0; i < s->S; i++)
-        for (uint64_t j = t->off[i]; j < t->off[i + 1]; j++)
-            iters[ptr[t->ids[j]]++] = i;
+        for (uint64_t j = off[i]; j < off[i + 1]; j++) {
+            if (j + 2 * AHEAD < T) prefetch(&nd[ids[j + 2 * AHEAD]]);
+            if (j + AHEAD < T) prefetch(&iters[nd[ids[j + AHEAD]].ptr]);
+            iters[nd[ids[j]].ptr++] = i;
+        }
     uint32_t start = 0;
     for (uint64_t v = 0; v < n; v++) {
-        uint32_t end = ptr[v];
+        uint32_t end = nd[v].ptr;
         if (end == start) {
-            ptr[v] = s->T;
+            nd[v].ptr = T;
         } else {
-            ptr[v] = start;
+            nd[v].ptr = start;
             iters[start] |= MSB;
             start = end;
         }
     }
-    iters[s->T] = UINT32_MAX;
+    iters[T] = UINT32_MAX;
 }
 
-static inline void push(sim_t *s, uint32_t sl, uint32_t key)
+static inline uint32_t bucket_of(const sim_t *s, uint32_t key)
 {
-    uint32_t b = key == NEVER ? s->S : key;
-    s->snext[sl] = s->head[b];
-    s->head[b] = sl;
+    return key == NEVER ? s->S : key;
+}
+
+static inline void bucket_push(sim_t *s, uint32_t b, uint32_t v)
+{
+    uint32_t c = s->btop[b];
+    if (c == NIL || s->bfill[b] == CHUNK) {
+        uint32_t f = s->cfree;
+        s->cfree = s->cnext[f];
+        s->cnext[f] = c;
+        s->btop[b] = c = f;
+        s->bfill[b] = 0;
+    }
+    s->cent[(size_t)c * CHUNK + s->bfill[b]++] = v;
     if (b > s->top) s->top = b;
 }
 
-/* Leaves the workspace zero again: ptr wholly, slot where a node is cached. */
+/* The last id pushed on bucket b, which is not empty. */
+static inline uint32_t bucket_pop(sim_t *s, uint32_t b)
+{
+    uint32_t c = s->btop[b], v = s->cent[(size_t)c * CHUNK + --s->bfill[b]];
+    if (s->bfill[b] == 0) {
+        s->btop[b] = s->cnext[c];
+        s->cnext[c] = s->cfree;
+        s->cfree = c;
+        s->bfill[b] = s->btop[b] == NIL ? 0 : CHUNK;
+    }
+    return v;
+}
+
+static void bucket_drop(sim_t *s, uint32_t b)
+{
+    for (uint32_t c = s->btop[b], below; c != NIL; c = below) {
+        below = s->cnext[c];
+        s->cnext[c] = s->cfree;
+        s->cfree = c;
+    }
+    s->btop[b] = NIL;
+    s->bfill[b] = 0;
+}
+
+/* Leaves the workspace zero again. */
 static void ws_clear(sim_t *s)
 {
-    memset(s->ws->ptr, 0, (size_t)s->ws->n * sizeof(uint32_t));
-    for (uint32_t sl = 0; sl < s->used; sl++)
-        s->ws->slot[s->snode[sl]] = 0;
+    memset(s->ws->nd, 0, (size_t)s->ws->n * sizeof(node_t));
     s->used = 0;
 }
 
-/* Bytes of the temporaries: iters, slots, buckets and the chained misses, in one block. */
-static uint64_t temp_words(const sim_t *s)
-{
-    return (uint64_t)s->T + 1 + 2 * (uint64_t)s->cap + 2 * ((uint64_t)s->S + 1) +
-           3 * (uint64_t)s->longest;
-}
-
+/* The temporaries, in one block: iters, the buckets, the chained misses. The cache holds at
+ * most cap ids, so its buckets at most cap / CHUNK full chunks and a partial one each. */
 static int temp_alloc(sim_t *s, tg_budget_t *budget)
 {
-    uint64_t w = temp_words(s);
+    uint64_t S1 = (uint64_t)s->S + 1;
+    s->nchunks = (uint32_t)((s->cap + CHUNK - 1) / CHUNK + S1);
+    uint64_t w =
+        (uint64_t)s->T + 1 + 3 * S1 + (uint64_t)s->nchunks * (CHUNK + 1) + 3 * (uint64_t)s->longest;
     s->temp_bytes = w * sizeof(uint32_t);
     int rc = budget ? tg_budget_reserve(budget, s->temp_bytes,
-                                        "changeset temporaries (4 bytes per access, 8 per cache "
+                                        "changeset temporaries (4 bytes per access and per cache "
                                         "entry, 12 per access of the longest iteration)")
                     : 0;
     if (rc < 0) return rc;
-    uint32_t *p = s->block = malloc((size_t)w * sizeof *p);
+    uint32_t *p = s->block = big_alloc((size_t)w * sizeof *p);
     if (!p) {
         if (budget) tg_budget_release(budget, s->temp_bytes);
         return tg_err(-ENOMEM, "changeset: out of memory for %llu bytes of temporaries",
                       (unsigned long long)s->temp_bytes);
     }
     s->iters = p, p += (uint64_t)s->T + 1;
-    s->snode = p, p += s->cap;
-    s->snext = p, p += s->cap;
-    s->head = p, p += (uint64_t)s->S + 1;
-    s->chead = p, p += (uint64_t)s->S + 1;
+    s->btop = p, p += S1;
+    s->bfill = p, p += S1;
+    s->chead = p, p += S1;
+    s->cnext = p, p += s->nchunks;
+    s->cent = p, p += (uint64_t)s->nchunks * CHUNK;
     s->cv = p, p += s->longest;
     s->cp = p, p += s->longest;
     s->cn = p;
-    memset(s->head, 0xff, ((uint64_t)s->S + 1) * sizeof *p);
-    memset(s->chead, 0xff, ((uint64_t)s->S + 1) * sizeof *p);
+    memset(s->btop, 0xff, S1 * sizeof *p);
+    memset(s->bfill, 0, S1 * sizeof *p);
+    memset(s->chead, 0xff, S1 * sizeof *p);
+    for (uint32_t c = 0; c < s->nchunks; c++)
+        s->cnext[c] = c + 1 < s->nchunks ? c + 1 : NIL;
+    s->cfree = 0;
     return 0;
 }
 
-/* The initial state into the cache, each node under its first access. */
+/* The initial state into the cache, each node under its first access; in = its entry + 1. */
 static int load_init(sim_t *s, const uint32_t *init, uint64_t n_init)
 {
-    uint32_t *slot = s->ws->slot;
+    node_t *nd = s->ws->nd;
     for (uint64_t k = 0; k < n_init; k++) {
         uint32_t v = init[k];
-        if (slot[v])
+        if (nd[v].in)
             return tg_err(-EINVAL,
                           "changeset: initial state entries %u and %llu are both node %u, "
                           "expected distinct ids",
-                          slot[v] - 1, (unsigned long long)k, v);
-        uint32_t sl = s->used++;
-        s->snode[sl] = v;
-        slot[v] = sl + 1;
-        push(s, sl, s->iters[s->ws->ptr[v]] & NEVER);
+                          nd[v].in - 1, (unsigned long long)k, v);
+        nd[v].in = (uint32_t)k + 1;
+        bucket_push(s, bucket_of(s, s->iters[nd[v].ptr] & NEVER), v);
+        s->used++;
     }
     return 0;
 }
@@ -370,30 +437,36 @@ static int grow(tg_cs_t *o, uint32_t **a, uint32_t **b, uint64_t *cap, uint64_t 
 static int access_iter(sim_t *s, uint32_t i, uint64_t *misses, uint32_t *m_out)
 {
     const tg_cs_trace_t *t = s->t;
-    uint32_t n = (uint32_t)(t->off[i + 1] - t->off[i]), *ptr = s->ws->ptr, hits = 0, m = 0;
-    const uint32_t *ids = n ? t->ids + t->off[i] : NULL, *iters = s->iters, *slot = s->ws->slot;
+    const uint32_t *ids = t->ids, *iters = s->iters;
+    uint64_t a = t->off[i], z = t->off[i + 1];
+    uint32_t T = s->T, hits = 0, m = 0, *cv = s->cv, *cp = s->cp, *cn = s->cn;
+    uint32_t *chead = s->chead;
+    node_t *nd = s->ws->nd;
     int update = i + 1 < s->S;
-    for (uint32_t k = 0; k < n; k++) {
-        uint32_t v = ids[k], p = ptr[v] + 1, e = iters[p];
-        if (e & MSB) p = s->T, e = NEVER;
+    if (update) bucket_drop(s, i); /* its nodes are all accessed now and pushed again below */
+    for (uint64_t j = a; j < z; j++) {
+        if (j + 2 * AHEAD < T) prefetch(&nd[ids[j + 2 * AHEAD]]);
+        if (j + AHEAD < T) prefetch(&iters[nd[ids[j + AHEAD]].ptr + 1]);
+        uint32_t v = ids[j];
+        node_t *x = &nd[v];
+        uint32_t p = x->ptr + 1, e = iters[p];
+        if (e & MSB) p = T, e = NEVER;
         if (e == i) { /* v's list holds i twice */
-            uint32_t k2 = k + 1;
-            while (k2 < n && ids[k2] != v)
-                k2++;
-            return twice(t, i, t->off[i] + k, t->off[i] + k2);
+            uint64_t j2 = j + 1;
+            while (j2 < z && ids[j2] != v)
+                j2++;
+            return twice(t, i, j, j2);
         }
-        ptr[v] = p;
-        uint32_t sl = slot[v];
-        if (sl) {
+        x->ptr = p;
+        if (x->in) {
             hits++;
-            if (update) push(s, sl - 1, e);
+            if (update) bucket_push(s, bucket_of(s, e), v);
         } else if (update && e != NEVER) {
-            s->cv[m] = v, s->cp[m] = k, s->cn[m] = s->chead[e], s->chead[e] = m;
+            cv[m] = v, cp[m] = (uint32_t)(j - a), cn[m] = chead[e], chead[e] = m;
             m++;
         }
     }
-    if (update) s->head[i] = NIL; /* its nodes were all accessed and moved on */
-    *misses = n - hits;
+    *misses = (z - a) - hits;
     *m_out = m;
     return 0;
 }
@@ -402,31 +475,28 @@ static int access_iter(sim_t *s, uint32_t i, uint64_t *misses, uint32_t *m_out)
  * cache has room or holds a row accessed later (evicted). Output room for m entries each. */
 static void insert_iter(sim_t *s, uint32_t i, tg_cs_t *o, uint64_t *in_len, uint64_t *out_len)
 {
-    uint32_t *slot = s->ws->slot;
+    node_t *nd = s->ws->nd;
     int open = s->cap > 0;
     for (uint32_t b = i + 1; b < s->S; b++) {
         uint32_t j = s->chead[b];
         s->chead[b] = NIL;
         for (; open && j != NIL; j = s->cn[j]) {
-            uint32_t sl;
             if (s->used < s->cap) {
-                sl = s->used++;
+                s->used++;
             } else {
-                while (s->head[s->top] == NIL)
+                while (s->btop[s->top] == NIL)
                     s->top--;
                 if (s->top <= b) { /* every later miss is accessed no sooner than the max */
                     open = 0;
                     break;
                 }
-                sl = s->head[s->top];
-                s->head[s->top] = s->snext[sl];
-                slot[s->snode[sl]] = 0;
-                o->out_ids[(*out_len)++] = s->snode[sl];
+                uint32_t u = bucket_pop(s, s->top);
+                nd[u].in = 0;
+                o->out_ids[(*out_len)++] = u;
             }
             uint32_t v = s->cv[j];
-            s->snode[sl] = v;
-            slot[v] = sl + 1;
-            push(s, sl, b);
+            nd[v].in = 1;
+            bucket_push(s, b, v);
             o->in_ids[*in_len] = v;
             o->in_pos[(*in_len)++] = s->cp[j];
         }
@@ -477,8 +547,13 @@ static int out_finish(sim_t *s, tg_cs_t *o)
     if (!(o->final = malloc((size_t)TG_MAX(bytes, 1))))
         return tg_err(-ENOMEM, "changeset: out of memory for the final state (%llu bytes)",
                       (unsigned long long)bytes);
-    memcpy(o->final, s->snode, (size_t)bytes);
-    o->num_final = s->used;
+    uint64_t n = 0;
+    for (uint32_t b = 0; b <= s->S; b++)
+        for (uint32_t c = s->btop[b], k = s->bfill[b]; c != NIL; c = s->cnext[c], k = CHUNK) {
+            memcpy(o->final + n, s->cent + (size_t)c * CHUNK, k * sizeof(uint32_t));
+            n += k;
+        }
+    o->num_final = n;
     uint64_t in = o->in_off[s->S], out = o->out_off[s->S];
     uint64_t spare =
         (s->in_cap - in) * 2 * sizeof(uint32_t) + (s->out_cap - out) * sizeof(uint32_t);
@@ -510,7 +585,7 @@ int tg_cs_compute(tg_cs_ws_t *ws, const tg_cs_trace_t *t, uint64_t entries, cons
     if ((rc = count_accesses(&s, &distinct)) < 0) return rc;
     s.cap = (uint32_t)TG_MIN(TG_MIN(entries, n_init + distinct), ws->n);
     if ((rc = temp_alloc(&s, budget)) < 0) {
-        memset(ws->ptr, 0, (size_t)ws->n * sizeof(uint32_t));
+        memset(ws->nd, 0, (size_t)ws->n * sizeof(node_t));
         return rc;
     }
     build_iters(&s);
