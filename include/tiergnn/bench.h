@@ -92,8 +92,8 @@ int tg_bench_footprint(const char *dataset, const tg_bench_footprint_opts_t *o,
 void tg_bench_footprint_free(tg_bench_footprint_t *fp);
 
 /* Misses of a Belady-optimal cache of `entries` rows over the footprint's trace, starting empty
- * (tg_cs_compute). RAM: the simulator's 8 bytes per node, 4 per access and up to 12 per miss
- * (its changesets), all freed before it returns. */
+ * (tg_cs_compute). RAM: the simulator's 8 bytes per node, 4 per access, 8 per cache row (at most
+ * the distinct nodes) and up to 12 per miss (its changesets), all freed before it returns. */
 int tg_bench_belady(const tg_bench_footprint_t *fp, uint64_t entries, uint64_t *misses);
 
 /* The three lower bounds of one epoch (NAN where one could not be had; the report says why). */
