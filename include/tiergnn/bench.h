@@ -29,7 +29,8 @@
  *     if (r.failed) ...                                    // some strategy runs failed
  *
  * Module: bench/ uses engine/ (its strategy table; the runs are `tiergnn train` processes),
- * graph/, data/ and io/; only the CLI uses it.
+ * graph/, data/, io/, nn/ (the operation count, the GEMM rate) and store/ (the changeset
+ * simulator); only the CLI uses it.
  */
 #ifndef TIERGNN_BENCH_H
 #define TIERGNN_BENCH_H

@@ -147,6 +147,32 @@ static int join_trace(tg_bench_footprint_t *out, fp_thread_t *th, int nthreads, 
     return 0;
 }
 
+/* The threads' counts into out (the first error, if any, is returned): sums, and the largest
+ * batch (ties: the lower id). */
+static int sum_threads(tg_bench_footprint_t *out, const fp_thread_t *th, int nthreads)
+{
+    int bi = -1, rc = 0;
+    for (int i = 0; i < nthreads; i++) {
+        if (th[i].rc < 0 && rc == 0)
+            rc = tg_err(th[i].rc, "%s", th[i].msg ? th[i].msg : "epoch footprint: failed");
+        out->batch_nodes += th[i].batch_nodes;
+        out->flops.fwd_gemm += th[i].flops.fwd_gemm;
+        out->flops.fwd_graph += th[i].flops.fwd_graph;
+        out->flops.bwd_gemm += th[i].flops.bwd_gemm;
+        out->flops.bwd_graph += th[i].flops.bwd_graph;
+        if (th[i].has_best &&
+            (bi < 0 || th[i].best_nodes > th[bi].best_nodes ||
+             (th[i].best_nodes == th[bi].best_nodes && th[i].best_id < th[bi].best_id)))
+            bi = i;
+    }
+    if (bi >= 0) {
+        out->max_batch_nodes = th[bi].best_nodes;
+        out->max_batch_edges = th[bi].best_edges;
+        out->max_batch_dst0 = th[bi].best_dst0;
+    }
+    return rc;
+}
+
 /* The model the runs train, for the operation count: the dataset's widths, o's. */
 static int flops_config(const tg_bench_footprint_opts_t *o, const tg_meta_t *m,
                         tg_model_config_t *cfg)
@@ -232,36 +258,17 @@ int tg_bench_footprint(const char *dataset, const tg_bench_footprint_opts_t *o,
     fp_ctx_t c = {adj,  &plan, o->num_layers,           fan,
                   bits, th,    o->hidden ? &cfg : NULL, out->trace_off};
     tg_pool_for(pool, (size_t)nb, fp_fn, &c);
-    int bi = -1;
-    for (int i = 0; i < nthreads; i++) {
-        if (th[i].rc < 0 && rc == 0)
-            rc = tg_err(th[i].rc, "%s", th[i].msg ? th[i].msg : "epoch footprint: failed");
-        out->batch_nodes += th[i].batch_nodes;
-        out->flops.fwd_gemm += th[i].flops.fwd_gemm;
-        out->flops.fwd_graph += th[i].flops.fwd_graph;
-        out->flops.bwd_gemm += th[i].flops.bwd_gemm;
-        out->flops.bwd_graph += th[i].flops.bwd_graph;
-        if (th[i].has_best &&
-            (bi < 0 || th[i].best_nodes > th[bi].best_nodes ||
-             (th[i].best_nodes == th[bi].best_nodes && th[i].best_id < th[bi].best_id)))
-            bi = i;
-    }
-    if (rc < 0 || (o->want_trace && (rc = join_trace(out, th, nthreads, nb)) < 0)) goto out;
-    uint64_t distinct = 0;
+    if ((rc = sum_threads(out, th, nthreads)) < 0 ||
+        (o->want_trace && (rc = join_trace(out, th, nthreads, nb)) < 0))
+        goto out;
     for (uint64_t w = 0; w < (N + 63) / 64; w++)
-        distinct +=
+        out->distinct_nodes +=
             (uint64_t)__builtin_popcountll(atomic_load_explicit(&bits[w], memory_order_relaxed));
     out->batches = nb;
-    out->distinct_nodes = distinct;
     out->whole_graph = whole;
     out->num_nodes = N;
     out->have_flops = o->hidden > 0;
     out->row_bytes = (uint64_t)m->feat_dim * tg_feat_dtype_size(m->feat_dtype);
-    if (bi >= 0) {
-        out->max_batch_nodes = th[bi].best_nodes;
-        out->max_batch_edges = th[bi].best_edges;
-        out->max_batch_dst0 = th[bi].best_dst0;
-    }
 out:
     if (th)
         for (int i = 0; i < nthreads; i++) {

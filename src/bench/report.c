@@ -650,6 +650,64 @@ static void svg_rect(sbuf_t *b, double x, double y, double w, double h, const ch
     sb_printf(b, "</rect>\n");
 }
 
+/* The bounds as vertical lines from their label rows above the chart down to the axis. */
+static void svg_bound_lines(sbuf_t *b, const double bv[3], double xmax, int axis_y)
+{
+    double pw = SVG_W - SVG_LEFT - SVG_RIGHT;
+    for (int k = 0; k < 3; k++) {
+        int ly = SVG_TOP - 54 + 16 * k; /* one label row per bound */
+        const char *name = svg_bounds[k].name, *stroke = svg_bounds[k].stroke;
+        if (isnan(bv[k])) {
+            sb_printf(b, "<text x=\"%d\" y=\"%d\" font-size=\"11\" fill=\"%s\">%s: n/a</text>\n",
+                      SVG_LEFT, ly, stroke, name);
+            continue;
+        }
+        double x = SVG_LEFT + bv[k] / xmax * pw;
+        int right = x > SVG_W - 200; /* near the right edge the label goes left of the line */
+        sb_printf(b,
+                  "<line x1=\"%.2f\" y1=\"%d\" x2=\"%.2f\" y2=\"%d\" stroke=\"%s\" "
+                  "stroke-dasharray=\"%s\" stroke-width=\"1.5\"/>\n",
+                  x, ly + 2, x, axis_y, stroke, svg_bounds[k].dash);
+        sb_printf(b, "<text x=\"%.2f\" y=\"%d\" font-size=\"11\" fill=\"%s\"%s>%s %.3g s</text>\n",
+                  right ? x - 4 : x + 4, ly, stroke, right ? " text-anchor=\"end\"" : "", name,
+                  bv[k]);
+    }
+}
+
+/* The thick bar's parts on the first row, the thin bar's on the second, the bounds' lines and
+ * the epoch tick on the third. */
+static void svg_legend(sbuf_t *b, int legend_y)
+{
+    static const char *const names[] = {
+        "training (compute_s)", "waiting for batches (wait_s)", "other",
+        "sampling (sample_s)",  "gathering (gather_s)",         "blocked on I/O (io_wait_s)"};
+    static const char *const fills[] = {"#59a14f", "#e15759", "#bab0ac",
+                                        "#4e79a7", "#f28e2b", "url(#hatch)"};
+    for (int k = 0; k < 6; k++) {
+        int row = k / 3, col = k % 3;
+        double lx = SVG_LEFT + col * 250, ly = legend_y + row * 22;
+        sb_printf(b,
+                  "<rect x=\"%.2f\" y=\"%.2f\" width=\"14\" height=\"12\" fill=\"%s\" "
+                  "stroke=\"#666\" stroke-width=\"0.5\"/>\n<text x=\"%.2f\" y=\"%.2f\">%s</text>\n",
+                  lx, ly, fills[k], lx + 20, ly + 11, names[k]);
+    }
+    double ly = legend_y + 50;
+    for (int k = 0; k < 3; k++) {
+        double lx = SVG_LEFT + k * 190;
+        sb_printf(b,
+                  "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"%s\" "
+                  "stroke-width=\"1.5\" stroke-dasharray=\"%s\"/>\n"
+                  "<text x=\"%.2f\" y=\"%.2f\">%s</text>\n",
+                  lx, ly, lx + 16, ly, svg_bounds[k].stroke, svg_bounds[k].dash, lx + 22, ly + 4,
+                  svg_bounds[k].name);
+    }
+    double lx = SVG_LEFT + 3 * 190;
+    sb_printf(b,
+              "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"#222\" "
+              "stroke-width=\"2\"/>\n<text x=\"%.2f\" y=\"%.2f\">one epoch</text>\n",
+              lx + 7, ly - 6, lx + 7, ly + 6, lx + 22, ly + 4);
+}
+
 int tg_bench_write_svg(const char *path, const tg_bench_report_t *c, const tg_bench_run_t *runs,
                        int nruns)
 {
@@ -752,47 +810,8 @@ int tg_bench_write_svg(const char *path, const tg_bench_report_t *c, const tg_be
             svg_rect(&b, X(0), y + 37, X(TG_MIN(iw, xmax)) - X(0), 5, "url(#hatch)", tip);
         }
     }
-    for (int k = 0; k < 3; k++) {
-        int ly = SVG_TOP - 54 + 16 * k; /* one label row per bound */
-        if (isnan(bv[k])) {
-            sb_printf(&b, "<text x=\"%d\" y=\"%d\" font-size=\"11\" fill=\"%s\">%s: n/a</text>\n",
-                      SVG_LEFT, ly, svg_bounds[k].stroke, svg_bounds[k].name);
-            continue;
-        }
-        int right = X(bv[k]) > SVG_W - 200; /* label left of the line near the right edge */
-        sb_printf(&b,
-                  "<line x1=\"%.2f\" y1=\"%d\" x2=\"%.2f\" y2=\"%d\" stroke=\"%s\" "
-                  "stroke-dasharray=\"%s\" stroke-width=\"1.5\"/>\n"
-                  "<text x=\"%.2f\" y=\"%d\" font-size=\"11\" fill=\"%s\"%s>%s %.3g s</text>\n",
-                  X(bv[k]), ly + 2, X(bv[k]), axis_y, svg_bounds[k].stroke, svg_bounds[k].dash,
-                  right ? X(bv[k]) - 4 : X(bv[k]) + 4, ly, svg_bounds[k].stroke,
-                  right ? " text-anchor=\"end\"" : "", svg_bounds[k].name, bv[k]);
-    }
-    /* legend: the thick bar's parts on the first row, the thin bar's on the second */
-    static const char *const names[] = {
-        "training (compute_s)", "waiting for batches (wait_s)", "other",
-        "sampling (sample_s)",  "gathering (gather_s)",         "blocked on I/O (io_wait_s)"};
-    static const char *const fills[] = {"#59a14f", "#e15759", "#bab0ac",
-                                        "#4e79a7", "#f28e2b", "url(#hatch)"};
-    for (int k = 0; k < 6; k++) {
-        int row = k / 3, col = k % 3;
-        double lx = SVG_LEFT + col * 250, ly = legend_y + row * 22;
-        sb_printf(&b,
-                  "<rect x=\"%.2f\" y=\"%.2f\" width=\"14\" height=\"12\" fill=\"%s\" "
-                  "stroke=\"#666\" stroke-width=\"0.5\"/>\n<text x=\"%.2f\" y=\"%.2f\">%s</text>\n",
-                  lx, ly, fills[k], lx + 20, ly + 11, names[k]);
-    }
-    /* third row: the bounds' lines and the epoch tick */
-    for (int k = 0; k < 4; k++) {
-        double lx = SVG_LEFT + k * 190, ly = legend_y + 44 + 6;
-        sb_printf(&b,
-                  "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"%s\" "
-                  "stroke-width=\"%s\"%s%s%s/>\n<text x=\"%.2f\" y=\"%.2f\">%s</text>\n",
-                  k < 3 ? lx : lx + 7, k < 3 ? ly : ly - 6, lx + (k < 3 ? 16 : 7),
-                  k < 3 ? ly : ly + 6, k < 3 ? svg_bounds[k].stroke : "#222", k < 3 ? "1.5" : "2",
-                  k < 3 ? " stroke-dasharray=\"" : "", k < 3 ? svg_bounds[k].dash : "",
-                  k < 3 ? "\"" : "", lx + 22, ly + 4, k < 3 ? svg_bounds[k].name : "one epoch");
-    }
+    svg_bound_lines(&b, bv, xmax, axis_y);
+    svg_legend(&b, legend_y);
 #undef X
     sb_printf(&b, "</svg>\n");
     int rc = sb_write(&b, path);
