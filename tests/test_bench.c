@@ -427,9 +427,9 @@ TG_TEST(bad_arguments)
         {"--strategies memory --mem 64M --membudget /nonexistent/mb", "not an executable"},
         {"--strategies memory --mem 64M --frobnicate", "unknown option"},
         {"--strategies memory --mem 64M --gemm-time 0", "--gemm-time"},
-        /* the operation count needs a model the runs could train */
+        /* a GAT whose heads do not divide its hidden width, as train refuses it */
         {"--strategies memory --mem 64M --model gat --hidden 10 --heads 3 --membudget none",
-         "not a multiple of heads"},
+         "not a multiple of --heads"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int rc = tg_test_cli(&log, "bench %s %s --out %s/bad", g_ds, cases[i].args, g_dir);

@@ -79,13 +79,9 @@ static int parse_sampling(const tg_args_t *a, tg_bench_opts_t *o)
     o->model.num_layers = layers;
     for (int l = 0; l < layers; l++)
         o->fanouts[l] = nf ? fan[l] : (o->model.type == TG_MODEL_MLP ? 0 : 10);
-    int v = 0;
-    if ((rc = tg_args_int_range(a, "hidden", 256, 1, 1 << 20, &v)) < 0) return rc;
-    o->model.hidden = (uint32_t)v;
-    if ((rc = tg_args_int_range(a, "heads", o->model.type == TG_MODEL_GAT ? 4 : 1, 1, 1024, &v)) <
-        0)
+    if ((rc = tg_cli_model_widths(a, o->model.type == TG_MODEL_GAT, &o->model.hidden,
+                                  &o->model.heads)) < 0)
         return rc;
-    o->model.heads = v;
     if ((rc = tg_args_u64(a, "batch-size", 1024, &o->batch_size)) < 0) return rc;
     if ((rc = tg_args_u64(a, "seed", 0, &o->seed)) < 0) return rc;
     if ((rc = tg_args_u64(a, "batches-per-epoch", 0, &o->batches_per_epoch)) < 0) return rc;
