@@ -1,7 +1,8 @@
-/* tiergnn bench: reports (columns, a well-formed SVG, failures with their exit status) on a tiny
- * generated dataset; every strategy of the engine's table by default; the aggregation of every
- * per-epoch key through a stand-in train binary; signals; a real run killed by the cgroup's
- * out-of-memory killer; refusals; and the epoch footprint behind the I/O lower bound. */
+/* tiergnn bench: reports (columns, a well-formed SVG, bench.json, the three lower bounds,
+ * failures with their exit status) on a tiny generated dataset; every strategy of the engine's
+ * table by default; the aggregation of every per-epoch key through a stand-in train binary;
+ * signals; a real run killed by the cgroup's out-of-memory killer; refusals; the epoch footprint
+ * behind the bounds (distinct rows, operations, the trace); and the Belady count over it. */
 #include <sys/stat.h>
 
 #include "test_adj_disk_common.h"
@@ -228,6 +229,66 @@ static char *read_text(const char *rundir, const char *name)
     return t;
 }
 
+/* The number after the first "key": at or after `from` in a JSON text; NAN for null or absent. */
+static double json_num_after(const char *text, const char *from, const char *key)
+{
+    char pat[96];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = strstr(from ? from : text, pat);
+    if (!p) return NAN;
+    p += strlen(pat);
+    char *e;
+    double v = strtod(p, &e);
+    return e == p ? NAN : v;
+}
+
+/* bench.json's bounds: sane against the footprint, each as the report defines it. */
+static void check_bounds_json(const char *rundir, int want_cache_from_run)
+{
+    char *js = read_text(rundir, "bench.json");
+    if (!js) return;
+    const char *bd = strstr(js, "\"bounds\":{");
+    TG_CHECK(bd != NULL);
+    if (!bd) {
+        free(js);
+        return;
+    }
+    double distinct = json_num_after(js, bd, "distinct_bytes");
+    double row = json_num_after(js, NULL, "row_bytes");
+    double batch_nodes = json_num_after(js, NULL, "batch_nodes");
+    double seq = json_num_after(js, bd, "seq_read_bytes_per_s");
+    TG_CHECK(distinct > 0 && row > 0 && batch_nodes > 0);
+    /* compute bound: operations over the GEMM rate */
+    double flops = json_num_after(js, bd, "epoch_flops");
+    double rate = json_num_after(js, bd, "sgemm_flops_per_s");
+    double cs = json_num_after(js, bd, "compute_s");
+    TG_CHECK(flops > 0 && rate > 1e6 && cs > 0);
+    if (cs > 0) TG_CHECK_NEAR(cs, flops / rate, 1e-3 * cs);
+    double parts =
+        json_num_after(js, bd, "fwd_gemm_flops") + json_num_after(js, bd, "fwd_graph_flops") +
+        json_num_after(js, bd, "bwd_gemm_flops") + json_num_after(js, bd, "bwd_graph_flops");
+    TG_CHECK_NEAR(parts, flops, 0.5);
+    /* Belady: between the distinct rows (every first access misses) and every access */
+    double acc = json_num_after(js, bd, "accesses");
+    double misses = json_num_after(js, bd, "belady_misses");
+    double bb = json_num_after(js, bd, "belady_bytes");
+    if (isnan(bb)) {
+        TG_FAIL("no Belady bound in %s/bench.json", rundir);
+    } else {
+        TG_CHECK_NEAR(acc, batch_nodes, 0.5);
+        TG_CHECK(misses * row >= distinct - 0.5 && misses <= acc);
+        TG_CHECK_NEAR(bb, misses * row, 0.5);
+        if (seq > 0) TG_CHECK_NEAR(json_num_after(js, bd, "belady_s"), bb / seq, 1e-3 * bb / seq);
+    }
+    double cache = json_num_after(js, bd, "cache_bytes");
+    TG_CHECK(cache > 0);
+    if (want_cache_from_run)
+        TG_CHECK(strstr(bd, "\"cache_from\":\"--mem\"") == NULL);
+    else
+        TG_CHECK(strstr(bd, "\"cache_from\":\"--mem\"") != NULL);
+    free(js);
+}
+
 /* A strategy name the train command does not know fails; a known one (memory, and mmap /
  * gnndrive once the engine has them) gives numbers. */
 TG_TEST(reports_and_failures)
@@ -237,7 +298,8 @@ TG_TEST(reports_and_failures)
     char *log = NULL;
     int rc = tg_test_cli(&log,
                          "bench %s --strategies memory,mmap,gnndrive,nosuch --mem 64M --epochs 2 "
-                         "--hidden 16 --batch-size 128 --fanouts 5,5 --probe-time 0.2 --out %s",
+                         "--hidden 16 --batch-size 128 --fanouts 5,5 --probe-time 0.2 "
+                         "--gemm-time 0.1 --out %s",
                          g_ds, out);
     /* nosuch fails, so the bench reports failure, after writing everything */
     TG_CHECK(rc == 1);
@@ -283,6 +345,28 @@ TG_TEST(reports_and_failures)
         TG_CHECK(strstr(md, "| nosuch | failed |") != NULL);
         TG_CHECK(strstr(md, "I/O lower bound") != NULL);
         TG_CHECK(strstr(md, "distinct input nodes") != NULL);
+        TG_CHECK(strstr(md, "**Belady bound: ") != NULL);
+        TG_CHECK(strstr(md, "**compute bound: ") != NULL);
+        /* the cache size is a run's budget's rest */
+        TG_CHECK(strstr(md, "the largest `rest` the runs' budgets left for caches") != NULL);
+        /* every epoch of every run against the bounds */
+        TG_CHECK(strstr(md, "| memory | 1 (cold) |") != NULL);
+        TG_CHECK(strstr(md, "| memory | 2 |") != NULL);
+        free(md);
+        md = NULL;
+    }
+    check_bounds_json(out, 1);
+    char *js = read_text(out, "bench.json");
+    if (js) {
+        /* the memory run reported its budget's split */
+        const char *mr = strstr(js, "\"strategy\":\"memory\"");
+        double rest = mr ? json_num_after(js, mr, "budget_rest_bytes") : NAN;
+        TG_CHECK(rest > 0 && rest < 64 << 20);
+        TG_CHECK(strstr(js, "\"strategy\":\"nosuch\",\"status\":\"failed\"") != NULL);
+        free(js);
+    }
+    md = read_text(out, "bench.md");
+    if (md) {
         TG_CHECK(strstr(md, "cgroup limit") != NULL);
         /* the report opens with what --mem means for every row */
         TG_CHECK(strstr(md, "for every strategy") != NULL);
@@ -305,7 +389,7 @@ TG_TEST(reports_and_failures)
     free(log);
     rc = tg_test_cli(&log,
                      "bench %s --strategies memory --mem 64M --epochs 1 --hidden 8 --out %s "
-                     "--overwrite --membudget none --probe-time 0.2",
+                     "--overwrite --membudget none --probe-time 0.2 --gemm-time 0.1",
                      g_ds, out);
     TG_CHECK(rc == 0);
     if (rc) fprintf(stderr, "%s\n", log ? log : "");
@@ -342,6 +426,10 @@ TG_TEST(bad_arguments)
         {"--strategies memory --mem 64M --epochs 0", "--epochs"},
         {"--strategies memory --mem 64M --membudget /nonexistent/mb", "not an executable"},
         {"--strategies memory --mem 64M --frobnicate", "unknown option"},
+        {"--strategies memory --mem 64M --gemm-time 0", "--gemm-time"},
+        /* a GAT whose heads do not divide its hidden width, as train refuses it */
+        {"--strategies memory --mem 64M --model gat --hidden 10 --heads 3 --membudget none",
+         "not a multiple of --heads"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int rc = tg_test_cli(&log, "bench %s %s --out %s/bad", g_ds, cases[i].args, g_dir);
@@ -408,6 +496,7 @@ TG_TEST(aggregation_and_signals)
         o.fanouts[0] = o.fanouts[1] = 4;
         o.batch_size = 100;
         o.probe_time_s = 0.2;
+        o.gemm_time_s = 0.1;
         tg_bench_result_t res;
         TG_CHECK_OK(tg_bench(&o, &res));
         TG_CHECK(res.runs == 3);
@@ -462,8 +551,14 @@ TG_TEST(aggregation_and_signals)
             TG_CHECK(strstr(md, "- **bad**: failed, exit status 2: tiergnn: unknown strategy") !=
                      NULL);
             TG_CHECK(strstr(md, "| 2.000 |") != NULL); /* read amplification */
+            /* no run reported a budget: the Belady cache is all of --mem */
+            TG_CHECK(strstr(md, "all of --mem: no run reported its budget's split") != NULL);
+            /* epochs against the bounds, the killed run's one epoch too */
+            TG_CHECK(strstr(md, "| good | 3 | 4.000 |") != NULL);
+            TG_CHECK(strstr(md, "| dies | 1 (cold) | 5.000 |") != NULL);
             free(md);
         }
+        check_bounds_json(out, 0);
         static const char *const names[3] = {"good", "bad", "dies"};
         check_svg(out, names, 3);
         fprintf(stderr, "  %s cgroup limit\n", res.cgroup_limited ? "with a" : "without a");
@@ -478,7 +573,7 @@ TG_TEST(default_strategies)
     char *log = NULL;
     int rc = tg_test_cli(&log,
                          "bench %s --mem 64M --epochs 1 --hidden 8 --batch-size 256 --fanouts 4,4 "
-                         "--membudget none --probe-time 0.2 --out %s",
+                         "--membudget none --probe-time 0.2 --gemm-time 0.1 --out %s",
                          g_ds, out);
     TG_CHECK(rc == 0);
     if (rc) fprintf(stderr, "%s\n", log ? log : "");
@@ -525,6 +620,7 @@ TG_TEST(oom_killed_run)
     o.out_dir = out;
     o.membudget = mb;
     o.probe_time_s = 0.2;
+    o.gemm_time_s = 0.1;
     o.train_args = args;
     o.num_train_args = 4;
     tg_bench_result_t res;
@@ -560,8 +656,34 @@ TG_TEST(oom_killed_run)
     }
 }
 
+/* The Belady count over a footprint's trace at a few cache sizes. */
+static void check_belady(const tg_bench_footprint_t *fp)
+{
+    uint64_t prev = UINT64_MAX, m = 0;
+    uint64_t sizes[] = {0,
+                        1,
+                        7,
+                        fp->distinct_nodes / 4,
+                        fp->distinct_nodes / 2,
+                        fp->distinct_nodes,
+                        10 * fp->distinct_nodes};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        TG_CHECK_OK(tg_bench_belady(fp, sizes[k], &m));
+        TG_CHECK(m >= fp->distinct_nodes && m <= fp->batch_nodes);
+        TG_CHECK(m <= prev); /* a larger optimal cache never misses more */
+        if (sizes[k] == 0) TG_CHECK_EQ_U64(m, fp->batch_nodes); /* every access */
+        if (sizes[k] >= fp->distinct_nodes) TG_CHECK_EQ_U64(m, fp->distinct_nodes); /* first only */
+        prev = m;
+    }
+    tg_bench_footprint_t none = *fp;
+    none.trace_ids = NULL;
+    TG_CHECK_ERR(tg_bench_belady(&none, 10, &m), "no trace");
+}
+
 /* The footprint equals a direct count with the sampler over the in-memory adjacency, for any
- * thread count; whole-graph and MLP modes follow the engine's rules. */
+ * thread count (distinct rows, the operation count, the trace in batch order); whole-graph and
+ * MLP modes follow the engine's rules; the Belady count over the trace is bounded by the
+ * distinct rows and every access, and never grows with the cache. */
 TG_TEST(footprint)
 {
     char dir[4300];
@@ -581,14 +703,25 @@ TG_TEST(footprint)
     tg_sampler_t *s;
     TG_CHECK_OK(tg_sampler_create(&s, adj, 2, fan));
     uint8_t *seen = calloc(N, 1);
-    uint64_t distinct = 0, sum = 0, maxn = 0, nb = 0;
+    uint64_t distinct = 0, sum = 0, maxn = 0, nb = 0, flops = 0;
+    uint32_t *trace = malloc(ntrain * 64 * sizeof *trace); /* up to 1 + 5 + 15 nodes per seed */
+    tg_model_config_t cfg;
+    tg_model_config_default(&cfg);
+    cfg.in_dim = to.dim;
+    cfg.out_dim = ds->meta.num_classes;
+    cfg.hidden = 12;
     for (uint64_t first = 0; first < ntrain; first += bs, nb++) {
         tg_rng_t r;
         tg_sampler_batch_rng(&r, seed, epoch, nb);
         tg_batch_t b;
         TG_CHECK_OK(tg_sampler_sample(s, train + first, TG_MIN(bs, ntrain - first), &r, &b));
-        for (uint32_t i = 0; i < b.num_nodes; i++)
+        for (uint32_t i = 0; i < b.num_nodes; i++) {
             if (!seen[b.nodes[i]]++) distinct++;
+            trace[sum + i] = (uint32_t)b.nodes[i];
+        }
+        tg_flops_t f;
+        TG_CHECK_OK(tg_model_batch_flops(&cfg, &b, &f));
+        flops += tg_flops_total(&f);
         sum += b.num_nodes;
         maxn = TG_MAX(maxn, b.num_nodes);
         tg_batch_free(&b);
@@ -601,7 +734,9 @@ TG_TEST(footprint)
                                         .batch_size = bs,
                                         .seed = seed,
                                         .epoch = epoch,
-                                        .threads = threads};
+                                        .threads = threads,
+                                        .hidden = 12,
+                                        .want_trace = 1};
         tg_bench_footprint_t fp;
         TG_CHECK_OK(tg_bench_footprint(dir, &fo, &fp));
         TG_CHECK_EQ_U64(fp.batches, nb);
@@ -610,6 +745,16 @@ TG_TEST(footprint)
         TG_CHECK_EQ_U64(fp.max_batch_nodes, maxn);
         TG_CHECK_EQ_U64(fp.row_bytes, to.dim * 4);
         TG_CHECK(!fp.whole_graph);
+        TG_CHECK(fp.have_flops);
+        TG_CHECK_EQ_U64(tg_flops_total(&fp.flops), flops);
+        TG_CHECK(fp.trace_off && fp.trace_ids);
+        if (fp.trace_off && fp.trace_ids) {
+            TG_CHECK_EQ_U64(fp.trace_off[0], 0);
+            TG_CHECK_EQ_U64(fp.trace_off[nb], sum);
+            TG_CHECK(!memcmp(fp.trace_ids, trace, sum * sizeof *trace));
+        }
+        if (threads == 1) check_belady(&fp);
+        tg_bench_footprint_free(&fp);
     }
     /* full batch with full neighbourhoods: the whole graph, every node */
     tg_bench_footprint_opts_t fo = {.model = TG_MODEL_GCN,
@@ -632,6 +777,13 @@ TG_TEST(footprint)
     TG_CHECK_EQ_U64(fp.distinct_nodes, ntrain);
     TG_CHECK_EQ_U64(fp.batch_nodes, ntrain);
     TG_CHECK_EQ_U64(fp.batches, (ntrain + 99) / 100);
+    TG_CHECK(!fp.have_flops && !fp.trace_ids); /* neither asked for */
+    /* a model the operation count cannot take is refused before sampling */
+    fo.hidden = 10;
+    fo.model = TG_MODEL_GAT;
+    fo.heads = 3;
+    TG_CHECK_ERR(tg_bench_footprint(dir, &fo, &fp), "not a multiple of heads");
+    free(trace);
     free(seen);
     free(train);
     tg_adj_destroy(adj);

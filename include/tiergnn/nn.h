@@ -253,6 +253,42 @@ int tg_model_layer_forward_deg(tg_model_t *m, int layer, const tg_block_t *blk,
 int tg_loss_eval(const float *logits, const int32_t *labels, uint32_t n, uint32_t C,
                  int multi_label, tg_step_stats_t *stats);
 
+/* ---------------------------------------------------------------- cost of a step */
+
+/* Floating-point operations of one training step, counted from the batch's blocks and the
+ * config along the path the layers take (SAGE / GCN: aggregate or transform first, as
+ * tg_model_train_step would choose on these blocks):
+ *   GEMMs: 2 M K N each. Forward: every linear map. Backward: the weight gradient X^T dY of
+ *     each, and the input gradient dY W^T where the layer hands a gradient on (every layer but
+ *     the first: training wants no d loss / d X). So backward GEMMs are about twice forward's.
+ *   graph: one add per edge and column for sum / mean aggregation (E x width), a multiply-add
+ *     for weighted ones (GCN and GAT over the block with self-loops: 2 (E + nd) x width); GAT's
+ *     attention scores 2 (ns + nd) x H F; backward runs each aggregation's transpose (the same
+ *     count), GAT's twice (the gradient of the messages and of the coefficients).
+ * Not counted: biases, activations, dropout, GCN's normalisation, softmax, the loss, the
+ * optimiser step: element-wise and memory-bound, a few operations per element where a GEMM
+ * spends 2 K. A lower bound built on this count stays a lower bound. */
+typedef struct tg_flops {
+    uint64_t fwd_gemm, fwd_graph;
+    uint64_t bwd_gemm, bwd_graph;
+} tg_flops_t;
+
+/* *out = the count for one training step of a model of config cfg (in_dim, hidden, out_dim,
+ * heads... as the model would have them) on b. -EINVAL with a message when cfg is invalid or b
+ * does not fit it (layer count, block chaining). Time: O(layers). */
+int tg_model_batch_flops(const tg_model_config_t *cfg, const tg_batch_t *b, tg_flops_t *out);
+static inline uint64_t tg_flops_total(const tg_flops_t *f)
+{
+    return f->fwd_gemm + f->fwd_graph + f->bwd_gemm + f->bwd_graph;
+}
+
+/* The rate of the engine's GEMM (cblas_sgemm in pieces over a pool of `threads`, as the layers
+ * call it) on C (M, N) = A (M, K) B (K, N): one untimed call, then calls for about time_s
+ * seconds. *flops_per_s = 2 M K N x calls / seconds. Allocates the three matrices (4 (MK + KN +
+ * MN) bytes, not accounted). -EINVAL for an empty shape, -ENOMEM. */
+int tg_nn_gemm_rate(uint32_t M, uint32_t K, uint32_t N, int threads, double time_s,
+                    double *flops_per_s);
+
 /* ---------------------------------------------------------------- checkpoints */
 
 /* Writes a header (magic "TGNNMDL1", format version, the model config, the optimiser config),

@@ -1,8 +1,9 @@
 /* bench-impl.h - the seams inside bench/. bench.c drives one bench: it checks the options, finds
- * membudget, samples the footprint (footprint.c), probes the device, then for each strategy
- * evicts the dataset and runs `tiergnn train` (spawn.c), reads what the run reported (run.c),
- * and at the end writes the reports (report.c). Nothing in report.c or run.c knows one strategy
- * from another: every strategy's row is made the same way. */
+ * membudget, samples the footprint (footprint.c), probes the device and times the GEMM
+ * (bounds.c), then for each strategy evicts the dataset and runs `tiergnn train` (spawn.c),
+ * reads what the run reported (run.c), computes the Belady bound with the runs' cache size
+ * (bounds.c), and at the end writes the reports (report.c). Nothing in report.c or run.c knows one
+ * strategy from another: every strategy's row is made the same way. */
 #ifndef TG_BENCH_IMPL_H
 #define TG_BENCH_IMPL_H
 
@@ -97,6 +98,7 @@ typedef struct tg_bench_run {
     size_t nep, cap_ep;
     int have_final;
     double best_epoch, valid_acc, test_acc, final_peak_rss;
+    double budget_rest; /* the final line's budget.rest: left for caches (NAN: not reported) */
     /* membudget's line: limit, peak (NAN when it printed "unknown"), oom_kill (-1: absent) */
     int have_cg;
     double cg_limit, cg_peak;
@@ -121,6 +123,19 @@ void tg_bench_run_summarise(tg_bench_run_t *r);
 const char *tg_bench_run_status(const tg_bench_run_t *r);
 int tg_bench_run_ok(const tg_bench_run_t *r);
 
+/* ================================================================ bounds (bounds.c) */
+
+struct tg_bench_report;
+/* The footprint's settings: the runs' sampling and model, epoch 2 when there are two or more. */
+void tg_bench_footprint_opts(const tg_bench_opts_t *o, tg_bench_footprint_opts_t *fo);
+/* The compute bound from c->fp's operation count and the GEMM rate measured now; NAN with
+ * c->compute_note saying why when it cannot be had. */
+void tg_bench_compute_bound(struct tg_bench_report *c, tg_bench_bounds_t *bd);
+/* The Belady bound after the runs: the cache size from their budgets, the epoch's trace sampled
+ * again, the simulator; NAN with c->belady_note saying why when it cannot be had. */
+void tg_bench_belady_bound(struct tg_bench_report *c, tg_bench_bounds_t *bd,
+                           const tg_bench_run_t *runs, int nruns);
+
 /* ================================================================ reports (report.c) */
 
 /* What the reports say besides the runs. Every pointer outlives the report calls. */
@@ -133,6 +148,10 @@ typedef struct tg_bench_report {
     int probe_ok;
     char probe_err[512];
     double lb_s, lb_cached_s;
+    tg_bench_bounds_t *bd;
+    char compute_note[512];             /* why there is no compute bound */
+    char belady_note[512];              /* why there is no Belady bound */
+    char cache_from[TG_BENCH_NAME_MAX]; /* the run whose budget gave the cache size; "": --mem */
     int cg_on;
     char cg_note[600]; /* why there is no cgroup limit */
     char membudget[4096];
@@ -141,6 +160,8 @@ typedef struct tg_bench_report {
 } tg_bench_report_t;
 
 int tg_bench_write_csv(const char *path, const tg_bench_run_t *runs, int nruns);
+int tg_bench_write_json(const char *path, const tg_bench_report_t *c, const tg_bench_run_t *runs,
+                        int nruns);
 int tg_bench_write_md(const char *path, const tg_bench_report_t *c, const tg_bench_run_t *runs,
                       int nruns);
 int tg_bench_write_svg(const char *path, const tg_bench_report_t *c, const tg_bench_run_t *runs,

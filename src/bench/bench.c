@@ -1,6 +1,7 @@
-/* tiergnn bench, the driver: checks the options, sets up the cgroup, samples the footprint and
- * probes the device, runs every strategy in turn and has the reports written (see
- * tiergnn/bench.h and docs/BENCH.md). */
+/* tiergnn bench, the driver: checks the options, sets up the cgroup, samples the footprint,
+ * probes the device and times the GEMM, runs every strategy in turn, computes the Belady bound
+ * with the cache size the runs' budgets left, and has the reports written (see tiergnn/bench.h
+ * and docs/BENCH.md). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +20,7 @@ void tg_bench_opts_default(tg_bench_opts_t *o)
     memset(o, 0, sizeof *o);
     o->epochs = 3;
     tg_model_config_default(&o->model);
-    o->model.num_layers = 2;
+    o->model.num_layers = 2; /* hidden 256, 1 head: train's defaults */
     for (int l = 0; l < TG_MAX_LAYERS; l++)
         o->fanouts[l] = 10;
     o->batch_size = 1024;
@@ -176,26 +177,23 @@ static int setup_cgroup(tg_bench_report_t *c, const tg_bench_opts_t *o)
 }
 
 /* The I/O lower bound: the footprint of the first epoch the means cover, over the sequential
- * bandwidth measured now (not the probe's cached result). */
+ * bandwidth measured now (not the probe's cached result); the compute bound from the same
+ * footprint. */
 static int lower_bound(tg_bench_report_t *c, const tg_bench_opts_t *o, tg_io_probe_t *probe,
                        tg_bench_result_t *res)
 {
     tg_bench_footprint_opts_t fo;
-    memset(&fo, 0, sizeof fo);
-    fo.model = o->model.type;
-    fo.num_layers = o->model.num_layers;
-    memcpy(fo.fanouts, o->fanouts, sizeof fo.fanouts);
-    fo.batch_size = o->batch_size;
-    fo.seed = o->seed;
-    fo.epoch = o->epochs > 1 ? 1 : 0;
-    fo.max_batches = o->batches_per_epoch;
-    fo.threads = o->threads;
+    tg_bench_footprint_opts(o, &fo);
     c->fp_epoch = fo.epoch;
     tg_log_info("bench: sampling epoch %llu to count the rows it reads",
                 (unsigned long long)fo.epoch + 1);
     int rc = tg_bench_footprint(o->dataset, &fo, &res->footprint);
     if (rc < 0) return rc;
     c->fp = &res->footprint;
+    tg_bench_bounds_t *bd = c->bd = &res->bounds;
+    bd->distinct_bytes = (double)res->footprint.distinct_nodes * (double)res->footprint.row_bytes;
+    bd->seq_bytes_per_s = bd->io_s = NAN;
+    tg_bench_compute_bound(c, bd);
 
     memset(probe, 0, sizeof *probe);
     c->probe = probe;
@@ -212,8 +210,10 @@ static int lower_bound(tg_bench_report_t *c, const tg_bench_opts_t *o, tg_io_pro
         return 0;
     }
     c->probe_ok = 1;
-    double distinct = (double)res->footprint.distinct_nodes * (double)res->footprint.row_bytes;
+    double distinct = bd->distinct_bytes;
     c->lb_s = distinct / probe->seq_bytes_per_s;
+    bd->seq_bytes_per_s = probe->seq_bytes_per_s;
+    bd->io_s = c->lb_s;
     c->lb_cached_s = TG_MAX(0.0, distinct - (double)o->mem_bytes) / probe->seq_bytes_per_s;
     res->seq_bytes_per_s = probe->seq_bytes_per_s;
     res->lower_bound_s = c->lb_s;
@@ -266,6 +266,7 @@ static int prepare_runs(const tg_bench_opts_t *o, tg_bench_run_t **out, int *nru
         memcpy(r->name, names[i], sizeof r->name);
         snprintf(r->dir, sizeof r->dir, "%s/%s", o->out_dir, names[i]);
         r->exit_code = -1;
+        r->budget_rest = NAN;
         struct stat st;
         if (stat(r->dir, &st) != 0) continue;
         if (!o->overwrite)
@@ -287,6 +288,8 @@ static int write_reports(const tg_bench_report_t *c, const tg_bench_run_t *runs,
     if (rc == 0) rc = tg_bench_write_md(path, c, runs, nruns);
     snprintf(path, sizeof path, "%s/bench.svg", c->o->out_dir);
     if (rc == 0) rc = tg_bench_write_svg(path, c, runs, nruns);
+    snprintf(path, sizeof path, "%s/bench.json", c->o->out_dir);
+    if (rc == 0) rc = tg_bench_write_json(path, c, runs, nruns);
     return rc;
 }
 
@@ -329,6 +332,7 @@ int tg_bench(const tg_bench_opts_t *o, tg_bench_result_t *res)
         res->failed += !tg_bench_run_ok(&runs[i]);
         res->oom_killed += runs[i].oom_killed;
     }
+    tg_bench_belady_bound(&c, &res->bounds, runs, nruns);
     rc = write_reports(&c, runs, nruns);
 out:
     if (runs)

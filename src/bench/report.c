@@ -156,6 +156,153 @@ int tg_bench_write_csv(const char *path, const tg_bench_run_t *runs, int nruns)
     return rc;
 }
 
+/* ---------------------------------------------------------------- bench.json */
+
+/* tg_json's object as text (NULL on out of memory: the caller's sbuf turns it into an error). */
+static char *json_text(tg_json_t *j)
+{
+    char *t = NULL;
+    tg_json_end(j, NULL, &t);
+    return t;
+}
+
+/* A count or a byte figure held in a double: all its digits (tg_json_num keeps 6), null for NAN. */
+static void json_count(tg_json_t *j, const char *key, double v)
+{
+    if (isnan(v) || isinf(v) || v < 0)
+        tg_json_raw(j, key, "null");
+    else
+        tg_json_uint(j, key, (uint64_t)llround(v));
+}
+
+static char *json_footprint(const tg_bench_report_t *c)
+{
+    const tg_bench_footprint_t *fp = c->fp;
+    tg_json_t j;
+    tg_json_begin(&j);
+    tg_json_uint(&j, "epoch", c->fp_epoch + 1);
+    tg_json_uint(&j, "batches", fp->batches);
+    tg_json_uint(&j, "distinct_nodes", fp->distinct_nodes);
+    tg_json_uint(&j, "batch_nodes", fp->batch_nodes);
+    tg_json_uint(&j, "max_batch_nodes", fp->max_batch_nodes);
+    tg_json_uint(&j, "row_bytes", fp->row_bytes);
+    tg_json_bool(&j, "whole_graph", fp->whole_graph);
+    return json_text(&j);
+}
+
+static char *json_bounds(const tg_bench_report_t *c)
+{
+    const tg_bench_bounds_t *bd = c->bd;
+    const tg_flops_t *f = &c->fp->flops;
+    int have_b = !isnan(bd->belady_bytes), have_f = !isnan(bd->epoch_flops);
+    tg_json_t j;
+    tg_json_begin(&j);
+    json_count(&j, "seq_read_bytes_per_s", bd->seq_bytes_per_s);
+    json_count(&j, "distinct_bytes", bd->distinct_bytes);
+    tg_json_num(&j, "io_s", bd->io_s);
+    tg_json_num(&j, "io_cached_s", c->probe_ok ? c->lb_cached_s : NAN);
+    tg_json_uint(&j, "cache_bytes", bd->cache_bytes);
+    tg_json_str(&j, "cache_from", c->cache_from[0] ? c->cache_from : "--mem");
+    tg_json_uint(&j, "cache_entries", bd->cache_entries);
+    json_count(&j, "accesses", have_b ? (double)bd->accesses : NAN);
+    json_count(&j, "belady_misses", have_b ? (double)bd->belady_misses : NAN);
+    json_count(&j, "belady_bytes", bd->belady_bytes);
+    tg_json_num(&j, "belady_s", bd->belady_s);
+    tg_json_num(&j, "belady_sim_s", bd->belady_sim_s);
+    tg_json_str(&j, "belady_note", c->belady_note);
+    json_count(&j, "epoch_flops", bd->epoch_flops);
+    json_count(&j, "fwd_gemm_flops", have_f ? (double)f->fwd_gemm : NAN);
+    json_count(&j, "fwd_graph_flops", have_f ? (double)f->fwd_graph : NAN);
+    json_count(&j, "bwd_gemm_flops", have_f ? (double)f->bwd_gemm : NAN);
+    json_count(&j, "bwd_graph_flops", have_f ? (double)f->bwd_graph : NAN);
+    json_count(&j, "sgemm_flops_per_s", bd->gemm_flops_per_s);
+    tg_json_uint(&j, "sgemm_m", bd->gemm_m);
+    tg_json_uint(&j, "sgemm_k", bd->gemm_k);
+    tg_json_uint(&j, "sgemm_n", bd->gemm_n);
+    tg_json_int(&j, "sgemm_threads", c->o->threads);
+    tg_json_num(&j, "compute_s", bd->compute_s);
+    tg_json_str(&j, "compute_note", c->compute_note);
+    return json_text(&j);
+}
+
+/* keys of an epoch object, in TG_BENCH_E_* order */
+static const char *const json_epoch_keys[TG_BENCH_E_COUNT] = {
+    "time_s",          "sample_s",        "gather_s",      "compute_s",
+    "wait_s",          "io_wait_s",       "io_requests",   "io_read_bytes",
+    "io_needed_bytes", "cache_hit_ratio", "peak_rss_bytes"};
+
+static char *json_run(const tg_bench_run_t *r, sbuf_t *eps)
+{
+    eps->len = 0;
+    sb_printf(eps, "[");
+    for (size_t e = 0; e < r->nep; e++) {
+        tg_json_t j;
+        tg_json_begin(&j);
+        tg_json_uint(&j, "epoch", e + 1);
+        for (int k = 0; k < TG_BENCH_E_COUNT; k++) {
+            /* counts and bytes with all their digits */
+            int count = k == TG_BENCH_E_IO_REQ || k == TG_BENCH_E_IO_READ ||
+                        k == TG_BENCH_E_IO_NEED || k == TG_BENCH_E_PEAK_RSS;
+            (count ? json_count : tg_json_num)(&j, json_epoch_keys[k], r->ep[e].v[k]);
+        }
+        char *t = json_text(&j);
+        sb_printf(eps, "%s%s", e ? "," : "", t ? t : "{}");
+        eps->oom |= !t;
+        free(t);
+    }
+    sb_printf(eps, "]");
+    tg_json_t j;
+    tg_json_begin(&j);
+    tg_json_str(&j, "strategy", r->name);
+    tg_json_str(&j, "status", tg_bench_run_status(r));
+    tg_json_num(&j, "exit_status", r->ran ? r->exit_code : NAN);
+    tg_json_num(&j, "epoch_time_s", r->s_epoch);
+    tg_json_num(&j, "first_epoch_s", r->s_first);
+    tg_json_num(&j, "test_acc", r->have_final ? r->test_acc : NAN);
+    json_count(&j, "peak_rss_bytes", r->s_peak_rss);
+    json_count(&j, "cgroup_peak_bytes", r->have_cg ? r->cg_peak : NAN);
+    json_count(&j, "budget_rest_bytes", r->budget_rest);
+    tg_json_str(&j, "last_error", tg_bench_run_ok(r) ? "" : r->last_err);
+    tg_json_raw(&j, "epochs", eps->s && !eps->oom ? eps->s : "[]");
+    return json_text(&j);
+}
+
+int tg_bench_write_json(const char *path, const tg_bench_report_t *c, const tg_bench_run_t *runs,
+                        int nruns)
+{
+    sbuf_t b = {0}, list = {0}, eps = {0};
+    sb_printf(&list, "[");
+    for (int i = 0; i < nruns; i++) {
+        char *t = json_run(&runs[i], &eps);
+        sb_printf(&list, "%s%s", i ? "," : "", t ? t : "{}");
+        list.oom |= !t || eps.oom;
+        free(t);
+    }
+    sb_printf(&list, "]");
+    char *fp = json_footprint(c), *bd = json_bounds(c);
+    tg_json_t j;
+    tg_json_begin(&j);
+    tg_json_str(&j, "dataset", c->o->dataset);
+    tg_json_uint(&j, "mem_bytes", c->o->mem_bytes);
+    tg_json_bool(&j, "cgroup_limited", c->cg_on);
+    tg_json_uint(&j, "epochs", c->o->epochs);
+    tg_json_str(&j, "train_command", c->train_cmd);
+    tg_json_raw(&j, "footprint", fp ? fp : "{}");
+    tg_json_raw(&j, "bounds", bd ? bd : "{}");
+    tg_json_raw(&j, "runs", list.s && !list.oom ? list.s : "[]");
+    char *t = json_text(&j);
+    b.oom = !t || !fp || !bd || list.oom;
+    if (t) sb_printf(&b, "%s\n", t);
+    int rc = sb_write(&b, path);
+    free(t);
+    free(fp);
+    free(bd);
+    free(b.s);
+    free(list.s);
+    free(eps.s);
+    return rc;
+}
+
 /* Markdown table cell text: '|' would end the cell. */
 static void md_text(sbuf_t *b, const char *s)
 {
@@ -193,6 +340,102 @@ static void write_lower_bound(sbuf_t *b, const tg_bench_report_t *c, const char 
     } else {
         sb_printf(b, "%sI/O lower bound: n/a (the device probe failed: %s)\n", bullet,
                   c->probe_err);
+    }
+}
+
+static void write_belady(sbuf_t *b, const tg_bench_report_t *c, const char *bullet)
+{
+    const tg_bench_bounds_t *bd = c->bd;
+    char t1[32], t2[32], from[160];
+    if (c->cache_from[0])
+        snprintf(from, sizeof from, "the largest `rest` the runs' budgets left for caches: %s's",
+                 c->cache_from);
+    else
+        snprintf(from, sizeof from,
+                 "all of --mem: no run reported its budget's split, and no run's caches can "
+                 "exceed it");
+    sb_printf(b, "%sfeature cache: %llu rows (%s, %s)\n", bullet,
+              (unsigned long long)bd->cache_entries, tg_fmt_bytes(bd->cache_bytes, t1, sizeof t1),
+              from);
+    if (isnan(bd->belady_bytes)) {
+        sb_printf(b, "%sBelady bound: n/a (%s)\n", bullet, c->belady_note);
+        return;
+    }
+    sb_printf(b,
+              "%sBelady-optimal, starting empty, it misses %llu of the epoch's %llu row accesses: "
+              "%s to read (store/'s changeset simulator over the epoch's trace, %.2f s with "
+              "sampling the trace again)\n",
+              bullet, (unsigned long long)bd->belady_misses, (unsigned long long)bd->accesses,
+              tg_fmt_bytes((uint64_t)bd->belady_bytes, t2, sizeof t2), bd->belady_sim_s);
+    if (c->probe_ok)
+        sb_printf(b, "%s**Belady bound: %.3g s per epoch** (those bytes / bandwidth)\n", bullet,
+                  bd->belady_s);
+    else
+        sb_printf(b, "%sBelady bound: n/a (no bandwidth: %s)\n", bullet, c->probe_err);
+}
+
+static void write_compute(sbuf_t *b, const tg_bench_report_t *c, const char *bullet)
+{
+    const tg_bench_bounds_t *bd = c->bd;
+    const tg_flops_t *f = &c->fp->flops;
+    if (isnan(bd->epoch_flops)) {
+        sb_printf(b, "%scompute bound: n/a (%s)\n", bullet, c->compute_note);
+        return;
+    }
+    sb_printf(b,
+              "%s%.4g floating-point operations in the epoch's training steps: forward %.4g "
+              "(GEMMs %.4g, aggregation and attention %.4g), backward %.4g (GEMMs %.4g, the rest "
+              "%.4g); element-wise work (biases, activations, dropout, loss, optimiser) not "
+              "counted\n",
+              bullet, bd->epoch_flops, (double)(f->fwd_gemm + f->fwd_graph), (double)f->fwd_gemm,
+              (double)f->fwd_graph, (double)(f->bwd_gemm + f->bwd_graph), (double)f->bwd_gemm,
+              (double)f->bwd_graph);
+    if (isnan(bd->compute_s)) {
+        sb_printf(b, "%scompute bound: n/a (the GEMM could not be timed: %s)\n", bullet,
+                  c->compute_note);
+        return;
+    }
+    sb_printf(b,
+              "%sthe engine's GEMM (cblas_sgemm pieces over %d thread(s)) runs %.2f GFLOP/s on "
+              "%u x %u x %u (the largest batch's layer-0 rows, feature width, hidden width), "
+              "measured now\n",
+              bullet, c->o->threads, bd->gemm_flops_per_s / 1e9, bd->gemm_m, bd->gemm_k,
+              bd->gemm_n);
+    sb_printf(b, "%s**compute bound: %.3g s per epoch** (operations / GEMM rate)\n", bullet,
+              bd->compute_s);
+}
+
+static void ratio(char *buf, size_t len, double t, double bound)
+{
+    fmt_num(buf, len, bound > 0 ? t / bound : NAN, "%.2fx");
+}
+
+/* Every epoch of every run against the three bounds: how many times the bound it took. */
+static void write_epochs_vs_bounds(sbuf_t *b, const tg_bench_report_t *c,
+                                   const tg_bench_run_t *runs, int nruns)
+{
+    const tg_bench_bounds_t *bd = c->bd;
+    char v[4][40];
+    fmt_num(v[0], 40, bd->io_s, "%.3g s");
+    fmt_num(v[1], 40, bd->belady_s, "%.3g s");
+    fmt_num(v[2], 40, bd->compute_s, "%.3g s");
+    sb_printf(b,
+              "\n| strategy | epoch | epoch s | / I/O bound (%s) | / Belady bound (%s) | / compute "
+              "bound (%s) |\n|---|--:|--:|--:|--:|--:|\n",
+              v[0], v[1], v[2]);
+    for (int i = 0; i < nruns; i++) {
+        const tg_bench_run_t *r = &runs[i];
+        for (size_t e = 0; e < r->nep; e++) {
+            double t = r->ep[e].v[TG_BENCH_E_TIME];
+            fmt_num(v[0], 40, t, "%.3f");
+            ratio(v[1], 40, t, bd->io_s);
+            ratio(v[2], 40, t, bd->belady_s);
+            ratio(v[3], 40, t, bd->compute_s);
+            sb_printf(b, "| ");
+            md_text(b, r->name);
+            sb_printf(b, " | %zu%s | %s | %s | %s | %s |\n", e + 1, e == 0 ? " (cold)" : "", v[0],
+                      v[1], v[2], v[3]);
+        }
     }
 }
 
@@ -288,11 +531,21 @@ int tg_bench_write_md(const char *path, const tg_bench_report_t *c, const tg_ben
                       "--mem.\n",
                       tg_fmt_bytes(o->mem_bytes, t1, sizeof t1));
     }
-    sb_printf(&b, "\n## I/O lower bound\n\n");
+    sb_printf(&b, "\n## Lower bounds of an epoch\n\n");
+    sb_printf(&b, "I/O lower bound:\n\n");
     write_lower_bound(&b, c, "- ");
+    sb_printf(&b, "\nBelady bound:\n\n");
+    write_belady(&b, c, "- ");
+    sb_printf(&b, "\nCompute bound:\n\n");
+    write_compute(&b, c, "- ");
     sb_printf(&b,
-              "\nThe bound counts feature rows only; a disk-resident graph also reads index "
-              "bytes, and an epoch that reuses nothing across batches reads the larger figure.\n");
+              "\nThe I/O and Belady bounds count feature rows only; a disk-resident graph also "
+              "reads index bytes. The Belady bound starts from an empty cache, as a cold epoch "
+              "does: a strategy that keeps its cache from one epoch to the next can read up to "
+              "that cache's size less. Training overlaps reading, so an epoch takes at least the "
+              "largest of the bounds that apply to it. Each epoch against the bounds (epoch "
+              "time / bound):\n");
+    write_epochs_vs_bounds(&b, c, runs, nruns);
 
     sb_printf(&b, "\n## Settings\n\n");
     sb_printf(&b, "- dataset: %s (%llu nodes, %llu edges, %u features %s = %s, indices %s)\n",
@@ -366,8 +619,22 @@ static double nz(double v)
 #define SVG_W 980
 #define SVG_LEFT 160
 #define SVG_RIGHT 70
-#define SVG_TOP 70
+#define SVG_TOP 110
 #define SVG_ROW 50
+
+/* The three bounds as vertical lines, one label row each above the chart. */
+static const struct {
+    const char *name, *stroke, *dash;
+} svg_bounds[3] = {{"I/O lower bound", "#000", "5,4"},
+                   {"Belady bound", "#7b3294", "9,3"},
+                   {"compute bound", "#1b7837", "2,3"}};
+
+static void svg_bound_values(const tg_bench_report_t *c, double v[3])
+{
+    v[0] = c->probe_ok ? c->lb_s : NAN;
+    v[1] = c->bd ? c->bd->belady_s : NAN;
+    v[2] = c->bd ? c->bd->compute_s : NAN;
+}
 
 static void svg_rect(sbuf_t *b, double x, double y, double w, double h, const char *fill,
                      const char *title)
@@ -383,23 +650,85 @@ static void svg_rect(sbuf_t *b, double x, double y, double w, double h, const ch
     sb_printf(b, "</rect>\n");
 }
 
+/* The bounds as vertical lines from their label rows above the chart down to the axis. */
+static void svg_bound_lines(sbuf_t *b, const double bv[3], double xmax, int axis_y)
+{
+    double pw = SVG_W - SVG_LEFT - SVG_RIGHT;
+    for (int k = 0; k < 3; k++) {
+        int ly = SVG_TOP - 54 + 16 * k; /* one label row per bound */
+        const char *name = svg_bounds[k].name, *stroke = svg_bounds[k].stroke;
+        if (isnan(bv[k])) {
+            sb_printf(b, "<text x=\"%d\" y=\"%d\" font-size=\"11\" fill=\"%s\">%s: n/a</text>\n",
+                      SVG_LEFT, ly, stroke, name);
+            continue;
+        }
+        double x = SVG_LEFT + bv[k] / xmax * pw;
+        int right = x > SVG_W - 200; /* near the right edge the label goes left of the line */
+        sb_printf(b,
+                  "<line x1=\"%.2f\" y1=\"%d\" x2=\"%.2f\" y2=\"%d\" stroke=\"%s\" "
+                  "stroke-dasharray=\"%s\" stroke-width=\"1.5\"/>\n",
+                  x, ly + 2, x, axis_y, stroke, svg_bounds[k].dash);
+        sb_printf(b, "<text x=\"%.2f\" y=\"%d\" font-size=\"11\" fill=\"%s\"%s>%s %.3g s</text>\n",
+                  right ? x - 4 : x + 4, ly, stroke, right ? " text-anchor=\"end\"" : "", name,
+                  bv[k]);
+    }
+}
+
+/* The thick bar's parts on the first row, the thin bar's on the second, the bounds' lines and
+ * the epoch tick on the third. */
+static void svg_legend(sbuf_t *b, int legend_y)
+{
+    static const char *const names[] = {
+        "training (compute_s)", "waiting for batches (wait_s)", "other",
+        "sampling (sample_s)",  "gathering (gather_s)",         "blocked on I/O (io_wait_s)"};
+    static const char *const fills[] = {"#59a14f", "#e15759", "#bab0ac",
+                                        "#4e79a7", "#f28e2b", "url(#hatch)"};
+    for (int k = 0; k < 6; k++) {
+        int row = k / 3, col = k % 3;
+        double lx = SVG_LEFT + col * 250, ly = legend_y + row * 22;
+        sb_printf(b,
+                  "<rect x=\"%.2f\" y=\"%.2f\" width=\"14\" height=\"12\" fill=\"%s\" "
+                  "stroke=\"#666\" stroke-width=\"0.5\"/>\n<text x=\"%.2f\" y=\"%.2f\">%s</text>\n",
+                  lx, ly, fills[k], lx + 20, ly + 11, names[k]);
+    }
+    double ly = legend_y + 50;
+    for (int k = 0; k < 3; k++) {
+        double lx = SVG_LEFT + k * 190;
+        sb_printf(b,
+                  "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"%s\" "
+                  "stroke-width=\"1.5\" stroke-dasharray=\"%s\"/>\n"
+                  "<text x=\"%.2f\" y=\"%.2f\">%s</text>\n",
+                  lx, ly, lx + 16, ly, svg_bounds[k].stroke, svg_bounds[k].dash, lx + 22, ly + 4,
+                  svg_bounds[k].name);
+    }
+    double lx = SVG_LEFT + 3 * 190;
+    sb_printf(b,
+              "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"#222\" "
+              "stroke-width=\"2\"/>\n<text x=\"%.2f\" y=\"%.2f\">one epoch</text>\n",
+              lx + 7, ly - 6, lx + 7, ly + 6, lx + 22, ly + 4);
+}
+
 int tg_bench_write_svg(const char *path, const tg_bench_report_t *c, const tg_bench_run_t *runs,
                        int nruns)
 {
     sbuf_t b = {0};
-    double xmax = 0;
+    double xmax = 0, bv[3];
     for (int i = 0; i < nruns; i++) {
         const tg_bench_run_t *r = &runs[i];
         xmax = TG_MAX(xmax, nz(r->s_epoch));
         xmax = TG_MAX(xmax, nz(r->s_sample) + nz(r->s_gather));
+        for (size_t e = 0; e < r->nep; e++)
+            xmax = TG_MAX(xmax, nz(r->ep[e].v[TG_BENCH_E_TIME]));
     }
-    if (c->probe_ok && !isnan(c->lb_s)) xmax = TG_MAX(xmax, c->lb_s);
+    svg_bound_values(c, bv);
+    for (int k = 0; k < 3; k++)
+        xmax = TG_MAX(xmax, nz(bv[k]));
     if (!(xmax > 0)) xmax = 1;
     double step = nice_step(xmax);
     xmax = ceil(xmax / step) * step;
     double pw = SVG_W - SVG_LEFT - SVG_RIGHT;
     int legend_y = SVG_TOP + nruns * SVG_ROW + 40;
-    int height = legend_y + 70;
+    int height = legend_y + 92;
 #define X(v) (SVG_LEFT + (v) / xmax * pw)
     sb_printf(&b,
               "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 "
@@ -421,8 +750,8 @@ int tg_bench_write_svg(const char *path, const tg_bench_report_t *c, const tg_be
               c->cg_on ? " = the cgroup limit of every run" : ", no cgroup limit");
     sb_printf(&b,
               "<text x=\"%d\" y=\"40\" fill=\"#444\">thick bar: mean epoch wall time (epochs %s), "
-              "split into training, waiting for batches, other; thin bar: sampler threads' "
-              "time</text>\n",
+              "split into training, waiting for batches, other; ticks: each epoch; thin bar: "
+              "sampler threads' time</text>\n",
               SVG_LEFT, c->o->epochs > 1 ? "2..N" : "1");
     /* axis and grid */
     int axis_y = SVG_TOP + nruns * SVG_ROW;
@@ -462,6 +791,14 @@ int tg_bench_write_svg(const char *path, const tg_bench_report_t *c, const tg_be
         svg_rect(&b, x, y + 4, X(other) - X(0), 20, "#bab0ac", tip);
         sb_printf(&b, "<text x=\"%.2f\" y=\"%.2f\">%.3f s%s</text>\n", X(T) + 6, y + 18, T,
                   tg_bench_run_ok(r) ? "" : " (run failed)");
+        for (size_t e = 0; e < r->nep; e++) {
+            double te = r->ep[e].v[TG_BENCH_E_TIME];
+            if (isnan(te)) continue;
+            sb_printf(&b,
+                      "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"#222\" "
+                      "stroke-width=\"2\"><title>epoch %zu%s: %.3f s</title></line>\n",
+                      X(te), y + 1, X(te), y + 27, e + 1, e == 0 ? " (cold)" : "", te);
+        }
         /* sampler threads: sample | gather, I/O wait hatched from the left of gather */
         double sa = nz(r->s_sample), ga = nz(r->s_gather), iw = nz(r->s_io_wait);
         snprintf(tip, sizeof tip, "sampling %.3f thread-s", sa);
@@ -473,28 +810,8 @@ int tg_bench_write_svg(const char *path, const tg_bench_report_t *c, const tg_be
             svg_rect(&b, X(0), y + 37, X(TG_MIN(iw, xmax)) - X(0), 5, "url(#hatch)", tip);
         }
     }
-    if (c->probe_ok && !isnan(c->lb_s)) {
-        sb_printf(&b,
-                  "<line x1=\"%.2f\" y1=\"%d\" x2=\"%.2f\" y2=\"%d\" stroke=\"#000\" "
-                  "stroke-dasharray=\"5,4\" stroke-width=\"1.5\"/>\n"
-                  "<text x=\"%.2f\" y=\"%d\" font-size=\"11\">I/O lower bound %.3g s</text>\n",
-                  X(c->lb_s), SVG_TOP - 14, X(c->lb_s), axis_y, X(c->lb_s) + 4, SVG_TOP - 16,
-                  c->lb_s);
-    }
-    /* legend: the thick bar's parts on the first row, the thin bar's on the second */
-    static const char *const names[] = {
-        "training (compute_s)", "waiting for batches (wait_s)", "other",
-        "sampling (sample_s)",  "gathering (gather_s)",         "blocked on I/O (io_wait_s)"};
-    static const char *const fills[] = {"#59a14f", "#e15759", "#bab0ac",
-                                        "#4e79a7", "#f28e2b", "url(#hatch)"};
-    for (int k = 0; k < 6; k++) {
-        int row = k / 3, col = k % 3;
-        double lx = SVG_LEFT + col * 250, ly = legend_y + row * 22;
-        sb_printf(&b,
-                  "<rect x=\"%.2f\" y=\"%.2f\" width=\"14\" height=\"12\" fill=\"%s\" "
-                  "stroke=\"#666\" stroke-width=\"0.5\"/>\n<text x=\"%.2f\" y=\"%.2f\">%s</text>\n",
-                  lx, ly, fills[k], lx + 20, ly + 11, names[k]);
-    }
+    svg_bound_lines(&b, bv, xmax, axis_y);
+    svg_legend(&b, legend_y);
 #undef X
     sb_printf(&b, "</svg>\n");
     int rc = sb_write(&b, path);

@@ -12,8 +12,8 @@
 
 /* ================================================================ JSON lines */
 
-/* A flat JSON object's members, as the train command writes them: numbers, null, strings,
- * booleans (nested values are skipped). */
+/* A JSON object's members, as the train command writes them: numbers, null, strings, booleans;
+ * a nested object's members as "outer.inner" (one level; arrays and deeper objects skipped). */
 typedef struct {
     char key[48];
     int is_num;
@@ -91,25 +91,32 @@ static const char *json_skip_nested(const char *p)
     return p;
 }
 
-/* Parses one line; returns the member count, or -1 if it is not a JSON object. */
-static int json_parse_line(const char *line, jmember_t *mem, int max)
+/* Parses the object at p (at its '{') into mem[*n..max), keys after prefix; returns the position
+ * after it, or NULL if it is not a JSON object. */
+static const char *json_object(const char *p, const char *prefix, jmember_t *mem, int *n, int max)
 {
-    const char *p = json_ws(line);
-    if (*p != '{') return -1;
+    if (*p != '{') return NULL;
     p = json_ws(p + 1);
-    int n = 0;
-    if (*p == '}') return 0;
+    if (*p == '}') return p + 1;
     for (;;) {
         jmember_t m;
         memset(&m, 0, sizeof m);
-        if (!(p = json_string(p, m.key, sizeof m.key))) return -1;
+        size_t pl = strlen(prefix);
+        memcpy(m.key, prefix, pl);
+        if (!(p = json_string(p, m.key + pl, sizeof m.key - pl))) return NULL;
         p = json_ws(p);
-        if (*p != ':') return -1;
+        if (*p != ':') return NULL;
         p = json_ws(p + 1);
+        int keep = 1;
         if (*p == '"') {
-            if (!(p = json_string(p, m.str, sizeof m.str))) return -1;
+            if (!(p = json_string(p, m.str, sizeof m.str))) return NULL;
+        } else if (*p == '{' && !*prefix && strlen(m.key) + 2 < sizeof m.key) {
+            char inner[sizeof m.key];
+            snprintf(inner, sizeof inner, "%s.", m.key);
+            if (!(p = json_object(p, inner, mem, n, max))) return NULL;
+            keep = 0;
         } else if (*p == '[' || *p == '{') {
-            if (!(p = json_skip_nested(p))) return -1;
+            if (!(p = json_skip_nested(p))) return NULL;
         } else if (!strncmp(p, "null", 4)) {
             p += 4;
         } else if (!strncmp(p, "true", 4)) {
@@ -123,19 +130,26 @@ static int json_parse_line(const char *line, jmember_t *mem, int max)
         } else {
             char *e;
             m.num = strtod(p, &e);
-            if (e == p) return -1;
+            if (e == p) return NULL;
             m.is_num = 1;
             p = e;
         }
-        if (n < max) mem[n++] = m;
+        if (keep && *n < max) mem[(*n)++] = m;
         p = json_ws(p);
         if (*p == ',') {
             p = json_ws(p + 1);
             continue;
         }
-        if (*p == '}') return n;
-        return -1;
+        if (*p == '}') return p + 1;
+        return NULL;
     }
+}
+
+/* Parses one line; returns the member count, or -1 if it is not a JSON object. */
+static int json_parse_line(const char *line, jmember_t *mem, int max)
+{
+    int n = 0;
+    return json_object(json_ws(line), "", mem, &n, max) ? n : -1;
 }
 
 static double jnum(const jmember_t *m, int n, const char *key)
@@ -176,6 +190,7 @@ int tg_bench_run_parse_stdout(tg_bench_run_t *r, const char *path)
             r->valid_acc = jnum(mem, n, "valid_acc");
             r->test_acc = jnum(mem, n, "test_acc");
             r->final_peak_rss = jnum(mem, n, "peak_rss_bytes");
+            r->budget_rest = jnum(mem, n, "budget.rest");
         } else if (jhas(mem, n, "epoch")) {
             if (r->nep == r->cap_ep) {
                 size_t c = r->cap_ep ? 2 * r->cap_ep : 16;

@@ -150,6 +150,20 @@ int tg_cli_default_threads(void)
     return n < 1 ? 1 : n > 256 ? 256 : (int)n;
 }
 
+int tg_cli_model_widths(const tg_args_t *a, int is_gat, uint32_t *hidden, int *heads)
+{
+    int v = 0, rc;
+    if ((rc = tg_args_int_range(a, "hidden", 256, 1, 1 << 20, &v)) < 0) return rc;
+    *hidden = (uint32_t)v;
+    if ((rc = tg_args_int_range(a, "heads", is_gat ? 4 : 1, 1, 1024, heads)) < 0) return rc;
+    if (is_gat && *hidden % (uint32_t)*heads)
+        return tg_err(-EINVAL,
+                      "--hidden %u is not a multiple of --heads %d (GAT hidden = heads "
+                      "x per-head width)",
+                      *hidden, *heads);
+    return 0;
+}
+
 int tg_cli_fail(void)
 {
     fprintf(stderr, "tiergnn: %s\n", tg_errmsg()[0] ? tg_errmsg() : "failed");

@@ -38,6 +38,10 @@ int tg_args_size(const tg_args_t *a, const char *name, uint64_t def, uint64_t *o
  * one core; at least 1, at most 256 (the bound of --sampler-threads, whose default is T). */
 int tg_cli_default_threads(void);
 
+/* --hidden (default 256) and --heads (default 4 for GAT, else 1) as train and bench take them;
+ * for GAT, hidden must be a multiple of heads (hidden = heads x per-head width). */
+int tg_cli_model_widths(const tg_args_t *a, int is_gat, uint32_t *hidden, int *heads);
+
 /* Common flags handled by main before dispatch: --quiet, --verbose. */
 
 /* Sub-commands: return the process exit status. argv[0] is the first argument after the name. */

@@ -15,8 +15,9 @@ static const char bench_usage[] =
     "Runs `tiergnn train DATASET --strategy S --mem SIZE ...` once per strategy, each in its\n"
     "own process, cold (the dataset dropped from the page cache first) and in a cgroup limited\n"
     "to SIZE when ../shared/tools/membudget can set one: SIZE is the whole process's memory,\n"
-    "the same for every strategy. Writes RUNDIR/bench.csv, RUNDIR/bench.md and\n"
-    "RUNDIR/bench.svg and prints the table with the I/O lower bound.\n"
+    "the same for every strategy. Writes RUNDIR/bench.csv, RUNDIR/bench.md, RUNDIR/bench.svg\n"
+    "and RUNDIR/bench.json and prints the table with three lower bounds of an epoch (I/O,\n"
+    "Belady-optimal cache, compute).\n"
     "\n"
     "bench options:\n"
     "  --mem SIZE             --mem of every run and its cgroup limit, e.g. 512M (required)\n"
@@ -29,6 +30,7 @@ static const char bench_usage[] =
     "                         the binary's directory and its parents)\n"
     "  --no-evict             do not drop the dataset from the page cache before each run\n"
     "  --probe-time S         seconds of the device probe for the bandwidth (default 1.5)\n"
+    "  --gemm-time S          seconds timing the GEMM rate of the compute bound (default 1)\n"
     "train options passed to every run (see 'tiergnn train --help'):\n"
     "  --model --layers --hidden --heads --dropout --input-dropout --attn-dropout --activation\n"
     "  --fanouts --batch-size --optimizer --lr --weight-decay --momentum --normalize-features\n"
@@ -41,7 +43,8 @@ static const char bench_usage[] =
     "See docs/BENCH.md.\n";
 
 /* Bench options (not passed on) and train options (passed on, some also read here). */
-#define BENCH_OWN "strategies=,mem=,epochs=,out=,overwrite,membudget=,no-evict,probe-time=,help"
+#define BENCH_OWN                                                                                  \
+    "strategies=,mem=,epochs=,out=,overwrite,membudget=,no-evict,probe-time=,gemm-time=,help"
 #define BENCH_SPEC                                                                                 \
     BENCH_OWN ",model=,layers=,hidden=,heads=,dropout=,input-dropout=,attn-dropout=,activation=,"  \
               "fanouts=,batch-size=,optimizer=,lr=,weight-decay=,momentum=,normalize-features,"    \
@@ -50,15 +53,16 @@ static const char bench_usage[] =
 
 static int is_own(const char *flag)
 {
-    static const char *const own[] = {"strategies", "mem",      "epochs",     "out", "overwrite",
-                                      "membudget",  "no-evict", "probe-time", "help"};
+    static const char *const own[] = {"strategies", "mem",       "epochs",   "out",
+                                      "overwrite",  "membudget", "no-evict", "probe-time",
+                                      "gemm-time",  "help"};
     for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
         if (!strcmp(flag, own[i])) return 1;
     return 0;
 }
 
-/* The settings the bench needs itself (what is sampled, for the I/O lower bound), read with the
- * train command's defaults. */
+/* The settings the bench needs itself (what is sampled and the model's widths, for the lower
+ * bounds), read with the train command's defaults. */
 static int parse_sampling(const tg_args_t *a, tg_bench_opts_t *o)
 {
     int rc;
@@ -75,6 +79,9 @@ static int parse_sampling(const tg_args_t *a, tg_bench_opts_t *o)
     o->model.num_layers = layers;
     for (int l = 0; l < layers; l++)
         o->fanouts[l] = nf ? fan[l] : (o->model.type == TG_MODEL_MLP ? 0 : 10);
+    if ((rc = tg_cli_model_widths(a, o->model.type == TG_MODEL_GAT, &o->model.hidden,
+                                  &o->model.heads)) < 0)
+        return rc;
     if ((rc = tg_args_u64(a, "batch-size", 1024, &o->batch_size)) < 0) return rc;
     if ((rc = tg_args_u64(a, "seed", 0, &o->seed)) < 0) return rc;
     if ((rc = tg_args_u64(a, "batches-per-epoch", 0, &o->batches_per_epoch)) < 0) return rc;
@@ -116,16 +123,20 @@ int tg_cmd_bench(int argc, char **argv)
         tg_err(-EINVAL, "bench: --mem SIZE is required (the budget every strategy gets)");
         return tg_cli_fail();
     }
-    double probe = 0;
+    double probe = 0, gemm = 0;
     if (tg_args_size(&a, "mem", 0, &o.mem_bytes) < 0 ||
         tg_args_u64(&a, "epochs", 3, &o.epochs) < 0 || parse_sampling(&a, &o) < 0 ||
-        tg_args_double(&a, "probe-time", 1.5, &probe) < 0)
+        tg_args_double(&a, "probe-time", 1.5, &probe) < 0 ||
+        tg_args_double(&a, "gemm-time", 1.0, &gemm) < 0)
         return tg_cli_fail();
-    if (!(probe > 0 && probe <= 60)) {
-        tg_err(-EINVAL, "--probe-time must be in (0, 60] seconds, got %g", probe);
+    if (!(probe > 0 && probe <= 60) || !(gemm > 0 && gemm <= 60)) {
+        tg_err(-EINVAL, "--%s must be in (0, 60] seconds, got %g",
+               !(probe > 0 && probe <= 60) ? "probe-time" : "gemm-time",
+               !(probe > 0 && probe <= 60) ? probe : gemm);
         return tg_cli_fail();
     }
     o.probe_time_s = probe;
+    o.gemm_time_s = gemm;
     o.membudget = tg_args_str(&a, "membudget", NULL);
     o.no_evict = tg_args_has(&a, "no-evict");
     o.overwrite = tg_args_has(&a, "overwrite");
@@ -171,8 +182,8 @@ int tg_cmd_bench(int argc, char **argv)
     if (tg_read_file(path, &md, &len) == 0) fwrite(md, 1, len, stdout);
     free(md);
     fflush(stdout);
-    fprintf(stderr, "wrote %s/bench.csv, %s/bench.md and %s/bench.svg\n", o.out_dir, o.out_dir,
-            o.out_dir);
+    fprintf(stderr, "wrote %s/bench.csv, %s/bench.md, %s/bench.svg and %s/bench.json\n", o.out_dir,
+            o.out_dir, o.out_dir, o.out_dir);
     free(targs);
     if (res.failed) {
         tg_err(-EIO, "bench: %d of %d strategy run(s) failed (%d oom-killed); see %s/bench.md",

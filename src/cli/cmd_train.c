@@ -115,18 +115,9 @@ static int parse_train(tg_args_t *a, tg_train_opts_t *o)
     for (int l = 0; l < layers; l++)
         o->fanouts[l] = nf ? fan[l] : (o->model.type == TG_MODEL_MLP ? 0 : 10);
 
-    int v = 0;
-    if ((rc = tg_args_int_range(a, "hidden", 256, 1, 1 << 20, &v)) < 0) return rc;
-    o->model.hidden = (uint32_t)v;
-    if ((rc = tg_args_int_range(a, "heads", o->model.type == TG_MODEL_GAT ? 4 : 1, 1, 1024, &v)) <
-        0)
+    if ((rc = tg_cli_model_widths(a, o->model.type == TG_MODEL_GAT, &o->model.hidden,
+                                  &o->model.heads)) < 0)
         return rc;
-    o->model.heads = v;
-    if (o->model.type == TG_MODEL_GAT && o->model.hidden % (uint32_t)o->model.heads)
-        return tg_err(-EINVAL,
-                      "--hidden %u is not a multiple of --heads %d (GAT hidden = heads "
-                      "x per-head width)",
-                      o->model.hidden, o->model.heads);
     if ((rc = prob_flag(a, "dropout", 0.5, &o->model.dropout)) < 0) return rc;
     if ((rc = prob_flag(a, "input-dropout", o->model.dropout, &o->model.input_dropout)) < 0)
         return rc;

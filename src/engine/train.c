@@ -112,8 +112,25 @@ static int resume_from(const char *path, const tg_dataset_t *ds, const tg_ckpt_i
     return rc;
 }
 
+/* {"limit":..., ..., "rest":...}: the memory budget's split (tg_budget_plan_t), for the bench. */
+static const char *budget_json(const tg_budget_plan_t *p, char *buf, size_t len)
+{
+    snprintf(buf, len,
+             "{\"limit\":%llu,\"overhead\":%llu,\"model\":%llu,\"activations\":%llu,"
+             "\"batch_x\":%llu,\"in_flight\":%llu,\"reserved\":%llu,\"data\":%llu,"
+             "\"rest\":%llu}",
+             (unsigned long long)p->limit, (unsigned long long)p->overhead,
+             (unsigned long long)p->model, (unsigned long long)p->activations,
+             (unsigned long long)p->batch_x, (unsigned long long)p->in_flight,
+             (unsigned long long)p->reserved, (unsigned long long)p->data,
+             (unsigned long long)p->rest);
+    return buf;
+}
+
+/* bp: the budget's split when this run planned one (bp->reserved > 0), else all zero. */
 static void emit_final(const tg_train_opts_t *o, const tg_train_result_t *res, const tg_model_t *m,
-                       const tg_run_t *r, const char *rundir, uint64_t batch_bytes_peak)
+                       const tg_run_t *r, const char *rundir, uint64_t batch_bytes_peak,
+                       const tg_budget_plan_t *bp)
 {
     tg_json_t j;
     tg_json_begin(&j);
@@ -134,6 +151,8 @@ static void emit_final(const tg_train_opts_t *o, const tg_train_result_t *res, c
     tg_json_uint(&j, "batch_bytes_peak", batch_bytes_peak);
     tg_json_uint(&j, "mem_bytes", r->budget.limit);
     tg_json_uint(&j, "data_bytes_peak", r->budget.peak);
+    char bj[512];
+    if (bp->reserved) tg_json_raw(&j, "budget", budget_json(bp, bj, sizeof bj));
     char *text = NULL;
     tg_json_end(&j, o->json, &text);
     if (text) {
@@ -364,7 +383,7 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
     }
     /* --mem is the whole process's: measure a batch, reserve the model, activations and
      * batches in flight; the strategy's caches get the rest. */
-    tg_budget_plan_t bp;
+    tg_budget_plan_t bp = {0};
     if (ck.epochs_done < o.epochs) {
         tg_plan_epoch(&plan, ck.epochs_done);
         tg_budget_plan_opts_t bo = {.plan = &plan,
@@ -636,7 +655,7 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
     if (ck.best_epoch)
         tg_log_info("best validation accuracy %.4f at epoch %llu; test accuracy there %.4f",
                     ck.best_valid_acc, (unsigned long long)ck.best_epoch, ck.test_at_best);
-    emit_final(&o, res, m, &r, o.out_dir, batch_bytes_peak);
+    emit_final(&o, res, m, &r, o.out_dir, batch_bytes_peak, &bp);
     rc = 0;
 out:
     free(sc.y);

@@ -103,7 +103,7 @@ void tg_model_layer_dims(const tg_model_t *m, int layer, uint32_t *in_dim, uint3
     if (out_dim) *out_dim = layer == m->L - 1 ? m->cfg.out_dim : m->cfg.hidden;
 }
 
-static void setup_layer(tg_layer_t *ly, const tg_model_config_t *c, int l)
+void tg_layer_setup(tg_layer_t *ly, const tg_model_config_t *c, int l)
 {
     int last = l == c->num_layers - 1;
     memset(ly, 0, sizeof *ly);
@@ -144,7 +144,7 @@ int tg_model_create(tg_model_t **out, const tg_model_config_t *cfg, uint64_t see
     }
     size_t n = 0;
     for (int l = 0; l < m->L; l++) {
-        setup_layer(&m->layers[l], cfg, l);
+        tg_layer_setup(&m->layers[l], cfg, l);
         n += tg_layer_bind(&m->layers[l], NULL, NULL);
     }
     m->nparams = n;

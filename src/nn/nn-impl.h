@@ -244,6 +244,8 @@ typedef struct tg_layer_acts {
     int tfirst; /* SAGE / GCN: transform first (tg_layer_transform_first) */
 } tg_layer_acts_t;
 
+/* Layer l's shapes and options from the model's config (no parameters bound). */
+void tg_layer_setup(tg_layer_t *ly, const tg_model_config_t *cfg, int l);
 /* Number of floats of the layer's parameters, and pointing its tensors into params / grads
  * (either may be NULL for a count-only pass). Returns the count. */
 size_t tg_layer_bind(tg_layer_t *ly, float *params, float *grads);
