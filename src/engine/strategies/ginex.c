@@ -43,7 +43,6 @@
 #include "xpass.h"
 
 #include <errno.h>
-#include <math.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -271,17 +270,17 @@ static int grow_u32(tg_strategy_t *s, uint32_t **a, uint64_t *cap, uint64_t n, u
  * empty cache; M counts the later half of the batches, whose cache the earlier half warmed). For
  * each split of 0, 5, ..., 100 percent the disk reads per batch are estimated:
  *
- *     w x R x (1 - min(1, B_n / B_all))   +   M x (1 - p(M)),   p(M) = 1 - (1 - M / N)^(g + 1)
+ *     w x R x (1 - min(1, B_n / B_all))   +   M
  *
  * B_n is the neighbour cache's share and B_all what holds every in-neighbour list (the importance
- * metric's premise: caching a node's list saves reads in proportion to its size). A missed row
- * joins the read of the previous one when it lies within the read plan's merge gap of g rows, so
- * M missed rows of N take M (1 - p) reads. w weighs an index read against a feature read: index
- * reads are small and run on the sampler threads a superbatch ahead, feature reads are larger and
- * on the executor's path to the trainer. w = 1/4 fits what the acceptance setup measured (4M
- * nodes, --mem 1200M, 12 batches: splits 0 / 50 / 100 % took 30.2 / 31.5 / 65.7 s, ordered as
- * the estimate orders them; with w = 1 the estimate picked 100 %). The split with the fewest
- * estimated reads wins; ties go to the larger feature cache. */
+ * metric's premise: caching a node's list saves reads in proportion to its size); a missed row
+ * counts as one read. w weighs an index read against a feature read: index reads are small and
+ * run on the sampler threads a superbatch ahead, feature reads are on the executor's path to the
+ * trainer. w = 1/4 orders the splits as the acceptance setup measured them (4M nodes, --mem
+ * 1200M, 12 batches: splits 0 / 50 / 100 % took 30.2 / 31.5 / 65.7 s); w = 1 picked 100 %, and so
+ * did an estimate that let rows within the read plan's merge gap share a read (it ignored the
+ * bytes read through the holes). The split with the fewest estimated reads wins; ties go to the
+ * larger feature cache. */
 #define GX_PROFILE 4u
 
 typedef struct {
@@ -328,8 +327,7 @@ static int choose_split(tg_strategy_t *s, const tg_pass_t *p, uint64_t caches, u
         out->index_reads = c1.io_requests;
         out->profile_batches = P;
         double R = (double)c1.io_requests / P, best = -1;
-        double Nn = (double)s->r->ds->meta.num_nodes;
-        double g = (double)gap / (double)s->r->row_bytes;
+        (void)gap;
         uint64_t per_entry = s->xrow + 2 * sizeof(uint32_t);
         tg_cs_trace_t tr = {.iters = P, .off = off, .ids = trace};
         for (int k = 0; k <= 20 && rc >= 0; k++) {
@@ -344,10 +342,9 @@ static int choose_split(tg_strategy_t *s, const tg_pass_t *p, uint64_t caches, u
             for (uint32_t i = h; i < P; i++)
                 late += cs.misses[i];
             double M = (double)late / (double)(P - h);
-            double join = 1.0 - pow(1.0 - TG_MIN(1.0, M / Nn), g + 1.0);
             double w = GX_INDEX_WEIGHT * R *
                            (1.0 - TG_MIN(1.0, nc_all ? (double)nb / (double)nc_all : 1.0)) +
-                       M * (1.0 - join);
+                       M;
             tg_cs_free(&cs);
             out->work[k] = w;
             if (best < 0 || w < best) {
