@@ -78,7 +78,8 @@ static int run_pass(tg_run_t *r, check_t *c, uint64_t epoch, uint64_t first, tg_
     return tg_run_pass(r, &p, st);
 }
 
-/* Files in the dataset's derived/ directory (the spill files' directory): 0 when absent. */
+/* Files in the dataset's derived/ directory (the spill files' directory) other than derived
+ * files: 0 when absent. */
 static int derived_files(void)
 {
     char dir[4300];
@@ -87,8 +88,10 @@ static int derived_files(void)
     if (!d) return 0;
     int n = 0;
     struct dirent *e;
-    while ((e = readdir(d)))
-        if (e->d_name[0] != '.') n++;
+    while ((e = readdir(d))) /* derived files (the neighbour cache, out-degrees) do not count */
+        if (e->d_name[0] != '.' && strncmp(e->d_name, "ncache-", 7) &&
+            strncmp(e->d_name, "outdeg-", 7))
+            n++;
     closedir(d);
     return n;
 }

@@ -215,7 +215,7 @@ TG_TEST(bad_flags)
     expect_fail("--optimizer", "train %s --out %s/b --optimizer rmsprop", ds, root);
     expect_fail("--activation", "train %s --out %s/b --activation tanh", ds, root);
     expect_fail("--eval-fanouts 'some'", "train %s --out %s/b --eval-fanouts some", ds, root);
-    expect_fail("--strategy 'ginex'", "train %s --out %s/b --strategy ginex", ds, root);
+    expect_fail("--strategy 'nosuch'", "train %s --out %s/b --strategy nosuch", ds, root);
     expect_fail("is too small for strategy memory",
                 "train %s --out %s/b --mem 20K --strategy memory", ds, root);
     expect_fail("give --mem", "train %s --out %s/b --mem 60K --strategy memory", ds, root);

@@ -298,7 +298,9 @@ static int choose_split(tg_strategy_t *s, const tg_pass_t *p, uint64_t caches, u
     tg_run_t *r = s->r;
     memset(out, 0, sizeof *out);
     double t0 = tg_now();
-    tg_loader_opts_t lo = tg_pass_loader_opts(p, r->adj, r->sopts.sampler_threads, 1);
+    /* the raw disk adjacency: the run's counting wrapper would add the profile's index bytes to
+     * the epoch's */
+    tg_loader_opts_t lo = tg_pass_loader_opts(p, s->disk, r->sopts.sampler_threads, 1);
     tg_loader_t *ld;
     int rc = tg_loader_start(&ld, &lo);
     if (rc < 0) return rc;
