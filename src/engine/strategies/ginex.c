@@ -154,7 +154,7 @@ struct tg_strategy {
     uint64_t sb_seen;
     /* figures of the pass */
     double changeset_s, init_s, update_s, hit_s, miss_s;
-    uint64_t lookups, hits, predicted_misses, prefetch_rows, superbatches, trace_accesses;
+    uint64_t lookups, hits, predicted_misses, prefetch_rows, superbatches;
 };
 
 /* ---------------------------------------------------------------- sizing */
@@ -293,7 +293,7 @@ typedef struct {
 #define GX_INDEX_WEIGHT 0.25
 
 static int choose_split(tg_strategy_t *s, const tg_pass_t *p, uint64_t caches, uint64_t nc_all,
-                        uint64_t gap, gx_split_t *out)
+                        gx_split_t *out)
 {
     tg_run_t *r = s->r;
     memset(out, 0, sizeof *out);
@@ -329,7 +329,6 @@ static int choose_split(tg_strategy_t *s, const tg_pass_t *p, uint64_t caches, u
         out->index_reads = c1.io_requests;
         out->profile_batches = P;
         double R = (double)c1.io_requests / P, best = -1;
-        (void)gap;
         uint64_t per_entry = s->xrow + 2 * sizeof(uint32_t);
         tg_cs_trace_t tr = {.iters = P, .off = off, .ids = trace};
         for (int k = 0; k <= 20 && rc >= 0; k++) {
@@ -426,7 +425,7 @@ static int gx_setup(tg_strategy_t *s, const tg_pass_t *p)
     int split = c->split >= 0 ? (int)c->split : 0;
     gx_split_t sp = {0};
     if (c->split < 0 && c->x.neighbor_cache < 0 && caches) {
-        if ((rc = choose_split(s, p, caches, nc_all, pl.gap, &sp)) < 0) return rc;
+        if ((rc = choose_split(s, p, caches, nc_all, &sp)) < 0) return rc;
         split = sp.split;
         tg_log_info("ginex: split from a profile of %llu batches (%.2f s: %.0f index reads per "
                     "batch): neighbour cache %d%%; estimated reads per batch at 0/25/50/75/"
