@@ -599,7 +599,7 @@ static int plan_superbatch(tg_strategy_t *s, sb_t *b, uint32_t count, uint32_t *
     if ((rc = tg_budget_reserve(&r->budget, nb, "ginex: cache state")) < 0) return rc;
     s->prev_bytes = nb;
     if (!(s->prev = malloc(nb ? nb : 1))) return tg_err(-ENOMEM, "ginex: out of memory");
-    memcpy(s->prev, b->cs.final, nb);
+    if (nb) memcpy(s->prev, b->cs.final, nb);
     s->nprev = b->cs.num_final;
     b->changeset_s = tg_now() - t0;
     return 0;
@@ -722,7 +722,7 @@ static int cache_init(tg_strategy_t *s, tg_pipe_t *P, sb_t *b)
         }
     }
     /* the rows to read, in node order, each into a free slot */
-    qsort(s->miss_pairs, nread, sizeof *s->miss_pairs, cmp_u64);
+    if (nread) qsort(s->miss_pairs, nread, sizeof *s->miss_pairs, cmp_u64);
     for (size_t i = 0; i < nread; i++) {
         uint32_t v = (uint32_t)(s->miss_pairs[i] >> 32), slot = s->free_slots[--s->nfree];
         s->addr[v] = slot;
@@ -837,7 +837,7 @@ static int gx_work(void *ctx, tg_pipe_t *P, int worker, const tg_batch_t *const 
     s->lookups += b->num_nodes;
     s->hits += b->num_nodes - nm;
     double t1 = tg_now();
-    qsort(s->miss_pairs, nm, sizeof *s->miss_pairs, cmp_u64);
+    if (nm) qsort(s->miss_pairs, nm, sizeof *s->miss_pairs, cmp_u64);
     if ((rc = read_rows(s, P, b->id, s->miss_pairs, nm, X)) < 0) return rc;
     double t2 = tg_now();
     /* the changeset: evictions free their slots, insertions take a slot and the row from X */
