@@ -15,6 +15,10 @@
 
 static char root[4000], ds[4200];
 
+/* COMMON with the default --threads 2 */
+#define TWO_THREADS                                                                                \
+    "--model sage --layers 2 --hidden 16 --fanouts 5,5 --batch-size 64 --seed 3 --threads 2 "      \
+    "--io-depth 8"
 #define COMMON                                                                                     \
     "--model sage --layers 2 --hidden 16 --fanouts 5,5 --batch-size 64 --seed 3 --threads 1 "      \
     "--io-depth 8"
@@ -529,6 +533,40 @@ TG_TEST(whole_process_budget)
                      wide, dir);
     TG_CHECK(rc != 0 && out && strstr(out, "is too small for this model and batch size"));
     TG_CHECK(out && strstr(out, "input matrices in flight") && strstr(out, "give --mem"));
+    free(out);
+    /* Sampler threads left at their default give way to --mem before it refuses: find what 2
+     * and 1 sampler threads need (5 and 3 matrices of 64 x 26 rows of 4 KiB), then give the
+     * middle without --sampler-threads. An explicit count is kept, and refused. */
+    unsigned long long need[2] = {0, 0};
+    for (int t = 0; t < 2; t++) {
+        rc = tg_test_cli(&out,
+                         "train %s --out %s " TWO_THREADS " --epochs 1 --mem 8M --strategy mmap "
+                         "--sampler-threads %d",
+                         wide, dir, 2 - t);
+        const char *g = out ? strstr(out, "give --mem ") : NULL;
+        TG_CHECK(rc != 0 && g && sscanf(g, "give --mem %lluM", &need[t]) == 1);
+        free(out);
+    }
+    TG_CHECK(need[0] >= need[1] + 4);
+    /* a refused --mem leaves no checkpoint behind: the retry needs no --resume */
+    char ck[4500];
+    snprintf(ck, sizeof ck, "%s/%s", dir, TG_CKPT_NAME);
+    TG_CHECK(access(ck, F_OK) != 0);
+    unsigned long long mid = (need[0] + need[1]) / 2;
+    rc = tg_test_cli(&out,
+                     "train %s --out %s " TWO_THREADS
+                     " --epochs 1 --mem %lluM --strategy mmap --eval-fanouts train",
+                     wide, dir, mid);
+    TG_CHECK(rc == 0 && out && strstr(out, "1 sampler thread(s), not the default 2"));
+    TG_CHECK(out && strstr(out, "2 thread(s) + 1 sampler thread(s)"));
+    if (rc) fprintf(stderr, "%s\n", out ? out : "");
+    free(out);
+    tg_rmtree(dir);
+    rc = tg_test_cli(&out,
+                     "train %s --out %s " TWO_THREADS " --epochs 1 --mem %lluM --strategy mmap "
+                     "--sampler-threads 2",
+                     wide, dir, mid);
+    TG_CHECK(rc != 0 && out && strstr(out, "5 input matrices in flight"));
     free(out);
     /* the cgroup's limit: taken when no --mem, lowers a larger --mem, leaves a smaller one */
     char why[256];

@@ -52,7 +52,8 @@ static const char train_usage[] =
     "                                 after the last; 0 = after the last only (default 1)\n"
     "  --seed S                       seed of weights, dropout, shuffling, sampling (default 0)\n"
     "  --threads T                    compute threads (default: the online CPUs)\n"
-    "  --sampler-threads S            sampling + gathering threads (default T; 0 = inline)\n"
+    "  --sampler-threads S            sampling + gathering threads (default T, fewer if --mem needs;\n"
+    "                                 0 = inline)\n"
     "  --json                         one JSON object per epoch and one at the end on stdout\n"
     "  --batches-per-epoch N          train only the first N batches of each epoch (default all)\n"
     "  --eval-max-nodes N             evaluate a fixed random sample of N nodes per split\n"
@@ -166,7 +167,9 @@ static int parse_train(tg_args_t *a, tg_train_opts_t *o)
     if ((rc = tg_args_u64(a, "seed", 0, &o->seed)) < 0) return rc;
     if ((rc = tg_args_int_range(a, "threads", tg_cli_default_threads(), 1, 1024, &o->threads)) < 0)
         return rc;
-    if ((rc = tg_args_int_range(a, "sampler-threads", o->threads, 0, 256, &o->sampler_threads)) < 0)
+    /* left out: -1, the threads, or fewer when --mem leaves room for fewer batches in flight */
+    if (tg_args_str(a, "sampler-threads", NULL) &&
+        (rc = tg_args_int_range(a, "sampler-threads", 0, 0, 256, &o->sampler_threads)) < 0)
         return rc;
     if ((rc = tg_cli_strategy_name(a, &o->strategy)) < 0) return rc;
     if ((rc = tg_args_size(a, "mem", 0, &o->mem_bytes)) < 0) return rc;

@@ -153,6 +153,20 @@ int tg_budget_plan(tg_run_t *r, const tg_model_t *m, const tg_budget_plan_opts_t
     p->profile_s = tg_now() - t0;
     uint64_t need = p->overhead + p->model + p->activations + p->in_flight * p->batch_x;
     char a[32], b[32], c[32], d[32], e[32], f[32], g[32];
+    /* Sampler threads left at their default give way before the budget refuses: each holds
+     * batches ahead, and one sampler with fewer matrices in flight still trains (slower). */
+    int st0 = r->sopts.sampler_threads;
+    while (r->budget.used + need > p->limit && r->sopts.sampler_threads_auto &&
+           r->sopts.sampler_threads > 1 && r->strat_i->batches_in_flight) {
+        r->sopts.sampler_threads--;
+        p->in_flight = r->strat_i->batches_in_flight(&r->sopts);
+        need = p->overhead + p->model + p->activations + p->in_flight * p->batch_x;
+    }
+    if (r->sopts.sampler_threads != st0 && r->budget.used + need <= p->limit)
+        tg_log_info("--mem %s leaves room for %llu batch matrices of %s in flight: %d sampler "
+                    "thread(s), not the default %d (--sampler-threads sets it)",
+                    tg_fmt_bytes(p->limit, a, sizeof a), (unsigned long long)p->in_flight,
+                    tg_fmt_bytes(p->batch_x, e, sizeof e), r->sopts.sampler_threads, st0);
     if (r->budget.used + need > p->limit) {
         uint64_t want = r->budget.used + need;
         return tg_err(-ENOMEM,

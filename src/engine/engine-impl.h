@@ -34,6 +34,9 @@ typedef struct tg_strategy_opts {
     int normalize;       /* L1 row normalisation of features */
     int threads;         /* compute threads (the trainer's pool) */
     int sampler_threads; /* loader threads (>= 0; 0 = sample inline / one sampler) */
+    /* sampler_threads was the default (the compute threads), not asked for: the budget plan may
+     * lower it when --mem leaves no room for that many batch matrices in flight */
+    int sampler_threads_auto;
     const void *cfg; /* the strategy's config (info.config_size bytes), parsed from its options */
 } tg_strategy_opts_t;
 
@@ -129,7 +132,6 @@ extern const tg_strategy_i tg_strategy_ginex;
 /* The strategy called name ("auto" is not one: see tg_strategy_choose). */
 int tg_strategy_find(const char *name, const tg_strategy_i **out);
 
-
 /* ---------------------------------------------------------------- the run */
 
 /* Everything a run reads from the dataset, opened once. */
@@ -144,9 +146,9 @@ struct tg_run {
     uint64_t split_bytes, label_bytes; /* reserved against budget */
     tg_budget_t budget;
     int budget_init;
-    int budget_planned; /* tg_budget_plan has reserved the model and batches */
+    int budget_planned;   /* tg_budget_plan has reserved the model and batches */
     uint32_t batch_nodes; /* input nodes of the plan's largest profiled batch (0: no plan) */
-    tg_pool_t *pool;    /* compute threads */
+    tg_pool_t *pool;      /* compute threads */
     const tg_strategy_i *strat_i;
     tg_strategy_t *strat;
     tg_strategy_opts_t sopts;

@@ -30,7 +30,7 @@ static int open_saved(const char *dataset, const char *rundir, int which_last, c
     tg_strategy_opts_default(&ro.sopts);
     ro.sopts.normalize = info->normalize_features;
     ro.sopts.threads = threads;
-    ro.sopts.sampler_threads = threads;
+    ro.sopts.sampler_threads = -1; /* the default: the threads, fewer if --mem needs it */
     ro.args = args;
     ro.nargs = nargs;
     ro.mem_bytes = mem_bytes;

@@ -51,7 +51,10 @@ int tg_run_open_opts(tg_run_t *r, const tg_run_opts_t *o)
     }
     r->sopts = o->sopts;
     if (r->sopts.threads < 1) r->sopts.threads = o->threads > 0 ? o->threads : 1;
-    if (r->sopts.sampler_threads < 0) r->sopts.sampler_threads = r->sopts.threads;
+    if (r->sopts.sampler_threads < 0) {
+        r->sopts.sampler_threads = r->sopts.threads;
+        r->sopts.sampler_threads_auto = 1;
+    }
 
     /* Under a cgroup memory limit the budget is at most that limit (less a margin). */
     char cgwhy[256];

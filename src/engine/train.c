@@ -290,7 +290,6 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
     int whole = tg_plan_whole_graph(o.batch_size, ntrain0, o.model.num_layers, o.fanouts);
     order_bytes = (whole ? N0 : ntrain0) * sizeof(uint64_t);
     mask_bytes = whole ? N0 : 0;
-    int sampler_threads = o.sampler_threads < 0 ? o.threads : o.sampler_threads;
     tg_run_opts_t ro;
     memset(&ro, 0, sizeof ro);
     ro.dataset = o.dataset;
@@ -298,7 +297,7 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
     tg_strategy_opts_default(&ro.sopts);
     ro.sopts.normalize = o.normalize_features;
     ro.sopts.threads = o.threads;
-    ro.sopts.sampler_threads = sampler_threads;
+    ro.sopts.sampler_threads = o.sampler_threads; /* < 0: the default, resolved by the run */
     ro.args = o.strategy_args;
     ro.nargs = o.num_strategy_args;
     ro.mem_bytes = o.mem_bytes;
@@ -346,9 +345,6 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
         else
             tg_log_info("resuming %s after epoch %llu", o.out_dir,
                         (unsigned long long)ck.epochs_done);
-    } else if ((rc = tg_ckpt_write(ckpt_path, &ck, m)) < 0) {
-        /* the state before the first epoch: a run that fails at once still has a checkpoint */
-        goto out;
     }
 
     uint64_t ntrain = r.split_n[0], N = meta->num_nodes;
@@ -392,6 +388,9 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
                                     .optim = &o.optim};
         if ((rc = tg_budget_plan(&r, m, &bo, &bp)) < 0) goto out;
     }
+    /* The state before the first epoch: a run that fails in it still has a checkpoint. Written
+     * after the budget plan, so a --mem refused leaves no run behind to block the retry. */
+    if (!o.resume && (rc = tg_ckpt_write(ckpt_path, &ck, m)) < 0) goto out;
     sc.r = &r;
     sc.m = m;
     sc.train_mask = train_mask;
@@ -403,7 +402,7 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
                 (unsigned long long)ntrain, whole ? "whole graph per step" : "sampled blocks",
                 (unsigned long long)epoch_batches,
                 epoch_batches < all_batches ? " (limited by --batches-per-epoch)" : "", o.threads,
-                sampler_threads,
+                r.sopts.sampler_threads,
                 r.budget.limit ? tg_fmt_bytes(r.budget.limit, mb, sizeof mb) : "none");
     /* Layer-wise evaluation out of core keeps its intermediate layers in files. */
     const char *lw_tmp = (r.strat_i->info.caps & TG_STRAT_IN_RAM) ? NULL : o.out_dir;

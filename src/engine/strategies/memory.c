@@ -55,7 +55,7 @@ static int memory_gather(void *ctx, const tg_batch_t *b, float *X)
 
 static int memory_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
 {
-    return tg_gather_pass(s->r, p, s->o.sampler_threads, 2, memory_gather, s, st);
+    return tg_gather_pass(s->r, p, s->r->sopts.sampler_threads, 2, memory_gather, s, st);
 }
 
 static void memory_close(tg_strategy_t *s)

@@ -81,7 +81,7 @@ static int mmap_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
 {
     /* One batch ready per sampler thread: a gathered matrix can be large, and the page cache,
      * not our buffers, is where mmap keeps data. */
-    return tg_gather_pass(s->r, p, s->o.sampler_threads, 1, mmap_gather, s, st);
+    return tg_gather_pass(s->r, p, s->r->sopts.sampler_threads, 1, mmap_gather, s, st);
 }
 
 static void mmap_close(tg_strategy_t *s)
