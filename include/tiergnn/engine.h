@@ -108,7 +108,8 @@ enum {
     TG_STRAT_IN_RAM = 2,  /* graph and features in RAM: layer-wise passes need no temp files */
     TG_STRAT_DERIVED = 4, /* builds derived/ files from the dataset (its prepare step) */
     TG_STRAT_CHANGES_GRAPH = 8, /* samples from a different graph on purpose (accuracy may move) */
-    TG_STRAT_AUTO_OOC = 16      /* auto's choice when the data does not fit in RAM */
+    TG_STRAT_AUTO_OOC = 16,     /* auto's choice when the data does not fit in RAM */
+    TG_STRAT_NEXT_PASS = 32     /* prepares the next training pass during this one (DiskGNN) */
 };
 
 typedef enum { TG_SOPT_INT = 0, TG_SOPT_SIZE = 1, TG_SOPT_FLAG = 2 } tg_sopt_kind_t;

@@ -57,6 +57,12 @@ typedef struct tg_pass {
     int num_layers;
     const int64_t *fanouts;
     int allow_out_of_order; /* training passes: the strategy may use its out_of_order setting */
+    /* The training pass that follows this one, for strategies with TG_STRAT_NEXT_PASS (they
+     * sample and lay out epoch e + 1 while epoch e trains): first_batch 0, no step; it and its
+     * seeds are valid during this pass only (copy what is kept). NULL at the last epoch, for
+     * other strategies and for evaluation passes. What a strategy prepares from it is used only
+     * if the pass that comes equals it (seeds, seed, epoch, batch size, fanouts). */
+    const struct tg_pass *next;
     tg_pass_step_fn step;
     void *ctx;
 } tg_pass_t;

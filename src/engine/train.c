@@ -255,7 +255,8 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
     tg_run_t r;
     tg_model_t *m = NULL;
     uint8_t *train_mask = NULL;
-    tg_plan_t plan; /* the epochs' seed orders and batches */
+    tg_plan_t plan;      /* the epochs' seed orders and batches */
+    tg_plan_t next_plan; /* the next epoch's, for strategies that prepare it (TG_STRAT_NEXT_PASS) */
     uint64_t order_bytes = 0, mask_bytes = 0;
     tg_dataset_t *probe = NULL;
     char *best_blob = NULL; /* the best model's checkpoint bytes, not yet on disk if best_dirty */
@@ -268,6 +269,7 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
     memset(&r, 0, sizeof r);
     memset(&sc, 0, sizeof sc);
     memset(&plan, 0, sizeof plan);
+    memset(&next_plan, 0, sizeof next_plan);
 
     /* Cheap checks before the expensive loads. */
     if (!o.dataset || !*o.dataset) return tg_err(-EINVAL, "a dataset directory is required");
@@ -359,6 +361,11 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
                          .seed = o.seed,
                          .max_batches = o.batches_per_epoch};
     if ((rc = tg_plan_init(&plan, &po)) < 0) goto out;
+    if ((r.strat_i->info.caps & TG_STRAT_NEXT_PASS) && !whole && o.epochs > 1) {
+        if ((rc = tg_budget_reserve(&r.budget, order_bytes, "the next epoch's seed order")) < 0)
+            goto out;
+        if ((rc = tg_plan_init(&next_plan, &po)) < 0) goto out;
+    }
     if (whole) {
         train_mask = calloc(N, 1);
         if (!train_mask) {
@@ -441,6 +448,17 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
                        .allow_out_of_order = 1,
                        .step = train_step,
                        .ctx = &sc};
+        tg_pass_t np = p;
+        if (next_plan.order && epoch + 1 < o.epochs) {
+            tg_plan_epoch(&next_plan, epoch + 1);
+            np.seeds = next_plan.seeds;
+            np.num_seeds = next_plan.num_seeds;
+            np.epoch = epoch + 1;
+            np.first_batch = 0;
+            np.step = NULL;
+            np.ctx = NULL;
+            p.next = &np;
+        }
         uint64_t idx0 = atomic_load(&r.index_bytes);
         tg_pass_stats_t ps;
         rc = tg_run_pass(&r, &p, &ps);
@@ -660,6 +678,7 @@ out:
     free(sc.y);
     free(best_blob);
     tg_plan_destroy(&plan);
+    tg_plan_destroy(&next_plan);
     free(train_mask);
     tg_model_destroy(m);
     tg_run_close(&r);
