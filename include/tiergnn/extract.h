@@ -215,7 +215,7 @@ static inline const void *tg_tier_find(const tg_tier_t *t, uint64_t node)
 {
     return t->iface->find(t, node);
 }
-/* Distinct nodes the static tier holds. */
+/* Distinct nodes the static tier holds (0 for a tier of another kind). */
 uint64_t tg_tier_static_count(const tg_tier_t *t);
 /* Copies the tier's counters (reset != 0: and zeroes them, atomically per counter). */
 void tg_tier_stats(tg_tier_t *t, tg_tier_stats_t *out, int reset);

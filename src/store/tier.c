@@ -253,7 +253,8 @@ void tg_tier_destroy(tg_tier_t *t)
 
 uint64_t tg_tier_static_count(const tg_tier_t *t)
 {
-    return ((const static_t *)t->impl)->count;
+    /* 0 for other kinds of tier (the extraction asks every first tier) */
+    return t->iface == &static_iface ? ((const static_t *)t->impl)->count : 0;
 }
 
 void tg_tier_stats(tg_tier_t *t, tg_tier_stats_t *out, int reset)
