@@ -237,6 +237,11 @@ int tg_fsync_dir(const char *dir);
 int tg_rmtree(const char *path);
 /* mkdir -p */
 int tg_mkdir_p(const char *path);
+/* Opens an unnamed read-write file in dir (O_TMPFILE: the kernel frees it when the last
+ * descriptor closes, so an error, SIGINT or SIGKILL leaves nothing behind). A file system
+ * without O_TMPFILE (or named != 0) gets a unique "DIR/.tiergnn-<what>-XXXXXX", unlinked at once.
+ * name (len bytes) receives a description for messages. Returns the descriptor or -errno. */
+int tg_tmpfile_open(const char *dir, const char *what, int named, char *name, size_t len);
 /* Full pwrite / pread loops. Short read at EOF returns -EIO with a message naming path+offset. */
 int tg_pwrite_full(int fd, const void *buf, size_t len, uint64_t off, const char *path);
 int tg_pread_full(int fd, void *buf, size_t len, uint64_t off, const char *path);

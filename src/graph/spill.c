@@ -48,35 +48,8 @@ struct tg_spill {
 
 static int create_file(tg_spill_t *s, const char *dir, unsigned flags)
 {
-    struct stat st;
-    if (stat(dir, &st) < 0) return tg_err(-errno, "spill directory %s: %s", dir, strerror(errno));
-    if (!S_ISDIR(st.st_mode)) return tg_err(-ENOTDIR, "spill directory %s is not a directory", dir);
-    if (!(flags & TG_SPILL_NAMED)) {
-        s->fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-        if (s->fd >= 0) {
-            snprintf(s->name, sizeof s->name, "%s/<unnamed spill file>", dir);
-            return 0;
-        }
-        /* Only a file system without O_TMPFILE falls back to a name. */
-        if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)
-            return tg_err(-errno, "cannot create a spill file in %s: %s", dir, strerror(errno));
-    }
-    char tmpl[4096];
-    int n = snprintf(tmpl, sizeof tmpl, "%s/.tiergnn-spill-XXXXXX", dir);
-    if (n < 0 || (size_t)n >= sizeof tmpl - 16)
-        return tg_err(-ENAMETOOLONG, "spill directory name too long: %s", dir);
-    s->fd = mkostemp(tmpl, O_CLOEXEC);
-    if (s->fd < 0)
-        return tg_err(-errno, "cannot create a spill file in %s: %s", dir, strerror(errno));
-    if (unlink(tmpl) < 0) {
-        int e = errno;
-        close(s->fd);
-        s->fd = -1;
-        unlink(tmpl);
-        return tg_err(-e, "cannot unlink the spill file %s: %s", tmpl, strerror(e));
-    }
-    snprintf(s->name, sizeof s->name, "%s (unlinked)", tmpl);
-    return 0;
+    s->fd = tg_tmpfile_open(dir, "spill", (flags & TG_SPILL_NAMED) != 0, s->name, sizeof s->name);
+    return s->fd < 0 ? s->fd : 0;
 }
 
 int tg_spill_open(tg_spill_t **out, const char *dir, const tg_spill_opts_t *opts)

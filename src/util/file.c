@@ -165,6 +165,40 @@ int tg_rmtree(const char *path)
     return rc;
 }
 
+int tg_tmpfile_open(const char *dir, const char *what, int named, char *name, size_t len)
+{
+    struct stat st;
+    if (stat(dir, &st) < 0)
+        return tg_err(-errno, "%s directory %s: %s", what, dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return tg_err(-ENOTDIR, "%s directory %s is not a directory", what, dir);
+    if (!named) {
+        int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+        if (fd >= 0) {
+            snprintf(name, len, "%s/<unnamed %s file>", dir, what);
+            return fd;
+        }
+        /* Only a file system without O_TMPFILE falls back to a name. */
+        if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)
+            return tg_err(-errno, "cannot create a %s file in %s: %s", what, dir, strerror(errno));
+    }
+    char tmpl[4096];
+    int n = snprintf(tmpl, sizeof tmpl, "%s/.tiergnn-%s-XXXXXX", dir, what);
+    if (n < 0 || (size_t)n >= sizeof tmpl - 16)
+        return tg_err(-ENAMETOOLONG, "%s directory name too long: %s", what, dir);
+    int fd = mkostemp(tmpl, O_CLOEXEC);
+    if (fd < 0)
+        return tg_err(-errno, "cannot create a %s file in %s: %s", what, dir, strerror(errno));
+    if (unlink(tmpl) < 0) {
+        int e = errno;
+        close(fd);
+        unlink(tmpl);
+        return tg_err(-e, "cannot unlink the %s file %s: %s", what, tmpl, strerror(e));
+    }
+    snprintf(name, len, "%s (unlinked)", tmpl);
+    return fd;
+}
+
 int tg_mkdir_p(const char *path)
 {
     char *p = strdup(path);
