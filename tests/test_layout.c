@@ -412,7 +412,7 @@ TG_TEST(random_layouts_match_brute_force)
     tg_rng_t r;
     tg_rng_seed(&r, 11);
     uint64_t cache = 0, packed = 0, hot = 0, multi = 0;
-    for (int it = 0; it < 300; it++) {
+    for (int it = 0; it < 1000; it++) {
         uint32_t N = 1 + (uint32_t)tg_rng_below(&r, 120), B = (uint32_t)tg_rng_below(&r, 25);
         trace_t tr =
             trace_random(&r, N, B, 1 + (uint32_t)tg_rng_below(&r, 60), it % 3 == 0, it % 2);
@@ -458,7 +458,7 @@ TG_TEST(search_respects_the_budget)
     tg_rng_t r;
     tg_rng_seed(&r, 12);
     int fitted = 0, refused = 0, moved = 0;
-    for (int it = 0; it < 400; it++) {
+    for (int it = 0; it < 800; it++) {
         uint32_t N = 4 + (uint32_t)tg_rng_below(&r, 150), B = 1 + (uint32_t)tg_rng_below(&r, 30);
         trace_t tr = trace_random(&r, N, B, 2 + (uint32_t)tg_rng_below(&r, 50), it % 4 == 0, 1);
         tg_layout_cfg_t c = cfg_random(&r, &tr);

@@ -67,11 +67,12 @@
  * Memory kept by the layout (tg_layout_t, reserved against the budget until destroy): 4 bytes
  * per hot row, 4 per packed row (each batch's chunk nodes, sorted), 8 per cache row (each
  * segment's cache nodes sorted by node, and their slots), 16 per batch (chunk row and byte
- * offsets), 8 per segment, 12 per partition, 16 per search step. A cache row serves >= 2
- * accesses, so this is at most 4 bytes per non-hot access plus the hot list and the per-batch,
- * per-segment and per-partition entries. Planning also holds 8 bytes per node (counts and marks)
- * and max(24 x the largest segment's cache rows, 4 x max(its cache rows, the longest chunk)) of
- * temporaries; tg_layout_bytes bounds both before planning.
+ * offsets), 8 per segment, 12 per partition, 16 x (2B + 2) for the search steps. A cache row
+ * serves >= 2 accesses, so this is at most 4 bytes per non-hot access plus the hot list and the
+ * per-batch, per-segment and per-partition entries. Planning also holds 8 bytes per node (counts
+ * and marks) and max(24 x the largest segment's cache rows + 24 per batch of a segment, 4 x
+ * max(its cache rows, the longest chunk)) of temporaries; tg_layout_bytes bounds both before
+ * planning, the summary reports both after.
  *
  * Time: O(T + num_nodes) per exact measurement of a segment size (a few for the search), the
  * per-segment sorts (radix for node lists, comparison sort of the cache keys: O(C log C) for C
@@ -142,7 +143,7 @@ typedef struct tg_layout_summary {
     double read_amp, read_amp_nominhash; /* read / needed (0 when nothing is needed) */
     uint32_t num_steps;
     const tg_layout_step_t *steps; /* valid until tg_layout_destroy */
-    uint64_t reserved;             /* bytes the layout holds against the budget */
+    uint64_t reserved;             /* bytes the layout holds (reserved when budgeted) */
     uint64_t plan_peak_bytes;      /* most bytes tg_layout_plan held at once */
 } tg_layout_summary_t;
 

@@ -79,7 +79,7 @@ static void *held_alloc(tg_budget_t *b, uint64_t *held, uint64_t bytes, const ch
                (unsigned long long)bytes);
         return NULL;
     }
-    *held += b ? bytes : 0;
+    *held += bytes;
     return p;
 }
 
@@ -265,7 +265,7 @@ static int choose_hot(plan_t *p)
     uint64_t at_c = c >= 1 ? want - above : 0; /* c = 0: every used node is hot */
     free(hist);
     if (L->budget) tg_budget_release(L->budget, hb);
-    p->temp_bytes -= L->budget ? hb : 0;
+    p->temp_bytes -= hb;
     L->H = c >= 1 ? want : above;
     L->hot = held_alloc(L->budget, &L->reserved, L->H * 4, "layout: hot nodes (4 bytes each)");
     if (!L->hot) return -ENOMEM;
@@ -505,7 +505,7 @@ static int fill_lists(plan_t *p, const measure_t *m)
     }
     free(tmp);
     if (L->budget) tg_budget_release(L->budget, tb);
-    p->temp_bytes -= L->budget ? tb : 0;
+    p->temp_bytes -= tb;
     return 0;
 }
 
@@ -669,7 +669,7 @@ static int order_caches(plan_t *p, const measure_t *m)
     }
     free(r);
     if (L->budget) tg_budget_release(L->budget, tb);
-    p->temp_bytes -= L->budget ? tb : 0;
+    p->temp_bytes -= tb;
     return 0;
 }
 
