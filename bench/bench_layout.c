@@ -144,6 +144,7 @@ int main(int argc, char **argv)
         if (rc < 0) die(tg_errmsg());
     }
     if (distinct > N || !B || N > UINT32_MAX) die("bad sizes");
+    tg_log_set_level(TG_LOG_DEBUG); /* the plan's phases */
     uint64_t T = B * distinct;
     uint64_t *off = xmalloc((B + 1) * sizeof *off);
     uint32_t *ids = xmalloc(T * sizeof *ids);

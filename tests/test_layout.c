@@ -225,6 +225,8 @@ static void check_layout(const trace_t *tr, const tg_layout_cfg_t *c, tg_layout_
     TG_CHECK_OK(tg_layout_loc_init(&loc, longest, NULL));
     uint64_t *offs = malloc((longest + 1) * sizeof *offs), *offs2 = malloc((longest + 1) * 8);
     unsigned char *seen = malloc(longest + 1);
+    uint64_t *rank = malloc((N + 1) * sizeof *rank), rank_base = 0; /* of segment rank_k */
+    uint32_t rank_k = UINT32_MAX;
     for (uint32_t b = 0; b < B; b++) {
         const uint32_t *ids = tr->ids + tr->off[b];
         uint64_t n = tr->off[b + 1] - tr->off[b];
@@ -283,16 +285,13 @@ static void check_layout(const trace_t *tr, const tg_layout_cfg_t *c, tg_layout_
                         seen[p]);
         read += loc.chunk_read + ref_pages(offs, loc.n_cache, row, page, C * row) * page;
         /* without MinHash: slot = region start + rank by node among the segment's cache nodes */
-        uint64_t base = 0;
-        for (uint32_t kk = 0; kk < k; kk++)
+        if (k != rank_k) {
             for (uint32_t v = 0; v < N; v++)
-                base += r.segcnt[(size_t)kk * N + v] >= 2;
-        for (uint64_t i = 0; i < loc.n_cache; i++) {
-            uint32_t v = ids[loc.cache_pos[i]], rank = 0;
-            for (uint32_t u = 0; u < v; u++)
-                rank += r.segcnt[(size_t)k * N + u] >= 2;
-            offs2[i] = (base + rank) * row;
+                rank[v] = rank_base, rank_base += r.segcnt[(size_t)k * N + v] >= 2;
+            rank_k = k;
         }
+        for (uint64_t i = 0; i < loc.n_cache; i++)
+            offs2[i] = rank[ids[loc.cache_pos[i]]] * row;
         read_nomh += loc.chunk_read + ref_pages(offs2, loc.n_cache, row, page, C * row) * page;
     }
     TG_CHECK_EQ_U64(sm.chunk_file_bytes, chunk_end);
@@ -383,6 +382,7 @@ static void check_layout(const trace_t *tr, const tg_layout_cfg_t *c, tg_layout_
     free(offs);
     free(offs2);
     free(seen);
+    free(rank);
     free(want);
     free(own_k);
     free(own_v);
@@ -440,6 +440,19 @@ TG_TEST(random_layouts_match_brute_force)
                 return;
             }
         }
+        tg_layout_destroy(L);
+        trace_free(&tr);
+    }
+    /* a few larger ones: long radix-sorted runs, many partitions */
+    for (int it = 0; it < 4; it++) {
+        trace_t tr = trace_random(&r, 6000, 30, 1500, 0, 1);
+        tg_layout_cfg_t c = cfg_random(&r, &tr);
+        c.row_bytes = 100, c.hot_rows = 200 * it, c.segment = 1 + 7 * it;
+        c.pack_bytes = it % 2 ? 0 : 100 * (2000 + tg_rng_below(&r, 4000));
+        tg_cs_trace_t t = view(&tr);
+        tg_layout_t *L = NULL;
+        TG_CHECK_OK(tg_layout_plan(&L, &t, &c, NULL));
+        if (L) check_layout(&tr, &c, L);
         tg_layout_destroy(L);
         trace_free(&tr);
     }

@@ -66,17 +66,18 @@
  *
  * Memory kept by the layout (tg_layout_t, reserved against the budget until destroy): 4 bytes
  * per hot row, 4 per packed row (each batch's chunk nodes, sorted), 8 per cache row (each
- * segment's cache nodes sorted by node, and their slots), 16 per batch (chunk row and byte
- * offsets), 8 per segment, 12 per partition, 16 x (2B + 2) for the search steps. A cache row
- * serves >= 2 accesses, so this is at most 4 bytes per non-hot access plus the hot list and the
- * per-batch, per-segment and per-partition entries. Planning also holds 8 bytes per node (counts
- * and marks) and max(24 x the largest segment's cache rows + 24 per batch of a segment, 4 x
+ * segment's cache nodes sorted by node, and their slots), 24 per batch (chunk row and byte
+ * offsets, the segments' first slots), 12 per partition, 16 x (2B + 2) for the search steps. A
+ * cache row serves >= 2 accesses, so this is at most 4 bytes per non-hot access plus the hot
+ * list and the per-batch and per-partition entries. Planning also holds 8 bytes per node (counts
+ * and marks) and max(48 x the largest segment's cache rows + 24 per batch of a segment, 4 x
  * max(its cache rows, the longest chunk)) of temporaries; tg_layout_bytes bounds both before
  * planning, the summary reports both after.
  *
- * Time: O(T + num_nodes) per exact measurement of a segment size (a few for the search), the
- * per-segment sorts (radix for node lists, comparison sort of the cache keys: O(C log C) for C
- * cache rows), O(T) for the read estimates. Measured in bench/bench_layout.c.
+ * Time, for T accesses: O(num_nodes + T) for the check, the counts, the hot choice and the
+ * partitions; O(T) per exact measurement of a segment size (the search takes a few) and for the
+ * lists, the MinHash keys and the read estimates, with radix sorts (node lists; the cache keys
+ * within each partition's run). Measured in bench/bench_layout.c.
  *
  * Module: store/. Pure computation over arrays: knows util/ and changeset.h's trace type only.
  */
@@ -186,7 +187,7 @@ int tg_layout_targets(const tg_layout_t *L, uint64_t p, tg_pack_target_t *out, u
 typedef struct tg_layout_loc {
     uint64_t cap;
     uint64_t n_hot, n_cache, n_chunk;
-    uint32_t *hot_pos, *hot_slot; /* (n_hot) X row, hot slot; in X order */
+    uint32_t *hot_pos, *hot_slot; /* (n_hot) X row, hot slot; slots ascending */
     uint32_t *cache_pos;          /* (n_cache) X row ...                              */
     uint64_t *cache_off;          /* (n_cache) ... and its cache file offset, ascending */
     uint32_t *chunk_pos;          /* (n_chunk) X row of chunk row k (chunk order)     */
@@ -203,10 +204,11 @@ uint64_t tg_layout_loc_bytes(uint64_t cap);
 int tg_layout_loc_init(tg_layout_loc_t *loc, uint64_t cap, tg_budget_t *budget);
 void tg_layout_loc_free(tg_layout_loc_t *loc);
 
-/* Batch b's ids in X order (exactly the trace's batch b, any order) into loc: hot rows in X
- * order, cache rows sorted by offset (so reads merge), chunk rows in chunk order. -EINVAL when
- * an id is not one of the batch's rows, an id repeats in the cache or chunk tier, the chunk's
- * rows are not all named, or n > loc->cap. O(n log) (binary searches, a radix sort). */
+/* Batch b's ids in X order (exactly the trace's batch b, any order) into loc: hot rows by slot,
+ * cache rows sorted by offset (so reads merge), chunk rows in chunk order. -EINVAL when an id
+ * repeats, is not one of the batch's rows (one that is hot, or cached in its segment, is not
+ * caught), the chunk's rows are not all named, or n > loc->cap. O(n) for the radix sorts and a
+ * galloping walk along the hot list, the chunk and the segment's cache list (sorted by node). */
 int tg_layout_locate(const tg_layout_t *L, uint32_t b, const uint32_t *ids, uint64_t n,
                      tg_layout_loc_t *loc);
 

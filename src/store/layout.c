@@ -4,12 +4,13 @@
  *   st[v]: the node's access count, then HOT for a hot node, else the number of outputs the node
  *          is written to (one per segment caching it or chunk holding it: partitions need it);
  *   ix[v]: zero between uses; batch + 1 while checking the trace; the node's access count within
- *          the segment being classified (MARK once its cache row is counted); the node's cache
- *          index + 1 within the segment being ordered.
+ *          the segment being classified (then VISIT | the visits left while its cache row is
+ *          walked); the node's cache index + 1 within the segment being ordered.
+ * The two sit side by side (node_t), so that one cache miss serves both.
  * 1. check the trace, count accesses, choose the hot nodes (a count histogram gives the
  *    threshold count; ties taken by ascending id);
  * 2. the segment size (Algorithm 2, then exact measurements: measure() classifies every segment
- *    and only counts);
+ *    and only counts, into the offset arrays);
  * 3. classify again, now writing each batch's chunk nodes and each segment's cache nodes, both
  *    sorted by node (radix), and the per-node output counts;
  * 4. cut the partitions over the output counts;
@@ -24,10 +25,11 @@
 #include <string.h>
 
 #define HOT UINT32_MAX
-#define MARK UINT32_MAX
+#define VISIT 0x80000000u /* ix of a cache row being walked: the visits left below it */
 #define MAX_BATCHES 0x7FFFFFFFu
 #define MAX_ACCESSES (UINT32_MAX - 1ull)
 #define MAX_ROW_BYTES (1ull << 30)
+#define AHEAD 16 /* accesses whose node entry is prefetched ahead (the passes are random reads) */
 
 __extension__ typedef unsigned __int128 u128;
 
@@ -53,14 +55,32 @@ struct tg_layout {
 };
 
 typedef struct {
+    uint64_t cache_rows, packed_rows, disk;
+    uint64_t cache_max, chunk_max; /* the largest segment's cache rows, the longest chunk */
+    uint64_t chunks;               /* the chunks' bytes, each padded */
+} measure_t;
+
+typedef struct {
+    uint32_t st, ix; /* side by side: one cache miss serves both */
+} node_t;
+
+typedef struct {
     const tg_cs_trace_t *t;
     tg_layout_t *L;
-    uint32_t *st, *ix;   /* (N) see the top */
+    node_t *nd;          /* (N) see the top */
     uint64_t temp_bytes; /* reserved for temporaries, besides st and ix */
     uint64_t node_bytes; /* st and ix */
+    measure_t m;         /* the counts of segment size `measured` (0: none yet) */
+    uint32_t measured;
 } plan_t;
 
 /* ---------------------------------------------------------------- helpers */
+
+/* Prefetches the node entry of access j + AHEAD when it is before end. */
+static inline void ahead(const node_t *nd, const uint32_t *ids, uint64_t j, uint64_t end)
+{
+    if (j + AHEAD < end) __builtin_prefetch(&nd[ids[j + AHEAD]], 1, 3);
+}
 
 static inline uint64_t round_up(uint64_t x, uint64_t align)
 {
@@ -149,13 +169,6 @@ static uint64_t lower_bound(const uint32_t *a, uint64_t n, uint32_t v)
     return lo;
 }
 
-/* The index of v in a[0 .. n) (ascending), or UINT64_MAX. */
-static inline uint64_t find(const uint32_t *a, uint64_t n, uint32_t v)
-{
-    uint64_t i = lower_bound(a, n, v);
-    return i < n && a[i] == v ? i : UINT64_MAX;
-}
-
 /* Pages of `page` bytes touched by rows of `row` bytes at the sorted slots s[0 .. n). */
 static uint64_t pages_touched(const uint32_t *s, size_t n, uint64_t row, uint64_t page)
 {
@@ -223,17 +236,17 @@ static int check_trace(plan_t *p)
                             b, (unsigned long long)(j - t->off[b]), v, (unsigned long long)N);
                 break;
             }
-            if (p->ix[v] == b + 1) {
+            if (p->nd[v].ix == b + 1) {
                 rc = tg_err(-EINVAL,
                             "layout trace: batch %u position %llu: node %u again, "
                             "expected distinct ids within a batch",
                             b, (unsigned long long)(j - t->off[b]), v);
                 break;
             }
-            p->ix[v] = b + 1;
+            p->nd[v].ix = b + 1;
         }
     for (uint64_t k = 0; k < j; k++)
-        p->ix[t->ids[k]] = 0;
+        p->nd[t->ids[k]].ix = 0;
     return rc;
 }
 
@@ -247,15 +260,17 @@ static int choose_hot(plan_t *p)
     tg_layout_t *L = p->L;
     const tg_cs_trace_t *t = p->t;
     uint64_t N = L->cfg.num_nodes, T = t->off[t->iters];
-    for (uint64_t j = 0; j < T; j++)
-        p->st[t->ids[j]]++;
+    for (uint64_t j = 0; j < T; j++) {
+        ahead(p->nd, t->ids, j, T);
+        p->nd[t->ids[j]].st++;
+    }
     uint64_t hb = 8 * ((uint64_t)t->iters + 2);
     uint64_t *hist = held_alloc(L->budget, &p->temp_bytes, hb, "layout: count histogram");
     if (!hist) return -ENOMEM;
     memset(hist, 0, hb);
     L->peak = TG_MAX(L->peak, L->reserved + p->node_bytes + p->temp_bytes);
     for (uint64_t v = 0; v < N; v++)
-        hist[p->st[v]]++;
+        hist[p->nd[v].st]++;
     uint64_t want = L->cfg.hot_rows, above = 0;
     uint32_t c = t->iters;
     for (; c >= 1; c--) { /* above = nodes with count > c */
@@ -271,61 +286,61 @@ static int choose_hot(plan_t *p)
     if (!L->hot) return -ENOMEM;
     uint64_t h = 0;
     for (uint64_t v = 0; v < N; v++) {
-        uint32_t n = p->st[v];
+        uint32_t n = p->nd[v].st;
         int hot = n >= 1 && (n > c || (n == c && at_c && at_c--));
         if (hot) L->hot[h++] = (uint32_t)v, L->hot_accesses += n;
-        p->st[v] = hot ? HOT : 0;
+        p->nd[v].st = hot ? HOT : 0;
     }
     return 0;
 }
 
 /* ---------------------------------------------------------------- classification */
 
-typedef struct {
-    uint64_t cache_rows, packed_rows, disk;
-    uint64_t cache_max, chunk_max; /* the largest segment's cache rows, the longest chunk */
-    uint64_t chunks;               /* the chunks' bytes, each padded */
-} measure_t;
-
-/* Classifies segment k = [b0, b1): counts each non-hot node's batches in ix, then per batch its
- * chunk rows (count 1) and the segment's cache rows (count >= 2, each once), accumulated into m
- * (chunks padded to chunk_align). With fill, writes the chunk nodes at pk + pk_off[b] and the
- * cache nodes at cn + cs_off[k] (unsorted) and counts each node's outputs in st; else writes the
- * chunk sizes into npk[b] when npk. ix is zero again at the end. Returns the cache rows. */
+/* Classifies segment k = [b0, b1) in two passes over its accesses. The first counts each non-hot
+ * node's batches in ix. The second meets a node's accesses in batch order: at the first, a count
+ * of 1 makes it a chunk row of that batch (ix back to 0), a count c >= 2 a cache row of the
+ * segment (ix = VISIT | c - 1, the visits left, so that the last one sets it back to 0). Counts
+ * go into ms (chunks padded to chunk_align). With fill, writes the chunk nodes at pk + pk_off[b]
+ * and the cache nodes at cn + cs_off[k] (unsorted) and counts each node's outputs in st. npk[b]
+ * gets the chunk sizes when npk. Returns the segment's cache rows. */
 static uint64_t classify(plan_t *p, uint32_t k, uint32_t b0, uint32_t b1, int fill, uint64_t *npk,
                          measure_t *ms)
 {
     const uint32_t *ids = p->t->ids;
     const uint64_t *off = p->t->off;
-    uint32_t *st = p->st, *ix = p->ix;
+    node_t *nd = p->nd;
     tg_layout_t *L = p->L;
-    uint64_t row = L->cfg.row_bytes, align = L->cfg.chunk_align;
-    for (uint64_t j = off[b0]; j < off[b1]; j++)
-        if (st[ids[j]] != HOT) ix[ids[j]]++;
+    uint64_t row = L->cfg.row_bytes, align = L->cfg.chunk_align, end = off[b1];
+    for (uint64_t j = off[b0]; j < end; j++) {
+        ahead(nd, ids, j, end);
+        if (nd[ids[j]].st != HOT) nd[ids[j]].ix++;
+    }
     uint64_t cache = 0, cbase = fill ? L->cs_off[k] : 0;
     for (uint32_t b = b0; b < b1; b++) {
         uint64_t m = 0, pbase = fill ? L->pk_off[b] : 0;
         for (uint64_t j = off[b]; j < off[b + 1]; j++) {
-            uint32_t v = ids[j], c = ix[v];
-            if (st[v] == HOT || c == MARK) continue;
+            ahead(nd, ids, j, end);
+            uint32_t v = ids[j], c = nd[v].ix;
+            if (nd[v].st == HOT) continue;
+            if (c & VISIT) { /* a cache row met again */
+                nd[v].ix = c == (VISIT | 1) ? 0 : c - 1;
+                continue;
+            }
             if (c == 1) {
                 if (fill) L->pk[pbase + m] = v;
                 m++;
+                nd[v].ix = 0;
             } else {
                 if (fill) L->cn[cbase + cache] = v;
                 cache++;
-                ix[v] = MARK;
+                nd[v].ix = VISIT | (c - 1);
             }
+            if (fill) nd[v].st++;
         }
         if (npk) npk[b] = m;
         ms->packed_rows += m;
         ms->chunk_max = TG_MAX(ms->chunk_max, m);
         ms->chunks += round_up(m * row, align);
-    }
-    for (uint64_t j = off[b0]; j < off[b1]; j++) {
-        uint32_t v = ids[j];
-        if (ix[v] && fill) st[v]++;
-        ix[v] = 0;
     }
     ms->cache_rows += cache;
     ms->cache_max = TG_MAX(ms->cache_max, cache);
@@ -368,14 +383,14 @@ static uint32_t estimate_segment(plan_t *p)
     for (; s <= B; s++) {
         for (uint64_t j = t->off[s - 1]; j < t->off[s]; j++) {
             uint32_t v = t->ids[j];
-            if (p->st[v] != HOT && !p->ix[v]) p->ix[v] = 1, distinct++;
+            if (p->nd[v].st != HOT && !p->nd[v].ix) p->nd[v].ix = 1, distinct++;
         }
         u128 est = ((u128)distinct * row * B + s - 1) / s; /* rounded up: <= budget exactly */
         add_step(L, s, 0, est > UINT64_MAX ? UINT64_MAX : (uint64_t)est);
         if (est <= budget) break;
     }
     for (uint64_t j = 0; j < t->off[TG_MIN(s, B)]; j++)
-        p->ix[t->ids[j]] = 0;
+        p->nd[t->ids[j]].ix = 0;
     return TG_MIN(s, B);
 }
 
@@ -390,13 +405,14 @@ static int no_space(tg_layout_t *L, uint64_t need)
                   (unsigned long long)need, tg_fmt_bytes(need, b, 32), (unsigned long long)need);
 }
 
-/* Exact disk bytes of s, recorded as a step. */
+/* Exact disk bytes of s, recorded as a step; its counts are left in the offset arrays (shifted
+ * by one) and p->m, for set_offsets. */
 static uint64_t probe(plan_t *p, uint32_t s)
 {
-    measure_t m;
-    measure(p, s, &m, NULL, NULL);
-    add_step(p->L, s, 1, m.disk);
-    return m.disk;
+    measure(p, s, &p->m, p->L->pk_off + 1, p->L->cs_off + 1);
+    p->measured = s;
+    add_step(p->L, s, 1, p->m.disk);
+    return p->m.disk;
 }
 
 /* The segment size (see the header): the given one checked, or the search. */
@@ -455,20 +471,27 @@ static int choose_segment(plan_t *p)
 
 /* ---------------------------------------------------------------- the layout's lists */
 
-/* The layout's offsets (chunk rows and bytes, cache slots) from one measurement of L->seg. */
-static int alloc_offsets(plan_t *p, measure_t *m)
+/* The offset arrays, before the search that fills them: 24 bytes per batch (the chunks' rows and
+ * bytes, the segments' first slots: at most one segment per batch). */
+static int alloc_offsets(tg_layout_t *L)
+{
+    uint64_t B1 = (uint64_t)L->B + 1;
+    uint64_t *a = held_alloc(L->budget, &L->reserved, 24 * B1,
+                             "layout: chunk and segment offsets (24 bytes per batch)");
+    if (!a) return -ENOMEM;
+    L->pk_off = a, L->ck_off = a + B1, L->cs_off = a + 2 * B1;
+    memset(a, 0, 24 * B1);
+    return 0;
+}
+
+/* The offsets of segment size L->seg from its counts (measured again unless the last probe was
+ * it): prefix sums of the chunks' rows, their padded bytes and the segments' cache rows. */
+static void set_offsets(plan_t *p)
 {
     tg_layout_t *L = p->L;
     uint32_t B = L->B;
     L->K = (uint32_t)(((uint64_t)B + L->seg - 1) / L->seg);
-    uint64_t bytes = 16 * ((uint64_t)B + 1) + 8 * ((uint64_t)L->K + 1);
-    uint64_t *a = held_alloc(L->budget, &L->reserved, bytes,
-                             "layout: chunk and segment offsets (16 bytes per batch, 8 per "
-                             "segment)");
-    if (!a) return -ENOMEM;
-    L->pk_off = a, L->ck_off = a + B + 1, L->cs_off = a + 2 * ((uint64_t)B + 1);
-    /* counts first, into the offset arrays shifted by one */
-    measure(p, L->seg, m, L->pk_off + 1, L->cs_off + 1);
+    if (p->measured != L->seg) measure(p, L->seg, &p->m, L->pk_off + 1, L->cs_off + 1);
     uint64_t row = L->cfg.row_bytes, align = L->cfg.chunk_align;
     L->pk_off[0] = L->ck_off[0] = L->cs_off[0] = 0;
     for (uint32_t b = 0; b < B; b++) {
@@ -477,7 +500,6 @@ static int alloc_offsets(plan_t *p, measure_t *m)
     }
     for (uint32_t k = 0; k < L->K; k++)
         L->cs_off[k + 1] += L->cs_off[k];
-    return 0;
 }
 
 /* Writes the chunk and cache node lists, each sorted, and the per-node output counts. */
@@ -518,7 +540,7 @@ static uint64_t cut_partitions(plan_t *p, uint32_t *lo, uint64_t *n)
     uint64_t N = L->cfg.num_nodes, row = L->cfg.row_bytes, cap = L->cfg.pack_bytes;
     uint64_t parts = 0, bytes = 0, targets = 0;
     for (uint64_t v = 0; v < N; v++) {
-        uint64_t outs = p->st[v] == HOT ? 1 : p->st[v], b = (1 + outs) * row;
+        uint64_t outs = p->nd[v].st == HOT ? 1 : p->nd[v].st, b = (1 + outs) * row;
         if (v == 0 || (cap && bytes + b > cap)) {
             if (v && n) n[parts - 1] = targets;
             if (lo) lo[parts] = (uint32_t)v;
@@ -552,12 +574,53 @@ typedef struct {
     uint32_t pad;
 } rec_t;
 
-static int cmp_rec(const void *a, const void *b)
+static inline int rec_less(const rec_t *x, const rec_t *y)
 {
-    const rec_t *x = a, *y = b;
-    if (x->key != y->key) return x->key < y->key ? -1 : 1;
-    if (x->fp != y->fp) return x->fp < y->fp ? -1 : 1;
-    return x->idx < y->idx ? -1 : x->idx > y->idx;
+    if (x->key != y->key) return x->key < y->key;
+    if (x->fp != y->fp) return x->fp < y->fp;
+    return x->idx < y->idx;
+}
+
+static inline unsigned rec_digit(const rec_t *x, int d)
+{
+    return (unsigned)((d < 8 ? x->fp >> (8 * d) : x->key >> (8 * (d - 8))) & 255);
+}
+
+/* Sorts r[0 .. n) by (key, fp, idx) where r comes in idx order: LSD radix by bytes, fp's then
+ * the key's low kb bytes (stable, so idx breaks the ties), skipping bytes equal in every record;
+ * tmp holds n. Short runs by insertion. */
+static void sort_recs(rec_t *r, rec_t *tmp, size_t n, int kb)
+{
+    if (n < 32) {
+        for (size_t i = 1; i < n; i++) {
+            rec_t x = r[i];
+            size_t j = i;
+            for (; j > 0 && rec_less(&x, &r[j - 1]); j--)
+                r[j] = r[j - 1];
+            r[j] = x;
+        }
+        return;
+    }
+    size_t cnt[16][256];
+    int nd = 8 + kb;
+    memset(cnt, 0, sizeof cnt);
+    for (size_t i = 0; i < n; i++)
+        for (int d = 0; d < nd; d++)
+            cnt[d][rec_digit(&r[i], d)]++;
+    rec_t *src = r, *dst = tmp;
+    for (int d = 0; d < nd; d++) {
+        size_t *c = cnt[d], sum = 0;
+        if (c[rec_digit(&src[0], d)] == n) continue;
+        for (int k = 0; k < 256; k++) {
+            size_t x = c[k];
+            c[k] = sum, sum += x;
+        }
+        for (size_t i = 0; i < n; i++)
+            dst[c[rec_digit(&src[i], d)]++] = src[i];
+        rec_t *x = src;
+        src = dst, dst = x;
+    }
+    if (src != r) memcpy(r, src, n * sizeof *r);
 }
 
 /* Bits for values < s; the hashes used: as many of num_hashes as fit 64 bits. */
@@ -572,8 +635,8 @@ static uint32_t hash_bits(uint32_t s, uint32_t *nh)
 
 /* Segment k's MinHash keys into r[0 .. C) (C = its cache rows, ix marks them). perm holds
  * TG_LAYOUT_MAX_HASHES x seg u32 and rnd seg u64 of scratch. */
-static void minhash_keys(plan_t *p, uint32_t k, uint32_t b0, uint32_t b1, rec_t *r, uint64_t C,
-                         uint32_t *perm, uint64_t *rnd)
+static int minhash_keys(plan_t *p, uint32_t k, uint32_t b0, uint32_t b1, rec_t *r, uint64_t C,
+                        uint32_t *perm, uint64_t *rnd)
 {
     tg_layout_t *L = p->L;
     uint32_t n = b1 - b0, nh = L->cfg.num_hashes, bits = hash_bits(n, &nh);
@@ -591,9 +654,13 @@ static void minhash_keys(plan_t *p, uint32_t k, uint32_t b0, uint32_t b1, rec_t 
     for (uint64_t c = 0; c < C; c++)
         r[c] = (rec_t){.key = init, .fp = 0, .idx = (uint32_t)c};
     const uint32_t *ids = p->t->ids;
+    uint64_t end = p->t->off[b1];
     for (uint32_t i = 0; i < n; i++)
         for (uint64_t j = p->t->off[b0 + i]; j < p->t->off[b0 + i + 1]; j++) {
-            uint32_t x = p->ix[ids[j]];
+            ahead(p->nd, ids, j, end);
+            if (j + AHEAD / 2 < end && p->nd[ids[j + AHEAD / 2]].ix) /* its record, next */
+                __builtin_prefetch(&r[p->nd[ids[j + AHEAD / 2]].ix - 1], 1, 3);
+            uint32_t x = p->nd[ids[j]].ix;
             if (!x) continue;
             rec_t *e = &r[x - 1];
             for (uint32_t h = 0; h < nh; h++) {
@@ -603,10 +670,11 @@ static void minhash_keys(plan_t *p, uint32_t k, uint32_t b0, uint32_t b1, rec_t 
             }
             e->fp ^= rnd[i];
         }
+    return (int)(nh * bits + 7) / 8;
 }
 
 /* Sorts each partition's run of segment k's cache nodes by key and gives the slots. */
-static void assign_slots(tg_layout_t *L, uint32_t k, rec_t *r)
+static void assign_slots(tg_layout_t *L, uint32_t k, rec_t *r, rec_t *tmp, int kb)
 {
     uint64_t base = L->cs_off[k], C = L->cs_off[k + 1] - base;
     const uint32_t *cn = L->cn + base;
@@ -615,7 +683,7 @@ static void assign_slots(tg_layout_t *L, uint32_t k, rec_t *r)
         uint32_t hi = L->part_lo[part + 1];
         for (i1 = i0 + 1; i1 < C && cn[i1] < hi; i1++)
             ;
-        qsort(r + i0, i1 - i0, sizeof *r, cmp_rec);
+        sort_recs(r + i0, tmp, i1 - i0, kb);
     }
     for (uint64_t i = 0; i < C; i++)
         L->cslot[base + r[i].idx] = (uint32_t)(base + i);
@@ -629,10 +697,15 @@ static void estimate_reads(plan_t *p, uint32_t k, uint32_t b0, uint32_t b1, uint
     uint64_t base = L->cs_off[k], C = L->cs_off[k + 1] - base, row = L->cfg.row_bytes;
     uint64_t page = L->cfg.page_bytes;
     uint32_t *a = s, *b = s + C, *tmp = s + 2 * C;
+    const uint32_t *ids = p->t->ids;
+    uint64_t end = p->t->off[b1];
     for (uint32_t bt = b0; bt < b1; bt++) {
         size_t n = 0;
         for (uint64_t j = p->t->off[bt]; j < p->t->off[bt + 1]; j++) {
-            uint32_t x = p->ix[p->t->ids[j]];
+            ahead(p->nd, ids, j, end);
+            if (j + AHEAD / 2 < end && p->nd[ids[j + AHEAD / 2]].ix) /* its slot, next */
+                __builtin_prefetch(&L->cslot[base + p->nd[ids[j + AHEAD / 2]].ix - 1], 0, 3);
+            uint32_t x = p->nd[ids[j]].ix;
             if (x) a[n] = L->cslot[base + x - 1], b[n++] = (uint32_t)(base + x - 1);
         }
         sort_u32(a, tmp, n);
@@ -647,25 +720,24 @@ static int order_caches(plan_t *p, const measure_t *m)
 {
     tg_layout_t *L = p->L;
     uint64_t C = m->cache_max;
-    uint64_t tb =
-        TG_MAX(C * sizeof(rec_t), 12 * C) + (uint64_t)L->seg * (4 * TG_LAYOUT_MAX_HASHES + 8);
+    uint64_t tb = 2 * C * sizeof(rec_t) + (uint64_t)L->seg * (4 * TG_LAYOUT_MAX_HASHES + 8);
     rec_t *r = held_alloc(L->budget, &p->temp_bytes, tb,
-                          "layout: MinHash keys (24 bytes per "
-                          "cache row of the largest segment)");
+                          "layout: MinHash keys and their sort (48 bytes per cache row of the "
+                          "largest segment)");
     if (!r) return -ENOMEM;
     L->peak = TG_MAX(L->peak, L->reserved + p->node_bytes + p->temp_bytes);
-    uint64_t *rnd = (uint64_t *)((char *)r + TG_MAX(C * sizeof(rec_t), 12 * C));
+    uint64_t *rnd = (uint64_t *)(r + 2 * C); /* the estimates' lists (12 bytes a row) reuse r */
     uint32_t *perm = (uint32_t *)(rnd + L->seg);
     for (uint32_t k = 0, b0 = 0; k < L->K; k++, b0 += L->seg) {
         uint32_t b1 = L->B - b0 > L->seg ? b0 + L->seg : L->B;
         uint64_t base = L->cs_off[k], Ck = L->cs_off[k + 1] - base;
         for (uint64_t i = 0; i < Ck; i++)
-            p->ix[L->cn[base + i]] = (uint32_t)i + 1;
-        minhash_keys(p, k, b0, b1, r, Ck, perm, rnd);
-        assign_slots(L, k, r);
+            p->nd[L->cn[base + i]].ix = (uint32_t)i + 1;
+        int kb = minhash_keys(p, k, b0, b1, r, Ck, perm, rnd);
+        assign_slots(L, k, r, r + C, kb);
         estimate_reads(p, k, b0, b1, (uint32_t *)r);
         for (uint64_t i = 0; i < Ck; i++)
-            p->ix[L->cn[base + i]] = 0;
+            p->nd[L->cn[base + i]].ix = 0;
     }
     free(r);
     if (L->budget) tg_budget_release(L->budget, tb);
@@ -688,7 +760,7 @@ uint64_t tg_layout_bytes(const tg_layout_cfg_t *cfg, uint32_t B, uint64_t T, uin
                     4 + sizeof(tg_layout_step_t) * (2 * (uint64_t)B + 2);
     if (plan_peak) {
         uint64_t cmax = TG_MIN(N, T / 2), longest = TG_MIN(N, T);
-        uint64_t temps = TG_MAX(24 * cmax + (4 * TG_LAYOUT_MAX_HASHES + 8) * (uint64_t)B,
+        uint64_t temps = TG_MAX(48 * cmax + (4 * TG_LAYOUT_MAX_HASHES + 8) * (uint64_t)B,
                                 4 * TG_MAX(cmax, longest));
         *plan_peak = kept + 8 * N + temps;
     }
@@ -697,13 +769,27 @@ uint64_t tg_layout_bytes(const tg_layout_cfg_t *cfg, uint32_t B, uint64_t T, uin
 
 static int plan_steps(plan_t *p)
 {
-    measure_t m;
+    double t[6];
+    t[0] = tg_now();
     int rc = choose_hot(p);
+    if (rc == 0) rc = alloc_offsets(p->L);
+    t[1] = tg_now();
     if (rc == 0) rc = choose_segment(p);
-    if (rc == 0) rc = alloc_offsets(p, &m);
-    if (rc == 0) rc = fill_lists(p, &m);
+    t[2] = tg_now();
+    if (rc == 0) {
+        set_offsets(p);
+        rc = fill_lists(p, &p->m);
+    }
+    t[3] = tg_now();
     if (rc == 0) rc = partitions(p);
-    if (rc == 0) rc = order_caches(p, &m);
+    t[4] = tg_now();
+    if (rc == 0) rc = order_caches(p, &p->m);
+    t[5] = tg_now();
+    if (rc == 0)
+        tg_log_debug("layout: planned in %.2f s: hot %.2f, segment %.2f (%u steps), lists %.2f, "
+                     "partitions %.2f, MinHash order and estimates %.2f",
+                     t[5] - t[0], t[1] - t[0], t[2] - t[1], p->L->nsteps, t[3] - t[2], t[4] - t[3],
+                     t[5] - t[4]);
     return rc;
 }
 
@@ -725,21 +811,20 @@ int tg_layout_plan(tg_layout_t **out, const tg_cs_trace_t *t, const tg_layout_cf
     L->B = t->iters;
     plan_t p = {.t = t, .L = L, .node_bytes = 8 * c.num_nodes};
     uint64_t nb = 0;
-    p.st = held_alloc(budget, &nb, p.node_bytes,
+    p.nd = held_alloc(budget, &nb, p.node_bytes,
                       "layout: per-node counts and marks (8 bytes "
                       "per node)");
-    if (!p.st) {
+    if (!p.nd) {
         tg_layout_destroy(L);
         return -ENOMEM;
     }
-    memset(p.st, 0, (size_t)p.node_bytes);
-    p.ix = p.st + c.num_nodes;
+    memset(p.nd, 0, (size_t)p.node_bytes);
     rc = check_trace(&p);
     if (rc == 0) {
         L->accesses = t->off[t->iters];
         rc = plan_steps(&p);
     }
-    free(p.st);
+    free(p.nd);
     if (budget) tg_budget_release(budget, nb);
     if (rc < 0) {
         tg_layout_destroy(L);
@@ -886,12 +971,19 @@ void tg_layout_loc_free(tg_layout_loc_t *loc)
     memset(loc, 0, sizeof *loc);
 }
 
-static int not_in_batch(uint32_t b, uint64_t r, uint32_t v, const char *why)
+/* The first index >= i of a[0 .. n) (ascending) whose value is >= v, galloping from i: O(log
+ * of the distance), so a sorted walk over a long list costs what it skips in logarithms. */
+static uint64_t gallop(const uint32_t *a, uint64_t n, uint64_t i, uint32_t v)
 {
-    return tg_err(-EINVAL, "layout: batch %u position %llu: node %u %s", b, (unsigned long long)r,
-                  v, why);
+    uint64_t hi = i, step = 1; /* a[j] < v for every j < i */
+    while (hi < n && a[hi] < v)
+        i = hi + 1, hi += step, step *= 2;
+    return i + lower_bound(a + i, TG_MIN(hi, n) - i, v);
 }
 
+/* The batch's ids sorted with their positions, walked once beside the sorted hot list, the
+ * batch's chunk list and its segment's cache list; cache hits are kept in place as (slot,
+ * position) and sorted by slot at the end. */
 int tg_layout_locate(const tg_layout_t *L, uint32_t b, const uint32_t *ids, uint64_t n,
                      tg_layout_loc_t *loc)
 {
@@ -904,38 +996,36 @@ int tg_layout_locate(const tg_layout_t *L, uint32_t b, const uint32_t *ids, uint
     uint64_t pa = L->pk_off[b], pn = L->pk_off[b + 1] - pa, row = L->cfg.row_bytes;
     uint64_t ca = L->cs_off[k], cnum = L->cs_off[k + 1] - ca, nh = 0, nc = 0, nk = 0;
     const uint32_t *pk = L->pk + pa, *cn = L->cn + ca;
-    if (pn > loc->cap)
-        return tg_err(-EINVAL, "layout: batch %u: its chunk has %llu rows, the batch %llu", b,
-                      (unsigned long long)pn, (unsigned long long)n);
-    for (uint64_t i = 0; i < pn; i++)
-        loc->chunk_pos[i] = UINT32_MAX;
-    for (uint64_t r = 0; r < n; r++) {
-        uint32_t v = ids[r];
-        uint64_t i;
-        if ((i = find(L->hot, L->H, v)) != UINT64_MAX) {
-            loc->hot_pos[nh] = (uint32_t)r, loc->hot_slot[nh++] = (uint32_t)i;
-        } else if ((i = find(pk, pn, v)) != UINT64_MAX) {
-            if (loc->chunk_pos[i] != UINT32_MAX)
-                return not_in_batch(b, r, v, "again (also at an earlier position)");
-            loc->chunk_pos[i] = (uint32_t)r, nk++;
-        } else if ((i = find(cn, cnum, v)) != UINT64_MAX) {
-            loc->cache_off[nc++] = (uint64_t)L->cslot[ca + i] << 32 | r;
+    uint64_t *A = loc->cache_off, hi = 0, pi = 0, ci = 0, prev = UINT64_MAX;
+    for (uint64_t r = 0; r < n; r++)
+        A[r] = (uint64_t)ids[r] << 32 | r;
+    sort_u64_hi(A, loc->tmp, n);
+    for (uint64_t i = 0; i < n; i++) {
+        uint32_t v = (uint32_t)(A[i] >> 32), r = (uint32_t)A[i];
+        if (v == prev >> 32)
+            return tg_err(-EINVAL, "layout: batch %u position %u: node %u again (also at %u)", b, r,
+                          v, (uint32_t)prev);
+        prev = A[i];
+        if ((hi = gallop(L->hot, L->H, hi, v)) < L->H && L->hot[hi] == v) {
+            loc->hot_pos[nh] = r, loc->hot_slot[nh++] = (uint32_t)hi;
+        } else if ((pi = gallop(pk, pn, pi, v)) < pn && pk[pi] == v) {
+            loc->chunk_pos[pi] = r, nk++;
+        } else if ((ci = gallop(cn, cnum, ci, v)) < cnum && cn[ci] == v) {
+            A[nc++] = (uint64_t)L->cslot[ca + ci] << 32 | r; /* nc <= i: A[i] is read already */
         } else {
-            return not_in_batch(b, r, v, "is not one of the batch's rows in this layout");
+            return tg_err(-EINVAL,
+                          "layout: batch %u position %u: node %u is not one of the batch's rows "
+                          "in this layout",
+                          b, r, v);
         }
     }
     if (nk != pn)
         return tg_err(-EINVAL, "layout: batch %u: its ids name %llu of its chunk's %llu rows", b,
                       (unsigned long long)nk, (unsigned long long)pn);
-    sort_u64_hi(loc->cache_off, loc->tmp, nc);
-    for (uint64_t i = 0, prev = UINT64_MAX; i < nc; i++) {
-        uint64_t x = loc->cache_off[i], slot = x >> 32;
-        if (slot == prev)
-            return not_in_batch(b, (uint32_t)x, ids[(uint32_t)x],
-                                "again (also at an earlier position)");
-        loc->cache_pos[i] = (uint32_t)x;
-        loc->cache_off[i] = slot * row;
-        prev = slot;
+    sort_u64_hi(A, loc->tmp, nc);
+    for (uint64_t i = 0; i < nc; i++) {
+        loc->cache_pos[i] = (uint32_t)A[i];
+        loc->cache_off[i] = (A[i] >> 32) * row; /* the same array: entry i read first */
     }
     loc->n_hot = nh, loc->n_cache = nc, loc->n_chunk = nk;
     loc->chunk_off = L->ck_off[b];
