@@ -103,57 +103,38 @@ static void *held_alloc(tg_budget_t *b, uint64_t *held, uint64_t bytes, const ch
     return p;
 }
 
-/* Sorts a[0 .. n) ascending: LSD radix by bytes, skipping bytes equal in every value; tmp holds n.
- */
-static void sort_u32(uint32_t *a, uint32_t *tmp, size_t n)
-{
-    if (n < 2) return;
-    size_t cnt[4][256];
-    memset(cnt, 0, sizeof cnt);
-    for (size_t i = 0; i < n; i++)
-        for (int d = 0; d < 4; d++)
-            cnt[d][(a[i] >> (8 * d)) & 255]++;
-    uint32_t *src = a, *dst = tmp;
-    for (int d = 0; d < 4; d++) {
-        size_t *c = cnt[d], sum = 0;
-        if (c[(src[0] >> (8 * d)) & 255] == n) continue;
-        for (int k = 0; k < 256; k++) {
-            size_t x = c[k];
-            c[k] = sum, sum += x;
-        }
-        for (size_t i = 0; i < n; i++)
-            dst[c[(src[i] >> (8 * d)) & 255]++] = src[i];
-        uint32_t *x = src;
-        src = dst, dst = x;
+/* LSD radix sort of a[0 .. n) of type T by the 4 bytes from bit SH0 up (8 bits a pass, passes
+ * whose byte is equal in every value skipped); tmp holds n. Stable. */
+#define DEFINE_RADIX4(name, T, SH0)                                                                \
+    static void name(T *a, T *tmp, size_t n)                                                       \
+    {                                                                                              \
+        if (n < 2) return;                                                                         \
+        size_t cnt[4][256];                                                                        \
+        memset(cnt, 0, sizeof cnt);                                                                \
+        for (size_t i = 0; i < n; i++)                                                             \
+            for (int d = 0; d < 4; d++)                                                            \
+                cnt[d][(a[i] >> (SH0 + 8 * d)) & 255]++;                                           \
+        T *src = a, *dst = tmp;                                                                    \
+        for (int d = 0; d < 4; d++) {                                                              \
+            size_t *c = cnt[d], sum = 0;                                                           \
+            int sh = SH0 + 8 * d;                                                                  \
+            if (c[(src[0] >> sh) & 255] == n) continue;                                            \
+            for (int k = 0; k < 256; k++) {                                                        \
+                size_t x = c[k];                                                                   \
+                c[k] = sum, sum += x;                                                              \
+            }                                                                                      \
+            for (size_t i = 0; i < n; i++)                                                         \
+                dst[c[(src[i] >> sh) & 255]++] = src[i];                                           \
+            T *x = src;                                                                            \
+            src = dst, dst = x;                                                                    \
+        }                                                                                          \
+        if (src != a) memcpy(a, src, n * sizeof *a);                                               \
     }
-    if (src != a) memcpy(a, src, n * sizeof *a);
-}
 
-/* Sorts a[0 .. n) by the high 32 bits (distinct there: the low bits never decide). */
-static void sort_u64_hi(uint64_t *a, uint64_t *tmp, size_t n)
-{
-    if (n < 2) return;
-    size_t cnt[4][256];
-    memset(cnt, 0, sizeof cnt);
-    for (size_t i = 0; i < n; i++)
-        for (int d = 0; d < 4; d++)
-            cnt[d][(a[i] >> (32 + 8 * d)) & 255]++;
-    uint64_t *src = a, *dst = tmp;
-    for (int d = 0; d < 4; d++) {
-        size_t *c = cnt[d], sum = 0;
-        int sh = 32 + 8 * d;
-        if (c[(src[0] >> sh) & 255] == n) continue;
-        for (int k = 0; k < 256; k++) {
-            size_t x = c[k];
-            c[k] = sum, sum += x;
-        }
-        for (size_t i = 0; i < n; i++)
-            dst[c[(src[i] >> sh) & 255]++] = src[i];
-        uint64_t *x = src;
-        src = dst, dst = x;
-    }
-    if (src != a) memcpy(a, src, n * sizeof *a);
-}
+/* Node lists ascending. */
+DEFINE_RADIX4(sort_u32, uint32_t, 0)
+/* (key << 32 | payload) pairs by key (keys distinct, or ties kept in order). */
+DEFINE_RADIX4(sort_u64_hi, uint64_t, 32)
 
 /* The first index of a[0 .. n) (ascending) whose value is >= v. */
 static uint64_t lower_bound(const uint32_t *a, uint64_t n, uint32_t v)
