@@ -731,6 +731,54 @@ TG_TEST(hot_ties)
     }
 }
 
+/* A given hot set: exactly those nodes are hot (one the batches do not use too), packing gets
+ * no hot targets, locate serves them from their slots; a list out of order is refused. */
+TG_TEST(hot_given)
+{
+    uint32_t ids[] = {5, 9, 2, 5, 7, 4, 7, 9, 5, 2};
+    uint64_t off[] = {0, 3, 6, 10};
+    tg_cs_trace_t t = {.iters = 3, .off = off, .ids = ids};
+    uint32_t given[] = {2, 7, 11};
+    tg_layout_cfg_t c = {.num_nodes = 12, .row_bytes = 8, .hot_rows = 1, .segment = 1};
+    c.hot_given = given;
+    c.num_hot_given = 3;
+    tg_layout_t *L = NULL;
+    TG_CHECK_OK(tg_layout_plan(&L, &t, &c, NULL));
+    if (L) {
+        uint64_t n;
+        const uint32_t *h = tg_layout_hot(L, &n);
+        TG_CHECK(n == 3 && h[0] == 2 && h[1] == 7 && h[2] == 11);
+        tg_layout_summary_t sm;
+        tg_layout_summary(L, &sm);
+        TG_CHECK_EQ_U64(sm.hot_accesses, 4); /* 2 twice, 7 twice */
+        uint64_t total = 0;
+        for (uint64_t p = 0; p < sm.num_partitions; p++) {
+            uint32_t lo, hi;
+            uint64_t nt, got = 0;
+            TG_CHECK_OK(tg_layout_partition(L, p, &lo, &hi, &nt));
+            tg_pack_target_t *tg = malloc((nt + 1) * sizeof *tg);
+            TG_CHECK_OK(tg_layout_targets(L, p, tg, nt, &got));
+            for (uint64_t i = 0; i < got; i++)
+                TG_CHECK(tg[i].out != TG_LAYOUT_HOT);
+            total += got;
+            free(tg);
+        }
+        TG_CHECK_EQ_U64(total, sm.cache_rows + sm.packed_rows);
+        tg_layout_loc_t loc;
+        TG_CHECK_OK(tg_layout_loc_init(&loc, 4, NULL));
+        TG_CHECK_OK(tg_layout_locate(L, 2, ids + 6, 4, &loc)); /* 7 9 5 2 */
+        TG_CHECK_EQ_U64(loc.n_hot, 2);
+        for (uint64_t i = 0; i < loc.n_hot; i++)
+            TG_CHECK(given[loc.hot_slot[i]] == ids[6 + loc.hot_pos[i]]);
+        tg_layout_loc_free(&loc);
+    }
+    tg_layout_destroy(L);
+    uint32_t bad[] = {7, 2};
+    c.hot_given = bad;
+    c.num_hot_given = 2;
+    TG_CHECK_ERR(tg_layout_plan(&L, &t, &c, NULL), "not ascending");
+}
+
 /* Every reservation refused in turn: -ENOMEM naming the layout, nothing held afterwards. */
 TG_TEST(budget)
 {
@@ -875,6 +923,7 @@ int main(void)
     TG_RUN(minhash_touches_fewer_pages);
     TG_RUN(deterministic);
     TG_RUN(hot_ties);
+    TG_RUN(hot_given);
     TG_RUN(budget);
     TG_RUN(bad_input);
     TG_RUN(empty_trace);

@@ -122,6 +122,12 @@ typedef struct tg_layout_cfg {
     uint64_t pack_bytes;  /* RAM of one packing partition; 0 = one partition */
     uint32_t chunk_align; /* power of two; 0 = 4096 */
     uint32_t page_bytes;  /* page of the read estimate; 0 = 4096 */
+    /* A hot set chosen before (by an earlier layout, its rows kept in RAM): num_hot_given ids,
+     * strictly ascending, < num_nodes. hot_rows is then ignored, the hot tier is exactly these
+     * nodes (used by the batches or not), and packing gets no hot targets: their rows are held
+     * already. (DiskGNN with fresh samples every epoch keeps the first epoch's hot rows.) */
+    const uint32_t *hot_given;
+    uint64_t num_hot_given;
 } tg_layout_cfg_t;
 
 /* One step of the segment search: kind 0 = Algorithm 2's estimate, 1 = the exact layout. */

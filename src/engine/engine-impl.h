@@ -104,6 +104,15 @@ typedef struct tg_pass_stats {
      * the JSON key neighbor_cache. */
     int have_ncache;
     uint64_t ncache_lookups, ncache_hits, ncache_bytes;
+    /* Strategies that sample a pass ahead and pack its rows (diskgnn): the pass's preparation -
+     * whether it ran at the pass's start (1) or during the pass before (0: hidden behind it, but
+     * for pack_wait_s, the time the pass waited for it to finish), its sampling (wall), layout
+     * and maps, packing and whole time, the feature bytes packing read and wrote, the packed
+     * file's bytes on disk, the segment size and the layout's estimated read amplification. */
+    int have_pack, pack_prepared_now;
+    double pack_wait_s, pack_sample_s, pack_layout_s, pack_s, pack_prep_s;
+    uint64_t pack_read_bytes, pack_write_bytes, pack_disk_bytes, pack_segment;
+    double pack_read_amp_est;
 } tg_pass_stats_t;
 
 typedef struct tg_strategy_i {
@@ -134,6 +143,7 @@ extern const tg_strategy_i tg_strategy_mmap;
 extern const tg_strategy_i tg_strategy_gnndrive;
 extern const tg_strategy_i tg_strategy_pagraph;
 extern const tg_strategy_i tg_strategy_ginex;
+extern const tg_strategy_i tg_strategy_diskgnn;
 
 /* The strategy called name ("auto" is not one: see tg_strategy_choose). */
 int tg_strategy_find(const char *name, const tg_strategy_i **out);

@@ -194,6 +194,21 @@ static const char *pass_ncache_json(const tg_pass_stats_t *ps, char *buf, size_t
     return buf;
 }
 
+/* The JSON object "preprocess" of a strategy that samples and packs a pass ahead (diskgnn). */
+static const char *pass_pack_json(const tg_pass_stats_t *ps, char *buf, size_t len)
+{
+    snprintf(buf, len,
+             "{\"at_start\":%s,\"wait_s\":%.6f,\"sample_s\":%.6f,\"layout_s\":%.6f,"
+             "\"pack_s\":%.6f,\"total_s\":%.6f,\"read_bytes\":%llu,\"write_bytes\":%llu,"
+             "\"disk_bytes\":%llu,\"segment\":%llu,\"read_amp_estimate\":%.6f}",
+             ps->pack_prepared_now ? "true" : "false", ps->pack_wait_s, ps->pack_sample_s,
+             ps->pack_layout_s, ps->pack_s, ps->pack_prep_s,
+             (unsigned long long)ps->pack_read_bytes, (unsigned long long)ps->pack_write_bytes,
+             (unsigned long long)ps->pack_disk_bytes, (unsigned long long)ps->pack_segment,
+             ps->pack_read_amp_est);
+    return buf;
+}
+
 /* ---------------------------------------------------------------- the training step */
 
 typedef struct {
@@ -613,12 +628,14 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
                 tg_json_uint(&j, "prefetch_rows", ps.prefetch_rows);
                 tg_json_uint(&j, "superbatches", ps.superbatches);
             }
-            char ncj[160];
+            char ncj[160], pkj[512];
             if (ps.have_ncache)
                 tg_json_raw(&j, "neighbor_cache", pass_ncache_json(&ps, ncj, sizeof ncj));
+            if (ps.have_pack)
+                tg_json_raw(&j, "preprocess", pass_pack_json(&ps, pkj, sizeof pkj));
             tg_json_end(&j, o.json, NULL);
         }
-        char io_line[384] = "";
+        char io_line[640] = "";
         if (ps.have_io) {
             char a[32], b[32], w[32] = "?", hs[160] = "";
             if (ps.have_io_wait) snprintf(w, sizeof w, "%.2f s", ps.io_wait_s);
@@ -632,6 +649,16 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
                      (unsigned long long)ps.io_requests,
                      tg_fmt_bytes(ps.io_read_bytes, a, sizeof a), tg_fmt_bytes(needed, b, sizeof b),
                      w, hs);
+        }
+        if (ps.have_pack) {
+            size_t l = strlen(io_line);
+            if (ps.pack_prepared_now)
+                snprintf(io_line + l, sizeof io_line - l,
+                         "; sampled and packed at its start in %.2f s", ps.pack_prep_s);
+            else
+                snprintf(io_line + l, sizeof io_line - l,
+                         "; sampled and packed during the epoch before (%.2f s; waited %.2f s)",
+                         ps.pack_prep_s, ps.pack_wait_s);
         }
         if (ps.have_ncache) {
             size_t l = strlen(io_line);

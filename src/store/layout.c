@@ -181,6 +181,14 @@ static int check_cfg(const tg_layout_cfg_t *c, tg_layout_cfg_t *r)
                       TG_LAYOUT_MAX_HASHES);
     if (r->chunk_align & (r->chunk_align - 1))
         return tg_err(-EINVAL, "layout: chunk_align %u, expected a power of two", r->chunk_align);
+    if (r->num_hot_given && !r->hot_given)
+        return tg_err(-EINVAL, "layout: %llu given hot nodes but no list",
+                      (unsigned long long)r->num_hot_given);
+    for (uint64_t i = 0; r->hot_given && i < r->num_hot_given; i++)
+        if (r->hot_given[i] >= r->num_nodes || (i && r->hot_given[i] <= r->hot_given[i - 1]))
+            return tg_err(-EINVAL,
+                          "layout: given hot node %llu (%u) is out of range or not ascending",
+                          (unsigned long long)i, r->hot_given[i]);
     return 0;
 }
 
@@ -244,6 +252,19 @@ static int choose_hot(plan_t *p)
     for (uint64_t j = 0; j < T; j++) {
         ahead(p->nd, t->ids, j, T);
         p->nd[t->ids[j]].st++;
+    }
+    if (L->cfg.hot_given) {
+        /* the given set: exactly these nodes */
+        L->H = L->cfg.num_hot_given;
+        L->hot = held_alloc(L->budget, &L->reserved, L->H * 4, "layout: hot nodes (4 bytes each)");
+        if (!L->hot) return -ENOMEM;
+        if (L->H) memcpy(L->hot, L->cfg.hot_given, L->H * 4);
+        for (uint64_t v = 0, i = 0; v < N; v++) {
+            int hot = i < L->H && L->hot[i] == v;
+            if (hot) L->hot_accesses += p->nd[v].st, i++;
+            p->nd[v].st = hot ? HOT : 0;
+        }
+        return 0;
     }
     uint64_t hb = 8 * ((uint64_t)t->iters + 2);
     uint64_t *hist = held_alloc(L->budget, &p->temp_bytes, hb, "layout: count histogram");
@@ -521,7 +542,8 @@ static uint64_t cut_partitions(plan_t *p, uint32_t *lo, uint64_t *n)
     uint64_t N = L->cfg.num_nodes, row = L->cfg.row_bytes, cap = L->cfg.pack_bytes;
     uint64_t parts = 0, bytes = 0, targets = 0;
     for (uint64_t v = 0; v < N; v++) {
-        uint64_t outs = p->nd[v].st == HOT ? 1 : p->nd[v].st, b = (1 + outs) * row;
+        /* a given hot set gets no targets (its rows are held already) */
+        uint64_t outs = p->nd[v].st == HOT ? !L->cfg.hot_given : p->nd[v].st, b = (1 + outs) * row;
         if (v == 0 || (cap && bytes + b > cap)) {
             if (v && n) n[parts - 1] = targets;
             if (lo) lo[parts] = (uint32_t)v;
@@ -730,7 +752,8 @@ static int order_caches(plan_t *p, const measure_t *m)
 
 uint64_t tg_layout_bytes(const tg_layout_cfg_t *cfg, uint32_t B, uint64_t T, uint64_t *plan_peak)
 {
-    uint64_t N = cfg->num_nodes, row = TG_MAX(cfg->row_bytes, 1), H = TG_MIN(cfg->hot_rows, T);
+    uint64_t N = cfg->num_nodes, row = TG_MAX(cfg->row_bytes, 1);
+    uint64_t H = cfg->hot_given ? cfg->num_hot_given : TG_MIN(cfg->hot_rows, T);
     uint64_t parts = 1;
     if (cfg->pack_bytes) {
         u128 total = (u128)(N + T + H) * row;
@@ -884,7 +907,9 @@ static void partition_targets(const tg_layout_t *L, uint32_t lo, uint32_t hi, ui
                               tg_pack_target_t *out)
 {
     uint64_t row = L->cfg.row_bytes;
-    for (uint64_t i = lower_bound(L->hot, L->H, lo); i < L->H && L->hot[i] < hi; i++)
+    /* a given hot set is held already: no targets */
+    for (uint64_t i = lower_bound(L->hot, L->H, lo);
+         !L->cfg.hot_given && i < L->H && L->hot[i] < hi; i++)
         put(out, pos, lo, L->hot[i], TG_LAYOUT_HOT, i * row);
     for (uint32_t k = 0; k < L->K; k++) {
         uint64_t a = L->cs_off[k], n = L->cs_off[k + 1] - a;
