@@ -273,8 +273,9 @@ static void resume_case(const char *strategy, const char *flags, int out_of_orde
     if (rc < 0) TG_FAIL("%s: %s", strategy, tg_errmsg());
     fprintf(stderr, "  %s%s: %d interruptions\n", strategy, out_of_order ? " out of order" : "",
             calls);
-    /* out of order, a stop first trains the batches already handed out */
-    TG_CHECK(calls >= (out_of_order ? 3 : 10));
+    /* out of order, a stop first trains the batches already handed out: how many depends on
+     * timing (2 stops under ASan on a busy machine, 4 on an idle one), so only one is sure */
+    TG_CHECK(calls >= (out_of_order ? 1 : 10));
     TG_CHECK_EQ_U64(res.epochs_done, 3);
     TG_CHECK(res.last_train_loss == ref.last_train_loss || out_of_order);
     if (!out_of_order) {
