@@ -471,8 +471,8 @@ TG_TEST(read_errors)
         .op = TG_IO_FAULT_READ, .file = "rderr", .lo = 70000, .hi = 70001, .err = EIO};
     TG_CHECK_OK(tg_io_fault_add(&f));
     tg_pack_stats_t st;
-    TG_CHECK_ERR(tg_pack(&o, &st), "rderr");
-    TG_CHECK(strstr(tg_errmsg(), "offset") != NULL);
+    TG_CHECK_ERR(tg_pack(&o, &st), "pack: reading partition 2 (nodes");
+    TG_CHECK(strstr(tg_errmsg(), "rderr: read error at offset") != NULL);
     TG_CHECK(st.partitions <= 2);
     tg_io_fault_clear();
     TG_CHECK_EQ_U64(g.b.used, 0);

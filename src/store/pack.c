@@ -540,15 +540,16 @@ static int reserve(pack_t *pk)
             return 0;
         }
     }
-    char a[32], f[32], l[32];
+    char a[32];
     return tg_err(-ENOMEM,
-                  "pack: needs %s (two read buffers for partition %u's %llu nodes, staging for "
-                  "partition %u's %llu targets, and the read queue), the budget has %s free of %s",
-                  tg_fmt_bytes(z->own + z->io, a, sizeof a), z->wide_part,
-                  (unsigned long long)(z->max_span / pk->rb), z->many_part,
+                  "pack: needs %s (%llu bytes: two read buffers for partition %u's %llu nodes, "
+                  "staging for partition %u's %llu targets, and the read queue), the budget has "
+                  "%llu bytes free of %llu",
+                  tg_fmt_bytes(z->own + z->io, a, sizeof a), (unsigned long long)(z->own + z->io),
+                  z->wide_part, (unsigned long long)(z->max_span / pk->rb), z->many_part,
                   (unsigned long long)z->max_targets,
-                  tg_fmt_bytes(used <= limit ? limit - used : 0, f, sizeof f),
-                  tg_fmt_bytes(limit, l, sizeof l));
+                  (unsigned long long)(used <= limit ? limit - used : 0),
+                  (unsigned long long)limit);
 }
 
 static int alloc_all(pack_t *pk)
@@ -654,7 +655,10 @@ static int run_parts(pack_t *pk, tg_progress_t *bar)
         pk->st.read_wait_s += tg_now() - t0;
         if (s->rc == -ECANCELED)
             return tg_err(-ECANCELED, "pack: cancelled in partition %u", s->part);
-        if (s->rc < 0) return tg_errbox_raise(&pk->rbox);
+        if (s->rc < 0)
+            return tg_err_prefix(
+                tg_errbox_raise(&pk->rbox), "pack: reading partition %u (nodes %llu..%llu)",
+                s->part, (unsigned long long)s->t[0].node, (unsigned long long)s->t[s->n - 1].node);
         int rc = write_slot(pk, s);
         if (rc < 0) return rc;
         if (bar) {
