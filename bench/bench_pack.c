@@ -45,14 +45,6 @@ typedef struct {
     size_t *first; /* partition p: t[first[p] .. first[p + 1]) */
 } plan_t;
 
-static int cmp_target(const void *a, const void *b)
-{
-    const tg_pack_target_t *x = a, *y = b;
-    if (x->node != y->node) return x->node < y->node ? -1 : 1;
-    if (x->out != y->out) return x->out < y->out ? -1 : 1;
-    return x->off < y->off ? -1 : x->off > y->off;
-}
-
 static int64_t plan_targets(void *ctx, uint32_t p, tg_pack_target_t *dst, size_t cap)
 {
     plan_t *pl = ctx;
@@ -213,7 +205,7 @@ int main(int argc, char **argv)
     for (uint32_t o = 0; o < nouts; o++)
         draw_output(&pl, &r, o, targets / nouts + (o < targets % nouts), N, rb, o < shuffled);
     if (ram_rows) draw_output(&pl, &r, (uint32_t)nouts, ram_rows, N, rb, 1);
-    qsort(pl.t, pl.n, sizeof *pl.t, cmp_target);
+    qsort(pl.t, pl.n, sizeof *pl.t, tg_pack_target_cmp);
     uint64_t rows_per_part = TG_MAX(1, (part_mib << 20) / rb);
     uint32_t P = (uint32_t)((N + rows_per_part - 1) / rows_per_part);
     tg_pack_part_t *parts = xmalloc(P * sizeof *parts);

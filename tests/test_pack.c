@@ -35,14 +35,6 @@ typedef struct {
     int short_at; /* the callback returns no targets for this partition (-1 = never) */
 } plan_t;
 
-static int cmp_target(const void *a, const void *b)
-{
-    const tg_pack_target_t *x = a, *y = b;
-    if (x->node != y->node) return x->node < y->node ? -1 : 1;
-    if (x->out != y->out) return x->out < y->out ? -1 : 1;
-    return x->off < y->off ? -1 : x->off > y->off;
-}
-
 /* Output o gets rows[o] rows: random nodes (node 0 and N-1 among output 0's; node 7 in every
  * output), starting at byte base[o]; placed in node order, or at random positions when
  * shuffled[o] (a disk cache ordered by something else). */
@@ -80,7 +72,7 @@ static void plan_make(plan_t *pl, uint32_t N, size_t rb, uint32_t nouts, const u
         free(nodes);
         free(pos);
     }
-    qsort(pl->t, pl->n, sizeof *pl->t, cmp_target);
+    qsort(pl->t, pl->n, sizeof *pl->t, tg_pack_target_cmp);
 }
 
 /* Partitions [lo[p], hi[p]), ntargets counted (plus slack, which tg_pack must accept). Targets

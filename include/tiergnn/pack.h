@@ -142,6 +142,9 @@ typedef struct tg_pack_stats {
     double total_s;
 } tg_pack_stats_t;
 
+/* qsort comparator of tg_pack_target_t by (node, out, off): the order targets() must give. */
+int tg_pack_target_cmp(const void *a, const void *b);
+
 /* Bytes tg_pack reserves against the budget (its own buffers and its read queue's) for these
  * partitions, row size and number of outputs: what to leave free for it. Time: O(nparts). */
 uint64_t tg_pack_bytes(const tg_pack_part_t *parts, uint32_t nparts, size_t row_bytes,

@@ -181,11 +181,12 @@ static int check_opts(const tg_pack_opts_t *o)
 
 /* ---------------------------------------------------------------- targets */
 
-static int target_less(const tg_pack_target_t *a, const tg_pack_target_t *b)
+int tg_pack_target_cmp(const void *a, const void *b)
 {
-    if (a->node != b->node) return a->node < b->node;
-    if (a->out != b->out) return a->out < b->out;
-    return a->off < b->off;
+    const tg_pack_target_t *x = a, *y = b;
+    if (x->node != y->node) return x->node < y->node ? -1 : 1;
+    if (x->out != y->out) return x->out < y->out ? -1 : 1;
+    return x->off < y->off ? -1 : x->off > y->off;
 }
 
 /* Every target of partition p in range, in place and in strict (node, out, off) order. */
@@ -209,7 +210,7 @@ static int check_targets(const pack_t *pk, uint32_t p, const tg_pack_target_t *t
                           "passes the end of output %u (%s, %llu bytes)",
                           p, i, pk->rb, (unsigned long long)t[i].off, t[i].out,
                           out_name(o, t[i].out, name, sizeof name), (unsigned long long)lim);
-        if (i && !target_less(&t[i - 1], &t[i]))
+        if (i && tg_pack_target_cmp(&t[i - 1], &t[i]) >= 0)
             return tg_err(-EINVAL,
                           "pack: partition %u, targets %zu and %zu out of (node, out, off) "
                           "order: (%u, %u, %llu) then (%u, %u, %llu)",
