@@ -6,7 +6,8 @@
  * with O_DIRECT through io/ right after tg_pack holds the rows. Error paths: the abort flag (set
  * before and during), an injected read error and a truncated feature file (features.bin and the
  * offset named), ENOSPC from /dev/full and a failing fdatasync on /dev/null (the output named), an
- * output not open for writing, every kind of bad target, bad partitions, a feature file of the
+ * output not open for writing, a file output's size bound, every kind of bad target, bad
+ * partitions, a feature file of the
  * wrong size, a failing callback, and a budget too small (nothing left reserved). */
 #include "test_feat_common.h"
 
@@ -515,6 +516,13 @@ TG_TEST(write_errors)
     g.u.outs[1].fd = -1;
     TG_CHECK_ERR(tg_pack(&o, NULL), "output 1");
     g.u.outs[1].fd = keep;
+    /* a file output's size bound (a disk budget): rows of 64 bytes from offset 64 pass 100 */
+    g.u.outs[2].size = 100;
+    TG_CHECK_ERR(tg_pack(&o, NULL), "passes the end of output 2");
+    TG_CHECK(strstr(tg_errmsg(), "wrerr-2, 100 bytes)") != NULL);
+    g.u.outs[2].size = 64 + 300 * 64;
+    TG_CHECK_OK(tg_pack(&o, NULL));
+    check_outputs(&g.u, &g.pl, g.feat);
     rig_close(&g);
 }
 
