@@ -7,8 +7,9 @@
  * before and during), an injected read error and a truncated feature file (features.bin and the
  * offset named), ENOSPC from /dev/full and a failing fdatasync on /dev/null (the output named), an
  * output not open for writing, a file output's size bound, every kind of bad target, bad
- * partitions, a feature file of the
- * wrong size, a failing callback, and a budget too small (nothing left reserved). */
+ * partitions, a feature file of the wrong size, a failing callback, and a budget too small
+ * (nothing left reserved). Both io/ backends: run with TIERGNN_IO_FAULT="ENOSYS@0,op=ring" for
+ * the pread one. */
 #include "test_feat_common.h"
 
 #include <stdatomic.h>
