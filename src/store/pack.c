@@ -34,6 +34,14 @@ typedef struct job {    /* one pwrite (file output) or memcpy (RAM output) */
 } job_t;
 
 /* What the buffers must hold, from the partitions alone (tg_pack_bytes and tg_pack agree). */
+/* What tg_pack knows of a file output's page cache (see drop_written). */
+typedef struct out_state {
+    uint64_t lo, end;  /* this partition's writes lie in [lo, end) */
+    uint64_t done;     /* end of every earlier partition's writes */
+    uint8_t touched;   /* written in this partition */
+    uint8_t scattered; /* a partition wrote below an earlier one's last page: keep its pages */
+} out_state_t;
+
 typedef struct sizes {
     uint64_t max_span;    /* bytes of the widest partition (with targets) */
     uint64_t max_targets; /* targets of the partition with the most */
@@ -65,7 +73,7 @@ typedef struct pack {
     slot_t slot[2];
     uint32_t *order;  /* staging position k holds target order[k] */
     uint64_t *count;  /* per output: targets, then next position (counting sort) */
-    uint8_t *touched; /* file outputs written in this partition */
+    out_state_t *ost; /* per output */
     job_t *jobs;
     size_t njobs;
     char *stage;
@@ -109,7 +117,7 @@ static void compute_sizes(const tg_pack_part_t *parts, uint32_t nparts, size_t r
     z->own = 2 * (z->read_buf + z->nreqs * sizeof(tg_io_req_t) +
                   z->max_targets * sizeof(tg_pack_target_t)) +
              z->max_targets * sizeof(uint32_t) + z->njobs * sizeof(job_t) + stage +
-             (uint64_t)nouts * (sizeof(uint64_t) + 1) + sizeof(uint64_t);
+             (uint64_t)(nouts + 1) * (sizeof(uint64_t) + sizeof(out_state_t));
     z->io = (uint64_t)READ_DEPTH * READ_MAX +
             (z->read_buf / READ_MAX + z->nreqs + 1) * IO_BOOK_PER_READ +
             z->nreqs * IO_BOOK_PER_REQ + IO_BOOK_FIXED;
@@ -442,27 +450,50 @@ static void write_share(void *ctx, size_t begin, size_t end, int tid)
     }
 }
 
-/* Counts the partition's writes and lets the kernel write back what it holds of the touched
- * files: posix_fadvise(DONTNEED) starts writeback of the dirty pages and drops the clean ones
- * (those of earlier partitions), so the page cache (counted by a memory cgroup) holds about one
- * partition's writes. Advice only: its failures are ignored. */
+/* The page cache of the file outputs during packing (it counts against a memory cgroup).
+ * An output written in increasing offsets partition after partition (a packed chunk) never
+ * touches again a page below the last one this partition wrote: posix_fadvise(DONTNEED) over
+ * them starts their writeback (the dirty ones) and drops those already clean (earlier
+ * partitions'), so the cache holds about one partition's writes and the disk writes while the
+ * next partitions are read. An output that a partition writes below an earlier partition's last
+ * page (a disk cache in its own order) is left to the kernel until the final sync: a partial page
+ * dropped there would have to be read back before the next row lands in it. Advice only: its
+ * failures are ignored. */
+static void drop_written(pack_t *pk)
+{
+    const tg_pack_out_t *outs = pk->o->outs;
+    for (uint32_t i = 0; i < pk->o->nouts; i++) {
+        out_state_t *st = &pk->ost[i];
+        if (!st->touched) continue;
+        uint64_t page = 4096, behind = st->end / page * page;
+        if (st->lo < st->done / page * page) st->scattered = 1;
+        st->done = TG_MAX(st->done, st->end);
+        if (!st->scattered && behind)
+            (void)posix_fadvise(outs[i].fd, 0, (off_t)behind, POSIX_FADV_DONTNEED);
+    }
+}
+
+/* Counts the partition's writes, per output and in the stats, then drop_written. */
 static void account_writes(pack_t *pk)
 {
     tg_pack_out_t *outs = pk->o->outs;
-    memset(pk->touched, 0, pk->o->nouts);
+    for (uint32_t i = 0; i < pk->o->nouts; i++)
+        pk->ost[i].touched = 0;
     for (size_t i = 0; i < pk->njobs; i++) {
         const job_t *j = &pk->jobs[i];
+        out_state_t *st = &pk->ost[j->out];
         outs[j->out].written += j->len;
         if (outs[j->out].mem) {
             pk->st.ram_bytes += j->len;
-        } else {
-            pk->st.file_bytes += j->len;
-            pk->st.writes++;
-            pk->touched[j->out] = 1;
+            continue;
         }
+        pk->st.file_bytes += j->len;
+        pk->st.writes++;
+        if (!st->touched) st->lo = j->off; /* jobs are in (out, off) order */
+        st->touched = 1;
+        st->end = j->off + j->len;
     }
-    for (uint32_t i = 0; i < pk->o->nouts; i++)
-        if (pk->touched[i]) (void)posix_fadvise(outs[i].fd, 0, 0, POSIX_FADV_DONTNEED);
+    drop_written(pk);
 }
 
 /* Copies and writes the rows of a slot whose read is done. */
@@ -566,10 +597,10 @@ static int alloc_all(pack_t *pk)
     }
     pk->order = malloc(z->max_targets * sizeof *pk->order);
     pk->count = malloc((nouts + 1) * sizeof *pk->count);
-    pk->touched = malloc(nouts + 1);
+    pk->ost = calloc(nouts + 1, sizeof *pk->ost);
     pk->jobs = malloc(z->njobs * sizeof *pk->jobs);
     pk->stage = malloc(z->max_targets * pk->rb);
-    if (!pk->order || !pk->count || !pk->touched || !pk->jobs || !pk->stage) goto oom;
+    if (!pk->order || !pk->count || !pk->ost || !pk->jobs || !pk->stage) goto oom;
     return 0;
 oom:
     return tg_err(-ENOMEM, "pack: out of memory for %llu bytes of buffers",
@@ -613,7 +644,7 @@ static void teardown(pack_t *pk)
     }
     free(pk->order);
     free(pk->count);
-    free(pk->touched);
+    free(pk->ost);
     free(pk->jobs);
     free(pk->stage);
     if (pk->reserved) tg_budget_release(pk->o->budget, pk->reserved);
