@@ -3,7 +3,8 @@
  * over several partitions (with gaps, empty ones, ones whose targets turn out empty), targets at
  * the first and last node, one node sent to many outputs, outputs filled in node order and out of
  * it, runs longer than one write; several threads write what one writes; a file output read back
- * with O_DIRECT through io/ right after tg_pack holds the rows. Error paths: the abort flag (set
+ * with O_DIRECT through io/ right after tg_pack holds the rows, and no packed file stays in the
+ * page cache. Error paths: the abort flag (set
  * before and during), an injected read error and a truncated feature file (features.bin and the
  * offset named), ENOSPC from /dev/full and a failing fdatasync on /dev/null (the output named), an
  * output not open for writing, a file output's size bound, every kind of bad target, bad
@@ -12,7 +13,10 @@
  * the pread one. */
 #include "test_feat_common.h"
 
+#include <linux/magic.h>
 #include <stdatomic.h>
+#include <sys/mman.h>
+#include <sys/vfs.h>
 
 #include "tiergnn/io.h"
 #include "tiergnn/pack.h"
@@ -196,6 +200,26 @@ static void check_outputs(const outs_t *u, const plan_t *pl, const unsigned char
     }
 }
 
+/* Pages of the first len bytes of fd held in the page cache (mincore), or 0 on tmpfs, where
+ * the file's pages are its storage and cannot be dropped. */
+static size_t cached_pages(int fd, size_t len)
+{
+    struct statfs fs;
+    if (fstatfs(fd, &fs) == 0 && fs.f_type == TMPFS_MAGIC) return 0;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), np = (len + page - 1) / page, n = 0;
+    void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+    unsigned char *vec = malloc(np);
+    if (m == MAP_FAILED || mincore(m, len, vec) < 0) {
+        TG_FAIL("mmap/mincore: %s", strerror(errno));
+    } else {
+        for (size_t i = 0; i < np; i++)
+            n += vec[i] & 1;
+    }
+    if (m != MAP_FAILED) munmap(m, len);
+    free(vec);
+    return n;
+}
+
 static tg_pack_opts_t opts_for(plan_t *pl, outs_t *u, const char *feat, tg_budget_t *b)
 {
     return (tg_pack_opts_t){.feat_path = feat,
@@ -301,6 +325,9 @@ TG_TEST(threads_and_direct_reread)
     o.threads = 4;
     o.progress = "packing";
     TG_CHECK_OK(tg_pack(&o, &st4));
+    /* fdatasync + DONTNEED: the packed files do not stay in the page cache */
+    for (uint32_t k = 0; k < 3; k++)
+        TG_CHECK_EQ_U64(cached_pages(u4.outs[k].fd, pl.out_end[k]), 0);
     check_outputs(&u4, &pl, feat);
     for (uint32_t k = 0; k < 4; k++) {
         unsigned char *a = out_bytes(&u1, &pl, k), *b = out_bytes(&u4, &pl, k);
