@@ -33,15 +33,15 @@ typedef struct job {    /* one pwrite (file output) or memcpy (RAM output) */
     uint32_t len; /* <= TG_PACK_WRITE_MAX */
 } job_t;
 
-/* What the buffers must hold, from the partitions alone (tg_pack_bytes and tg_pack agree). */
 /* What tg_pack knows of a file output's page cache (see drop_written). */
 typedef struct out_state {
     uint64_t lo, end;  /* this partition's writes lie in [lo, end) */
     uint64_t done;     /* end of every earlier partition's writes */
     uint8_t touched;   /* written in this partition */
-    uint8_t scattered; /* a partition wrote below an earlier one's last page: keep its pages */
+    uint8_t scattered; /* a partition wrote below an earlier one's last page: never dropped */
 } out_state_t;
 
+/* What the buffers must hold, from the partitions alone (tg_pack_bytes and tg_pack agree). */
 typedef struct sizes {
     uint64_t max_span;    /* bytes of the widest partition (with targets) */
     uint64_t max_targets; /* targets of the partition with the most */
