@@ -2,18 +2,19 @@
  * (bench/README.md, "Batched feature packing").
  *
  *     bench_pack FEATURES.BIN --nodes N --row-bytes B [--targets 7000000] [--outs 40]
- *                [--shuffled 1] [--ram-rows 0] [--part-mib 256] [--threads 4] [--seed 1]
- *                [--dir DIR] [--baseline] [--check 100000]
+ *                [--chunks OUTS] [--shuffled 1] [--ram-rows 0] [--part-mib 256]
+ *                [--threads 4] [--seed 1] [--dir DIR] [--baseline] [--check 100000]
  *
- * Random targets shaped like DiskGNN's layout: --targets rows spread evenly over --outs file
- * outputs (each draws its nodes uniformly; a node may go to several outputs and twice to one);
- * the first --shuffled outputs place their rows at random positions (a disk cache ordered by
+ * Random targets shaped like DiskGNN's layout: --targets rows spread evenly over --chunks chunks
+ * (each draws its nodes uniformly; a node may go to several chunks and twice to one), chunk c
+ * being region c / outs of file output c % outs (--chunks 40 --outs 1: one file of 40 chunks);
+ * the first --shuffled chunks place their rows at random positions (a disk cache ordered by
  * MinHash), the others in node order (packed chunks); --ram-rows more go to one RAM output (the
  * CPU cache). Outputs are O_TMPFILE files in --dir (default: the feature file's directory), so
  * nothing is left behind. Partitions of --part-mib MiB of rows. Printed: the time, the read and
  * write bandwidth and tg_pack's stage times. --baseline first measures the disk alone: an
- * O_DIRECT sequential read of the whole feature file through io/, and an O_DIRECT sequential write
- * (O_DIRECT) of the packed bytes to one file. --check then compares that many random targets'
+ * O_DIRECT sequential read of the whole feature file through io/, and an O_DIRECT sequential
+ * write of the packed bytes to one file. --check then compares that many random targets'
  * bytes (pread) with the feature file's rows; any difference fails the run.
  */
 #include "tiergnn/io.h"
@@ -53,9 +54,10 @@ static int64_t plan_targets(void *ctx, uint32_t p, tg_pack_target_t *dst, size_t
     return (int64_t)n;
 }
 
-/* Output o's rows: nodes sorted (chunks), positions in order or shuffled (disk caches). */
-static void draw_output(plan_t *pl, tg_rng_t *r, uint32_t o, uint64_t rows, uint64_t N, size_t rb,
-                        int shuffled)
+/* A region of output o from byte base: rows nodes sorted (a chunk), positions in order or
+ * shuffled (a disk cache). */
+static void draw_output(plan_t *pl, tg_rng_t *r, uint32_t o, uint64_t base, uint64_t rows,
+                        uint64_t N, size_t rb, int shuffled)
 {
     uint32_t *nodes = xmalloc(rows * sizeof *nodes), *pos = xmalloc(rows * sizeof *pos);
     uint32_t *cnt = calloc(N + 1, sizeof *cnt);
@@ -69,7 +71,7 @@ static void draw_output(plan_t *pl, tg_rng_t *r, uint32_t o, uint64_t rows, uint
         pos[i] = (uint32_t)i;
     if (shuffled) tg_rng_shuffle_u32(r, pos, rows);
     for (uint64_t i = 0; i < rows; i++)
-        pl->t[pl->n++] = (tg_pack_target_t){nodes[i], o, (uint64_t)pos[i] * rb};
+        pl->t[pl->n++] = (tg_pack_target_t){nodes[i], o, base + (uint64_t)pos[i] * rb};
     free(cnt);
     free(nodes);
     free(pos);
@@ -153,7 +155,7 @@ static void check(const plan_t *pl, const tg_pack_out_t *outs, const char *feat,
 int main(int argc, char **argv)
 {
     const char *feat = NULL, *dir = NULL;
-    uint64_t N = 0, rb = 0, targets = 7000000, nouts = 40, shuffled = 1, ram_rows = 0;
+    uint64_t N = 0, rb = 0, targets = 7000000, nouts = 40, chunks = 0, shuffled = 1, ram_rows = 0;
     uint64_t part_mib = 256, threads = 4, seed = 1, ncheck = 100000;
     int do_base = 0;
     for (int i = 1; i < argc; i++) {
@@ -162,6 +164,7 @@ int main(int argc, char **argv)
                         : !strcmp(k, "--row-bytes") ? &rb
                         : !strcmp(k, "--targets")   ? &targets
                         : !strcmp(k, "--outs")      ? &nouts
+                        : !strcmp(k, "--chunks")    ? &chunks
                         : !strcmp(k, "--shuffled")  ? &shuffled
                         : !strcmp(k, "--ram-rows")  ? &ram_rows
                         : !strcmp(k, "--part-mib")  ? &part_mib
@@ -202,9 +205,12 @@ int main(int argc, char **argv)
     tg_rng_t r;
     tg_rng_seed(&r, seed);
     double t0 = tg_now();
-    for (uint32_t o = 0; o < nouts; o++)
-        draw_output(&pl, &r, o, targets / nouts + (o < targets % nouts), N, rb, o < shuffled);
-    if (ram_rows) draw_output(&pl, &r, (uint32_t)nouts, ram_rows, N, rb, 1);
+    if (!chunks) chunks = nouts;
+    uint64_t per_chunk = (targets + chunks - 1) / chunks;
+    for (uint64_t c = 0; c < chunks; c++) /* chunk c: output c % nouts, region c / nouts */
+        draw_output(&pl, &r, (uint32_t)(c % nouts), c / nouts * per_chunk * rb,
+                    targets / chunks + (c < targets % chunks), N, rb, c < shuffled);
+    if (ram_rows) draw_output(&pl, &r, (uint32_t)nouts, 0, ram_rows, N, rb, 1);
     qsort(pl.t, pl.n, sizeof *pl.t, tg_pack_target_cmp);
     uint64_t rows_per_part = TG_MAX(1, (part_mib << 20) / rb);
     uint32_t P = (uint32_t)((N + rows_per_part - 1) / rows_per_part);
@@ -219,10 +225,12 @@ int main(int argc, char **argv)
         parts[p].ntargets = k - pl.first[p];
         pl.first[p + 1] = k;
     }
-    printf("plan: %zu targets (%.2f GB) over %u file outputs (%llu shuffled)%s, %u partitions of "
+    printf("plan: %zu targets (%.2f GB) in %llu chunks (%llu shuffled) over %u file outputs%s, %u "
+           "partitions of "
            "%llu rows, drawn in %.2f s\n",
-           pl.n, pl.n * (double)rb / 1e9, (unsigned)nouts, (unsigned long long)shuffled,
-           ram_rows ? " + 1 RAM output" : "", P, (unsigned long long)rows_per_part, tg_now() - t0);
+           pl.n, pl.n * (double)rb / 1e9, (unsigned long long)chunks, (unsigned long long)shuffled,
+           (unsigned)nouts, ram_rows ? " + 1 RAM output" : "", P, (unsigned long long)rows_per_part,
+           tg_now() - t0);
 
     /* the outputs */
     tg_pack_out_t *outs = calloc(K, sizeof *outs);

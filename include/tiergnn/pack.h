@@ -29,16 +29,16 @@
  *   run leaves nothing behind). File writes are buffered, not O_DIRECT, since runs start
  *   mid-page. After the last partition every file output is fdatasync'ed and dropped from the
  *   page cache (posix_fadvise DONTNEED) - the page cache counts against a memory cgroup. During
- *   packing, an output written in increasing offsets partition after partition (a packed chunk)
- *   has the pages behind its last write handed to writeback and dropped once clean, so the cache
- *   holds about one partition's writes of it; an output that a later partition writes below an
- *   earlier one's pages (a disk cache in its own order) is not dropped before the final sync
- *   (the kernel still writes back and reclaims under pressure), since a partial page dropped
- *   there would be read back from disk before the next row could land in it. Such scattered
- *   outputs cost a pwrite per row run (about 5 us per row on the development VM), append-like
- *   ones a few large writes. A later O_DIRECT read of those files (io/) sees the data: the data
- *   is on disk after fdatasync, and Linux also writes back any dirty page-cache range before it
- *   serves a direct read of it.
+ *   packing, the pages a partition's runs cover whole hold their final bytes (targets do not
+ *   overlap): they are handed to writeback right after the partition's writes and dropped after
+ *   the next partition's, so the cache holds about two partitions' writes and the disk writes
+ *   while the next partitions are read. Pages covered only in part (rows scattered one by one
+ *   over a disk cache, a run's last row) are not dropped before the final sync (the kernel still
+ *   writes back and reclaims them under pressure): dropped, they would be read back from disk
+ *   before the next row could land in them. Scattered rows cost a pwrite each (a few us per
+ *   row on the development VM), runs a few large writes. A later O_DIRECT read of those files
+ *   (io/) sees the data: the data is on disk after fdatasync, and Linux also writes back any
+ *   dirty page-cache range before it serves a direct read of it.
  *
  * Errors (0 or -errno with a tg_errmsg that names the place): a read error or short read of
  *   features.bin (io/'s message: path and offset); a write error (ENOSPC, EIO, EBADF ...) naming

@@ -33,14 +33,6 @@ typedef struct job {    /* one pwrite (file output) or memcpy (RAM output) */
     uint32_t len; /* <= TG_PACK_WRITE_MAX */
 } job_t;
 
-/* What tg_pack knows of a file output's page cache (see drop_written). */
-typedef struct out_state {
-    uint64_t lo, end;  /* this partition's writes lie in [lo, end) */
-    uint64_t done;     /* end of every earlier partition's writes */
-    uint8_t touched;   /* written in this partition */
-    uint8_t scattered; /* a partition wrote below an earlier one's last page: never dropped */
-} out_state_t;
-
 /* What the buffers must hold, from the partitions alone (tg_pack_bytes and tg_pack agree). */
 typedef struct sizes {
     uint64_t max_span;    /* bytes of the widest partition (with targets) */
@@ -71,11 +63,10 @@ typedef struct pack {
     sizes_t sz;
     uint64_t reserved;
     slot_t slot[2];
-    uint32_t *order;  /* staging position k holds target order[k] */
-    uint64_t *count;  /* per output: targets, then next position (counting sort) */
-    out_state_t *ost; /* per output */
-    job_t *jobs;
-    size_t njobs;
+    uint32_t *order;         /* staging position k holds target order[k] */
+    uint64_t *count;         /* per output: targets, then next position (counting sort) */
+    job_t *jobs, *prev_jobs; /* this partition's writes, the previous one's */
+    size_t njobs, nprev;
     char *stage;
     tg_pool_t *pool;
     int nthreads;
@@ -116,8 +107,8 @@ static void compute_sizes(const tg_pack_part_t *parts, uint32_t nparts, size_t r
     z->njobs = z->max_targets + stage / TG_PACK_WRITE_MAX + 1;
     z->own = 2 * (z->read_buf + z->nreqs * sizeof(tg_io_req_t) +
                   z->max_targets * sizeof(tg_pack_target_t)) +
-             z->max_targets * sizeof(uint32_t) + z->njobs * sizeof(job_t) + stage +
-             (uint64_t)(nouts + 1) * (sizeof(uint64_t) + sizeof(out_state_t));
+             z->max_targets * sizeof(uint32_t) + 2 * z->njobs * sizeof(job_t) + stage +
+             (uint64_t)(nouts + 1) * sizeof(uint64_t);
     z->io = (uint64_t)READ_DEPTH * READ_MAX +
             (z->read_buf / READ_MAX + z->nreqs + 1) * IO_BOOK_PER_READ +
             z->nreqs * IO_BOOK_PER_REQ + IO_BOOK_FIXED;
@@ -450,48 +441,53 @@ static void write_share(void *ctx, size_t begin, size_t end, int tid)
     }
 }
 
-/* The page cache of the file outputs during packing (it counts against a memory cgroup).
- * An output written in increasing offsets partition after partition (a packed chunk) never
- * touches again a page below the last one this partition wrote: posix_fadvise(DONTNEED) over
- * them starts their writeback (the dirty ones) and drops those already clean (earlier
- * partitions'), so the cache holds about one partition's writes and the disk writes while the
- * next partitions are read. An output that a partition writes below an earlier partition's last
- * page (a disk cache in its own order) is left to the kernel until the final sync: a partial page
- * dropped there would have to be read back before the next row lands in it. Advice only: its
- * failures are ignored. */
+/* posix_fadvise(DONTNEED) over the whole pages inside the file-output runs of jobs[0 .. n)
+ * (contiguous jobs of one output make one run). Advice only: failures are ignored. */
+static void drop_pages(const pack_t *pk, const job_t *jobs, size_t n)
+{
+    const uint64_t page = 4096;
+    const tg_pack_out_t *outs = pk->o->outs;
+    for (size_t i = 0, k; i < n; i = k) {
+        uint64_t end = jobs[i].off + jobs[i].len;
+        for (k = i + 1; k < n && jobs[k].out == jobs[i].out && jobs[k].off == end; k++)
+            end += jobs[k].len;
+        uint64_t a = round_up(jobs[i].off, page), b = end / page * page;
+        if (!outs[jobs[i].out].mem && a < b)
+            (void)posix_fadvise(outs[jobs[i].out].fd, (off_t)a, (off_t)(b - a),
+                                POSIX_FADV_DONTNEED);
+    }
+}
+
+/* The page cache of the file outputs during packing (it counts against a memory cgroup). A page
+ * that a partition's run covers whole holds its final bytes (targets do not overlap), so no
+ * later partition writes it: DONTNEED right after the writes starts its writeback, and DONTNEED
+ * again after the next partition's writes drops it, clean by then. The cache thus holds about
+ * two partitions' writes and the disk writes while the next partitions are read. Pages a run
+ * covers only in part (a row at a run's end, rows scattered one by one over a disk cache) are
+ * left to the kernel until the final sync: dropped, they would be read back from disk before
+ * the next row could land in them. */
 static void drop_written(pack_t *pk)
 {
-    const tg_pack_out_t *outs = pk->o->outs;
-    for (uint32_t i = 0; i < pk->o->nouts; i++) {
-        out_state_t *st = &pk->ost[i];
-        if (!st->touched) continue;
-        uint64_t page = 4096, behind = st->end / page * page;
-        if (st->lo < st->done / page * page) st->scattered = 1;
-        st->done = TG_MAX(st->done, st->end);
-        if (!st->scattered && behind)
-            (void)posix_fadvise(outs[i].fd, 0, (off_t)behind, POSIX_FADV_DONTNEED);
-    }
+    drop_pages(pk, pk->prev_jobs, pk->nprev);
+    drop_pages(pk, pk->jobs, pk->njobs);
+    job_t *t = pk->prev_jobs;
+    pk->prev_jobs = pk->jobs, pk->nprev = pk->njobs;
+    pk->jobs = t, pk->njobs = 0;
 }
 
 /* Counts the partition's writes, per output and in the stats, then drop_written. */
 static void account_writes(pack_t *pk)
 {
     tg_pack_out_t *outs = pk->o->outs;
-    for (uint32_t i = 0; i < pk->o->nouts; i++)
-        pk->ost[i].touched = 0;
     for (size_t i = 0; i < pk->njobs; i++) {
         const job_t *j = &pk->jobs[i];
-        out_state_t *st = &pk->ost[j->out];
         outs[j->out].written += j->len;
         if (outs[j->out].mem) {
             pk->st.ram_bytes += j->len;
-            continue;
+        } else {
+            pk->st.file_bytes += j->len;
+            pk->st.writes++;
         }
-        pk->st.file_bytes += j->len;
-        pk->st.writes++;
-        if (!st->touched) st->lo = j->off; /* jobs are in (out, off) order */
-        st->touched = 1;
-        st->end = j->off + j->len;
     }
     drop_written(pk);
 }
@@ -597,10 +593,10 @@ static int alloc_all(pack_t *pk)
     }
     pk->order = malloc(z->max_targets * sizeof *pk->order);
     pk->count = malloc((nouts + 1) * sizeof *pk->count);
-    pk->ost = calloc(nouts + 1, sizeof *pk->ost);
     pk->jobs = malloc(z->njobs * sizeof *pk->jobs);
+    pk->prev_jobs = malloc(z->njobs * sizeof *pk->prev_jobs);
     pk->stage = malloc(z->max_targets * pk->rb);
-    if (!pk->order || !pk->count || !pk->ost || !pk->jobs || !pk->stage) goto oom;
+    if (!pk->order || !pk->count || !pk->jobs || !pk->prev_jobs || !pk->stage) goto oom;
     return 0;
 oom:
     return tg_err(-ENOMEM, "pack: out of memory for %llu bytes of buffers",
@@ -644,8 +640,8 @@ static void teardown(pack_t *pk)
     }
     free(pk->order);
     free(pk->count);
-    free(pk->ost);
     free(pk->jobs);
+    free(pk->prev_jobs);
     free(pk->stage);
     if (pk->reserved) tg_budget_release(pk->o->budget, pk->reserved);
     tg_io_file_close(pk->own_feat);
