@@ -105,11 +105,14 @@ enum { TG_LAYOUT_HOT = 0, TG_LAYOUT_CACHE = 1, TG_LAYOUT_CHUNK = 2 };
 
 /* One row written by packing: node's feature row goes to output `out` at byte `off`: RAM hot
  * buffer (off = slot x row_bytes), cache file or chunk file. */
+#ifndef TG_PACK_TARGET_DEFINED
+#define TG_PACK_TARGET_DEFINED /* tiergnn/pack.h defines the same record */
 typedef struct tg_pack_target {
     uint32_t node;
     uint32_t out; /* TG_LAYOUT_HOT / CACHE / CHUNK */
     uint64_t off;
 } tg_pack_target_t;
+#endif
 
 typedef struct tg_layout_cfg {
     uint64_t num_nodes;   /* ids < num_nodes <= 2^32 - 1 */
