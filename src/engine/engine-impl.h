@@ -227,6 +227,10 @@ int tg_run_pass(tg_run_t *r, const tg_pass_t *p, tg_pass_stats_t *st);
 /* Wraps adj so that every read adds n * index_bytes to *counter; the wrapper owns adj. */
 int tg_adj_counting_wrap(tg_adj_t **out, tg_adj_t *adj, size_t index_bytes,
                          _Atomic uint64_t *counter);
+/* The same without owning adj (destroying the view leaves adj): e.g. to count the index bytes
+ * of batches sampled ahead apart, and add them to the pass that trains them. */
+int tg_adj_counting_view(tg_adj_t **out, tg_adj_t *adj, size_t index_bytes,
+                         _Atomic uint64_t *counter);
 
 /* Gathers one batch's rows into X for loader-based strategies. */
 typedef int (*tg_gather_fn)(void *ctx, const tg_batch_t *b, float *X);

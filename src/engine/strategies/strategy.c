@@ -10,9 +10,9 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-static const tg_strategy_i *const strategies[] = {&tg_strategy_memory, &tg_strategy_mmap,
+static const tg_strategy_i *const strategies[] = {&tg_strategy_memory,   &tg_strategy_mmap,
                                                   &tg_strategy_gnndrive, &tg_strategy_pagraph,
-                                                  &tg_strategy_ginex};
+                                                  &tg_strategy_ginex,    &tg_strategy_diskgnn};
 
 #define NSTRAT (sizeof strategies / sizeof strategies[0])
 
@@ -197,6 +197,7 @@ typedef struct {
     tg_adj_t *inner;
     size_t index_bytes;
     _Atomic uint64_t *counter;
+    int owns; /* destroys inner with the wrapper */
 } counting_t;
 
 static int counting_read(tg_adj_t *adj, const uint64_t *pos, size_t n, uint64_t *out)
@@ -209,15 +210,15 @@ static int counting_read(tg_adj_t *adj, const uint64_t *pos, size_t n, uint64_t 
 static void counting_destroy(tg_adj_t *adj)
 {
     counting_t *c = adj->impl;
-    tg_adj_destroy(c->inner);
+    if (c->owns) tg_adj_destroy(c->inner);
     free(c);
     free(adj);
 }
 
 static const tg_adj_i counting_iface = {"counting", counting_read, counting_destroy};
 
-int tg_adj_counting_wrap(tg_adj_t **out, tg_adj_t *adj, size_t index_bytes,
-                         _Atomic uint64_t *counter)
+static int counting_new(tg_adj_t **out, tg_adj_t *adj, size_t index_bytes,
+                        _Atomic uint64_t *counter, int owns)
 {
     *out = NULL;
     tg_adj_t *w = calloc(1, sizeof *w);
@@ -225,9 +226,10 @@ int tg_adj_counting_wrap(tg_adj_t **out, tg_adj_t *adj, size_t index_bytes,
     if (!w || !c) {
         free(w);
         free(c);
-        tg_adj_destroy(adj);
+        if (owns) tg_adj_destroy(adj);
         return tg_err(-ENOMEM, "adjacency: out of memory");
     }
+    c->owns = owns;
     c->inner = adj;
     c->index_bytes = index_bytes;
     c->counter = counter;
@@ -238,6 +240,18 @@ int tg_adj_counting_wrap(tg_adj_t **out, tg_adj_t *adj, size_t index_bytes,
     w->impl = c;
     *out = w;
     return 0;
+}
+
+int tg_adj_counting_wrap(tg_adj_t **out, tg_adj_t *adj, size_t index_bytes,
+                         _Atomic uint64_t *counter)
+{
+    return counting_new(out, adj, index_bytes, counter, 1);
+}
+
+int tg_adj_counting_view(tg_adj_t **out, tg_adj_t *adj, size_t index_bytes,
+                         _Atomic uint64_t *counter)
+{
+    return counting_new(out, adj, index_bytes, counter, 0);
 }
 
 /* ---------------------------------------------------------------- kernel I/O counters */

@@ -1,0 +1,1035 @@
+/* Strategy "diskgnn": DiskGNN's offline sampling and packed feature layout (Liu et al.,
+ * "DiskGNN", sections 3-5) on the CPU, with the same sampler, batches and model as every other
+ * strategy.
+ *
+ * A *generation* is the batches of one pass sampled ahead ("offline sampling") and laid out for
+ * them:
+ *
+ *   sample      the pass's batches (sampler threads over the disk adjacency), spilled through
+ *               graph/spill (ids and blocks) with their access trace
+ *   lay out     store/layout: the hot rows (most used, in RAM), per segment of --segment batches
+ *               a disk cache of the rows several of its batches use (one copy each, MinHash
+ *               order so rows needed together share pages), and each batch's packed chunk (the
+ *               rest, contiguous); the segment size from the paper's Algorithm 2 under
+ *               --disk-budget
+ *   map         every batch's input rows as row numbers of the packed file (written to an
+ *               unnamed map file, read back with the batch)
+ *   pack        store/pack: the feature file read once, sequentially, in partitions, each row
+ *               copied to every place the layout gives it, written with large appends
+ *
+ * The packed file is one unnamed file: [hot rows: a hole][segment caches][chunks], so that one
+ * store/extract extraction reads a batch: the hot rows come from RAM through a prefix tier, the
+ * cache and chunk rows through io_uring with rows close together merged into one read (a chunk
+ * is a run of consecutive rows: a few large reads). Rows are converted (f16, normalisation) in
+ * the one place every strategy converts them, so X equals the file's rows bit for bit.
+ *
+ * Fresh samples every epoch (tiergnn's addition: DiskGNN samples once and reuses the samples):
+ * the run hands a training pass the next one (TG_STRAT_NEXT_PASS), and an inspector thread
+ * samples, lays out and packs the next epoch while this one trains, so from the second epoch on
+ * the preprocessing hides behind training. --reuse-samples K is the paper's mode: one generation
+ * serves K epochs (the batches then differ from memory's after the first of them). Evaluation
+ * passes get a generation of their own, prepared before they run.
+ *
+ * Files: the spill, map and packed files are O_TMPFILE files in the dataset's derived/ directory
+ * (the same disk): an error, SIGINT or SIGKILL leaves nothing behind, and nothing of a packing
+ * that did not finish is ever read. At most two generations exist at once (the one training and
+ * the next), each within --disk-budget.
+ *
+ * Memory (--mem): the hot rows (chosen from the first generation's counts and kept: the paper's
+ * CPU cache, static), the extraction's staging, the packing's partitions, and per generation the
+ * trace and the layout while it is planned. */
+#include "../engine-impl.h"
+#include "../pipeline.h"
+#include "xpass.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tiergnn/changeset.h"
+#include "tiergnn/derived.h"
+#include "tiergnn/extract.h"
+#include "tiergnn/layout.h"
+#include "tiergnn/pack.h"
+
+/* ---------------------------------------------------------------- options */
+
+typedef struct {
+    tg_xpass_cfg_t x;
+    int64_t segment, disk_budget, reuse_samples, hot_cache, pack_mem;
+} dg_cfg_t;
+
+#define DG_OPT(n, k, d, lo, hi, a, f, m, h)                                                        \
+    {                                                                                              \
+        .name = n, .kind = k, .def = d, .min = lo, .max = hi, .auto_ok = a,                        \
+        .offset = offsetof(dg_cfg_t, f), .meta = m, .help = h                                      \
+    }
+
+static const tg_strategy_opt_t dg_opts[] = {
+    TG_XPASS_OPTS_QD(1, "1"),
+    DG_OPT("segment", TG_SOPT_INT, -1, 1, 1 << 24, 1, segment, "S",
+           "batches sharing one disk cache (default auto: the paper's search under "
+           "--disk-budget)"),
+    DG_OPT("disk-budget", TG_SOPT_SIZE, -1, 1, INT64_MAX, 1, disk_budget, "BYTES",
+           "bytes one generation's packed file may take on disk (default: the feature file's "
+           "size)"),
+    DG_OPT("reuse-samples", TG_SOPT_INT, 1, 1, 1 << 20, 0, reuse_samples, "K",
+           "epochs that share one sampling and packing (default 1: fresh samples every epoch, "
+           "packed while the epoch before trains; K > 1: the paper's mode)"),
+    DG_OPT("hot-cache", TG_SOPT_SIZE, -1, 0, INT64_MAX, 1, hot_cache, "SIZE",
+           "RAM for the most used rows (default auto: what --mem leaves; without --mem an "
+           "eighth of the RAM, at most the feature file)"),
+    DG_OPT("pack-mem", TG_SOPT_SIZE, -1, 1 << 20, INT64_MAX, 1, pack_mem, "SIZE",
+           "RAM for one packing partition and the rows it sends (default auto: a fifth of what "
+           "--mem leaves, 16 MiB .. 256 MiB)"),
+};
+
+/* ---------------------------------------------------------------- state */
+
+#define DG_SPILL_BUF ((size_t)4 << 20)
+#define DG_PACK_MIN ((uint64_t)1 << 20)
+#define DG_PACK_MAX ((uint64_t)256 << 20)
+
+/* What identifies the batches of a pass. */
+typedef struct {
+    uint64_t *seeds; /* copy */
+    uint64_t num_seeds, batch_size, seed, epoch, first_batch;
+    int num_layers;
+    int64_t fanouts[TG_MAX_LAYERS];
+} pass_key_t;
+
+/* One generation: a pass's batches sampled, laid out and packed. */
+typedef struct {
+    pass_key_t key;
+    uint64_t num_batches; /* of the pass, those before first_batch included */
+    uint64_t count;       /* batches held: first_batch .. first_batch + count */
+    tg_spill_t *spill;
+    double *sample_s; /* (count) */
+    uint64_t *moff;   /* (count + 1) offsets of the batches' rows in the map file */
+    int map_fd, pack_fd;
+    char map_name[4300], pack_name[4300];
+    uint64_t hot;        /* rows [0, hot) of the packed file are the hot rows (a hole) */
+    uint64_t total_rows; /* rows of the packed file */
+    tg_io_file_t *pf;    /* the packed file, O_DIRECT */
+    tg_extract_t *ex;    /* over pf, the hot tier first */
+    tg_layout_summary_t sum;
+    uint64_t reserved; /* budget held by the generation (moff, sample_s) */
+    double sample_wall_s, layout_s, map_s, pack_s, prep_s;
+    tg_pack_stats_t pst;
+    int uses;                     /* passes it served (--reuse-samples) */
+    _Atomic uint64_t index_bytes; /* adjacency bytes its sampling asked for */
+} gen_t;
+
+enum { INSP_IDLE = 0, INSP_RUNNING = 1, INSP_DONE = 2 };
+
+struct tg_strategy {
+    tg_run_t *r;
+    int normalize;
+    tg_io_stats_t stats;      /* executor reads */
+    tg_io_stats_t pack_stats; /* packing reads */
+    tg_io_file_t *feat;
+    tg_adj_t *disk;
+    char dir[4096];
+    int ready, dead;
+    uint32_t dim;
+    size_t row_bytes; /* raw row in the file */
+    /* the hot rows: chosen by the first generation, kept */
+    uint32_t *hot_nodes;
+    uint64_t hot_rows, hot_cap;
+    unsigned char *hot_buf; /* (hot_cap x row_bytes) raw rows */
+    int hot_filled;
+    tg_tier_t *hot_tier;
+    uint64_t fixed_bytes;
+    uint64_t pack_mem, disk_budget;
+    tg_extract_plan_t xplan; /* the template: num_nodes set per generation */
+    uint64_t keep_bytes;
+    /* generations: cur serves the pass, nxt is prepared by the inspector */
+    gen_t *cur, *nxt, *run; /* run: the one the executor reads now */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t insp;
+    int insp_state, insp_rc;
+    char insp_msg[1024];
+    pass_key_t insp_key; /* the pass it prepares (a copy) */
+    atomic_int insp_abort;
+    /* the executor's position in cur, and the map of the batch it hands out */
+    uint64_t next_id, pos;
+    uint64_t *ids;
+    uint64_t ids_cap;
+    /* figures of the pass */
+    double exec_s;
+};
+
+/* ---------------------------------------------------------------- pass keys */
+
+static void key_free(pass_key_t *k)
+{
+    free(k->seeds);
+    memset(k, 0, sizeof *k);
+}
+
+static int key_set(pass_key_t *k, const tg_pass_t *p)
+{
+    key_free(k);
+    k->seeds = malloc(p->num_seeds ? p->num_seeds * sizeof *k->seeds : 1);
+    if (!k->seeds) return tg_err(-ENOMEM, "diskgnn: out of memory for a seed order");
+    if (p->num_seeds) memcpy(k->seeds, p->seeds, p->num_seeds * sizeof *k->seeds);
+    k->num_seeds = p->num_seeds;
+    k->batch_size = p->batch_size;
+    k->seed = p->seed;
+    k->epoch = p->epoch;
+    k->first_batch = p->first_batch;
+    k->num_layers = p->num_layers;
+    for (int l = 0; l < p->num_layers && l < TG_MAX_LAYERS; l++)
+        k->fanouts[l] = p->fanouts[l];
+    return 0;
+}
+
+/* The batches of p are the key's (same seeds, RNG streams and shapes); epoch_free: any epoch
+ * (--reuse-samples) */
+static int key_match(const pass_key_t *k, const tg_pass_t *p, int epoch_free)
+{
+    if (!k->seeds || k->num_seeds != p->num_seeds || k->batch_size != p->batch_size ||
+        k->seed != p->seed || k->num_layers != p->num_layers || k->first_batch != p->first_batch)
+        return 0;
+    if (!epoch_free && k->epoch != p->epoch) return 0;
+    for (int l = 0; l < p->num_layers; l++)
+        if (k->fanouts[l] != p->fanouts[l]) return 0;
+    if (epoch_free) return 1;
+    return p->num_seeds == 0 || memcmp(k->seeds, p->seeds, p->num_seeds * sizeof *p->seeds) == 0;
+}
+
+/* The pass the key describes (no step). */
+static tg_pass_t key_pass(const pass_key_t *k)
+{
+    return (tg_pass_t){.seeds = k->seeds,
+                       .num_seeds = k->num_seeds,
+                       .batch_size = k->batch_size,
+                       .seed = k->seed,
+                       .epoch = k->epoch,
+                       .first_batch = k->first_batch,
+                       .num_layers = k->num_layers,
+                       .fanouts = k->fanouts};
+}
+
+/* ---------------------------------------------------------------- generations */
+
+static void gen_destroy(tg_strategy_t *s, gen_t *g)
+{
+    if (!g) return;
+    tg_extract_destroy(g->ex);
+    tg_io_file_close(g->pf);
+    if (g->pack_fd >= 0) close(g->pack_fd);
+    if (g->map_fd >= 0) close(g->map_fd);
+    tg_spill_close(g->spill);
+    free(g->sample_s);
+    free(g->moff);
+    key_free(&g->key);
+    if (g->reserved) tg_budget_release(&s->r->budget, g->reserved);
+    free(g);
+}
+
+static int gen_new(tg_strategy_t *s, gen_t **out)
+{
+    *out = NULL;
+    gen_t *g = calloc(1, sizeof *g);
+    if (!g) return tg_err(-ENOMEM, "diskgnn: out of memory");
+    g->map_fd = g->pack_fd = -1;
+    tg_spill_opts_t so = {.buf_bytes = DG_SPILL_BUF, .budget = &s->r->budget};
+    int rc = tg_spill_open(&g->spill, s->dir, &so);
+    if (rc < 0) {
+        gen_destroy(s, g);
+        return rc;
+    }
+    *out = g;
+    return 0;
+}
+
+/* Grows a u32 array to hold n, reserving the growth against the budget. */
+static int grow_u32(tg_strategy_t *s, uint32_t **a, uint64_t *cap, uint64_t n, uint64_t *held)
+{
+    if (n <= *cap) return 0;
+    uint64_t nc = TG_MAX(n, *cap + *cap / 2 + 4096);
+    int rc = tg_budget_reserve(&s->r->budget, (nc - *cap) * sizeof(uint32_t),
+                               "diskgnn: the sampled batches' trace");
+    if (rc < 0) return rc;
+    uint32_t *na = realloc(*a, nc * sizeof(uint32_t));
+    if (!na) {
+        tg_budget_release(&s->r->budget, (nc - *cap) * sizeof(uint32_t));
+        return tg_err(-ENOMEM, "diskgnn: out of memory for a trace of %llu accesses",
+                      (unsigned long long)n);
+    }
+    *held += (nc - *cap) * sizeof(uint32_t);
+    *a = na;
+    *cap = nc;
+    return 0;
+}
+
+/* Samples the generation's batches into its spill file and the trace (ids in X order). */
+static int gen_sample(tg_strategy_t *s, gen_t *g, const atomic_int *abort, uint32_t **trace,
+                      uint64_t *cap, uint64_t *held)
+{
+    tg_run_t *r = s->r;
+    tg_pass_t kp = key_pass(&g->key);
+    /* its own count of the index bytes: the run's counting wrapper would add them to the epoch
+     * the trainer is running; the pass that trains these batches adds them to its own */
+    tg_adj_t *view;
+    int rc = tg_adj_counting_view(&view, s->disk, tg_index_dtype_size(r->ds->meta.index_dtype),
+                                  &g->index_bytes);
+    if (rc < 0) return rc;
+    tg_loader_opts_t lo = tg_pass_loader_opts(&kp, view, r->sopts.sampler_threads, 2);
+    tg_loader_t *ld;
+    if ((rc = tg_loader_start(&ld, &lo)) < 0) {
+        tg_adj_destroy(view);
+        return rc;
+    }
+    g->num_batches = tg_loader_num_batches(ld);
+    g->count = g->num_batches > kp.first_batch ? g->num_batches - kp.first_batch : 0;
+    uint64_t bytes = g->count * sizeof(double) + (g->count + 1) * sizeof(uint64_t);
+    if ((rc = tg_budget_reserve(&r->budget, bytes, "diskgnn: batch offsets")) < 0) goto out;
+    g->reserved += bytes;
+    g->sample_s = malloc(g->count * sizeof(double) + 1);
+    g->moff = malloc((g->count + 1) * sizeof(uint64_t));
+    if (!g->sample_s || !g->moff) {
+        rc = tg_err(-ENOMEM, "diskgnn: out of memory");
+        goto out;
+    }
+    g->moff[0] = 0;
+    for (uint64_t j = 0; j < g->count; j++) {
+        if (abort && atomic_load(abort)) {
+            rc = -ECANCELED;
+            goto out;
+        }
+        tg_loader_item_t *it;
+        rc = tg_loader_next(ld, &it);
+        if (rc == 0) rc = tg_err(-EIO, "diskgnn: the sampler ended before the pass did");
+        if (rc < 0) goto out;
+        const tg_batch_t *b = &it->batch;
+        g->sample_s[j] = it->sample_s;
+        rc = tg_spill_write(g->spill, b);
+        if (rc == 0) rc = grow_u32(s, trace, cap, g->moff[j] + b->num_nodes, held);
+        if (rc == 0) {
+            uint32_t *t = *trace + g->moff[j];
+            for (uint32_t i = 0; i < b->num_nodes; i++)
+                t[i] = (uint32_t)b->nodes[i];
+            g->moff[j + 1] = g->moff[j] + b->num_nodes;
+        }
+        tg_loader_item_free(ld, it);
+        if (rc < 0) goto out;
+    }
+    rc = tg_spill_rewind(g->spill);
+out:
+    tg_loader_stop(ld);
+    tg_adj_destroy(view);
+    return rc;
+}
+
+/* The packing's targets: the layout's, with the cache and chunk offsets moved to their places in
+ * the one packed file ([hot hole][cache file][chunk file]). */
+typedef struct {
+    const tg_layout_t *L;
+    uint64_t base[3];
+} targets_ctx_t;
+
+static int64_t pack_targets(void *ctx, uint32_t p, tg_pack_target_t *dst, size_t cap)
+{
+    targets_ctx_t *c = ctx;
+    uint64_t n = 0;
+    int rc = tg_layout_targets(c->L, p, dst, cap, &n);
+    if (rc < 0) return rc;
+    for (uint64_t i = 0; i < n; i++)
+        dst[i].off += c->base[dst[i].out];
+    return (int64_t)n;
+}
+
+/* Lays out the sampled batches, writes their maps (each input row's row number in the packed
+ * file) and packs the rows. trace: the batches' ids (freed by the caller after). */
+static int gen_layout_pack(tg_strategy_t *s, gen_t *g, const uint32_t *trace, atomic_int *abort,
+                           const char *progress)
+{
+    tg_run_t *r = s->r;
+    int rc = 0;
+    tg_layout_t *L = NULL;
+    tg_layout_loc_t loc = {0};
+    uint64_t *ids = NULL, ids_held = 0;
+    tg_pack_part_t *parts = NULL;
+    uint64_t parts_held = 0;
+    const uint64_t row = s->row_bytes;
+    double t0 = tg_now();
+    const dg_cfg_t *c = r->sopts.cfg;
+    tg_layout_cfg_t lc = {.num_nodes = r->ds->meta.num_nodes,
+                          .row_bytes = row,
+                          .hot_rows = s->hot_filled ? 0 : s->hot_cap,
+                          .hot_given = s->hot_filled ? s->hot_nodes : NULL,
+                          .num_hot_given = s->hot_filled ? s->hot_rows : 0,
+                          .segment = c->segment > 0 ? (uint32_t)c->segment : 0,
+                          .seed = g->key.seed ^ (g->key.epoch * 0x9E3779B97F4A7C15ull),
+                          .disk_budget = s->disk_budget,
+                          .pack_bytes = s->pack_mem / 3,
+                          /* unpadded chunks: every row of the packed file starts at a multiple
+                           * of the row size, so the extraction addresses it by row number */
+                          .chunk_align = 1};
+    tg_cs_trace_t tr = {.iters = (uint32_t)g->count, .off = g->moff, .ids = trace};
+    if ((rc = tg_layout_plan(&L, &tr, &lc, &r->budget)) < 0) goto out;
+    tg_layout_summary(L, &g->sum);
+    g->layout_s = tg_now() - t0;
+    /* the hot rows: the first generation's, kept */
+    if (!s->hot_filled) {
+        uint64_t nh = 0;
+        const uint32_t *hot = tg_layout_hot(L, &nh);
+        if (nh) memcpy(s->hot_nodes, hot, nh * sizeof *hot);
+        s->hot_rows = nh;
+        /* the hot tier serves the packed files' first nh rows (no extraction exists yet) */
+        tg_tier_destroy(s->hot_tier);
+        s->hot_tier = NULL;
+        if ((rc = tg_tier_prefix_create(&s->hot_tier, "diskgnn-hot", s->hot_buf, nh, row)) < 0)
+            goto out;
+    }
+    g->hot = s->hot_rows;
+    uint64_t cache_rows = g->sum.cache_file_bytes / row;
+    g->total_rows = g->hot + cache_rows + g->sum.chunk_file_bytes / row;
+    targets_ctx_t tc = {.L = L, .base = {0, g->hot * row, (g->hot + cache_rows) * row}};
+
+    /* the maps */
+    double t1 = tg_now();
+    uint64_t longest = 0;
+    for (uint64_t j = 0; j < g->count; j++)
+        longest = TG_MAX(longest, g->moff[j + 1] - g->moff[j]);
+    uint64_t ib = longest * sizeof *ids;
+    if ((rc = tg_budget_reserve(&r->budget, ib, "diskgnn: a batch's map")) < 0) goto out;
+    ids_held = ib;
+    if (!(ids = malloc(ib + 1))) {
+        rc = tg_err(-ENOMEM, "diskgnn: out of memory");
+        goto out;
+    }
+    if ((rc = tg_layout_loc_init(&loc, longest, &r->budget)) < 0) goto out;
+    if ((g->map_fd = tg_tmpfile_open(s->dir, "diskgnn-map", 0, g->map_name, sizeof g->map_name)) <
+        0) {
+        rc = g->map_fd;
+        goto out;
+    }
+    for (uint64_t j = 0; j < g->count; j++) {
+        uint64_t n = g->moff[j + 1] - g->moff[j];
+        if ((rc = tg_layout_locate(L, (uint32_t)j, trace + g->moff[j], n, &loc)) < 0) goto out;
+        for (uint64_t i = 0; i < loc.n_hot; i++)
+            ids[loc.hot_pos[i]] = loc.hot_slot[i];
+        for (uint64_t i = 0; i < loc.n_cache; i++)
+            ids[loc.cache_pos[i]] = (tc.base[1] + loc.cache_off[i]) / row;
+        for (uint64_t i = 0; i < loc.n_chunk; i++)
+            ids[loc.chunk_pos[i]] = (tc.base[2] + loc.chunk_off) / row + i;
+        if ((rc = tg_pwrite_full(g->map_fd, ids, n * sizeof *ids, g->moff[j] * sizeof *ids,
+                                 g->map_name)) < 0)
+            goto out;
+    }
+    tg_layout_loc_free(&loc);
+    free(ids);
+    ids = NULL;
+    tg_budget_release(&r->budget, ids_held);
+    ids_held = 0;
+    g->map_s = tg_now() - t1;
+
+    /* the packed file: the hot rows' range is a hole */
+    double t2 = tg_now();
+    if ((g->pack_fd =
+             tg_tmpfile_open(s->dir, "diskgnn-pack", 0, g->pack_name, sizeof g->pack_name)) < 0) {
+        rc = g->pack_fd;
+        goto out;
+    }
+    if (ftruncate(g->pack_fd, (off_t)(g->total_rows * row)) < 0) {
+        rc = tg_err(-errno, "%s: cannot size it to %llu bytes: %s", g->pack_name,
+                    (unsigned long long)(g->total_rows * row), strerror(errno));
+        goto out;
+    }
+    uint64_t np = g->sum.num_partitions;
+    if ((rc = tg_budget_reserve(&r->budget, np * sizeof *parts, "diskgnn: partitions")) < 0)
+        goto out;
+    parts_held = np * sizeof *parts;
+    if (!(parts = calloc(np + 1, sizeof *parts))) {
+        rc = tg_err(-ENOMEM, "diskgnn: out of memory");
+        goto out;
+    }
+    for (uint64_t p = 0; p < np; p++) {
+        uint32_t lo, hi;
+        uint64_t nt;
+        if ((rc = tg_layout_partition(L, p, &lo, &hi, &nt)) < 0) goto out;
+        parts[p] = (tg_pack_part_t){.lo = lo, .hi = hi, .ntargets = nt};
+    }
+    /* the hot rows go to RAM at the first generation only (later layouts keep them) */
+    static unsigned char none;
+    tg_pack_out_t outs[3] = {
+        {.mem = s->hot_buf ? (void *)s->hot_buf : (void *)&none,
+         .size = s->hot_filled ? 0 : s->hot_rows * row,
+         .fd = -1,
+         .name = "the hot rows"},
+        {.fd = g->pack_fd, .name = g->pack_name},
+        {.fd = g->pack_fd, .name = g->pack_name},
+    };
+    tg_pack_opts_t po = {.feat = s->feat,
+                         .num_nodes = r->ds->meta.num_nodes,
+                         .row_bytes = row,
+                         .parts = parts,
+                         .nparts = (uint32_t)np,
+                         .targets = pack_targets,
+                         .targets_ctx = &tc,
+                         .outs = outs,
+                         .nouts = 3,
+                         .threads = TG_MAX(r->sopts.threads, 1),
+                         .budget = &r->budget,
+                         .abort = abort,
+                         .progress = progress,
+                         .io_stats = &s->pack_stats};
+    rc = tg_pack(&po, &g->pst);
+    g->pack_s = tg_now() - t2;
+    if (rc < 0) goto out;
+    if (!s->hot_filled) s->hot_filled = 1;
+out:
+    tg_layout_loc_free(&loc);
+    free(ids);
+    if (ids_held) tg_budget_release(&r->budget, ids_held);
+    free(parts);
+    if (parts_held) tg_budget_release(&r->budget, parts_held);
+    tg_layout_destroy(L);
+    return rc;
+}
+
+/* Opens the generation's packed file for reading and its extraction (the hot tier first). */
+static int gen_open_reader(tg_strategy_t *s, gen_t *g)
+{
+    if (g->ex) return 0;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", g->pack_fd);
+    int rc = tg_io_file_open(&g->pf, path, 0);
+    if (rc < 0) return tg_err_prefix(rc, "diskgnn: the packed file %s", g->pack_name);
+    tg_extract_plan_t pl = s->xplan;
+    pl.num_nodes = g->total_rows;
+    pl.chunk = (uint32_t)TG_MAX(1, TG_MIN((uint64_t)pl.chunk, g->total_rows));
+    tg_extract_opts_t eo = {.plan = &pl,
+                            .feat = g->pf,
+                            .normalize = s->normalize,
+                            .budget = &s->r->budget,
+                            .stats = &s->stats,
+                            .tiers = &s->hot_tier,
+                            .ntiers = 1,
+                            .keep_bytes = s->keep_bytes,
+                            .who = "diskgnn"};
+    return tg_extract_create(&g->ex, &eo);
+}
+
+/* Samples, lays out and packs a generation for pass key k (copied). */
+static int gen_prepare(tg_strategy_t *s, const tg_pass_t *k, atomic_int *abort,
+                       const char *progress, gen_t **out)
+{
+    *out = NULL;
+    gen_t *g;
+    int rc = gen_new(s, &g);
+    if (rc < 0) return rc;
+    double t0 = tg_now();
+    uint32_t *trace = NULL;
+    uint64_t cap = 0, held = 0;
+    if ((rc = key_set(&g->key, k)) == 0 &&
+        (rc = gen_sample(s, g, abort, &trace, &cap, &held)) == 0) {
+        g->sample_wall_s = tg_now() - t0;
+        rc = gen_layout_pack(s, g, trace, abort, progress);
+    }
+    free(trace);
+    if (held) tg_budget_release(&s->r->budget, held);
+    if (rc < 0) {
+        gen_destroy(s, g);
+        return rc;
+    }
+    g->prep_s = tg_now() - t0;
+    *out = g;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- the inspector */
+
+/* The next training pass, sampled, laid out and packed while this one trains. */
+static void *inspector_main(void *arg)
+{
+    tg_strategy_t *s = arg;
+    tg_pass_t k = key_pass(&s->insp_key);
+    gen_t *g = NULL;
+    int rc = gen_prepare(s, &k, &s->insp_abort, NULL, &g);
+    pthread_mutex_lock(&s->mu);
+    if (rc < 0) {
+        s->insp_rc = rc;
+        snprintf(s->insp_msg, sizeof s->insp_msg, "%s", tg_errmsg());
+    }
+    s->nxt = g;
+    s->insp_state = INSP_DONE;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* Waits for the inspector (abort != 0: tells it to stop first). Returns its error, if any,
+ * with its message. */
+static int insp_join(tg_strategy_t *s, int abort)
+{
+    if (s->insp_state == INSP_IDLE) return 0;
+    if (abort) atomic_store(&s->insp_abort, 1);
+    pthread_join(s->insp, NULL);
+    key_free(&s->insp_key);
+    s->insp_state = INSP_IDLE;
+    int rc = s->insp_rc;
+    s->insp_rc = 0;
+    if (rc < 0 && rc != -ECANCELED) return tg_err(rc, "%s", s->insp_msg);
+    return 0;
+}
+
+static int insp_start(tg_strategy_t *s, const tg_pass_t *next)
+{
+    atomic_store(&s->insp_abort, 0);
+    int rc = key_set(&s->insp_key, next);
+    if (rc < 0) return rc;
+    s->insp_rc = 0;
+    s->insp_state = INSP_RUNNING;
+    int e = pthread_create(&s->insp, NULL, inspector_main, s);
+    if (e != 0) {
+        s->insp_state = INSP_IDLE;
+        key_free(&s->insp_key);
+        return tg_err(-e, "diskgnn: cannot start the inspector thread");
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- the executor */
+
+/* The pipeline's source: the generation's batches in order, read back from its spill file, each
+ * with its map (its rows' numbers in the packed file) for the worker that follows. */
+static int src_next(void *ctx, tg_pipe_t *P, tg_loader_item_t **out)
+{
+    tg_strategy_t *s = ctx;
+    gen_t *g = s->run;
+    *out = NULL;
+    if (tg_pipe_aborted(P)) return -ECANCELED;
+    if (s->pos >= g->count) return 0;
+    tg_loader_item_t *it = calloc(1, sizeof *it);
+    if (!it) return tg_err(-ENOMEM, "diskgnn: out of memory");
+    int rc = tg_spill_read(g->spill, &it->batch);
+    if (rc == 0)
+        rc = tg_err(-EIO, "%s: ended before batch %llu", tg_spill_name(g->spill),
+                    (unsigned long long)s->next_id);
+    if (rc < 0) {
+        free(it);
+        return rc;
+    }
+    uint64_t n = g->moff[s->pos + 1] - g->moff[s->pos];
+    if (it->batch.id != s->next_id || it->batch.num_nodes != n)
+        rc = tg_err(-EIO,
+                    "%s: holds batch %llu of %u rows where batch %llu of %llu rows was "
+                    "expected",
+                    tg_spill_name(g->spill), (unsigned long long)it->batch.id, it->batch.num_nodes,
+                    (unsigned long long)s->next_id, (unsigned long long)n);
+    else
+        rc = tg_pread_full(g->map_fd, s->ids, n * sizeof *s->ids, g->moff[s->pos] * sizeof *s->ids,
+                           g->map_name);
+    if (rc < 0) {
+        tg_batch_free(&it->batch);
+        free(it);
+        return rc;
+    }
+    it->sample_s = g->sample_s[s->pos];
+    s->pos++;
+    s->next_id++;
+    *out = it;
+    return 1;
+}
+
+static void src_free(void *ctx, tg_loader_item_t *it)
+{
+    (void)ctx;
+    if (!it) return;
+    tg_batch_free(&it->batch);
+    free(it);
+}
+
+static void ex_fail(void *ctx, int rc, const char *msg)
+{
+    tg_pipe_fail(ctx, rc, msg);
+}
+
+/* One batch: its rows from the hot tier and the packed file (one extraction group). */
+static int dg_work(void *ctx, tg_pipe_t *P, int worker, const tg_batch_t *const *bb,
+                   float *const *XX, int n)
+{
+    tg_strategy_t *s = ctx;
+    (void)worker;
+    if (n != 1) return tg_pipe_fail(P, tg_err(-EINVAL, "diskgnn: groups of one batch only"), NULL);
+    double t0 = tg_now();
+    tg_extract_hooks_t hk = {.fail = ex_fail, .abort = tg_pipe_abort_flag(P), .ctx = P};
+    tg_extract_batch_t eb = {.id = bb[0]->id, .nodes = s->ids, .n = bb[0]->num_nodes, .X = XX[0]};
+    int rc = tg_extract_group(tg_extract_worker(s->run->ex, 0), &eb, 1, &hk);
+    s->exec_s += tg_now() - t0;
+    return rc;
+}
+
+/* ---------------------------------------------------------------- sizing and setup */
+
+static void plan_opts(const tg_dataset_t *ds, const dg_cfg_t *c, char *path, size_t path_len,
+                      int sampler_threads, tg_extract_plan_opts_t *po)
+{
+    tg_extract_plan_opts_default(po);
+    tg_dataset_path(ds, TG_FILE_FEATURES, path, path_len);
+    po->num_nodes = ds->meta.num_nodes;
+    po->feat_dim = ds->meta.feat_dim;
+    po->dtype = ds->meta.feat_dtype;
+    po->extractors = 1;
+    po->io_depth = (unsigned)c->x.io_depth;
+    po->io_gap = c->x.io_gap;
+    po->chunk_rows = (uint32_t)c->x.chunk_rows;
+    po->featbuf = 0;
+    po->probe_path = path;
+    po->other_transient = tg_xpass_adj_transient(tg_xpass_adj_queues(sampler_threads));
+}
+
+static uint64_t dg_min_bytes(const tg_dataset_t *ds, const tg_strategy_opts_t *so, char *why,
+                             size_t why_len)
+{
+    const dg_cfg_t *c = so->cfg;
+    char path[4096], a[32], b[32], d[512];
+    tg_extract_plan_opts_t po;
+    plan_opts(ds, c, path, sizeof path, so->sampler_threads, &po);
+    po.minimum = 1;
+    tg_extract_plan_t pl;
+    if (tg_extract_plan(&pl, &po) < 0) {
+        snprintf(why, why_len, "%s", tg_errmsg());
+        return UINT64_MAX;
+    }
+    unsigned q = tg_xpass_adj_queues(so->sampler_threads);
+    uint64_t adj = tg_xpass_adj_bytes(ds, q) + tg_xpass_adj_transient(q);
+    /* per node: the layout's counts and marks while it plans */
+    uint64_t fixed = 4 * DG_SPILL_BUF + DG_PACK_MIN + 8 * ds->meta.num_nodes;
+    snprintf(why, why_len,
+             "indptr and index-read staging %s, spill buffers, packing and layout "
+             "%s, %s",
+             tg_fmt_bytes(adj, a, sizeof a), tg_fmt_bytes(fixed, b, sizeof b),
+             tg_extract_plan_describe(&pl, d, sizeof d));
+    return adj + fixed + tg_extract_plan_bytes(&pl);
+}
+
+static int dg_open(tg_strategy_t **out, tg_run_t *r, const tg_strategy_opts_t *so)
+{
+    *out = NULL;
+    if (r->ds->meta.num_nodes >= UINT32_MAX)
+        return tg_err(-EINVAL,
+                      "strategy diskgnn: %llu nodes; the layout addresses at most "
+                      "2^32 - 1",
+                      (unsigned long long)r->ds->meta.num_nodes);
+    tg_strategy_t *s = calloc(1, sizeof *s);
+    if (!s) return tg_err(-ENOMEM, "strategy diskgnn: out of memory");
+    s->r = r;
+    s->normalize = so->normalize;
+    tg_io_stats_init(&s->stats);
+    tg_io_stats_init(&s->pack_stats);
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    int rc = tg_xpass_adj_open(r, tg_xpass_adj_queues(so->sampler_threads), &s->stats);
+    s->disk = r->adj;
+    if (rc < 0) goto err;
+    tg_store_opts_t sto = {.normalize = so->normalize, .budget = &r->budget};
+    if ((rc = tg_store_file_open(&r->store, r->ds, &sto)) < 0) goto err;
+    char path[4096];
+    tg_dataset_path(r->ds, TG_FILE_FEATURES, path, sizeof path);
+    if ((rc = tg_io_file_open(&s->feat, path, 0)) < 0) goto err;
+    uint64_t want = tg_meta_expected_size(&r->ds->meta, TG_FILE_FEATURES);
+    if (tg_io_file_size(s->feat) != want) {
+        rc = tg_err(-EINVAL, "%s: %llu bytes, meta.txt says %llu (changed since it was written?)",
+                    path, (unsigned long long)tg_io_file_size(s->feat), (unsigned long long)want);
+        goto err;
+    }
+    *out = s;
+    return 0;
+err:
+    tg_io_file_close(s->feat);
+    pthread_cond_destroy(&s->cv);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+    return rc;
+}
+
+/* Where the runtime files go: the dataset's derived/ directory (the same disk, made if
+ * missing), else the temporary directory. */
+static void runtime_dir(tg_strategy_t *s)
+{
+    tg_derived_dir(s->r->ds, NULL, s->dir, sizeof s->dir);
+    if (mkdir(s->dir, 0777) == 0 || errno == EEXIST) {
+        struct stat st;
+        if (stat(s->dir, &st) == 0 && S_ISDIR(st.st_mode) && access(s->dir, W_OK) == 0) return;
+    }
+    const char *t = getenv("TMPDIR");
+    snprintf(s->dir, sizeof s->dir, "%s", t && *t ? t : "/tmp");
+}
+
+/* Sizes everything at the first pass: the extraction's staging, the packing's memory, what one
+ * generation's trace and layout take while planned, the indices in RAM when there is room, and
+ * the rest for the hot rows. */
+static int dg_setup(tg_strategy_t *s, const tg_pass_t *p)
+{
+    tg_run_t *r = s->r;
+    const dg_cfg_t *c = r->sopts.cfg;
+    const tg_meta_t *m = &r->ds->meta;
+    uint64_t N = m->num_nodes;
+    char path[4096], a[32], b[32], d[32], e[32], f[32];
+    s->dim = m->feat_dim;
+    s->row_bytes = r->row_bytes;
+    tg_extract_plan_opts_t po;
+    plan_opts(r->ds, c, path, sizeof path, r->sopts.sampler_threads, &po);
+    uint64_t limit = r->budget.limit;
+    uint64_t avail = limit ? (limit > r->budget.used ? limit - r->budget.used : 0) : 0;
+    if (limit) po.avail = TG_MAX(avail / 4, 1);
+    int rc = tg_extract_plan(&s->xplan, &po);
+    if (rc < 0) return rc;
+    s->keep_bytes = po.other_transient + s->xplan.transient_bytes;
+    s->disk_budget =
+        c->disk_budget > 0 ? (uint64_t)c->disk_budget : tg_meta_expected_size(m, TG_FILE_FEATURES);
+    /* automatic: a fifth of what is left, 1 MiB .. 256 MiB, and no more than the whole file
+     * with every row sent to a few places would take */
+    uint64_t feat_bytes = tg_meta_expected_size(m, TG_FILE_FEATURES);
+    s->pack_mem = c->pack_mem > 0
+                      ? (uint64_t)c->pack_mem
+                      : TG_MAX(DG_PACK_MIN, TG_MIN(TG_MIN(DG_PACK_MAX, avail / 5), 8 * feat_bytes));
+    /* one generation planned while another trains: its trace (4 bytes per access), its layout
+     * while planned, a batch's map (8 per row) and the locate arrays (32 per row) */
+    uint64_t bn = r->batch_nodes ? r->batch_nodes : TG_MIN(N, (uint64_t)1 << 16);
+    uint64_t B = p->batch_size ? (p->num_seeds + p->batch_size - 1) / p->batch_size : 1;
+    uint64_t T = B * bn;
+    tg_layout_cfg_t lc = {.num_nodes = N, .row_bytes = s->row_bytes, .pack_bytes = s->pack_mem};
+    uint64_t plan_peak = 0;
+    uint64_t kept = tg_layout_bytes(&lc, (uint32_t)TG_MIN(B, UINT32_MAX), T, &plan_peak);
+    uint64_t per_gen =
+        T * 4 + plan_peak + kept + bn * (8 + tg_layout_loc_bytes(1)) + 2 * DG_SPILL_BUF;
+    uint64_t need = tg_extract_plan_bytes(&s->xplan) + s->keep_bytes + s->pack_mem + per_gen +
+                    bn * sizeof(uint64_t) + 2 * DG_SPILL_BUF;
+    if (limit && need > avail)
+        return tg_err(-ENOMEM,
+                      "diskgnn: --mem leaves %s after the model and batches, but reading the "
+                      "packed file (%s), packing (%s) and planning an epoch of %llu batches "
+                      "(%s) need %s: raise --mem, lower --pack-mem, or use smaller batches",
+                      tg_fmt_bytes(avail, a, sizeof a),
+                      tg_fmt_bytes(tg_extract_plan_bytes(&s->xplan), b, sizeof b),
+                      tg_fmt_bytes(s->pack_mem, d, sizeof d), (unsigned long long)B,
+                      tg_fmt_bytes(per_gen, e, sizeof e), tg_fmt_bytes(need, f, sizeof f));
+    uint64_t rest = limit ? avail - need
+                          : (c->hot_cache >= 0 ? (uint64_t)c->hot_cache : tg_phys_mem_bytes() / 8);
+    /* the indices in RAM when they take at most half of what is left: sampling an epoch ahead
+     * from disk costs a random read per neighbour list */
+    if (c->x.resident_indices != 0 && limit) {
+        uint64_t ib = tg_adj_disk_load_bytes(s->disk);
+        if (ib && ib <= rest / 2) {
+            uint64_t keep = r->budget.limit - r->budget.used - (rest - ib);
+            int lr = tg_xpass_adj_resident(r, s->disk, keep, "diskgnn");
+            if (lr < 0) return lr;
+            if (lr > 0) rest -= ib;
+        }
+    }
+    uint64_t hot_bytes = rest;
+    if (c->hot_cache >= 0) hot_bytes = TG_MIN(hot_bytes, (uint64_t)c->hot_cache);
+    /* a row and its node id; the hot tier's lookups are the packed file's first rows */
+    s->hot_cap = TG_MIN(hot_bytes / (s->row_bytes + sizeof(uint32_t)), N);
+    uint64_t mine = s->hot_cap * (s->row_bytes + sizeof(uint32_t));
+    if ((rc = tg_budget_reserve(&r->budget, mine, "diskgnn: hot rows")) < 0) return rc;
+    s->fixed_bytes = mine;
+    s->hot_buf = malloc(s->hot_cap * s->row_bytes + 1);
+    s->hot_nodes = malloc(s->hot_cap * sizeof(uint32_t) + 1);
+    if (!s->hot_buf || !s->hot_nodes)
+        return tg_err(-ENOMEM, "diskgnn: out of memory for %llu hot rows",
+                      (unsigned long long)s->hot_cap);
+    if ((rc = tg_tier_prefix_create(&s->hot_tier, "diskgnn-hot", s->hot_buf, 0, s->row_bytes)) < 0)
+        return rc;
+    runtime_dir(s);
+    tg_log_info("diskgnn: hot rows %llu (%s, %.1f%% of the features), packing partitions of %s, "
+                "disk budget %s per generation, %s; runtime files in %s",
+                (unsigned long long)s->hot_cap, tg_fmt_bytes(mine, a, sizeof a),
+                N ? 100.0 * (double)s->hot_cap / (double)N : 0.0,
+                tg_fmt_bytes(s->pack_mem, b, sizeof b), tg_fmt_bytes(s->disk_budget, d, sizeof d),
+                c->reuse_samples > 1 ? "samples reused" : "fresh samples every epoch", s->dir);
+    s->ready = 1;
+    return 0;
+}
+
+static void dg_close(tg_strategy_t *s)
+{
+    if (!s) return;
+    insp_join(s, 1);
+    gen_destroy(s, s->cur);
+    gen_destroy(s, s->nxt);
+    tg_tier_destroy(s->hot_tier);
+    if (s->fixed_bytes) tg_budget_release(&s->r->budget, s->fixed_bytes);
+    if (s->ids_cap) tg_budget_release(&s->r->budget, s->ids_cap * sizeof *s->ids);
+    free(s->ids);
+    free(s->hot_buf);
+    free(s->hot_nodes);
+    key_free(&s->insp_key);
+    tg_io_file_close(s->feat);
+    pthread_cond_destroy(&s->cv);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+/* ---------------------------------------------------------------- one pass */
+
+static int ids_reserve(tg_strategy_t *s, const gen_t *g)
+{
+    uint64_t longest = 0;
+    for (uint64_t j = 0; j < g->count; j++)
+        longest = TG_MAX(longest, g->moff[j + 1] - g->moff[j]);
+    if (longest <= s->ids_cap) return 0;
+    uint64_t add = (longest - s->ids_cap) * sizeof *s->ids;
+    int rc = tg_budget_reserve(&s->r->budget, add, "diskgnn: a batch's map");
+    if (rc < 0) return rc;
+    uint64_t *n = realloc(s->ids, longest * sizeof *n);
+    if (!n) {
+        tg_budget_release(&s->r->budget, add);
+        return tg_err(-ENOMEM, "diskgnn: out of memory for a batch's map");
+    }
+    s->ids = n;
+    s->ids_cap = longest;
+    return 0;
+}
+
+/* A training generation serves K epochs (--reuse-samples K). */
+static int reuse_more_ok(int training, uint64_t K, const gen_t *g)
+{
+    return g && training && K > 1 && (uint64_t)g->uses < K;
+}
+
+static void dg_on_error(void *ctx)
+{
+    (void)ctx; /* the inspector finishes its generation; the pass joins it */
+}
+
+static int dg_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
+{
+    memset(st, 0, sizeof *st);
+    st->next_batch = p->first_batch;
+    if (s->dead) return tg_err(-ECANCELED, "diskgnn: an earlier pass failed");
+    tg_run_t *r = s->r;
+    const dg_cfg_t *c = r->sopts.cfg;
+    int rc;
+    if (!s->ready && (rc = dg_setup(s, p)) < 0) return rc;
+    int training = p->allow_out_of_order != 0;
+    uint64_t K = (uint64_t)TG_MAX(c->reuse_samples, 1);
+    double t0 = tg_now();
+    /* the generation prepared during the pass before, if this is its pass */
+    double waited0 = tg_now();
+    rc = insp_join(s, 0);
+    double insp_wait = tg_now() - waited0;
+    if (rc < 0) goto fail;
+    gen_t *g = NULL;
+    int prepared_now = 0;
+    if (s->nxt && key_match(&s->nxt->key, p, 0)) {
+        g = s->nxt;
+        s->nxt = NULL;
+    } else if (training && K > 1 && s->cur && (uint64_t)s->cur->uses < K &&
+               key_match(&s->cur->key, p, 1)) {
+        g = s->cur; /* --reuse-samples: the same batches again */
+        s->cur = NULL;
+    } else {
+        char label[64];
+        snprintf(label, sizeof label, "diskgnn: packing %s",
+                 training ? "an epoch's batches" : "the evaluation's batches");
+        int show = isatty(STDERR_FILENO) && tg_log_level() >= TG_LOG_INFO;
+        if ((rc = gen_prepare(s, p, NULL, show ? label : NULL, &g)) < 0) goto fail;
+        prepared_now = 1;
+    }
+    /* a training pass's generation replaces the kept one; an evaluation's is its own */
+    if (training) {
+        gen_destroy(s, s->cur);
+        s->cur = NULL;
+    }
+    s->run = g;
+    if ((rc = gen_open_reader(s, g)) < 0 || (rc = ids_reserve(s, g)) < 0 ||
+        (rc = tg_spill_rewind(g->spill)) < 0)
+        goto done;
+    g->uses++;
+    int reuse_more = training && K > 1 && (uint64_t)g->uses < K;
+    /* the next training pass, prepared while this one trains */
+    if (training && p->next && !reuse_more) {
+        gen_destroy(s, s->nxt);
+        s->nxt = NULL;
+        if ((rc = insp_start(s, p->next)) < 0) goto done;
+    }
+    s->pos = 0;
+    s->next_id = p->first_batch;
+    s->exec_s = 0;
+    /* the index bytes its batches asked for, sampled at its start or during the pass before,
+     * are this pass's (once: a reused generation's batches are sampled once) */
+    if (g->uses == 1) atomic_fetch_add(&r->index_bytes, atomic_load(&g->index_bytes));
+    tg_xpass_begin(g->ex, &s->stats);
+    tg_pipe_source_t src = {
+        .next = src_next, .item_free = src_free, .num_batches = g->num_batches, .ctx = s};
+    tg_pipe_opts_t po = {.pass = p,
+                         .source = &src,
+                         .adj = r->adj,
+                         .dim = r->ds->meta.feat_dim,
+                         .workers = 1,
+                         .group = 1,
+                         .work = dg_work,
+                         .work_ctx = s,
+                         .queue_depth = (int)c->x.queue_depth,
+                         .in_order = 1,
+                         .on_error = dg_on_error,
+                         .error_ctx = s};
+    rc = tg_pipe_run(&po, st);
+    tg_xpass_end(g->ex, &s->stats, 1, st);
+    /* the preparation's reads (sampling, packing) are the epoch's too */
+    tg_io_counts_t pk;
+    tg_io_stats_take(&s->pack_stats, &pk);
+    st->io_requests += pk.io_requests;
+    st->io_read_bytes += pk.io_read_bytes;
+    st->have_pack = 1;
+    st->pack_prepared_now = prepared_now;
+    st->pack_wait_s = insp_wait;
+    st->pack_sample_s = g->sample_wall_s;
+    st->pack_layout_s = g->layout_s + g->map_s;
+    st->pack_s = g->pack_s;
+    st->pack_prep_s = g->prep_s;
+    st->pack_read_bytes = g->pst.read_bytes;
+    st->pack_write_bytes = g->pst.file_bytes;
+    st->pack_disk_bytes = g->sum.disk_bytes;
+    st->pack_segment = g->sum.segment;
+    st->pack_read_amp_est = g->sum.read_amp;
+    (void)t0;
+done:
+    s->run = NULL;
+    if (reuse_more_ok(training, K, g) && rc >= 0)
+        s->cur = g; /* kept for the next epochs (--reuse-samples) */
+    else
+        gen_destroy(s, g); /* its files go now */
+    if (rc < 0) s->dead = 1;
+    return rc;
+fail:
+    s->dead = 1;
+    return rc;
+}
+
+static int dg_in_flight(const tg_strategy_opts_t *so)
+{
+    /* one batch gathered by the executor, queue-depth waiting or training */
+    return 1 + (int)((const dg_cfg_t *)so->cfg)->x.queue_depth;
+}
+
+const tg_strategy_i tg_strategy_diskgnn = {
+    .info = {.name = "diskgnn",
+             .summary = "DiskGNN: each epoch sampled ahead, its rows packed per batch (hot rows "
+                        "in RAM, MinHash-ordered segment caches, packed chunks), the next epoch "
+                        "packed while this one trains",
+             .caps = TG_STRAT_EXACT | TG_STRAT_NEXT_PASS,
+             .opts = dg_opts,
+             .num_opts = sizeof dg_opts / sizeof dg_opts[0],
+             .config_size = sizeof(dg_cfg_t),
+             .example_args = "--mem 40M --hot-cache 20K --chunk-rows 64"},
+    .min_bytes = dg_min_bytes,
+    .open = dg_open,
+    .pass = dg_pass,
+    .close = dg_close,
+    .batches_in_flight = dg_in_flight,
+};

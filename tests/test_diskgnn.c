@@ -1,0 +1,308 @@
+/* The diskgnn strategy: every gathered row equals the in-memory store's, for passes prepared at
+ * their start and passes prepared during the pass before (the next epoch packed while this one
+ * trains), with a resume point, several segment sizes and without hot rows; the packed file stays
+ * within --disk-budget and a budget below the epoch's rows is refused with the bytes needed; the
+ * runtime files (spill, map, packed) leave nothing behind after passes, after read errors of the
+ * packing and of the background sampling, and after SIGKILL while the next epoch is packed; the
+ * epoch JSON carries the preprocessing figures, hidden from the second epoch on. The checkpoints'
+ * equality with memory's and resume after every batch are test_strategy's, for every exact
+ * strategy. */
+#include "test_engine_common.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "engine/engine-impl.h"
+
+static char root[4000], ds[4200];
+#define N 3000u
+#define DIM 16u
+
+typedef struct {
+    uint64_t mem, segment, disk_budget, hot;
+    int sampler_threads, hot_auto;
+} cfg_t;
+
+static int open_run(tg_run_t *r, const cfg_t *c)
+{
+    static char v[3][32];
+    static tg_strategy_arg_t args[6];
+    int n = 0;
+    args[n++] = (tg_strategy_arg_t){"io-depth", "8"}; /* no device probe in tests */
+    args[n++] = (tg_strategy_arg_t){"io-gap", "0"};
+    args[n++] = (tg_strategy_arg_t){"chunk-rows", "64"};
+    if (c->segment) {
+        snprintf(v[0], 32, "%llu", (unsigned long long)c->segment);
+        args[n++] = (tg_strategy_arg_t){"segment", v[0]};
+    }
+    if (c->disk_budget) {
+        snprintf(v[1], 32, "%llu", (unsigned long long)c->disk_budget);
+        args[n++] = (tg_strategy_arg_t){"disk-budget", v[1]};
+    }
+    if (!c->hot_auto) {
+        snprintf(v[2], 32, "%llu", (unsigned long long)c->hot);
+        args[n++] = (tg_strategy_arg_t){"hot-cache", v[2]};
+    }
+    tg_run_opts_t o = {.dataset = ds,
+                       .strategy = "diskgnn",
+                       .args = args,
+                       .nargs = n,
+                       .mem_bytes = c->mem,
+                       .threads = 1};
+    tg_strategy_opts_default(&o.sopts);
+    o.sopts.sampler_threads = c->sampler_threads;
+    return tg_run_open_opts(r, &o);
+}
+
+typedef struct {
+    tg_store_t *ref;
+    uint64_t bad_rows, steps, first_id;
+    float *Xref;
+    int signal_fd; /* >= 0: write a byte at the first step, then wait to be killed */
+} check_t;
+
+static int check_step(void *ctx, const tg_batch_t *b, const float *X)
+{
+    check_t *c = ctx;
+    c->Xref = realloc(c->Xref, (size_t)b->num_nodes * DIM * sizeof *c->Xref);
+    if (tg_store_gather(c->ref, b->nodes, b->num_nodes, c->Xref) < 0) return -EIO;
+    if (memcmp(X, c->Xref, (size_t)b->num_nodes * DIM * sizeof *X)) c->bad_rows++;
+    if (!c->steps) c->first_id = b->id;
+    c->steps++;
+    if (c->signal_fd >= 0) {
+        if (write(c->signal_fd, "s", 1) != 1) return -EIO;
+        for (;;)
+            pause();
+    }
+    return 0;
+}
+
+static const int64_t fan[2] = {5, 5};
+
+static tg_pass_t make_pass(tg_run_t *r, check_t *c, uint64_t epoch, uint64_t first)
+{
+    return (tg_pass_t){.seeds = r->split[0],
+                       .num_seeds = r->split_n[0],
+                       .batch_size = 64,
+                       .seed = 7,
+                       .epoch = epoch,
+                       .first_batch = first,
+                       .num_layers = 2,
+                       .fanouts = fan,
+                       .allow_out_of_order = 1,
+                       .step = check_step,
+                       .ctx = c};
+}
+
+/* A training pass of epoch `epoch` (from batch first), announcing the next epoch's when
+ * with_next. */
+static int run_pass(tg_run_t *r, check_t *c, uint64_t epoch, uint64_t first, int with_next,
+                    tg_pass_stats_t *st)
+{
+    tg_pass_t p = make_pass(r, c, epoch, first);
+    tg_pass_t next = make_pass(r, c, epoch + 1, 0);
+    next.step = NULL;
+    next.ctx = NULL;
+    if (with_next) p.next = &next;
+    return tg_run_pass(r, &p, st);
+}
+
+/* Files in the dataset's derived/ directory (where the runtime files go): 0 when absent. */
+static int derived_files(void)
+{
+    char dir[4300];
+    snprintf(dir, sizeof dir, "%s/derived", ds);
+    int64_t n = (int64_t)tg_test_count_entries(dir, 1);
+    return n < 0 ? 0 : (int)n;
+}
+
+static void pass_case(const cfg_t *cfg, const char *what)
+{
+    tg_run_t r;
+    if (open_run(&r, cfg) < 0) {
+        TG_FAIL("%s: open: %s", what, tg_errmsg());
+        return;
+    }
+    check_t c = {.signal_fd = -1};
+    TG_CHECK_OK(tg_store_memory_open(&c.ref, r.ds, &(tg_store_opts_t){0}));
+    int before = derived_files();
+    /* epoch 0 prepared at its start, announcing epoch 1; epoch 1 prepared during epoch 0; then
+     * epoch 2 resumed inside, prepared at its start */
+    static const uint64_t first[3] = {0, 0, 4};
+    static const int with_next[3] = {1, 0, 0}, at_start[3] = {1, 0, 1};
+    for (int pass = 0; pass < 3; pass++) {
+        tg_pass_stats_t st;
+        c.steps = 0;
+        if (run_pass(&r, &c, (uint64_t)pass, first[pass], with_next[pass], &st) < 0)
+            TG_FAIL("%s: pass %d: %s", what, pass, tg_errmsg());
+        TG_CHECK_EQ_U64(c.bad_rows, 0);
+        TG_CHECK(c.steps > 0 && c.first_id == first[pass]);
+        TG_CHECK(st.have_pack && st.have_io && st.have_cache);
+        TG_CHECK(st.pack_prepared_now == at_start[pass]);
+        TG_CHECK(st.pack_read_bytes > 0 || st.pack_disk_bytes == 0);
+        if (cfg->disk_budget) TG_CHECK(st.pack_disk_bytes <= cfg->disk_budget);
+        /* a segment longer than the pass is the pass */
+        if (cfg->segment) TG_CHECK_EQ_U64(st.pack_segment, TG_MIN(cfg->segment, c.steps));
+        TG_CHECK(!strcmp(st.tiers[0].name, "diskgnn-hot"));
+        if (pass == 1)
+            fprintf(stderr,
+                    "  %-28s hot hit ratio %.3f, segment %llu, packed %llu bytes, estimated "
+                    "read amplification %.2f\n",
+                    what, st.cache_lookups ? (double)st.cache_hits / (double)st.cache_lookups : 0,
+                    (unsigned long long)st.pack_segment, (unsigned long long)st.pack_disk_bytes,
+                    st.pack_read_amp_est);
+    }
+    TG_CHECK_EQ_U64((uint64_t)derived_files(), (uint64_t)before); /* no runtime file left */
+    TG_CHECK(!cfg->mem || r.budget.peak <= cfg->mem);
+    tg_store_release(c.ref);
+    free(c.Xref);
+    tg_run_close(&r);
+}
+
+TG_TEST(rows_equal_the_file)
+{
+    /* an epoch reads about 24 x 1000 rows of 64 bytes (1.5 MiB), 8 times the file: the default
+     * disk budget (the file's size) takes one segment of every batch */
+    pass_case(&(cfg_t){.hot = 400 * 68}, "400 hot rows, auto segment");
+    pass_case(&(cfg_t){.hot = 400 * 68, .segment = 1, .disk_budget = 4 << 20},
+              "segment 1 (all packed)");
+    pass_case(&(cfg_t){.hot = 0, .segment = 3, .sampler_threads = 2, .disk_budget = 4 << 20},
+              "no hot rows, segment 3");
+    pass_case(&(cfg_t){.hot = 0, .segment = 1000}, "one segment");
+    pass_case(&(cfg_t){.hot = 100 * 68, .disk_budget = 600000}, "search under 600 KB");
+    pass_case(&(cfg_t){.mem = 24 << 20, .hot_auto = 1}, "--mem 24M, auto");
+}
+
+TG_TEST(budgets)
+{
+    tg_run_t r;
+    TG_CHECK_ERR(open_run(&r, &(cfg_t){.mem = 100 << 10}), "--mem");
+    /* a disk budget below one copy of the epoch's rows: refused with the bytes it needs */
+    TG_CHECK_OK(open_run(&r, &(cfg_t){.disk_budget = 4096}));
+    check_t c = {.signal_fd = -1};
+    TG_CHECK_OK(tg_store_memory_open(&c.ref, r.ds, &(tg_store_opts_t){0}));
+    int before = derived_files();
+    tg_pass_stats_t st;
+    TG_CHECK_ERR(run_pass(&r, &c, 0, 0, 0, &st), "--disk-budget");
+    TG_CHECK_EQ_U64((uint64_t)derived_files(), (uint64_t)before);
+    tg_store_release(c.ref);
+    free(c.Xref);
+    tg_run_close(&r);
+}
+
+/* A read error of the packing (features.bin) at a pass's start, and of the sampling (an index
+ * read) while the next epoch is prepared during this one: the pass that needs it fails naming
+ * the file and the offset, and no runtime file is left. */
+TG_TEST(read_errors)
+{
+    for (int which = 0; which < 2; which++) {
+        tg_run_t r;
+        TG_CHECK_OK(open_run(&r, &(cfg_t){.hot = 100 * 68, .segment = 2, .disk_budget = 4 << 20}));
+        check_t c = {.signal_fd = -1};
+        TG_CHECK_OK(tg_store_memory_open(&c.ref, r.ds, &(tg_store_opts_t){0}));
+        int before = derived_files();
+        tg_pass_stats_t st;
+        if (which == 1) TG_CHECK_OK(run_pass(&r, &c, 0, 0, 0, &st)); /* the hot rows first */
+        tg_io_fault_t f = {.op = TG_IO_FAULT_READ,
+                           .file = which ? "indices.bin" : "features.bin",
+                           .lo = 0,
+                           .hi = 1ull << 40,
+                           .err = EIO};
+        TG_CHECK_OK(tg_io_fault_add(&f));
+        tg_err_clear();
+        /* which 1: epoch 1 announces epoch 2, whose sampling fails in the background */
+        int rc = run_pass(&r, &c, 1, 0, which, &st);
+        if (which == 1 && rc == 0) rc = run_pass(&r, &c, 2, 0, 0, &st);
+        const char *m = tg_errmsg();
+        if (rc >= 0 || !strstr(m, f.file) || !strstr(m, "offset"))
+            TG_FAIL("%s: rc %d, message '%s'", f.file, rc, m);
+        else
+            fprintf(stderr, "  %s\n", m);
+        tg_io_fault_clear();
+        TG_CHECK_EQ_U64(c.bad_rows, 0);
+        tg_run_close(&r);
+        TG_CHECK_EQ_U64((uint64_t)derived_files(), (uint64_t)before);
+        tg_store_release(c.ref);
+        free(c.Xref);
+    }
+}
+
+/* SIGKILL while epoch 1 is packed in the background (epoch 0 waits in its first step): the
+ * unnamed runtime files go with the process. */
+TG_TEST(killed_while_packing)
+{
+    int before = derived_files();
+    int fds[2];
+    TG_CHECK(pipe(fds) == 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        tg_run_t r;
+        if (open_run(&r, &(cfg_t){.hot = 100 * 68, .segment = 2, .disk_budget = 4 << 20}) < 0)
+            _exit(2);
+        check_t c = {.signal_fd = fds[1]};
+        if (tg_store_memory_open(&c.ref, r.ds, &(tg_store_opts_t){0}) < 0) _exit(3);
+        tg_pass_stats_t st;
+        run_pass(&r, &c, 0, 0, 1, &st);
+        _exit(4);
+    }
+    close(fds[1]);
+    char ch;
+    TG_CHECK(read(fds[0], &ch, 1) == 1);
+    TG_CHECK(kill(pid, SIGKILL) == 0);
+    int status;
+    TG_CHECK(waitpid(pid, &status, 0) == pid);
+    TG_CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    close(fds[0]);
+    TG_CHECK_EQ_U64((uint64_t)derived_files(), (uint64_t)before);
+}
+
+/* The CLI: the epoch JSON's "preprocess" object; from the second epoch on the preparation ran
+ * during the epoch before. --reuse-samples 2 packs once for two epochs. */
+TG_TEST(cli_json)
+{
+    char *out = NULL;
+    char dir[4300];
+    for (int reuse = 1; reuse <= 2; reuse++) {
+        snprintf(dir, sizeof dir, "%s/run%d", root, reuse);
+        int rc = tg_test_cli(&out,
+                             "train %s --out %s --model sage --layers 2 --hidden 16 --fanouts 5,5 "
+                             "--batch-size 64 --epochs 3 --threads 1 --json --strategy diskgnn "
+                             "--io-depth 8 --mem 40M --hot-cache 20K --reuse-samples %d",
+                             ds, dir, reuse);
+        TG_CHECK(rc == 0);
+        if (rc) fprintf(stderr, "%s\n", out ? out : "");
+        TG_CHECK(out && strstr(out, "\"preprocess\":{\"at_start\":true"));
+        TG_CHECK(out && strstr(out, "\"preprocess\":{\"at_start\":false"));
+        for (int e = 0; e < 3 && rc == 0; e++) {
+            TG_CHECK(json_value(out, "disk_bytes", e) > 0);
+            TG_CHECK(json_value(out, "read_amp_estimate", e) >= 1.0);
+        }
+        TG_CHECK(out && strstr(out, "diskgnn: hot rows"));
+        free(out);
+        out = NULL;
+    }
+}
+
+int main(void)
+{
+    alarm(300);
+    snprintf(root, sizeof root, "%s", tg_test_tmpdir("diskgnn"));
+    snprintf(ds, sizeof ds, "%s/ds", root);
+    synth_opts_t so;
+    synth_default(&so);
+    so.nodes = N;
+    so.dim = DIM;
+    synth_write(ds, &so);
+    TG_RUN(rows_equal_the_file);
+    TG_RUN(budgets);
+    TG_RUN(read_errors);
+    TG_RUN(killed_while_packing);
+    TG_RUN(cli_json);
+    int rc = tg_test_done();
+    if (rc == 0) tg_rmtree(root);
+    return rc;
+}
