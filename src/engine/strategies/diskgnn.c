@@ -147,6 +147,7 @@ struct tg_strategy {
     tg_tier_t *hot_tier;
     uint64_t fixed_bytes;
     uint64_t pack_mem, disk_budget;
+    uint64_t set_aside;      /* budget the hot rows leave for the extraction, packing, maps */
     tg_extract_plan_t xplan; /* the template: num_nodes set per generation */
     uint64_t keep_bytes;
     /* generations: cur serves the pass, nxt is prepared by the inspector */
@@ -330,6 +331,8 @@ out:
     return rc;
 }
 
+static int size_hot(tg_strategy_t *s, const tg_cs_trace_t *tr, const tg_layout_cfg_t *lc0);
+
 /* The packing's targets: the layout's, with the cache and chunk offsets moved to their places in
  * the one packed file ([hot hole][cache file][chunk file]). */
 typedef struct {
@@ -376,6 +379,10 @@ static int gen_layout_pack(tg_strategy_t *s, gen_t *g, const uint32_t *trace, at
                            * of the row size, so the extraction addresses it by row number */
                           .chunk_align = 1};
     tg_cs_trace_t tr = {.iters = (uint32_t)g->count, .off = g->moff, .ids = trace};
+    if (!s->hot_buf) {
+        if ((rc = size_hot(s, &tr, &lc)) < 0) goto out;
+        lc.hot_rows = s->hot_cap;
+    }
     if ((rc = tg_layout_plan(&L, &tr, &lc, &r->budget)) < 0) goto out;
     tg_layout_summary(L, &g->sum);
     g->layout_s = tg_now() - t0;
@@ -768,9 +775,9 @@ static void runtime_dir(tg_strategy_t *s)
     snprintf(s->dir, sizeof s->dir, "%s", t && *t ? t : "/tmp");
 }
 
-/* Sizes everything at the first pass: the extraction's staging, the packing's memory, what one
- * generation's trace and layout take while planned, the indices in RAM when there is room, and
- * the rest for the hot rows. */
+/* Sizes the fixed parts at the first pass: the extraction's staging, the packing's memory, the
+ * maps; the hot rows are sized when the first generation is laid out (size_hot), from what its
+ * planning measured. */
 static int dg_setup(tg_strategy_t *s, const tg_pass_t *p)
 {
     tg_run_t *r = s->r;
@@ -788,70 +795,95 @@ static int dg_setup(tg_strategy_t *s, const tg_pass_t *p)
     int rc = tg_extract_plan(&s->xplan, &po);
     if (rc < 0) return rc;
     s->keep_bytes = po.other_transient + s->xplan.transient_bytes;
-    s->disk_budget =
-        c->disk_budget > 0 ? (uint64_t)c->disk_budget : tg_meta_expected_size(m, TG_FILE_FEATURES);
+    uint64_t feat_bytes = tg_meta_expected_size(m, TG_FILE_FEATURES);
+    s->disk_budget = c->disk_budget > 0 ? (uint64_t)c->disk_budget : feat_bytes;
     /* automatic: a fifth of what is left, 1 MiB .. 256 MiB, and no more than the whole file
      * with every row sent to a few places would take */
-    uint64_t feat_bytes = tg_meta_expected_size(m, TG_FILE_FEATURES);
     s->pack_mem = c->pack_mem > 0
                       ? (uint64_t)c->pack_mem
                       : TG_MAX(DG_PACK_MIN, TG_MIN(TG_MIN(DG_PACK_MAX, avail / 5), 8 * feat_bytes));
-    /* one generation planned while another trains: its trace (4 bytes per access), its layout
-     * while planned, a batch's map (8 per row) and the locate arrays (32 per row) */
+    /* set aside while generations come and go: the reading extraction, the packing, a batch's
+     * map twice (the executor's and the next generation's) and the locate arrays, the spill
+     * buffers of two generations */
     uint64_t bn = r->batch_nodes ? r->batch_nodes : TG_MIN(N, (uint64_t)1 << 16);
+    s->set_aside = tg_extract_plan_bytes(&s->xplan) + s->keep_bytes + s->pack_mem +
+                   bn * (2 * sizeof(uint64_t) + tg_layout_loc_bytes(1)) + 4 * DG_SPILL_BUF;
+    /* the least planning needs: the trace (4 bytes per access) and the layout's 8 per node */
     uint64_t B = p->batch_size ? (p->num_seeds + p->batch_size - 1) / p->batch_size : 1;
-    uint64_t T = B * bn;
-    tg_layout_cfg_t lc = {.num_nodes = N, .row_bytes = s->row_bytes, .pack_bytes = s->pack_mem};
-    uint64_t plan_peak = 0;
-    uint64_t kept = tg_layout_bytes(&lc, (uint32_t)TG_MIN(B, UINT32_MAX), T, &plan_peak);
-    uint64_t per_gen =
-        T * 4 + plan_peak + kept + bn * (8 + tg_layout_loc_bytes(1)) + 2 * DG_SPILL_BUF;
-    uint64_t need = tg_extract_plan_bytes(&s->xplan) + s->keep_bytes + s->pack_mem + per_gen +
-                    bn * sizeof(uint64_t) + 2 * DG_SPILL_BUF;
-    if (limit && need > avail)
+    uint64_t plan_min = 4 * B * bn + 8 * N;
+    if (limit && s->set_aside + plan_min > avail)
         return tg_err(-ENOMEM,
                       "diskgnn: --mem leaves %s after the model and batches, but reading the "
                       "packed file (%s), packing (%s) and planning an epoch of %llu batches "
-                      "(%s) need %s: raise --mem, lower --pack-mem, or use smaller batches",
+                      "(at least %s) need %s: raise --mem, lower --pack-mem, or use smaller "
+                      "batches",
                       tg_fmt_bytes(avail, a, sizeof a),
                       tg_fmt_bytes(tg_extract_plan_bytes(&s->xplan), b, sizeof b),
                       tg_fmt_bytes(s->pack_mem, d, sizeof d), (unsigned long long)B,
-                      tg_fmt_bytes(per_gen, e, sizeof e), tg_fmt_bytes(need, f, sizeof f));
-    uint64_t rest = limit ? avail - need
-                          : (c->hot_cache >= 0 ? (uint64_t)c->hot_cache : tg_phys_mem_bytes() / 8);
-    /* the indices in RAM when they take at most half of what is left: sampling an epoch ahead
-     * from disk costs a random read per neighbour list */
-    if (c->x.resident_indices != 0 && limit) {
-        uint64_t ib = tg_adj_disk_load_bytes(s->disk);
-        if (ib && ib <= rest / 2) {
-            uint64_t keep = r->budget.limit - r->budget.used - (rest - ib);
-            int lr = tg_xpass_adj_resident(r, s->disk, keep, "diskgnn");
-            if (lr < 0) return lr;
-            if (lr > 0) rest -= ib;
+                      tg_fmt_bytes(plan_min, e, sizeof e),
+                      tg_fmt_bytes(s->set_aside + plan_min, f, sizeof f));
+    runtime_dir(s);
+    s->ready = 1;
+    return 0;
+}
+
+/* Sizes the hot rows at the first generation's layout: a layout planned without them measures
+ * the planning's peak; the budget keeps that (+25%) for the generations to come, the set-aside
+ * parts, and, when they take at most half of the rest, the indices in RAM (sampling an epoch
+ * ahead from disk costs a random read per neighbour list); the hot rows get the rest. */
+static int size_hot(tg_strategy_t *s, const tg_cs_trace_t *tr, const tg_layout_cfg_t *lc0)
+{
+    tg_run_t *r = s->r;
+    const dg_cfg_t *c = r->sopts.cfg;
+    uint64_t N = r->ds->meta.num_nodes, limit = r->budget.limit;
+    char a[32], b[32], d[32], e[32];
+    uint64_t hot_bytes, peak = 0;
+    if (limit) {
+        tg_layout_cfg_t lc = *lc0;
+        lc.hot_rows = 0;
+        lc.hot_given = NULL;
+        lc.num_hot_given = 0;
+        tg_layout_t *L;
+        int rc = tg_layout_plan(&L, tr, &lc, &r->budget);
+        if (rc < 0) return tg_err_prefix(rc, "diskgnn: planning the first epoch's layout");
+        tg_layout_summary_t sm;
+        tg_layout_summary(L, &sm);
+        peak = sm.plan_peak_bytes;
+        tg_layout_destroy(L);
+        uint64_t keep = s->set_aside + peak + peak / 4;
+        uint64_t avail = limit > r->budget.used ? limit - r->budget.used : 0;
+        uint64_t rest = avail > keep ? avail - keep : 0;
+        if (c->x.resident_indices != 0) {
+            uint64_t ib = tg_adj_disk_load_bytes(s->disk);
+            if (ib && ib <= rest / 2) {
+                int lr = tg_xpass_adj_resident(r, s->disk, keep + (rest - ib), "diskgnn");
+                if (lr < 0) return lr;
+                if (lr > 0) rest -= ib;
+            }
         }
+        hot_bytes = rest;
+    } else {
+        hot_bytes = tg_phys_mem_bytes() / 8;
     }
-    uint64_t hot_bytes = rest;
     if (c->hot_cache >= 0) hot_bytes = TG_MIN(hot_bytes, (uint64_t)c->hot_cache);
-    /* a row and its node id; the hot tier's lookups are the packed file's first rows */
+    /* a row and its node id */
     s->hot_cap = TG_MIN(hot_bytes / (s->row_bytes + sizeof(uint32_t)), N);
     uint64_t mine = s->hot_cap * (s->row_bytes + sizeof(uint32_t));
-    if ((rc = tg_budget_reserve(&r->budget, mine, "diskgnn: hot rows")) < 0) return rc;
+    int rc = tg_budget_reserve(&r->budget, mine, "diskgnn: hot rows");
+    if (rc < 0) return rc;
     s->fixed_bytes = mine;
     s->hot_buf = malloc(s->hot_cap * s->row_bytes + 1);
     s->hot_nodes = malloc(s->hot_cap * sizeof(uint32_t) + 1);
     if (!s->hot_buf || !s->hot_nodes)
         return tg_err(-ENOMEM, "diskgnn: out of memory for %llu hot rows",
                       (unsigned long long)s->hot_cap);
-    if ((rc = tg_tier_prefix_create(&s->hot_tier, "diskgnn-hot", s->hot_buf, 0, s->row_bytes)) < 0)
-        return rc;
-    runtime_dir(s);
-    tg_log_info("diskgnn: hot rows %llu (%s, %.1f%% of the features), packing partitions of %s, "
-                "disk budget %s per generation, %s; runtime files in %s",
+    tg_log_info("diskgnn: hot rows %llu (%s, %.1f%% of the features); planning an epoch's "
+                "layout peaked at %s; packing partitions of %s; disk budget %s per generation; "
+                "%s; runtime files in %s",
                 (unsigned long long)s->hot_cap, tg_fmt_bytes(mine, a, sizeof a),
-                N ? 100.0 * (double)s->hot_cap / (double)N : 0.0,
-                tg_fmt_bytes(s->pack_mem, b, sizeof b), tg_fmt_bytes(s->disk_budget, d, sizeof d),
+                N ? 100.0 * (double)s->hot_cap / (double)N : 0.0, tg_fmt_bytes(peak, b, sizeof b),
+                tg_fmt_bytes(s->pack_mem, d, sizeof d), tg_fmt_bytes(s->disk_budget, e, sizeof e),
                 c->reuse_samples > 1 ? "samples reused" : "fresh samples every epoch", s->dir);
-    s->ready = 1;
     return 0;
 }
 
