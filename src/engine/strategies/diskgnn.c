@@ -92,7 +92,7 @@ static const tg_strategy_opt_t dg_opts[] = {
 
 /* ---------------------------------------------------------------- state */
 
-#define DG_SPILL_BUF ((size_t)4 << 20)
+#define DG_SPILL_BUF ((size_t)1 << 20)
 #define DG_PACK_MIN ((uint64_t)1 << 20)
 #define DG_PACK_MAX ((uint64_t)256 << 20)
 
