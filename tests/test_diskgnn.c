@@ -23,13 +23,13 @@ static char root[4000], ds[4200];
 
 typedef struct {
     uint64_t mem, segment, disk_budget, hot;
-    int sampler_threads, hot_auto;
+    int sampler_threads, hot_auto, disk_indices;
 } cfg_t;
 
 static int open_run(tg_run_t *r, const cfg_t *c)
 {
     static char v[3][32];
-    static tg_strategy_arg_t args[6];
+    static tg_strategy_arg_t args[7];
     int n = 0;
     args[n++] = (tg_strategy_arg_t){"io-depth", "8"}; /* no device probe in tests */
     args[n++] = (tg_strategy_arg_t){"io-gap", "0"};
@@ -42,6 +42,7 @@ static int open_run(tg_run_t *r, const cfg_t *c)
         snprintf(v[1], 32, "%llu", (unsigned long long)c->disk_budget);
         args[n++] = (tg_strategy_arg_t){"disk-budget", v[1]};
     }
+    if (c->disk_indices) args[n++] = (tg_strategy_arg_t){"resident-indices", "0"};
     if (!c->hot_auto) {
         snprintf(v[2], 32, "%llu", (unsigned long long)c->hot);
         args[n++] = (tg_strategy_arg_t){"hot-cache", v[2]};
@@ -200,7 +201,9 @@ TG_TEST(read_errors)
 {
     for (int which = 0; which < 2; which++) {
         tg_run_t r;
-        TG_CHECK_OK(open_run(&r, &(cfg_t){.hot = 100 * 68, .segment = 2, .disk_budget = 4 << 20}));
+        TG_CHECK_OK(open_run(
+            &r,
+            &(cfg_t){.hot = 100 * 68, .segment = 2, .disk_budget = 4 << 20, .disk_indices = 1}));
         check_t c = {.signal_fd = -1};
         TG_CHECK_OK(tg_store_memory_open(&c.ref, r.ds, &(tg_store_opts_t){0}));
         int before = derived_files();

@@ -511,7 +511,7 @@ int tg_adj_disk_open(tg_adj_t **out, const struct tg_dataset *ds, const tg_adj_d
  * against the adjacency's budget as "indices in RAM") and every later read is served from there,
  * without I/O. Not thread-safe against concurrent reads: call it between passes. Errors name the
  * file and the offset; on error the adjacency keeps reading from disk. _bytes: what it costs
- * (0 for another adjacency). */
+ * (0 for another adjacency, and once loaded). */
 uint64_t tg_adj_disk_load_bytes(const tg_adj_t *adj);
 int tg_adj_disk_load(tg_adj_t *adj);
 

@@ -266,6 +266,7 @@ uint64_t tg_adj_disk_load_bytes(const tg_adj_t *adj)
 {
     if (!adj || adj->iface != &disk_iface) return 0;
     const adj_disk_t *d = adj->impl;
+    if (d->resident) return 0; /* loaded already */
     return (adj->num_edges * d->esz + 4095) / 4096 * 4096;
 }
 

@@ -56,6 +56,7 @@
 #include "tiergnn/derived.h"
 #include "tiergnn/extract.h"
 #include "tiergnn/layout.h"
+#include "tiergnn/ncache.h"
 #include "tiergnn/pack.h"
 
 /* ---------------------------------------------------------------- options */
@@ -95,6 +96,8 @@ static const tg_strategy_opt_t dg_opts[] = {
 #define DG_SPILL_BUF ((size_t)1 << 20)
 #define DG_PACK_MIN ((uint64_t)1 << 20)
 #define DG_PACK_MAX ((uint64_t)256 << 20)
+#define DG_MAX_REQ 4096u /* requests of one reading round */
+#define DG_STAGE ((size_t)16 << 20)
 
 /* What identifies the batches of a pass. */
 typedef struct {
@@ -111,13 +114,14 @@ typedef struct {
     uint64_t count;       /* batches held: first_batch .. first_batch + count */
     tg_spill_t *spill;
     double *sample_s; /* (count) */
-    uint64_t *moff;   /* (count + 1) offsets of the batches' rows in the map file */
+    uint64_t *moff;   /* (count + 1) offsets of the batches' rows in the trace */
+    uint64_t *mbyte;  /* (count + 1) offsets of the batches' records in the map file */
+    uint64_t rec_max; /* the longest record */
     int map_fd, pack_fd;
     char map_name[4300], pack_name[4300];
     uint64_t hot;        /* rows [0, hot) of the packed file are the hot rows (a hole) */
     uint64_t total_rows; /* rows of the packed file */
     tg_io_file_t *pf;    /* the packed file, O_DIRECT */
-    tg_extract_t *ex;    /* over pf, the hot tier first */
     tg_layout_summary_t sum;
     uint64_t reserved; /* budget held by the generation (moff, sample_s) */
     double sample_wall_s, layout_s, map_s, pack_s, prep_s;
@@ -144,12 +148,18 @@ struct tg_strategy {
     uint64_t hot_rows, hot_cap;
     unsigned char *hot_buf; /* (hot_cap x row_bytes) raw rows */
     int hot_filled;
-    tg_tier_t *hot_tier;
     uint64_t fixed_bytes;
     uint64_t pack_mem, disk_budget;
-    uint64_t set_aside;      /* budget the hot rows leave for the extraction, packing, maps */
-    tg_extract_plan_t xplan; /* the template: num_nodes set per generation */
-    uint64_t keep_bytes;
+    uint64_t set_aside; /* budget the hot rows leave for the reader, packing, maps */
+    /* the executor's reader: an io/ queue over the packed files, the staging rows, the requests
+     * of one round and the rows each covers, the merge gap */
+    tg_io_t *io;
+    unsigned char *stage;
+    size_t stage_bytes;
+    tg_io_req_t req[DG_MAX_REQ];
+    uint64_t span[DG_MAX_REQ][2];
+    uint64_t gap;
+    uint64_t reader_bytes; /* reserved: staging (the queue reserves its own) */
     /* generations: cur serves the pass, nxt is prepared by the inspector */
     gen_t *cur, *nxt, *run; /* run: the one the executor reads now */
     pthread_mutex_t mu;
@@ -161,10 +171,11 @@ struct tg_strategy {
     atomic_int insp_abort;
     /* the executor's position in cur, and the map of the batch it hands out */
     uint64_t next_id, pos;
-    uint64_t *ids;
-    uint64_t ids_cap;
+    unsigned char *rec; /* the batch's map record */
+    uint64_t rec_cap;
     /* figures of the pass */
     double exec_s;
+    uint64_t lookups, hot_hits, file_rows;
 };
 
 /* ---------------------------------------------------------------- pass keys */
@@ -224,13 +235,13 @@ static tg_pass_t key_pass(const pass_key_t *k)
 static void gen_destroy(tg_strategy_t *s, gen_t *g)
 {
     if (!g) return;
-    tg_extract_destroy(g->ex);
     tg_io_file_close(g->pf);
     if (g->pack_fd >= 0) close(g->pack_fd);
     if (g->map_fd >= 0) close(g->map_fd);
     tg_spill_close(g->spill);
     free(g->sample_s);
     free(g->moff);
+    free(g->mbyte);
     key_free(&g->key);
     if (g->reserved) tg_budget_release(&s->r->budget, g->reserved);
     free(g);
@@ -292,12 +303,13 @@ static int gen_sample(tg_strategy_t *s, gen_t *g, const atomic_int *abort, uint3
     }
     g->num_batches = tg_loader_num_batches(ld);
     g->count = g->num_batches > kp.first_batch ? g->num_batches - kp.first_batch : 0;
-    uint64_t bytes = g->count * sizeof(double) + (g->count + 1) * sizeof(uint64_t);
+    uint64_t bytes = g->count * sizeof(double) + 2 * (g->count + 1) * sizeof(uint64_t);
     if ((rc = tg_budget_reserve(&r->budget, bytes, "diskgnn: batch offsets")) < 0) goto out;
     g->reserved += bytes;
     g->sample_s = malloc(g->count * sizeof(double) + 1);
     g->moff = malloc((g->count + 1) * sizeof(uint64_t));
-    if (!g->sample_s || !g->moff) {
+    g->mbyte = malloc((g->count + 1) * sizeof(uint64_t));
+    if (!g->sample_s || !g->moff || !g->mbyte) {
         rc = tg_err(-ENOMEM, "diskgnn: out of memory");
         goto out;
     }
@@ -333,6 +345,45 @@ out:
 
 static int size_hot(tg_strategy_t *s, const tg_cs_trace_t *tr, const tg_layout_cfg_t *lc0);
 
+/* A batch's map record: where each of its input rows comes from, by tier. The header, then the
+ * hot rows' X positions and slots, the cache rows' row numbers in the packed file (ascending, so
+ * reads merge; 8-byte aligned: they come first) and X positions, and the chunk rows' X positions
+ * (chunk row k is packed-file row chunk_first + k). */
+typedef struct {
+    uint32_t n_hot, n_cache, n_chunk, pad;
+    uint64_t chunk_first;
+} rec_t;
+
+typedef struct {
+    uint64_t *cache_row;
+    uint32_t *hot_pos, *hot_slot, *cache_pos, *chunk_pos;
+} rec_view_t;
+
+static uint64_t rec_bytes(const rec_t *h)
+{
+    uint64_t b = sizeof *h + 8 * (uint64_t)h->n_cache +
+                 4 * (2 * (uint64_t)h->n_hot + h->n_cache + h->n_chunk);
+    return (b + 7) & ~(uint64_t)7;
+}
+
+/* The most a record of n rows takes (all cache rows). */
+static uint64_t rec_bytes_max(uint64_t n)
+{
+    return sizeof(rec_t) + 12 * n + 8;
+}
+
+static rec_view_t rec_view(void *buf)
+{
+    rec_t *h = buf;
+    rec_view_t v;
+    v.cache_row = (uint64_t *)(h + 1);
+    v.hot_pos = (uint32_t *)(v.cache_row + h->n_cache);
+    v.hot_slot = v.hot_pos + h->n_hot;
+    v.cache_pos = v.hot_slot + h->n_hot;
+    v.chunk_pos = v.cache_pos + h->n_cache;
+    return v;
+}
+
 /* The packing's targets: the layout's, with the cache and chunk offsets moved to their places in
  * the one packed file ([hot hole][cache file][chunk file]). */
 typedef struct {
@@ -360,7 +411,8 @@ static int gen_layout_pack(tg_strategy_t *s, gen_t *g, const uint32_t *trace, at
     int rc = 0;
     tg_layout_t *L = NULL;
     tg_layout_loc_t loc = {0};
-    uint64_t *ids = NULL, ids_held = 0;
+    unsigned char *ids = NULL;
+    uint64_t ids_held = 0;
     tg_pack_part_t *parts = NULL;
     uint64_t parts_held = 0;
     const uint64_t row = s->row_bytes;
@@ -392,26 +444,21 @@ static int gen_layout_pack(tg_strategy_t *s, gen_t *g, const uint32_t *trace, at
         const uint32_t *hot = tg_layout_hot(L, &nh);
         if (nh) memcpy(s->hot_nodes, hot, nh * sizeof *hot);
         s->hot_rows = nh;
-        /* the hot tier serves the packed files' first nh rows (no extraction exists yet) */
-        tg_tier_destroy(s->hot_tier);
-        s->hot_tier = NULL;
-        if ((rc = tg_tier_prefix_create(&s->hot_tier, "diskgnn-hot", s->hot_buf, nh, row)) < 0)
-            goto out;
     }
     g->hot = s->hot_rows;
     uint64_t cache_rows = g->sum.cache_file_bytes / row;
     g->total_rows = g->hot + cache_rows + g->sum.chunk_file_bytes / row;
     targets_ctx_t tc = {.L = L, .base = {0, g->hot * row, (g->hot + cache_rows) * row}};
 
-    /* the maps */
+    /* the maps: per batch a record of its rows by tier (rec_t, then the arrays) */
     double t1 = tg_now();
     uint64_t longest = 0;
     for (uint64_t j = 0; j < g->count; j++)
         longest = TG_MAX(longest, g->moff[j + 1] - g->moff[j]);
-    uint64_t ib = longest * sizeof *ids;
+    uint64_t ib = rec_bytes_max(longest);
     if ((rc = tg_budget_reserve(&r->budget, ib, "diskgnn: a batch's map")) < 0) goto out;
     ids_held = ib;
-    if (!(ids = malloc(ib + 1))) {
+    if (!(ids = malloc(ib + 8))) {
         rc = tg_err(-ENOMEM, "diskgnn: out of memory");
         goto out;
     }
@@ -421,18 +468,26 @@ static int gen_layout_pack(tg_strategy_t *s, gen_t *g, const uint32_t *trace, at
         rc = g->map_fd;
         goto out;
     }
+    g->mbyte[0] = 0;
     for (uint64_t j = 0; j < g->count; j++) {
         uint64_t n = g->moff[j + 1] - g->moff[j];
         if ((rc = tg_layout_locate(L, (uint32_t)j, trace + g->moff[j], n, &loc)) < 0) goto out;
-        for (uint64_t i = 0; i < loc.n_hot; i++)
-            ids[loc.hot_pos[i]] = loc.hot_slot[i];
+        rec_t *h = (rec_t *)ids;
+        *h = (rec_t){.n_hot = (uint32_t)loc.n_hot,
+                     .n_cache = (uint32_t)loc.n_cache,
+                     .n_chunk = (uint32_t)loc.n_chunk,
+                     .chunk_first = (tc.base[2] + loc.chunk_off) / row};
+        rec_view_t v = rec_view(ids);
         for (uint64_t i = 0; i < loc.n_cache; i++)
-            ids[loc.cache_pos[i]] = (tc.base[1] + loc.cache_off[i]) / row;
-        for (uint64_t i = 0; i < loc.n_chunk; i++)
-            ids[loc.chunk_pos[i]] = (tc.base[2] + loc.chunk_off) / row + i;
-        if ((rc = tg_pwrite_full(g->map_fd, ids, n * sizeof *ids, g->moff[j] * sizeof *ids,
-                                 g->map_name)) < 0)
-            goto out;
+            v.cache_row[i] = (tc.base[1] + loc.cache_off[i]) / row;
+        memcpy(v.hot_pos, loc.hot_pos, loc.n_hot * sizeof(uint32_t));
+        memcpy(v.hot_slot, loc.hot_slot, loc.n_hot * sizeof(uint32_t));
+        memcpy(v.cache_pos, loc.cache_pos, loc.n_cache * sizeof(uint32_t));
+        memcpy(v.chunk_pos, loc.chunk_pos, loc.n_chunk * sizeof(uint32_t));
+        uint64_t nb = rec_bytes(h);
+        if ((rc = tg_pwrite_full(g->map_fd, ids, nb, g->mbyte[j], g->map_name)) < 0) goto out;
+        g->mbyte[j + 1] = g->mbyte[j] + nb;
+        g->rec_max = TG_MAX(g->rec_max, nb);
     }
     tg_layout_loc_free(&loc);
     free(ids);
@@ -505,27 +560,15 @@ out:
     return rc;
 }
 
-/* Opens the generation's packed file for reading and its extraction (the hot tier first). */
-static int gen_open_reader(tg_strategy_t *s, gen_t *g)
+/* Opens the generation's packed file for reading (O_DIRECT through io/). */
+static int gen_open_reader(gen_t *g)
 {
-    if (g->ex) return 0;
+    if (g->pf) return 0;
     char path[64];
     snprintf(path, sizeof path, "/proc/self/fd/%d", g->pack_fd);
     int rc = tg_io_file_open(&g->pf, path, 0);
     if (rc < 0) return tg_err_prefix(rc, "diskgnn: the packed file %s", g->pack_name);
-    tg_extract_plan_t pl = s->xplan;
-    pl.num_nodes = g->total_rows;
-    pl.chunk = (uint32_t)TG_MAX(1, TG_MIN((uint64_t)pl.chunk, g->total_rows));
-    tg_extract_opts_t eo = {.plan = &pl,
-                            .feat = g->pf,
-                            .normalize = s->normalize,
-                            .budget = &s->r->budget,
-                            .stats = &s->stats,
-                            .tiers = &s->hot_tier,
-                            .ntiers = 1,
-                            .keep_bytes = s->keep_bytes,
-                            .who = "diskgnn"};
-    return tg_extract_create(&g->ex, &eo);
+    return 0;
 }
 
 /* Samples, lays out and packs a generation for pass key k (copied). */
@@ -629,15 +672,24 @@ static int src_next(void *ctx, tg_pipe_t *P, tg_loader_item_t **out)
         return rc;
     }
     uint64_t n = g->moff[s->pos + 1] - g->moff[s->pos];
+    uint64_t nb = g->mbyte[s->pos + 1] - g->mbyte[s->pos];
     if (it->batch.id != s->next_id || it->batch.num_nodes != n)
         rc = tg_err(-EIO,
                     "%s: holds batch %llu of %u rows where batch %llu of %llu rows was "
                     "expected",
                     tg_spill_name(g->spill), (unsigned long long)it->batch.id, it->batch.num_nodes,
                     (unsigned long long)s->next_id, (unsigned long long)n);
+    else if (nb > s->rec_cap)
+        rc = tg_err(-EIO, "%s: record of batch %llu is %llu bytes, more than planned", g->map_name,
+                    (unsigned long long)s->next_id, (unsigned long long)nb);
     else
-        rc = tg_pread_full(g->map_fd, s->ids, n * sizeof *s->ids, g->moff[s->pos] * sizeof *s->ids,
-                           g->map_name);
+        rc = tg_pread_full(g->map_fd, s->rec, nb, g->mbyte[s->pos], g->map_name);
+    if (rc == 0) {
+        const rec_t *h = (const rec_t *)s->rec;
+        if ((uint64_t)h->n_hot + h->n_cache + h->n_chunk != n || rec_bytes(h) != nb)
+            rc = tg_err(-EIO, "%s: the record of batch %llu does not match its %llu rows",
+                        g->map_name, (unsigned long long)s->next_id, (unsigned long long)n);
+    }
     if (rc < 0) {
         tg_batch_free(&it->batch);
         free(it);
@@ -658,12 +710,56 @@ static void src_free(void *ctx, tg_loader_item_t *it)
     free(it);
 }
 
-static void ex_fail(void *ctx, int rc, const char *msg)
+/* Reads rows of the packed file into X: row k of the list is packed-file row rows[k] (or
+ * first + k when rows is NULL), ascending, and goes to X row pos[k]. Rows within the merge gap
+ * of each other are read as one request; requests fill the staging buffer, which is read (io/,
+ * O_DIRECT) and then converted into X, round after round. */
+static int read_rows(tg_strategy_t *s, tg_pipe_t *P, const gen_t *g, uint64_t batch, float *X,
+                     const uint64_t *rows, uint64_t first, const uint32_t *pos, uint64_t n)
 {
-    tg_pipe_fail(ctx, rc, msg);
+    const size_t row = s->row_bytes, dim = s->dim;
+    const tg_feat_dtype_t dt = s->r->ds->meta.feat_dtype;
+    uint64_t i = 0;
+#define ROW(k) (rows ? rows[k] : first + (k))
+    while (i < n) {
+        if (tg_pipe_aborted(P)) return -ECANCELED;
+        size_t used = 0;
+        uint32_t nreq = 0;
+        uint64_t i0 = i;
+        while (i < n && nreq < DG_MAX_REQ) {
+            uint64_t a = ROW(i), j = i + 1;
+            while (j < n && (ROW(j) - ROW(j - 1) - 1) * row <= s->gap &&
+                   (ROW(j) - a + 1) * row <= s->stage_bytes - used)
+                j++;
+            size_t len = (size_t)(ROW(j - 1) - a + 1) * row;
+            if (len > s->stage_bytes - used) break;
+            s->req[nreq] =
+                (tg_io_req_t){.file = g->pf, .off = a * row, .len = len, .dst = s->stage + used};
+            s->span[nreq][0] = i;
+            s->span[nreq][1] = j;
+            nreq++;
+            used += len;
+            i = j;
+        }
+        int rc = tg_io_read_batch(s->io, s->req, nreq);
+        if (rc < 0)
+            return tg_err_prefix(rc, "diskgnn: batch %llu: reading the packed file %s",
+                                 (unsigned long long)batch, g->pack_name);
+        for (uint32_t q = 0; q < nreq; q++) {
+            const unsigned char *base = s->req[q].dst;
+            uint64_t a = ROW(s->span[q][0]);
+            for (uint64_t k = s->span[q][0]; k < s->span[q][1]; k++)
+                tg_feat_rows_f32(X + (size_t)pos[k] * dim, base + (ROW(k) - a) * row, 0, 1, dim, dt,
+                                 s->normalize);
+        }
+        s->file_rows += i - i0;
+    }
+#undef ROW
+    return 0;
 }
 
-/* One batch: its rows from the hot tier and the packed file (one extraction group). */
+/* One batch: the hot rows from RAM, the chunk (consecutive rows: a few large reads) and the cache
+ * rows (merged within the gap) from the packed file, each row converted into X where it goes. */
 static int dg_work(void *ctx, tg_pipe_t *P, int worker, const tg_batch_t *const *bb,
                    float *const *XX, int n)
 {
@@ -671,10 +767,42 @@ static int dg_work(void *ctx, tg_pipe_t *P, int worker, const tg_batch_t *const 
     (void)worker;
     if (n != 1) return tg_pipe_fail(P, tg_err(-EINVAL, "diskgnn: groups of one batch only"), NULL);
     double t0 = tg_now();
-    tg_extract_hooks_t hk = {.fail = ex_fail, .abort = tg_pipe_abort_flag(P), .ctx = P};
-    tg_extract_batch_t eb = {.id = bb[0]->id, .nodes = s->ids, .n = bb[0]->num_nodes, .X = XX[0]};
-    int rc = tg_extract_group(tg_extract_worker(s->run->ex, 0), &eb, 1, &hk);
+    const gen_t *g = s->run;
+    const rec_t *h = (const rec_t *)s->rec;
+    rec_view_t v = rec_view(s->rec);
+    float *X = XX[0];
+    const tg_feat_dtype_t dt = s->r->ds->meta.feat_dtype;
+    uint32_t nn = bb[0]->num_nodes;
+    for (uint32_t i = 0; i < h->n_hot; i++) {
+        if (v.hot_slot[i] >= s->hot_rows || v.hot_pos[i] >= nn)
+            return tg_pipe_fail(P,
+                                tg_err(-EIO, "%s: batch %llu: hot row %u of %llu out of range",
+                                       g->map_name, (unsigned long long)bb[0]->id, v.hot_slot[i],
+                                       (unsigned long long)s->hot_rows),
+                                NULL);
+        tg_feat_rows_f32(X + (size_t)v.hot_pos[i] * s->dim,
+                         s->hot_buf + (size_t)v.hot_slot[i] * s->row_bytes, 0, 1, s->dim, dt,
+                         s->normalize);
+    }
+    for (uint32_t i = 0; i < h->n_cache; i++)
+        if (v.cache_pos[i] >= nn || v.cache_row[i] >= g->total_rows ||
+            (i && v.cache_row[i] <= v.cache_row[i - 1]))
+            return tg_pipe_fail(P,
+                                tg_err(-EIO, "%s: batch %llu: cache row %u out of order or range",
+                                       g->map_name, (unsigned long long)bb[0]->id, i),
+                                NULL);
+    for (uint32_t i = 0; i < h->n_chunk; i++)
+        if (v.chunk_pos[i] >= nn || h->chunk_first + h->n_chunk > g->total_rows)
+            return tg_pipe_fail(P,
+                                tg_err(-EIO, "%s: batch %llu: chunk row %u out of range",
+                                       g->map_name, (unsigned long long)bb[0]->id, i),
+                                NULL);
+    s->hot_hits += h->n_hot;
+    s->lookups += nn;
+    int rc = read_rows(s, P, g, bb[0]->id, X, NULL, h->chunk_first, v.chunk_pos, h->n_chunk);
+    if (rc == 0) rc = read_rows(s, P, g, bb[0]->id, X, v.cache_row, 0, v.cache_pos, h->n_cache);
     s->exec_s += tg_now() - t0;
+    if (rc < 0 && rc != -ECANCELED) return tg_pipe_fail(P, rc, NULL);
     return rc;
 }
 
@@ -787,14 +915,36 @@ static int dg_setup(tg_strategy_t *s, const tg_pass_t *p)
     char path[4096], a[32], b[32], d[32], e[32], f[32];
     s->dim = m->feat_dim;
     s->row_bytes = r->row_bytes;
+    /* the reader: reads in flight and the merge gap from the device probe (the extraction's
+     * plan, --io-depth and --io-gap override), 1 MiB disk reads, 16 MiB of staging rows */
     tg_extract_plan_opts_t po;
     plan_opts(r->ds, c, path, sizeof path, r->sopts.sampler_threads, &po);
     uint64_t limit = r->budget.limit;
     uint64_t avail = limit ? (limit > r->budget.used ? limit - r->budget.used : 0) : 0;
-    if (limit) po.avail = TG_MAX(avail / 4, 1);
-    int rc = tg_extract_plan(&s->xplan, &po);
+    tg_extract_plan_t xp;
+    int rc = tg_extract_plan(&xp, &po);
     if (rc < 0) return rc;
-    s->keep_bytes = po.other_transient + s->xplan.transient_bytes;
+    s->gap = xp.gap;
+    /* staging: a sixteenth of what is left, 256 KiB .. 16 MiB (at least a row), disk reads of
+     * at most a quarter of it */
+    s->stage_bytes = (size_t)TG_MIN((uint64_t)DG_STAGE, TG_MAX((uint64_t)256 << 10, avail / 16));
+    s->stage_bytes = TG_MAX(s->stage_bytes, s->row_bytes);
+    size_t max_read =
+        TG_MIN((size_t)1 << 20, TG_MAX((size_t)4096, s->stage_bytes / 4 / 4096 * 4096));
+    tg_io_opts_t io = {.depth = TG_MAX(xp.depth, 4),
+                       .max_read_bytes = max_read,
+                       .budget = &r->budget,
+                       .stats = &s->stats};
+    uint64_t used0 = r->budget.used;
+    if ((rc = tg_io_create(&s->io, &io)) < 0) return tg_err_prefix(rc, "diskgnn: the reader");
+    uint64_t reader = r->budget.used - used0;
+    if ((rc = tg_budget_reserve(&r->budget, s->stage_bytes, "diskgnn: reading staging")) < 0)
+        return rc;
+    s->reader_bytes = s->stage_bytes;
+    if (!(s->stage = malloc(s->stage_bytes)))
+        return tg_err(-ENOMEM, "diskgnn: out of memory for the reading staging");
+    reader += s->stage_bytes;
+    avail = avail > reader ? avail - reader : 0;
     uint64_t feat_bytes = tg_meta_expected_size(m, TG_FILE_FEATURES);
     s->disk_budget = c->disk_budget > 0 ? (uint64_t)c->disk_budget : feat_bytes;
     /* automatic: a fifth of what is left, 1 MiB .. 256 MiB, and no more than the whole file
@@ -806,22 +956,40 @@ static int dg_setup(tg_strategy_t *s, const tg_pass_t *p)
      * map twice (the executor's and the next generation's) and the locate arrays, the spill
      * buffers of two generations */
     uint64_t bn = r->batch_nodes ? r->batch_nodes : TG_MIN(N, (uint64_t)1 << 16);
-    s->set_aside = tg_extract_plan_bytes(&s->xplan) + s->keep_bytes + s->pack_mem +
-                   bn * (2 * sizeof(uint64_t) + tg_layout_loc_bytes(1)) + 4 * DG_SPILL_BUF;
+    s->set_aside = s->pack_mem + 2 * rec_bytes_max(bn) + bn * tg_layout_loc_bytes(1) +
+                   4 * DG_SPILL_BUF + (uint64_t)DG_MAX_REQ * TG_EXTRACT_IO_BOOKKEEPING;
     /* the least planning needs: the trace (4 bytes per access) and the layout's 8 per node */
     uint64_t B = p->batch_size ? (p->num_seeds + p->batch_size - 1) / p->batch_size : 1;
     uint64_t plan_min = 4 * B * bn + 8 * N;
     if (limit && s->set_aside + plan_min > avail)
         return tg_err(-ENOMEM,
-                      "diskgnn: --mem leaves %s after the model and batches, but reading the "
-                      "packed file (%s), packing (%s) and planning an epoch of %llu batches "
+                      "diskgnn: --mem leaves %s after the model, batches and the reader (%s), "
+                      "but packing (%s) and planning an epoch of %llu batches "
                       "(at least %s) need %s: raise --mem, lower --pack-mem, or use smaller "
                       "batches",
-                      tg_fmt_bytes(avail, a, sizeof a),
-                      tg_fmt_bytes(tg_extract_plan_bytes(&s->xplan), b, sizeof b),
+                      tg_fmt_bytes(avail, a, sizeof a), tg_fmt_bytes(reader, b, sizeof b),
                       tg_fmt_bytes(s->pack_mem, d, sizeof d), (unsigned long long)B,
                       tg_fmt_bytes(plan_min, e, sizeof e),
                       tg_fmt_bytes(s->set_aside + plan_min, f, sizeof f));
+    /* The indices in RAM before the first epoch is sampled, when they fit beside an estimate of
+     * the planning (the trace's 4 bytes and about 8 more per access, 8 per node: 126 MiB
+     * measured for 11.8 M accesses over 4 M nodes); size_hot checks again with the measured
+     * peak. Without --mem: when they fit in an eighth of the RAM (tg_xpass_adj_resident). */
+    uint64_t est = s->set_aside + 12 * B * bn + 8 * N;
+    uint64_t keep = limit ? est + est / 4 : 0;
+    int resident = 0;
+    if (c->x.resident_indices != 0) {
+        resident = tg_xpass_adj_resident(r, s->disk, keep, "diskgnn");
+        if (resident < 0) return resident;
+    }
+    /* Indices on disk: the samplers' index reads set the pace (a random read per neighbour
+     * list, an epoch sampled ahead). --neighbor-cache gives Ginex's neighbour cache its bytes
+     * before the hot rows; not automatic: on the shared bench what the planning leaves (18 MiB)
+     * served too few lists to matter (epoch 3: 40.6 s with it, 36.9 s without). */
+    if (!resident && c->x.neighbor_cache > 0 &&
+        (uint64_t)c->x.neighbor_cache >= tg_ncache_min_bytes(r->ds) &&
+        (rc = tg_xpass_ncache(r, s->disk, (uint64_t)c->x.neighbor_cache, &s->stats, "diskgnn")) < 0)
+        return rc;
     runtime_dir(s);
     s->ready = 1;
     return 0;
@@ -829,8 +997,9 @@ static int dg_setup(tg_strategy_t *s, const tg_pass_t *p)
 
 /* Sizes the hot rows at the first generation's layout: a layout planned without them measures
  * the planning's peak; the budget keeps that (+25%) for the generations to come, the set-aside
- * parts, and, when they take at most half of the rest, the indices in RAM (sampling an epoch
- * ahead from disk costs a random read per neighbour list); the hot rows get the rest. */
+ * parts, and, when they fit, the indices in RAM before any hot row (sampling an epoch ahead from
+ * disk costs a random read per neighbour list, 3.9 M reads an epoch on the shared bench: the
+ * preparation, not the reading, then sets the pace); the hot rows get the rest. */
 static int size_hot(tg_strategy_t *s, const tg_cs_trace_t *tr, const tg_layout_cfg_t *lc0)
 {
     tg_run_t *r = s->r;
@@ -855,7 +1024,7 @@ static int size_hot(tg_strategy_t *s, const tg_cs_trace_t *tr, const tg_layout_c
         uint64_t rest = avail > keep ? avail - keep : 0;
         if (c->x.resident_indices != 0) {
             uint64_t ib = tg_adj_disk_load_bytes(s->disk);
-            if (ib && ib <= rest / 2) {
+            if (ib && ib <= rest) {
                 int lr = tg_xpass_adj_resident(r, s->disk, keep + (rest - ib), "diskgnn");
                 if (lr < 0) return lr;
                 if (lr > 0) rest -= ib;
@@ -893,10 +1062,12 @@ static void dg_close(tg_strategy_t *s)
     insp_join(s, 1);
     gen_destroy(s, s->cur);
     gen_destroy(s, s->nxt);
-    tg_tier_destroy(s->hot_tier);
+    tg_io_destroy(s->io);
+    free(s->stage);
+    if (s->reader_bytes) tg_budget_release(&s->r->budget, s->reader_bytes);
     if (s->fixed_bytes) tg_budget_release(&s->r->budget, s->fixed_bytes);
-    if (s->ids_cap) tg_budget_release(&s->r->budget, s->ids_cap * sizeof *s->ids);
-    free(s->ids);
+    if (s->rec_cap) tg_budget_release(&s->r->budget, s->rec_cap);
+    free(s->rec);
     free(s->hot_buf);
     free(s->hot_nodes);
     key_free(&s->insp_key);
@@ -908,22 +1079,19 @@ static void dg_close(tg_strategy_t *s)
 
 /* ---------------------------------------------------------------- one pass */
 
-static int ids_reserve(tg_strategy_t *s, const gen_t *g)
+static int rec_reserve(tg_strategy_t *s, const gen_t *g)
 {
-    uint64_t longest = 0;
-    for (uint64_t j = 0; j < g->count; j++)
-        longest = TG_MAX(longest, g->moff[j + 1] - g->moff[j]);
-    if (longest <= s->ids_cap) return 0;
-    uint64_t add = (longest - s->ids_cap) * sizeof *s->ids;
+    if (g->rec_max <= s->rec_cap) return 0;
+    uint64_t add = g->rec_max - s->rec_cap;
     int rc = tg_budget_reserve(&s->r->budget, add, "diskgnn: a batch's map");
     if (rc < 0) return rc;
-    uint64_t *n = realloc(s->ids, longest * sizeof *n);
+    unsigned char *n = realloc(s->rec, g->rec_max);
     if (!n) {
         tg_budget_release(&s->r->budget, add);
         return tg_err(-ENOMEM, "diskgnn: out of memory for a batch's map");
     }
-    s->ids = n;
-    s->ids_cap = longest;
+    s->rec = n;
+    s->rec_cap = g->rec_max;
     return 0;
 }
 
@@ -946,7 +1114,16 @@ static int dg_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
     tg_run_t *r = s->r;
     const dg_cfg_t *c = r->sopts.cfg;
     int rc;
-    if (!s->ready && (rc = dg_setup(s, p)) < 0) return rc;
+    if (!s->ready && (rc = dg_setup(s, p)) < 0) {
+        /* what setup made goes back: a later pass starts again */
+        tg_io_destroy(s->io);
+        s->io = NULL;
+        free(s->stage);
+        s->stage = NULL;
+        if (s->reader_bytes) tg_budget_release(&r->budget, s->reader_bytes);
+        s->reader_bytes = 0;
+        return rc;
+    }
     int training = p->allow_out_of_order != 0;
     uint64_t K = (uint64_t)TG_MAX(c->reuse_samples, 1);
     double t0 = tg_now();
@@ -978,7 +1155,7 @@ static int dg_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
         s->cur = NULL;
     }
     s->run = g;
-    if ((rc = gen_open_reader(s, g)) < 0 || (rc = ids_reserve(s, g)) < 0 ||
+    if ((rc = gen_open_reader(g)) < 0 || (rc = rec_reserve(s, g)) < 0 ||
         (rc = tg_spill_rewind(g->spill)) < 0)
         goto done;
     g->uses++;
@@ -995,7 +1172,7 @@ static int dg_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
     /* the index bytes its batches asked for, sampled at its start or during the pass before,
      * are this pass's (once: a reused generation's batches are sampled once) */
     if (g->uses == 1) atomic_fetch_add(&r->index_bytes, atomic_load(&g->index_bytes));
-    tg_xpass_begin(g->ex, &s->stats);
+    s->lookups = s->hot_hits = s->file_rows = 0;
     tg_pipe_source_t src = {
         .next = src_next, .item_free = src_free, .num_batches = g->num_batches, .ctx = s};
     tg_pipe_opts_t po = {.pass = p,
@@ -1011,7 +1188,25 @@ static int dg_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
                          .on_error = dg_on_error,
                          .error_ctx = s};
     rc = tg_pipe_run(&po, st);
-    tg_xpass_end(g->ex, &s->stats, 1, st);
+    tg_xpass_ncache_take(s->disk, st);
+    /* I/O since the last pass: the reader's and the samplers' index reads */
+    tg_io_counts_t io;
+    tg_io_stats_take(&s->stats, &io);
+    st->have_io = st->have_io_wait = 1;
+    st->io_requests = io.io_requests;
+    st->io_read_bytes = io.io_read_bytes;
+    st->io_wait_s = io.io_wait_s;
+    st->have_cache = 1;
+    st->cache_lookups = s->lookups;
+    st->cache_hits = s->hot_hits;
+    st->ntiers = 2;
+    snprintf(st->tiers[0].name, sizeof st->tiers[0].name, "diskgnn-hot");
+    st->tiers[0].lookups = s->lookups;
+    st->tiers[0].hits = s->hot_hits;
+    st->tiers[0].bytes = s->hot_hits * s->row_bytes;
+    snprintf(st->tiers[1].name, sizeof st->tiers[1].name, "file");
+    st->tiers[1].lookups = st->tiers[1].hits = s->file_rows;
+    st->tiers[1].bytes = s->file_rows * s->row_bytes;
     /* the preparation's reads (sampling, packing) are the epoch's too */
     tg_io_counts_t pk;
     tg_io_stats_take(&s->pack_stats, &pk);
