@@ -670,62 +670,6 @@ TG_TEST(static_tier)
     free(path);
 }
 
-/* The prefix tier serves the file's first rows from the caller's memory: an extraction asks it
- * first, and reads only the rows past the prefix. */
-TG_TEST(prefix_tier)
-{
-    enum { D = 16, K = 100 };
-    char *path = write_features("prefix.bin", D, TG_F32);
-    tg_io_file_t *f = NULL;
-    TG_CHECK_OK(tg_io_file_open(&f, path, 0));
-    float *rows = malloc((size_t)K * D * sizeof *rows);
-    for (uint64_t v = 0; v < K; v++)
-        for (int j = 0; j < D; j++)
-            rows[v * D + (uint64_t)j] = fval(v, (size_t)j);
-    tg_tier_t *t = NULL;
-    TG_CHECK_ERR(tg_tier_prefix_create(&t, "hot", NULL, K, D * sizeof(float)), "needs its rows");
-    TG_CHECK_OK(tg_tier_prefix_create(&t, "hot", rows, K, D * sizeof(float)));
-    if (t && f) {
-        TG_CHECK(!strcmp(t->name, "hot") && tg_tier_find(t, K - 1) && !tg_tier_find(t, K));
-        tg_extract_plan_opts_t po;
-        tg_extract_plan_opts_default(&po);
-        po.num_nodes = N;
-        po.feat_dim = D;
-        po.dtype = TG_F32;
-        po.extractors = 1;
-        po.io_depth = 8;
-        po.io_gap = 0;
-        po.featbuf = 0;
-        tg_extract_plan_t pl;
-        TG_CHECK_OK(tg_extract_plan(&pl, &po));
-        tg_extract_opts_t eo = {.plan = &pl, .feat = f, .tiers = &t, .ntiers = 1};
-        tg_extract_t *ex = NULL;
-        TG_CHECK_OK(tg_extract_create(&ex, &eo));
-        uint64_t nodes[2 * K];
-        for (uint64_t i = 0; i < 2 * K; i++)
-            nodes[i] = (i * 37) % (2 * K); /* half in the prefix, half past it */
-        float *X = calloc(2 * K * D, sizeof *X);
-        tg_extract_batch_t b = {.id = 1, .nodes = nodes, .n = 2 * K, .X = X};
-        if (ex) TG_CHECK_OK(tg_extract_group(tg_extract_worker(ex, 0), &b, 1, NULL));
-        uint64_t bad = 0;
-        for (uint64_t i = 0; i < 2 * K; i++) {
-            float want[D];
-            expect_row(want, nodes[i], D, 0);
-            bad += memcmp(want, X + i * D, sizeof want) != 0;
-        }
-        TG_CHECK_EQ_U64(bad, 0);
-        tg_tier_stats_t ts[4];
-        int k = ex ? tg_extract_tier_stats(ex, ts, 4, 0) : 0;
-        TG_CHECK(k == 2 && ts[0].lookups == 2 * K && ts[0].hits == K && ts[1].lookups == K);
-        free(X);
-        tg_extract_destroy(ex);
-    }
-    tg_tier_destroy(t);
-    free(rows);
-    tg_io_file_close(f);
-    free(path);
-}
-
 TG_TEST(rows_f32_in_place)
 {
     enum { D = 37 };
@@ -768,7 +712,6 @@ int main(void)
     TG_RUN(plan_under_tight_budgets);
     TG_RUN(create_within_budget);
     TG_RUN(static_tier);
-    TG_RUN(prefix_tier);
     int rc = tg_test_done();
     if (rc == 0) tg_rmtree(dir);
     return rc;

@@ -203,12 +203,6 @@ uint64_t tg_tier_static_bytes(uint64_t num_nodes, uint32_t feat_dim, tg_feat_dty
  * or the read error with io/'s message (file and offset). */
 int tg_tier_static_create(tg_tier_t **out, const tg_tier_static_opts_t *o, const uint64_t *nodes,
                           uint64_t n, tg_budget_t *budget);
-/* A prefix tier: rows [0, count) of the extraction's file are in RAM at rows (count x row_bytes,
- * raw, the file's dtype), borrowed: the caller owns them and their budget, and fills them before
- * the first lookup. For files laid out with their hot rows first (DiskGNN's packed file, whose
- * first count rows are a hole on disk). Lookups take no lock. */
-int tg_tier_prefix_create(tg_tier_t **out, const char *name, const void *rows, uint64_t count,
-                          size_t row_bytes);
 /* NULL is fine. Returns its bytes to the budget it was created with. */
 void tg_tier_destroy(tg_tier_t *t);
 static inline const void *tg_tier_find(const tg_tier_t *t, uint64_t node)

@@ -201,51 +201,6 @@ err:
     return rc;
 }
 
-/* ---------------------------------------------------------------- the prefix tier */
-
-typedef struct {
-    const unsigned char *rows;
-    uint64_t count;
-} prefix_t;
-
-static const void *prefix_find(const tg_tier_t *t, uint64_t node)
-{
-    const prefix_t *p = t->impl;
-    return node < p->count ? p->rows + (size_t)node * t->row_bytes : NULL;
-}
-
-static void prefix_destroy(tg_tier_t *t)
-{
-    free(t->impl);
-    free(t);
-}
-
-static const tg_tier_i prefix_iface = {.find = prefix_find, .destroy = prefix_destroy};
-
-int tg_tier_prefix_create(tg_tier_t **out, const char *name, const void *rows, uint64_t count,
-                          size_t row_bytes)
-{
-    *out = NULL;
-    name = name ? name : "prefix";
-    if ((count && !rows) || row_bytes == 0)
-        return tg_err(-EINVAL, "prefix tier %s: needs its rows and a row size", name);
-    tg_tier_t *t = calloc(1, sizeof *t);
-    prefix_t *p = calloc(1, sizeof *p);
-    if (!t || !p) {
-        free(t);
-        free(p);
-        return tg_err(-ENOMEM, "prefix tier %s: out of memory", name);
-    }
-    p->rows = rows;
-    p->count = count;
-    t->iface = &prefix_iface;
-    snprintf(t->name, sizeof t->name, "%s", name);
-    t->row_bytes = row_bytes;
-    t->impl = p;
-    *out = t;
-    return 0;
-}
-
 void tg_tier_destroy(tg_tier_t *t)
 {
     if (t) t->iface->destroy(t);
@@ -253,7 +208,7 @@ void tg_tier_destroy(tg_tier_t *t)
 
 uint64_t tg_tier_static_count(const tg_tier_t *t)
 {
-    /* 0 for other kinds of tier (the extraction asks every first tier) */
+    /* 0 for a tier of another kind (the extraction asks its first tier, whatever it is) */
     return t->iface == &static_iface ? ((const static_t *)t->impl)->count : 0;
 }
 
