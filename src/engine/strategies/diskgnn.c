@@ -263,24 +263,9 @@ static int gen_new(tg_strategy_t *s, gen_t **out)
     return 0;
 }
 
-/* Grows a u32 array to hold n, reserving the growth against the budget. */
 static int grow_u32(tg_strategy_t *s, uint32_t **a, uint64_t *cap, uint64_t n, uint64_t *held)
 {
-    if (n <= *cap) return 0;
-    uint64_t nc = TG_MAX(n, *cap + *cap / 2 + 4096);
-    int rc = tg_budget_reserve(&s->r->budget, (nc - *cap) * sizeof(uint32_t),
-                               "diskgnn: the sampled batches' trace");
-    if (rc < 0) return rc;
-    uint32_t *na = realloc(*a, nc * sizeof(uint32_t));
-    if (!na) {
-        tg_budget_release(&s->r->budget, (nc - *cap) * sizeof(uint32_t));
-        return tg_err(-ENOMEM, "diskgnn: out of memory for a trace of %llu accesses",
-                      (unsigned long long)n);
-    }
-    *held += (nc - *cap) * sizeof(uint32_t);
-    *a = na;
-    *cap = nc;
-    return 0;
+    return tg_xpass_grow_u32(&s->r->budget, a, cap, n, held, "diskgnn: the sampled batches' trace");
 }
 
 /* Samples the generation's batches into its spill file and the trace (ids in X order). */
@@ -866,41 +851,16 @@ static int dg_open(tg_strategy_t **out, tg_run_t *r, const tg_strategy_opts_t *s
     tg_io_stats_init(&s->pack_stats);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
-    int rc = tg_xpass_adj_open(r, tg_xpass_adj_queues(so->sampler_threads), &s->stats);
+    int rc = tg_xpass_open_disk(r, tg_xpass_adj_queues(so->sampler_threads), &s->stats, &s->feat);
     s->disk = r->adj;
-    if (rc < 0) goto err;
-    tg_store_opts_t sto = {.normalize = so->normalize, .budget = &r->budget};
-    if ((rc = tg_store_file_open(&r->store, r->ds, &sto)) < 0) goto err;
-    char path[4096];
-    tg_dataset_path(r->ds, TG_FILE_FEATURES, path, sizeof path);
-    if ((rc = tg_io_file_open(&s->feat, path, 0)) < 0) goto err;
-    uint64_t want = tg_meta_expected_size(&r->ds->meta, TG_FILE_FEATURES);
-    if (tg_io_file_size(s->feat) != want) {
-        rc = tg_err(-EINVAL, "%s: %llu bytes, meta.txt says %llu (changed since it was written?)",
-                    path, (unsigned long long)tg_io_file_size(s->feat), (unsigned long long)want);
-        goto err;
+    if (rc == 0) {
+        *out = s;
+        return 0;
     }
-    *out = s;
-    return 0;
-err:
-    tg_io_file_close(s->feat);
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->mu);
     free(s);
     return rc;
-}
-
-/* Where the runtime files go: the dataset's derived/ directory (the same disk, made if
- * missing), else the temporary directory. */
-static void runtime_dir(tg_strategy_t *s)
-{
-    tg_derived_dir(s->r->ds, NULL, s->dir, sizeof s->dir);
-    if (mkdir(s->dir, 0777) == 0 || errno == EEXIST) {
-        struct stat st;
-        if (stat(s->dir, &st) == 0 && S_ISDIR(st.st_mode) && access(s->dir, W_OK) == 0) return;
-    }
-    const char *t = getenv("TMPDIR");
-    snprintf(s->dir, sizeof s->dir, "%s", t && *t ? t : "/tmp");
 }
 
 /* Sizes the fixed parts at the first pass: the extraction's staging, the packing's memory, the
@@ -990,7 +950,7 @@ static int dg_setup(tg_strategy_t *s, const tg_pass_t *p)
         (uint64_t)c->x.neighbor_cache >= tg_ncache_min_bytes(r->ds) &&
         (rc = tg_xpass_ncache(r, s->disk, (uint64_t)c->x.neighbor_cache, &s->stats, "diskgnn")) < 0)
         return rc;
-    runtime_dir(s);
+    tg_xpass_runtime_dir(r->ds, s->dir, sizeof s->dir);
     s->ready = 1;
     return 0;
 }

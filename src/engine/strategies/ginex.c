@@ -220,45 +220,22 @@ static int gx_open(tg_strategy_t **out, tg_run_t *r, const tg_strategy_opts_t *s
     tg_io_stats_init(&s->stats);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
-    int rc = tg_xpass_adj_open(r, tg_xpass_adj_queues(so->sampler_threads), &s->stats);
+    int rc = tg_xpass_open_disk(r, tg_xpass_adj_queues(so->sampler_threads), &s->stats, &s->feat);
     s->disk = r->adj;
-    if (rc < 0) goto err;
-    tg_store_opts_t sto = {.normalize = so->normalize, .budget = &r->budget};
-    if ((rc = tg_store_file_open(&r->store, r->ds, &sto)) < 0) goto err;
-    char path[4096];
-    tg_dataset_path(r->ds, TG_FILE_FEATURES, path, sizeof path);
-    if ((rc = tg_io_file_open(&s->feat, path, 0)) < 0) goto err;
-    uint64_t want = tg_meta_expected_size(&r->ds->meta, TG_FILE_FEATURES);
-    if (tg_io_file_size(s->feat) != want) {
-        rc = tg_err(-EINVAL, "%s: %llu bytes, meta.txt says %llu (changed since it was written?)",
-                    path, (unsigned long long)tg_io_file_size(s->feat), (unsigned long long)want);
-        goto err;
+    if (rc == 0) {
+        *out = s;
+        return 0;
     }
-    *out = s;
-    return 0;
-err:
-    tg_io_file_close(s->feat);
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->mu);
     free(s);
     return rc;
 }
 
-/* Where the superbatches are spilled: the dataset's derived/ directory (the same disk, made if
- * missing), else the temporary directory. */
-static void spill_dir(tg_strategy_t *s)
+static int grow_u32(tg_strategy_t *s, uint32_t **a, uint64_t *cap, uint64_t n, uint64_t *held)
 {
-    tg_derived_dir(s->r->ds, NULL, s->spill_dir, sizeof s->spill_dir);
-    if (mkdir(s->spill_dir, 0777) == 0 || errno == EEXIST) {
-        struct stat st;
-        if (stat(s->spill_dir, &st) == 0 && S_ISDIR(st.st_mode) && access(s->spill_dir, W_OK) == 0)
-            return;
-    }
-    const char *t = getenv("TMPDIR");
-    snprintf(s->spill_dir, sizeof s->spill_dir, "%s", t && *t ? t : "/tmp");
+    return tg_xpass_grow_u32(&s->r->budget, a, cap, n, held, "ginex: superbatch trace");
 }
-
-static int grow_u32(tg_strategy_t *s, uint32_t **a, uint64_t *cap, uint64_t n, uint64_t *held);
 
 /* ---------------------------------------------------------------- the split (3.5)
  *
@@ -478,7 +455,7 @@ static int gx_setup(tg_strategy_t *s, const tg_pass_t *p)
                             .keep_bytes = keep,
                             .who = "ginex"};
     if ((rc = tg_extract_create(&s->ex, &eo)) < 0) return rc;
-    spill_dir(s);
+    tg_xpass_runtime_dir(r->ds, s->spill_dir, sizeof s->spill_dir);
     tg_spill_opts_t so = {.buf_bytes = GX_SPILL_BUF, .budget = &r->budget};
     for (int k = 0; k < 2; k++)
         if ((rc = tg_spill_open(&s->sb[k].spill, s->spill_dir, &so)) < 0) return rc;
@@ -530,26 +507,6 @@ static void gx_close(tg_strategy_t *s)
 }
 
 /* ---------------------------------------------------------------- the inspector */
-
-/* Grows an array of u32 to hold n, reserving the growth against the budget. */
-static int grow_u32(tg_strategy_t *s, uint32_t **a, uint64_t *cap, uint64_t n, uint64_t *held)
-{
-    if (n <= *cap) return 0;
-    uint64_t nc = TG_MAX(n, *cap + *cap / 2 + 1024);
-    int rc =
-        tg_budget_reserve(&s->r->budget, (nc - *cap) * sizeof(uint32_t), "ginex: superbatch trace");
-    if (rc < 0) return rc;
-    uint32_t *na = realloc(*a, nc * sizeof(uint32_t));
-    if (!na) {
-        tg_budget_release(&s->r->budget, (nc - *cap) * sizeof(uint32_t));
-        return tg_err(-ENOMEM, "ginex: out of memory for a superbatch trace of %llu accesses",
-                      (unsigned long long)n);
-    }
-    *held += (nc - *cap) * sizeof(uint32_t);
-    *a = na;
-    *cap = nc;
-    return 0;
-}
 
 /* Samples, spills and plans superbatch `b` of `count` batches from the loader. */
 static int plan_superbatch(tg_strategy_t *s, sb_t *b, uint32_t count, uint32_t **trace,

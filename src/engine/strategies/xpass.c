@@ -1,8 +1,13 @@
 /* What the extracting strategies share (strategies/xpass.h). */
 #include "xpass.h"
 
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "tiergnn/derived.h"
 #include "tiergnn/ncache.h"
 
 #define ADJ_MIN_QUEUES 2u
@@ -169,4 +174,53 @@ tg_pipe_opts_t tg_xpass_pipe_opts(tg_run_t *r, const tg_pass_t *p, const tg_xpas
                             .work_ctx = ex,
                             .queue_depth = (int)x->queue_depth,
                             .in_order = 1};
+}
+
+int tg_xpass_open_disk(tg_run_t *r, unsigned queues, tg_io_stats_t *stats, tg_io_file_t **feat)
+{
+    *feat = NULL;
+    int rc = tg_xpass_adj_open(r, queues, stats);
+    if (rc < 0) return rc;
+    tg_store_opts_t sto = {.normalize = r->sopts.normalize, .budget = &r->budget};
+    if ((rc = tg_store_file_open(&r->store, r->ds, &sto)) < 0) return rc;
+    char path[4096];
+    tg_dataset_path(r->ds, TG_FILE_FEATURES, path, sizeof path);
+    if ((rc = tg_io_file_open(feat, path, 0)) < 0) return rc;
+    uint64_t want = tg_meta_expected_size(&r->ds->meta, TG_FILE_FEATURES);
+    if (tg_io_file_size(*feat) != want) {
+        rc = tg_err(-EINVAL, "%s: %llu bytes, meta.txt says %llu (changed since it was written?)",
+                    path, (unsigned long long)tg_io_file_size(*feat), (unsigned long long)want);
+        tg_io_file_close(*feat);
+        *feat = NULL;
+    }
+    return rc;
+}
+
+void tg_xpass_runtime_dir(const tg_dataset_t *ds, char *dir, size_t len)
+{
+    tg_derived_dir(ds, NULL, dir, len);
+    if (mkdir(dir, 0777) == 0 || errno == EEXIST) {
+        struct stat st;
+        if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode) && access(dir, W_OK) == 0) return;
+    }
+    const char *t = getenv("TMPDIR");
+    snprintf(dir, len, "%s", t && *t ? t : "/tmp");
+}
+
+int tg_xpass_grow_u32(tg_budget_t *budget, uint32_t **a, uint64_t *cap, uint64_t n, uint64_t *held,
+                      const char *what)
+{
+    if (n <= *cap) return 0;
+    uint64_t nc = TG_MAX(n, *cap + *cap / 2 + 1024), add = (nc - *cap) * sizeof(uint32_t);
+    int rc = tg_budget_reserve(budget, add, what);
+    if (rc < 0) return rc;
+    uint32_t *na = realloc(*a, nc * sizeof(uint32_t));
+    if (!na) {
+        tg_budget_release(budget, add);
+        return tg_err(-ENOMEM, "%s: out of memory for %llu entries", what, (unsigned long long)n);
+    }
+    *held += add;
+    *a = na;
+    *cap = nc;
+    return 0;
 }

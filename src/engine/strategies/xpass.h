@@ -45,6 +45,18 @@ int tg_xpass_ncache(tg_run_t *r, tg_adj_t *disk, uint64_t bytes, tg_io_stats_t *
  * hits, its bytes), and zeroes them; st NULL: zeroes only. Nothing without a cache. */
 void tg_xpass_ncache_take(tg_adj_t *disk, tg_pass_stats_t *st);
 
+/* What strategies that sample ahead share (ginex, diskgnn): opens r->adj on disk (queues,
+ * reads counting into stats), r->store from the file, and features.bin through io/ into *feat,
+ * checking its size against meta.txt. On error *feat is closed and NULL. */
+int tg_xpass_open_disk(tg_run_t *r, unsigned queues, tg_io_stats_t *stats, tg_io_file_t **feat);
+/* Where runtime files (spill, map, packed files) go: the dataset's derived/ directory (the same
+ * disk; made if missing), else $TMPDIR or /tmp. */
+void tg_xpass_runtime_dir(const tg_dataset_t *ds, char *dir, size_t len);
+/* Grows a u32 array to hold n entries (by half again, at least 1024 more), reserving the growth
+ * against budget first ("what" names it); *held counts the bytes reserved. */
+int tg_xpass_grow_u32(tg_budget_t *budget, uint32_t **a, uint64_t *cap, uint64_t n, uint64_t *held,
+                      const char *what);
+
 /* The pipeline's work function: ctx is the tg_extract_t; worker i uses its worker i. */
 int tg_xpass_work(void *ctx, tg_pipe_t *P, int worker, const tg_batch_t *const *b, float *const *X,
                   int n);
