@@ -263,6 +263,37 @@ TG_TEST(killed_while_packing)
     TG_CHECK_EQ_U64((uint64_t)derived_files(), (uint64_t)before);
 }
 
+static int stop_step(void *ctx, const tg_batch_t *b, const float *X)
+{
+    (void)ctx;
+    (void)b;
+    (void)X;
+    return TG_PASS_STOP;
+}
+
+/* A pass stopped at its first batch while the next epoch is prepared, and the run closed at
+ * once: the inspector stops before the adjacency it samples from is closed (a use after free
+ * under ASan before tg_strategy_i.drain), and nothing is left behind. */
+TG_TEST(close_while_preparing)
+{
+    int before = derived_files();
+    for (int k = 0; k < 5; k++) {
+        tg_run_t r;
+        TG_CHECK_OK(open_run(&r, &(cfg_t){.hot = 100 * 68, .disk_indices = k % 2}));
+        check_t c = {.signal_fd = -1};
+        tg_pass_t p = make_pass(&r, &c, 0, 0);
+        tg_pass_t next = make_pass(&r, &c, 1, 0);
+        next.step = NULL;
+        p.step = stop_step;
+        p.next = &next;
+        tg_pass_stats_t st;
+        TG_CHECK_OK(tg_run_pass(&r, &p, &st));
+        TG_CHECK(st.stopped && st.steps == 1);
+        tg_run_close(&r);
+    }
+    TG_CHECK_EQ_U64((uint64_t)derived_files(), (uint64_t)before);
+}
+
 /* The CLI: the epoch JSON's "preprocess" object; from the second epoch on the preparation ran
  * during the epoch before. --reuse-samples 2 packs once for two epochs. */
 TG_TEST(cli_json)
@@ -274,7 +305,7 @@ TG_TEST(cli_json)
         int rc = tg_test_cli(&out,
                              "train %s --out %s --model sage --layers 2 --hidden 16 --fanouts 5,5 "
                              "--batch-size 64 --epochs 3 --threads 1 --json --strategy diskgnn "
-                             "--io-depth 8 --mem 40M --hot-cache 20K --reuse-samples %d",
+                             "--io-depth 8 --mem 64M --hot-cache 20K --reuse-samples %d",
                              ds, dir, reuse);
         TG_CHECK(rc == 0);
         if (rc) fprintf(stderr, "%s\n", out ? out : "");
@@ -304,6 +335,7 @@ int main(void)
     TG_RUN(budgets);
     TG_RUN(read_errors);
     TG_RUN(killed_while_packing);
+    TG_RUN(close_while_preparing);
     TG_RUN(cli_json);
     int rc = tg_test_done();
     if (rc == 0) tg_rmtree(root);

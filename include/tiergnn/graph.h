@@ -97,6 +97,12 @@ void tg_adj_destroy(tg_adj_t *adj);
  * is monotone and ends at num_edges; ids are checked lazily by the sampler. */
 int tg_adj_memory_create(tg_adj_t **out, uint64_t num_nodes, uint64_t num_edges,
                          const uint64_t *indptr, const uint64_t *indices, int own);
+/* In-memory adjacency over borrowed arrays with the entries as stored on disk: indices holds
+ * num_edges entries of esz bytes (4: u32, 8: u64), read as they are (no widened copy). For a
+ * phase that needs the indices in RAM only for a while (DiskGNN samples an epoch ahead from
+ * them, then frees them for its planning). indptr and indices must outlive adj. */
+int tg_adj_raw_create(tg_adj_t **out, uint64_t num_nodes, uint64_t num_edges,
+                      const uint64_t *indptr, const void *indices, size_t esz);
 /* Loads indptr and the indices (widened to u64) of a dataset into RAM. */
 struct tg_dataset;
 int tg_adj_memory_open(tg_adj_t **out, const struct tg_dataset *ds);
@@ -514,6 +520,11 @@ int tg_adj_disk_open(tg_adj_t **out, const struct tg_dataset *ds, const tg_adj_d
  * (0 for another adjacency, and once loaded). */
 uint64_t tg_adj_disk_load_bytes(const tg_adj_t *adj);
 int tg_adj_disk_load(tg_adj_t *adj);
+/* indices.bin whole, as stored, into buf (tg_adj_disk_file_bytes: its size rounded up to 4 KiB,
+ * 4 KiB-aligned), through the adjacency's io/ queues (thread-safe, the adjacency unchanged):
+ * for a copy that lives apart (tg_adj_raw_create). Errors name the file and offset. */
+uint64_t tg_adj_disk_file_bytes(const tg_adj_t *adj);
+int tg_adj_disk_read_all(tg_adj_t *adj, void *buf);
 
 /* Neighbour cache tier (tiergnn/ncache.h, Ginex): every later read serves the positions of the
  * nodes nc holds from it and sends only the others to RAM or the disk, still in one batched

@@ -132,6 +132,10 @@ typedef struct tg_strategy_i {
     int (*pass)(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st);
     /* Frees the strategy's state (not r->adj / r->store: the run closes those). NULL is fine. */
     void (*close)(tg_strategy_t *s);
+    /* Optional: stops what the strategy runs between passes (diskgnn's inspector preparing the
+     * next one) and waits for it; tg_run_close calls it before it closes the adjacency and the
+     * store, which such work reads. */
+    void (*drain)(tg_strategy_t *s);
     /* The most input matrices X its passes hold at once (sampled ahead, queued, trained, being
      * freed): the run reserves that many batches' worth of --mem for them. */
     int (*batches_in_flight)(const tg_strategy_opts_t *o);

@@ -147,6 +147,8 @@ int tg_run_open(tg_run_t *r, const char *dataset, tg_run_store_t store, int norm
 void tg_run_close(tg_run_t *r)
 {
     tg_pool_destroy(r->pool);
+    /* Work the strategy runs between passes reads the adjacency: it stops first. */
+    if (r->strat_i && r->strat_i->drain && r->strat) r->strat_i->drain(r->strat);
     /* The adjacency and store first: a strategy may own what they count into. */
     tg_store_release(r->store);
     tg_adj_destroy(r->adj);

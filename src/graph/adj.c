@@ -37,6 +37,58 @@ static void mem_destroy(tg_adj_t *adj)
 
 static const tg_adj_i mem_iface = {"memory", mem_read, mem_destroy};
 
+/* ---------------------------------------------------------------- raw entries */
+
+typedef struct {
+    const void *indices;
+    size_t esz;
+} adj_raw_t;
+
+static int raw_read(tg_adj_t *adj, const uint64_t *pos, size_t n, uint64_t *out)
+{
+    const adj_raw_t *m = adj->impl;
+    for (size_t i = 0; i < n; i++) {
+        if (pos[i] >= adj->num_edges)
+            return tg_err(-EINVAL, "adjacency: edge position %llu out of range (%llu edges)",
+                          (unsigned long long)pos[i], (unsigned long long)adj->num_edges);
+        out[i] = m->esz == 4 ? ((const uint32_t *)m->indices)[pos[i]]
+                             : ((const uint64_t *)m->indices)[pos[i]];
+    }
+    return 0;
+}
+
+static void raw_destroy(tg_adj_t *adj)
+{
+    free(adj->impl);
+    free(adj);
+}
+
+static const tg_adj_i raw_iface = {"raw", raw_read, raw_destroy};
+
+int tg_adj_raw_create(tg_adj_t **out, uint64_t num_nodes, uint64_t num_edges,
+                      const uint64_t *indptr, const void *indices, size_t esz)
+{
+    *out = NULL;
+    if (!indptr || (num_edges && !indices) || (esz != 4 && esz != 8))
+        return tg_err(-EINVAL, "adjacency: raw entries need indptr, indices and 4 or 8 bytes");
+    tg_adj_t *a = calloc(1, sizeof *a);
+    adj_raw_t *m = calloc(1, sizeof *m);
+    if (!a || !m) {
+        free(a);
+        free(m);
+        return tg_err(-ENOMEM, "adjacency: out of memory");
+    }
+    m->indices = indices;
+    m->esz = esz;
+    a->iface = &raw_iface;
+    a->num_nodes = num_nodes;
+    a->num_edges = num_edges;
+    a->indptr = indptr;
+    a->impl = m;
+    *out = a;
+    return 0;
+}
+
 void tg_adj_destroy(tg_adj_t *adj)
 {
     if (adj) adj->iface->destroy(adj);

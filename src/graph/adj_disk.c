@@ -270,40 +270,55 @@ uint64_t tg_adj_disk_load_bytes(const tg_adj_t *adj)
     return (adj->num_edges * d->esz + 4095) / 4096 * 4096;
 }
 
-/* Reads the whole indices.bin into d->resident through the adjacency's own io/ queues (O_DIRECT
- * where the file system allows it, so the page cache holds no second copy), in 8 MiB requests. */
+uint64_t tg_adj_disk_file_bytes(const tg_adj_t *adj)
+{
+    if (!adj || adj->iface != &disk_iface) return 0;
+    const adj_disk_t *d = adj->impl;
+    return (adj->num_edges * d->esz + 4095) / 4096 * 4096;
+}
+
+/* Reads the whole indices.bin into buf through the adjacency's own io/ queues (O_DIRECT where
+ * the file system allows it, so the page cache holds no second copy), in 8 MiB requests. */
+int tg_adj_disk_read_all(tg_adj_t *adj, void *buf)
+{
+    if (!adj || adj->iface != &disk_iface)
+        return tg_err(-EINVAL, "tg_adj_disk_read_all: not a disk adjacency");
+    adj_disk_t *d = adj->impl;
+    const uint64_t piece = (uint64_t)8 << 20;
+    uint64_t size = adj->num_edges * d->esz;
+    size_t nreq = (size_t)((size + piece - 1) / piece);
+    tg_io_req_t *reqs = calloc(nreq ? nreq : 1, sizeof *reqs);
+    if (!reqs) return tg_err(-ENOMEM, "%s: out of memory for the reads", d->path);
+    for (size_t i = 0; i < nreq; i++)
+        reqs[i] = (tg_io_req_t){.file = d->file,
+                                .off = i * piece,
+                                .len = (size_t)TG_MIN(piece, size - i * piece),
+                                .dst = (char *)buf + i * piece};
+    int rc = tg_io_pool_read_batch(d->pool, reqs, nreq);
+    free(reqs);
+    if (rc < 0) return tg_err_prefix(rc, "disk adjacency: reading the indices into RAM");
+    return 0;
+}
+
 int tg_adj_disk_load(tg_adj_t *adj)
 {
     if (!adj || adj->iface != &disk_iface)
         return tg_err(-EINVAL, "tg_adj_disk_load: not a disk adjacency");
     adj_disk_t *d = adj->impl;
     if (d->resident) return 0;
-    const uint64_t piece = (uint64_t)8 << 20;
-    uint64_t bytes = tg_adj_disk_load_bytes(adj), size = adj->num_edges * d->esz;
-    size_t nreq = (size_t)((size + piece - 1) / piece);
+    uint64_t bytes = tg_adj_disk_file_bytes(adj);
     int rc;
     if (d->budget && (rc = tg_budget_reserve(d->budget, bytes, "indices in RAM")) < 0) return rc;
     char *buf = tg_aligned_alloc(4096, bytes ? (size_t)bytes : 4096);
-    tg_io_req_t *reqs = calloc(nreq ? nreq : 1, sizeof *reqs);
-    if (!buf || !reqs) {
+    if (!buf) {
         rc = tg_err(-ENOMEM, "%s: out of memory for the indices in RAM", d->path);
         goto err;
     }
-    for (size_t i = 0; i < nreq; i++)
-        reqs[i] = (tg_io_req_t){.file = d->file,
-                                .off = i * piece,
-                                .len = (size_t)TG_MIN(piece, size - i * piece),
-                                .dst = buf + i * piece};
-    if ((rc = tg_io_pool_read_batch(d->pool, reqs, nreq)) < 0) {
-        tg_err_prefix(rc, "disk adjacency: loading the indices into RAM");
-        goto err;
-    }
-    free(reqs);
+    if ((rc = tg_adj_disk_read_all(adj, buf)) < 0) goto err;
     d->resident = buf;
     d->resident_bytes = d->budget ? bytes : 0;
     return 0;
 err:
-    free(reqs);
     free(buf);
     if (d->budget) tg_budget_release(d->budget, bytes);
     return rc;

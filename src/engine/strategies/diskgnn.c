@@ -160,6 +160,9 @@ struct tg_strategy {
     uint64_t span[DG_MAX_REQ][2];
     uint64_t gap;
     uint64_t reader_bytes; /* reserved: staging (the queue reserves its own) */
+    int sample_in_ram;     /* the indices are read into RAM for each generation's sampling */
+    int warned_disk_sampling;
+    uint64_t trace_hint; /* accesses of the last generation, + 1/32 */
     /* generations: cur serves the pass, nxt is prepared by the inspector */
     gen_t *cur, *nxt, *run; /* run: the one the executor reads now */
     pthread_mutex_t mu;
@@ -274,18 +277,45 @@ static int gen_sample(tg_strategy_t *s, gen_t *g, const atomic_int *abort, uint3
 {
     tg_run_t *r = s->r;
     tg_pass_t kp = key_pass(&g->key);
+    size_t esz = tg_index_dtype_size(r->ds->meta.index_dtype);
+    int rc;
+    /* The indices in RAM for the sampling only, when they are not kept there: read whole
+     * (sequential, a fraction of a second) into a copy of their own, freed before the layout
+     * is planned, so the sampling and the planning share the memory (the paper's offline
+     * sampling has the topology in memory). Without room for them: the disk adjacency. */
+    tg_adj_t *src = s->disk, *raw = NULL;
+    void *idx = NULL;
+    uint64_t ib = s->sample_in_ram ? tg_adj_disk_file_bytes(s->disk) : 0;
+    if (ib && tg_adj_disk_load_bytes(s->disk) &&
+        tg_budget_reserve(&r->budget, ib, "diskgnn: indices while sampling") == 0) {
+        idx = tg_aligned_alloc(4096, (size_t)ib);
+        rc = idx ? tg_adj_disk_read_all(s->disk, idx)
+                 : tg_err(-ENOMEM, "diskgnn: out of memory for the indices while sampling");
+        if (rc == 0)
+            rc = tg_adj_raw_create(&raw, s->disk->num_nodes, s->disk->num_edges, s->disk->indptr,
+                                   idx, esz);
+        if (rc < 0) {
+            free(idx);
+            tg_budget_release(&r->budget, ib);
+            return rc;
+        }
+        src = raw;
+    } else if (ib && tg_adj_disk_load_bytes(s->disk) && !s->warned_disk_sampling) {
+        s->warned_disk_sampling = 1;
+        tg_log_info("diskgnn: no room to read the indices for sampling (%s): the samplers read "
+                    "them from disk",
+                    tg_errmsg());
+    }
     /* its own count of the index bytes: the run's counting wrapper would add them to the epoch
      * the trainer is running; the pass that trains these batches adds them to its own */
-    tg_adj_t *view;
-    int rc = tg_adj_counting_view(&view, s->disk, tg_index_dtype_size(r->ds->meta.index_dtype),
-                                  &g->index_bytes);
-    if (rc < 0) return rc;
+    tg_adj_t *view = NULL;
+    tg_loader_t *ld = NULL;
+    if ((rc = tg_adj_counting_view(&view, src, esz, &g->index_bytes)) < 0) goto out;
     tg_loader_opts_t lo = tg_pass_loader_opts(&kp, view, r->sopts.sampler_threads, 2);
-    tg_loader_t *ld;
-    if ((rc = tg_loader_start(&ld, &lo)) < 0) {
-        tg_adj_destroy(view);
-        return rc;
-    }
+    if ((rc = tg_loader_start(&ld, &lo)) < 0) goto out;
+    /* the trace at about the last generation's size: growing it by half again would reserve
+     * a third more than it needs */
+    if (s->trace_hint && (rc = grow_u32(s, trace, cap, s->trace_hint, held)) < 0) goto out;
     g->num_batches = tg_loader_num_batches(ld);
     g->count = g->num_batches > kp.first_batch ? g->num_batches - kp.first_batch : 0;
     uint64_t bytes = g->count * sizeof(double) + 2 * (g->count + 1) * sizeof(uint64_t);
@@ -322,9 +352,15 @@ static int gen_sample(tg_strategy_t *s, gen_t *g, const atomic_int *abort, uint3
         if (rc < 0) goto out;
     }
     rc = tg_spill_rewind(g->spill);
+    s->trace_hint = g->moff[g->count] + g->moff[g->count] / 32;
 out:
-    tg_loader_stop(ld);
+    if (ld) tg_loader_stop(ld);
     tg_adj_destroy(view);
+    tg_adj_destroy(raw);
+    if (idx) {
+        free(idx);
+        tg_budget_release(&r->budget, ib);
+    }
     return rc;
 }
 
@@ -916,8 +952,13 @@ static int dg_setup(tg_strategy_t *s, const tg_pass_t *p)
      * map twice (the executor's and the next generation's) and the locate arrays, the spill
      * buffers of two generations */
     uint64_t bn = r->batch_nodes ? r->batch_nodes : TG_MIN(N, (uint64_t)1 << 16);
-    s->set_aside = s->pack_mem + 2 * rec_bytes_max(bn) + bn * tg_layout_loc_bytes(1) +
-                   4 * DG_SPILL_BUF + (uint64_t)DG_MAX_REQ * TG_EXTRACT_IO_BOOKKEEPING;
+    /* what tg_pack reserves for partitions of pack_mem / 3 (the layout's cut): the two read
+     * buffers, the staging of their targets and its read queue */
+    uint64_t prow = s->pack_mem / 3 / TG_MAX(s->row_bytes, 1) + 1;
+    tg_pack_part_t part = {.lo = 0, .hi = TG_MIN(prow, N), .ntargets = prow};
+    s->set_aside = tg_pack_bytes(&part, 1, s->row_bytes, 3) + 2 * rec_bytes_max(bn) +
+                   bn * tg_layout_loc_bytes(1) + 4 * DG_SPILL_BUF +
+                   (uint64_t)DG_MAX_REQ * TG_EXTRACT_IO_BOOKKEEPING;
     /* the least planning needs: the trace (4 bytes per access) and the layout's 8 per node */
     uint64_t B = p->batch_size ? (p->num_seeds + p->batch_size - 1) / p->batch_size : 1;
     uint64_t plan_min = 4 * B * bn + 8 * N;
@@ -941,6 +982,7 @@ static int dg_setup(tg_strategy_t *s, const tg_pass_t *p)
     if (c->x.resident_indices != 0) {
         resident = tg_xpass_adj_resident(r, s->disk, keep, "diskgnn");
         if (resident < 0) return resident;
+        s->sample_in_ram = !resident;
     }
     /* Indices on disk: the samplers' index reads set the pace (a random read per neighbour
      * list, an epoch sampled ahead). --neighbor-cache gives Ginex's neighbour cache its bytes
@@ -979,7 +1021,11 @@ static int size_hot(tg_strategy_t *s, const tg_cs_trace_t *tr, const tg_layout_c
         tg_layout_summary(L, &sm);
         peak = sm.plan_peak_bytes;
         tg_layout_destroy(L);
-        uint64_t keep = s->set_aside + peak + peak / 4;
+        /* the planning of a generation and, before it, its sampling with the indices read into
+         * RAM take turns on the same memory */
+        uint64_t transient = peak + peak / 4;
+        if (s->sample_in_ram) transient = TG_MAX(transient, tg_adj_disk_load_bytes(s->disk));
+        uint64_t keep = s->set_aside + transient;
         uint64_t avail = limit > r->budget.used ? limit - r->budget.used : 0;
         uint64_t rest = avail > keep ? avail - keep : 0;
         if (c->x.resident_indices != 0) {
@@ -1014,6 +1060,14 @@ static int size_hot(tg_strategy_t *s, const tg_cs_trace_t *tr, const tg_layout_c
                 tg_fmt_bytes(s->pack_mem, d, sizeof d), tg_fmt_bytes(s->disk_budget, e, sizeof e),
                 c->reuse_samples > 1 ? "samples reused" : "fresh samples every epoch", s->dir);
     return 0;
+}
+
+/* The inspector stops (its generation is dropped): the run closes the adjacency next. */
+static void dg_drain(tg_strategy_t *s)
+{
+    insp_join(s, 1);
+    gen_destroy(s, s->nxt);
+    s->nxt = NULL;
 }
 
 static void dg_close(tg_strategy_t *s)
@@ -1213,10 +1267,11 @@ const tg_strategy_i tg_strategy_diskgnn = {
              .opts = dg_opts,
              .num_opts = sizeof dg_opts / sizeof dg_opts[0],
              .config_size = sizeof(dg_cfg_t),
-             .example_args = "--mem 40M --hot-cache 20K --chunk-rows 64"},
+             .example_args = "--mem 64M --hot-cache 20K --chunk-rows 64"},
     .min_bytes = dg_min_bytes,
     .open = dg_open,
     .pass = dg_pass,
     .close = dg_close,
+    .drain = dg_drain,
     .batches_in_flight = dg_in_flight,
 };
