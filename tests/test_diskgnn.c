@@ -23,13 +23,13 @@ static char root[4000], ds[4200];
 
 typedef struct {
     uint64_t mem, segment, disk_budget, hot;
-    int sampler_threads, hot_auto, disk_indices;
+    int sampler_threads, hot_auto, disk_indices, sampling_indices;
 } cfg_t;
 
 static int open_run(tg_run_t *r, const cfg_t *c)
 {
     static char v[3][32];
-    static tg_strategy_arg_t args[7];
+    static tg_strategy_arg_t args[8];
     int n = 0;
     args[n++] = (tg_strategy_arg_t){"io-depth", "8"}; /* no device probe in tests */
     args[n++] = (tg_strategy_arg_t){"io-gap", "0"};
@@ -43,6 +43,7 @@ static int open_run(tg_run_t *r, const cfg_t *c)
         args[n++] = (tg_strategy_arg_t){"disk-budget", v[1]};
     }
     if (c->disk_indices) args[n++] = (tg_strategy_arg_t){"resident-indices", "0"};
+    if (c->sampling_indices) args[n++] = (tg_strategy_arg_t){"sampling-indices", "1"};
     if (!c->hot_auto) {
         snprintf(v[2], 32, "%llu", (unsigned long long)c->hot);
         args[n++] = (tg_strategy_arg_t){"hot-cache", v[2]};
@@ -175,6 +176,10 @@ TG_TEST(rows_equal_the_file)
     pass_case(&(cfg_t){.hot = 0, .segment = 1000}, "one segment");
     pass_case(&(cfg_t){.hot = 100 * 68, .disk_budget = 600000}, "search under 600 KB");
     pass_case(&(cfg_t){.mem = 24 << 20, .hot_auto = 1}, "--mem 24M, auto");
+    /* the indices read into RAM for each sampling only, then freed */
+    pass_case(
+        &(cfg_t){.hot = 100 * 68, .segment = 2, .disk_budget = 4 << 20, .sampling_indices = 1},
+        "indices while sampling");
 }
 
 TG_TEST(budgets)

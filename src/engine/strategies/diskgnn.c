@@ -63,7 +63,7 @@
 
 typedef struct {
     tg_xpass_cfg_t x;
-    int64_t segment, disk_budget, reuse_samples, hot_cache, pack_mem;
+    int64_t segment, disk_budget, reuse_samples, hot_cache, pack_mem, sampling_indices;
 } dg_cfg_t;
 
 #define DG_OPT(n, k, d, lo, hi, a, f, m, h)                                                        \
@@ -86,6 +86,9 @@ static const tg_strategy_opt_t dg_opts[] = {
     DG_OPT("hot-cache", TG_SOPT_SIZE, -1, 0, INT64_MAX, 1, hot_cache, "SIZE",
            "RAM for the most used rows (default auto: what --mem leaves; without --mem an "
            "eighth of the RAM, at most the feature file)"),
+    DG_OPT("sampling-indices", TG_SOPT_INT, -1, 0, 1, 1, sampling_indices, "auto|0|1",
+           "read indices.bin into RAM for each epoch's sampling only (1), never (0: sample from "
+           "disk unless the indices stay in RAM), or when they cannot stay (default auto)"),
     DG_OPT("pack-mem", TG_SOPT_SIZE, -1, 1 << 20, INT64_MAX, 1, pack_mem, "SIZE",
            "RAM for one packing partition and the rows it sends (default auto: a fifth of what "
            "--mem leaves, 16 MiB .. 256 MiB)"),
@@ -979,10 +982,17 @@ static int dg_setup(tg_strategy_t *s, const tg_pass_t *p)
     uint64_t est = s->set_aside + 12 * B * bn + 8 * N;
     uint64_t keep = limit ? est + est / 4 : 0;
     int resident = 0;
-    if (c->x.resident_indices != 0) {
+    if (c->x.resident_indices != 0 && c->sampling_indices != 1) {
         resident = tg_xpass_adj_resident(r, s->disk, keep, "diskgnn");
         if (resident < 0) return resident;
-        s->sample_in_ram = !resident;
+    }
+    s->sample_in_ram = !resident && c->sampling_indices != 0 &&
+                       (c->x.resident_indices != 0 || c->sampling_indices == 1);
+    if (s->sample_in_ram) {
+        char ib[32];
+        tg_log_info("diskgnn: each epoch's sampling reads indices.bin (%s) into RAM for its own "
+                    "time and frees it before the layout is planned",
+                    tg_fmt_bytes(tg_adj_disk_file_bytes(s->disk), ib, sizeof ib));
     }
     /* Indices on disk: the samplers' index reads set the pace (a random read per neighbour
      * list, an epoch sampled ahead). --neighbor-cache gives Ginex's neighbour cache its bytes
@@ -1028,7 +1038,7 @@ static int size_hot(tg_strategy_t *s, const tg_cs_trace_t *tr, const tg_layout_c
         uint64_t keep = s->set_aside + transient;
         uint64_t avail = limit > r->budget.used ? limit - r->budget.used : 0;
         uint64_t rest = avail > keep ? avail - keep : 0;
-        if (c->x.resident_indices != 0) {
+        if (c->x.resident_indices != 0 && c->sampling_indices != 1) {
             uint64_t ib = tg_adj_disk_load_bytes(s->disk);
             if (ib && ib <= rest) {
                 int lr = tg_xpass_adj_resident(r, s->disk, keep + (rest - ib), "diskgnn");
