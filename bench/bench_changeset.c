@@ -19,56 +19,15 @@
 #include "tiergnn/changeset.h"
 #include "tiergnn/util.h"
 
+#define BENCH_NAME "bench_changeset"
+#include "bench_common.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define MAX_SIZES 32
-
-_Noreturn static void die(const char *what)
-{
-    fprintf(stderr, "bench_changeset: %s\n", what);
-    exit(1);
-}
-
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (!p) die("out of memory");
-    return p;
-}
-
-/* S batches of `distinct` distinct ids each (see the top); off (S + 1), ids (S * distinct). */
-static void draw_trace(uint32_t N, uint32_t distinct, double alpha, uint32_t S, uint64_t seed,
-                       uint64_t *off, uint32_t *ids)
-{
-    tg_rng_t r;
-    tg_rng_seed(&r, seed);
-    uint32_t *perm = xmalloc((size_t)N * sizeof *perm), *stamp = calloc(N, sizeof *stamp);
-    if (!stamp) die("out of memory");
-    for (uint32_t v = 0; v < N; v++)
-        perm[v] = v;
-    for (uint32_t v = N; v > 1; v--) {
-        uint32_t j = (uint32_t)tg_rng_below(&r, v), x = perm[v - 1];
-        perm[v - 1] = perm[j], perm[j] = x;
-    }
-    double e = 1 - alpha, top = pow((double)N, e) - 1;
-    off[0] = 0;
-    for (uint32_t i = 0; i < S; i++) {
-        uint64_t o = off[i];
-        for (uint32_t k = 0; k < distinct;) {
-            double rank = pow(top * tg_rng_uniform(&r) + 1, 1 / e) - 1;
-            uint32_t v = perm[TG_MIN((uint32_t)rank, N - 1)];
-            if (stamp[v] == i + 1) continue;
-            stamp[v] = i + 1;
-            ids[o + k++] = v;
-        }
-        off[i + 1] = o + distinct;
-    }
-    free(perm);
-    free(stamp);
-}
 
 /* LRU: a doubly linked list over node ids, most recent at the head. */
 typedef struct {
@@ -208,7 +167,7 @@ int main(int argc, char **argv)
     uint64_t *off = xmalloc((smax + 1) * sizeof *off);
     uint32_t *ids = xmalloc((size_t)smax * distinct * sizeof *ids);
     double t0 = tg_now();
-    draw_trace((uint32_t)N, (uint32_t)distinct, alpha, smax, seed, off, ids);
+    power_law_trace((uint32_t)N, (uint32_t)distinct, alpha, smax, seed, off, ids);
     printf(
         "trace: %u batches of %llu distinct ids out of %llu nodes (alpha %.2f), drawn in %.1f s; "
         "cache of %llu rows\n",

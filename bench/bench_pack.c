@@ -21,24 +21,14 @@
 #include "tiergnn/pack.h"
 #include "tiergnn/util.h"
 
+#define BENCH_NAME "bench_pack"
+#include "bench_common.h"
+
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-_Noreturn static void die(const char *what)
-{
-    fprintf(stderr, "bench_pack: %s\n", what);
-    exit(1);
-}
-
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (!p) die("out of memory");
-    return p;
-}
 
 typedef struct {
     tg_pack_target_t *t;
