@@ -8,6 +8,7 @@
  * LRU or FIFO of the same size from the same state. tg_cs_init_state's choice, the trace and
  * state checks, the budget, and a workspace left clean after every error. */
 #include "tg_test.h"
+#include "test_trace_common.h"
 
 #include "tiergnn/changeset.h"
 
@@ -15,55 +16,10 @@
 
 #define NEVER UINT32_MAX
 
-typedef struct {
-    uint32_t S, N;
-    uint64_t *off;
-    uint32_t *ids;
-    unsigned char *in; /* (S, N) whether iteration i accesses node v */
-} trace_t;
-
-static tg_cs_trace_t view(const trace_t *tr)
-{
-    return (tg_cs_trace_t){.iters = tr->S, .off = tr->off, .ids = tr->ids};
-}
-
-static void trace_free(trace_t *tr)
-{
-    free(tr->off);
-    free(tr->ids);
-    free(tr->in);
-}
-
-/* S iterations of 0..max_len distinct ids out of N, a quarter of the iterations empty when
- * `empties`; with `skew`, most ids come from the first N/8 nodes (a hot set, as sampling gives). */
-static trace_t trace_random(tg_rng_t *r, uint32_t N, uint32_t S, uint32_t max_len, int empties,
-                            int skew)
-{
-    trace_t tr = {.S = S, .N = N};
-    tr.off = calloc(S + 1, sizeof *tr.off);
-    tr.ids = malloc(((size_t)S * max_len + 1) * sizeof *tr.ids);
-    tr.in = calloc((size_t)S * N + 1, 1);
-    for (uint32_t i = 0; i < S; i++) {
-        uint32_t len = (uint32_t)tg_rng_below(r, (uint64_t)TG_MIN(max_len, N) + 1);
-        if (empties && tg_rng_below(r, 4) == 0) len = 0;
-        uint64_t o = tr.off[i];
-        for (uint32_t k = 0; k < len;) {
-            uint32_t hot = TG_MAX(N / 8, 1);
-            uint32_t v =
-                (uint32_t)(skew && tg_rng_below(r, 4) ? tg_rng_below(r, hot) : tg_rng_below(r, N));
-            if (tr.in[(size_t)i * N + v]) continue; /* a full hot set: the uniform draws end it */
-            tr.in[(size_t)i * N + v] = 1;
-            tr.ids[o + k++] = v;
-        }
-        tr.off[i + 1] = o + len;
-    }
-    return tr;
-}
-
 /* Next access of v after iteration i by scanning ahead, NEVER if none. */
 static uint32_t next_access(const trace_t *tr, uint32_t v, uint32_t i)
 {
-    for (uint32_t j = i + 1; j < tr->S; j++)
+    for (uint32_t j = i + 1; j < tr->iters; j++)
         if (tr->in[(size_t)j * tr->N + v]) return j;
     return NEVER;
 }
@@ -106,11 +62,11 @@ static void belady_brute(const trace_t *tr, uint64_t entries, const uint32_t *in
     memcpy(state, init, n0 * sizeof *state);
     for (uint32_t k = 0; k < n0; k++)
         cached[init[k]] = 1;
-    for (uint32_t i = 0; i < tr->S; i++) {
+    for (uint32_t i = 0; i < tr->iters; i++) {
         misses[i] = 0;
         for (uint64_t j = tr->off[i]; j < tr->off[i + 1]; j++)
             misses[i] += !cached[tr->ids[j]];
-        if (i + 1 < tr->S) {
+        if (i + 1 < tr->iters) {
             uint32_t c = 0;
             for (uint32_t k = 0; k < n; k++)
                 cand[2 * c] = next_access(tr, state[k], i), cand[2 * c++ + 1] = state[k];
@@ -141,7 +97,7 @@ static uint64_t demand_brute(const trace_t *tr, uint64_t entries, const uint32_t
     unsigned char *cached = calloc(tr->N + 1, 1);
     for (uint32_t k = 0; k < n0; k++)
         cached[init[k]] = 1, stamp[init[k]] = now++;
-    for (uint32_t i = 0; i < tr->S; i++) {
+    for (uint32_t i = 0; i < tr->iters; i++) {
         for (uint64_t j = tr->off[i]; j < tr->off[i + 1]; j++) {
             uint32_t v = tr->ids[j];
             if (cached[v]) {
@@ -176,10 +132,10 @@ static int replay(const trace_t *tr, const tg_cs_t *cs, uint64_t entries, const 
     uint32_t *set = malloc((N + 1) * sizeof *set), *keys = malloc((N + 1) * sizeof *keys);
     for (uint32_t k = 0; k < n0; k++)
         cached[init[k]] = 1;
-    TG_CHECK_EQ_U64(cs->iters, tr->S);
+    TG_CHECK_EQ_U64(cs->iters, tr->iters);
     TG_CHECK(cs->in_off[0] == 0 && cs->out_off[0] == 0);
     uint64_t total = 0;
-    for (uint32_t i = 0; i < tr->S && bad == tg_test_failures; i++) {
+    for (uint32_t i = 0; i < tr->iters && bad == tg_test_failures; i++) {
         uint64_t miss = 0, a = tr->off[i];
         for (uint64_t j = a; j < tr->off[i + 1]; j++)
             miss += !cached[tr->ids[j]];
@@ -210,7 +166,7 @@ static int replay(const trace_t *tr, const tg_cs_t *cs, uint64_t entries, const 
         }
         if (n > entries)
             TG_FAIL("iteration %u: %u cached, %llu entries", i, n, (unsigned long long)entries);
-        if (i + 1 == tr->S)
+        if (i + 1 == tr->iters)
             TG_CHECK(cs->in_off[i + 1] == cs->in_off[i] && cs->out_off[i + 1] == cs->out_off[i]);
         const uint32_t *want = want_keys + (size_t)i * (N + 1);
         uint32_t m = finite_keys(tr, i, set, n, keys);
@@ -248,7 +204,8 @@ static uint32_t random_init(tg_rng_t *r, uint32_t N, uint64_t entries, uint32_t 
 static void one_case(tg_cs_ws_t *ws, tg_rng_t *r, uint32_t N, uint32_t S, uint32_t max_len,
                      uint64_t entries, int use_init_state)
 {
-    trace_t tr = trace_random(r, N, S, max_len, (int)tg_rng_below(r, 2), (int)tg_rng_below(r, 2));
+    trace_t tr =
+        trace_random(r, N, S, max_len, tg_rng_below(r, 2) ? 4 : 0, (int)tg_rng_below(r, 2));
     tg_cs_trace_t t = view(&tr);
     uint32_t *init = malloc((N + 1) * sizeof *init), n0;
     if (use_init_state) {
@@ -370,7 +327,8 @@ TG_TEST(init_state)
     TG_CHECK_OK(tg_cs_ws_create(&ws, 200, NULL));
     for (int rep = 0; rep < 300 && tg_test_failures == before; rep++) {
         uint32_t N = 1 + (uint32_t)tg_rng_below(&r, 200), S = (uint32_t)tg_rng_below(&r, 8);
-        trace_t tr = trace_random(&r, N, S, 1 + (uint32_t)tg_rng_below(&r, N), rep & 1, rep & 2);
+        trace_t tr =
+            trace_random(&r, N, S, 1 + (uint32_t)tg_rng_below(&r, N), rep & 1 ? 4 : 0, rep & 2);
         tg_cs_trace_t t = view(&tr);
         uint32_t *prev = malloc((N + 1) * 4), np = random_init(&r, N, N, prev), *c0;
         uint64_t entries = tg_rng_below(&r, N + 3), n0;

@@ -10,55 +10,11 @@
  * MinHash ordering touching fewer pages on a crafted case, determinism, hot ties, bad traces,
  * configurations and locate calls. */
 #include "tg_test.h"
+#include "test_trace_common.h"
 
 #include "tiergnn/layout.h"
 
 #include <errno.h>
-
-typedef struct {
-    uint32_t B, N;
-    uint64_t *off;
-    uint32_t *ids;
-    unsigned char *in; /* (B, N) whether batch b uses node v */
-} trace_t;
-
-static tg_cs_trace_t view(const trace_t *tr)
-{
-    return (tg_cs_trace_t){.iters = tr->B, .off = tr->off, .ids = tr->ids};
-}
-
-static void trace_free(trace_t *tr)
-{
-    free(tr->off);
-    free(tr->ids);
-    free(tr->in);
-}
-
-/* B batches of 0..max_len distinct ids out of N (a fifth empty with empties); with skew most ids
- * come from the first N/8 nodes. */
-static trace_t trace_random(tg_rng_t *r, uint32_t N, uint32_t B, uint32_t max_len, int empties,
-                            int skew)
-{
-    trace_t tr = {.B = B, .N = N};
-    tr.off = calloc(B + 1, sizeof *tr.off);
-    tr.ids = malloc(((size_t)B * max_len + 1) * sizeof *tr.ids);
-    tr.in = calloc((size_t)B * N + 1, 1);
-    for (uint32_t b = 0; b < B; b++) {
-        uint32_t len = (uint32_t)tg_rng_below(r, (uint64_t)TG_MIN(max_len, N) + 1);
-        if (empties && tg_rng_below(r, 5) == 0) len = 0;
-        uint64_t o = tr.off[b];
-        for (uint32_t k = 0; k < len;) {
-            uint32_t hot = TG_MAX(N / 8, 1);
-            uint32_t v =
-                (uint32_t)(skew && tg_rng_below(r, 4) ? tg_rng_below(r, hot) : tg_rng_below(r, N));
-            if (tr.in[(size_t)b * N + v]) continue;
-            tr.in[(size_t)b * N + v] = 1;
-            tr.ids[o + k++] = v;
-        }
-        tr.off[b + 1] = o + len;
-    }
-    return tr;
-}
 
 static uint64_t rup(uint64_t x, uint64_t a)
 {
@@ -89,7 +45,7 @@ static unsigned char *ref_hot(const trace_t *tr, uint64_t H)
     uint32_t N = tr->N;
     unsigned char *hot = calloc(N + 1, 1);
     uint32_t *cnt = calloc(N + 1, sizeof *cnt);
-    for (uint32_t b = 0; b < tr->B; b++)
+    for (uint32_t b = 0; b < tr->iters; b++)
         for (uint32_t v = 0; v < N; v++)
             cnt[v] += tr->in[(size_t)b * N + v];
     for (uint64_t h = 0; h < H; h++) {
@@ -105,7 +61,7 @@ static unsigned char *ref_hot(const trace_t *tr, uint64_t H)
 
 static ref_t ref_build(const trace_t *tr, const tg_layout_cfg_t *c, uint32_t s)
 {
-    uint32_t N = tr->N, B = tr->B;
+    uint32_t N = tr->N, B = tr->iters;
     uint64_t row = c->row_bytes, align = c->chunk_align ? c->chunk_align : 4096;
     ref_t r = {.s = s, .K = (B + s - 1) / s};
     r.hot = ref_hot(tr, c->hot_rows);
@@ -179,7 +135,7 @@ static void check_layout(const trace_t *tr, const tg_layout_cfg_t *c, tg_layout_
 {
     tg_layout_summary_t sm;
     tg_layout_summary(L, &sm);
-    uint32_t N = tr->N, B = tr->B, s = sm.segment;
+    uint32_t N = tr->N, B = tr->iters, s = sm.segment;
     uint64_t row = c->row_bytes, align = c->chunk_align ? c->chunk_align : 4096;
     uint64_t page = c->page_bytes ? c->page_bytes : 4096;
     uint32_t nh = c->num_hashes ? c->num_hashes : 2;
@@ -398,7 +354,7 @@ static tg_layout_cfg_t cfg_random(tg_rng_t *r, const trace_t *tr)
     static const uint32_t pages[] = {16, 64, 100, 4096};
     tg_layout_cfg_t c = {.num_nodes = tr->N, .row_bytes = rows[tg_rng_below(r, 5)]};
     c.hot_rows = tg_rng_below(r, 3) ? tg_rng_below(r, tr->N / 4 + 2) : tg_rng_below(r, tr->N + 3);
-    c.segment = (uint32_t)tg_rng_below(r, tr->B + 3);
+    c.segment = (uint32_t)tg_rng_below(r, tr->iters + 3);
     c.num_hashes = (uint32_t)tg_rng_below(r, TG_LAYOUT_MAX_HASHES + 1);
     c.seed = tg_rng_u64(r);
     c.chunk_align = aligns[tg_rng_below(r, 4)];
@@ -415,7 +371,7 @@ TG_TEST(random_layouts_match_brute_force)
     for (int it = 0; it < 1000; it++) {
         uint32_t N = 1 + (uint32_t)tg_rng_below(&r, 120), B = (uint32_t)tg_rng_below(&r, 25);
         trace_t tr =
-            trace_random(&r, N, B, 1 + (uint32_t)tg_rng_below(&r, 60), it % 3 == 0, it % 2);
+            trace_random(&r, N, B, 1 + (uint32_t)tg_rng_below(&r, 60), it % 3 == 0 ? 5 : 0, it % 2);
         tg_layout_cfg_t c = cfg_random(&r, &tr);
         tg_cs_trace_t t = view(&tr);
         tg_layout_t *L = NULL;
@@ -473,7 +429,8 @@ TG_TEST(search_respects_the_budget)
     int fitted = 0, refused = 0, moved = 0;
     for (int it = 0; it < 800; it++) {
         uint32_t N = 4 + (uint32_t)tg_rng_below(&r, 150), B = 1 + (uint32_t)tg_rng_below(&r, 30);
-        trace_t tr = trace_random(&r, N, B, 2 + (uint32_t)tg_rng_below(&r, 50), it % 4 == 0, 1);
+        trace_t tr =
+            trace_random(&r, N, B, 2 + (uint32_t)tg_rng_below(&r, 50), it % 4 == 0 ? 5 : 0, 1);
         tg_layout_cfg_t c = cfg_random(&r, &tr);
         c.segment = 0;
         ref_t one = ref_build(&tr, &c, 1), all = ref_build(&tr, &c, B);
@@ -606,7 +563,7 @@ TG_TEST(minhash_touches_fewer_pages)
 {
     enum { S = 8, G = 16 };
     uint32_t pairs = S * (S - 1) / 2, N = pairs * G;
-    trace_t tr = {.B = S, .N = N};
+    trace_t tr = {.iters = S, .N = N};
     tr.off = calloc(S + 1, sizeof *tr.off);
     tr.ids = malloc((size_t)2 * N * sizeof *tr.ids);
     tr.in = calloc((size_t)S * N, 1);
@@ -788,7 +745,8 @@ TG_TEST(budget)
     tg_layout_cfg_t c = {
         .num_nodes = 400, .row_bytes = 64, .hot_rows = 30, .segment = 3, .pack_bytes = 6400};
     tg_cs_trace_t t = view(&tr);
-    uint64_t peak_bound = 0, kept_bound = tg_layout_bytes(&c, tr.B, tr.off[tr.B], &peak_bound);
+    uint64_t peak_bound = 0,
+             kept_bound = tg_layout_bytes(&c, tr.iters, tr.off[tr.iters], &peak_bound);
     tg_budget_t b;
     tg_budget_init(&b, 0);
     tg_layout_t *L = NULL;
@@ -824,14 +782,14 @@ TG_TEST(budget)
     TG_CHECK_OK(tg_layout_plan(&L, &t, &c, &b));
     uint64_t kept = b.used;
     b.limit = kept; /* nothing more */
-    tg_pack_target_t *buf = malloc(tr.off[tr.B] * 2 * sizeof *buf + 64 * 16);
+    tg_pack_target_t *buf = malloc(tr.off[tr.iters] * 2 * sizeof *buf + 64 * 16);
     uint64_t n = 0;
-    TG_CHECK_ERR(tg_layout_targets(L, 0, buf, tr.off[tr.B] * 2 + 64, &n), "target positions");
+    TG_CHECK_ERR(tg_layout_targets(L, 0, buf, tr.off[tr.iters] * 2 + 64, &n), "target positions");
     tg_layout_loc_t loc;
     TG_CHECK_ERR(tg_layout_loc_init(&loc, 100, &b), "locations");
     TG_CHECK_EQ_U64(b.used, kept);
     b.limit = 0;
-    TG_CHECK_OK(tg_layout_targets(L, 0, buf, tr.off[tr.B] * 2 + 64, &n));
+    TG_CHECK_OK(tg_layout_targets(L, 0, buf, tr.off[tr.iters] * 2 + 64, &n));
     TG_CHECK_OK(tg_layout_loc_init(&loc, 100, &b));
     TG_CHECK_EQ_U64(b.used, kept + tg_layout_loc_bytes(100));
     tg_layout_loc_free(&loc);
