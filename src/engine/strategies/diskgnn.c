@@ -43,17 +43,13 @@
 #include "xpass.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "tiergnn/changeset.h"
-#include "tiergnn/derived.h"
 #include "tiergnn/extract.h"
 #include "tiergnn/layout.h"
 #include "tiergnn/ncache.h"
@@ -133,8 +129,6 @@ typedef struct {
     _Atomic uint64_t index_bytes; /* adjacency bytes its sampling asked for */
 } gen_t;
 
-enum { INSP_IDLE = 0, INSP_RUNNING = 1, INSP_DONE = 2 };
-
 struct tg_strategy {
     tg_run_t *r;
     int normalize;
@@ -168,10 +162,8 @@ struct tg_strategy {
     uint64_t trace_hint; /* accesses of the last generation, + 1/32 */
     /* generations: cur serves the pass, nxt is prepared by the inspector */
     gen_t *cur, *nxt, *run; /* run: the one the executor reads now */
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
     pthread_t insp;
-    int insp_state, insp_rc;
+    int insp_running, insp_rc;
     char insp_msg[1024];
     pass_key_t insp_key; /* the pass it prepares (a copy) */
     atomic_int insp_abort;
@@ -180,7 +172,6 @@ struct tg_strategy {
     unsigned char *rec; /* the batch's map record */
     uint64_t rec_cap;
     /* figures of the pass */
-    double exec_s;
     uint64_t lookups, hot_hits, file_rows;
 };
 
@@ -631,15 +622,12 @@ static void *inspector_main(void *arg)
     tg_pass_t k = key_pass(&s->insp_key);
     gen_t *g = NULL;
     int rc = gen_prepare(s, &k, &s->insp_abort, NULL, &g);
-    pthread_mutex_lock(&s->mu);
+    /* read by the pass after pthread_join, which orders these writes before it */
     if (rc < 0) {
         s->insp_rc = rc;
         snprintf(s->insp_msg, sizeof s->insp_msg, "%s", tg_errmsg());
     }
     s->nxt = g;
-    s->insp_state = INSP_DONE;
-    pthread_cond_broadcast(&s->cv);
-    pthread_mutex_unlock(&s->mu);
     return NULL;
 }
 
@@ -647,11 +635,11 @@ static void *inspector_main(void *arg)
  * with its message. */
 static int insp_join(tg_strategy_t *s, int abort)
 {
-    if (s->insp_state == INSP_IDLE) return 0;
+    if (!s->insp_running) return 0;
     if (abort) atomic_store(&s->insp_abort, 1);
     pthread_join(s->insp, NULL);
     key_free(&s->insp_key);
-    s->insp_state = INSP_IDLE;
+    s->insp_running = 0;
     int rc = s->insp_rc;
     s->insp_rc = 0;
     if (rc < 0 && rc != -ECANCELED) return tg_err(rc, "%s", s->insp_msg);
@@ -664,10 +652,10 @@ static int insp_start(tg_strategy_t *s, const tg_pass_t *next)
     int rc = key_set(&s->insp_key, next);
     if (rc < 0) return rc;
     s->insp_rc = 0;
-    s->insp_state = INSP_RUNNING;
+    s->insp_running = 1;
     int e = pthread_create(&s->insp, NULL, inspector_main, s);
     if (e != 0) {
-        s->insp_state = INSP_IDLE;
+        s->insp_running = 0;
         key_free(&s->insp_key);
         return tg_err(-e, "diskgnn: cannot start the inspector thread");
     }
@@ -790,7 +778,6 @@ static int dg_work(void *ctx, tg_pipe_t *P, int worker, const tg_batch_t *const 
     tg_strategy_t *s = ctx;
     (void)worker;
     if (n != 1) return tg_pipe_fail(P, tg_err(-EINVAL, "diskgnn: groups of one batch only"), NULL);
-    double t0 = tg_now();
     const gen_t *g = s->run;
     const rec_t *h = (const rec_t *)s->rec;
     rec_view_t v = rec_view(s->rec);
@@ -825,7 +812,6 @@ static int dg_work(void *ctx, tg_pipe_t *P, int worker, const tg_batch_t *const 
     s->lookups += nn;
     int rc = read_rows(s, P, g, bb[0]->id, X, NULL, h->chunk_first, v.chunk_pos, h->n_chunk);
     if (rc == 0) rc = read_rows(s, P, g, bb[0]->id, X, v.cache_row, 0, v.cache_pos, h->n_cache);
-    s->exec_s += tg_now() - t0;
     if (rc < 0 && rc != -ECANCELED) return tg_pipe_fail(P, rc, NULL);
     return rc;
 }
@@ -888,16 +874,12 @@ static int dg_open(tg_strategy_t **out, tg_run_t *r, const tg_strategy_opts_t *s
     s->normalize = so->normalize;
     tg_io_stats_init(&s->stats);
     tg_io_stats_init(&s->pack_stats);
-    pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->cv, NULL);
     int rc = tg_xpass_open_disk(r, tg_xpass_adj_queues(so->sampler_threads), &s->stats, &s->feat);
     s->disk = r->adj;
     if (rc == 0) {
         *out = s;
         return 0;
     }
-    pthread_cond_destroy(&s->cv);
-    pthread_mutex_destroy(&s->mu);
     free(s);
     return rc;
 }
@@ -1096,8 +1078,6 @@ static void dg_close(tg_strategy_t *s)
     free(s->hot_nodes);
     key_free(&s->insp_key);
     tg_io_file_close(s->feat);
-    pthread_cond_destroy(&s->cv);
-    pthread_mutex_destroy(&s->mu);
     free(s);
 }
 
@@ -1125,11 +1105,6 @@ static int reuse_more_ok(int training, uint64_t K, const gen_t *g)
     return g && training && K > 1 && (uint64_t)g->uses < K;
 }
 
-static void dg_on_error(void *ctx)
-{
-    (void)ctx; /* the inspector finishes its generation; the pass joins it */
-}
-
 static int dg_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
 {
     memset(st, 0, sizeof *st);
@@ -1150,7 +1125,6 @@ static int dg_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
     }
     int training = p->allow_out_of_order != 0;
     uint64_t K = (uint64_t)TG_MAX(c->reuse_samples, 1);
-    double t0 = tg_now();
     /* the generation prepared during the pass before, if this is its pass */
     double waited0 = tg_now();
     rc = insp_join(s, 0);
@@ -1192,7 +1166,6 @@ static int dg_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
     }
     s->pos = 0;
     s->next_id = p->first_batch;
-    s->exec_s = 0;
     /* the index bytes its batches asked for, sampled at its start or during the pass before,
      * are this pass's (once: a reused generation's batches are sampled once) */
     if (g->uses == 1) atomic_fetch_add(&r->index_bytes, atomic_load(&g->index_bytes));
@@ -1208,9 +1181,7 @@ static int dg_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
                          .work = dg_work,
                          .work_ctx = s,
                          .queue_depth = (int)c->x.queue_depth,
-                         .in_order = 1,
-                         .on_error = dg_on_error,
-                         .error_ctx = s};
+                         .in_order = 1};
     rc = tg_pipe_run(&po, st);
     tg_xpass_ncache_take(s->disk, st);
     /* I/O since the last pass: the reader's and the samplers' index reads */
@@ -1248,7 +1219,6 @@ static int dg_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
     st->pack_disk_bytes = g->sum.disk_bytes;
     st->pack_segment = g->sum.segment;
     st->pack_read_amp_est = g->sum.read_amp;
-    (void)t0;
 done:
     s->run = NULL;
     if (reuse_more_ok(training, K, g) && rc >= 0)

@@ -47,12 +47,10 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "tiergnn/changeset.h"
-#include "tiergnn/derived.h"
 #include "tiergnn/extract.h"
 #include "tiergnn/ncache.h"
 
