@@ -426,8 +426,8 @@ static int gen_layout_pack(tg_strategy_t *s, gen_t *g, const uint32_t *trace, at
     int rc = 0;
     tg_layout_t *L = NULL;
     tg_layout_loc_t loc = {0};
-    unsigned char *ids = NULL;
-    uint64_t ids_held = 0;
+    unsigned char *rec = NULL;
+    uint64_t rec_held = 0;
     tg_pack_part_t *parts = NULL;
     uint64_t parts_held = 0;
     const uint64_t row = s->row_bytes;
@@ -472,8 +472,8 @@ static int gen_layout_pack(tg_strategy_t *s, gen_t *g, const uint32_t *trace, at
         longest = TG_MAX(longest, g->moff[j + 1] - g->moff[j]);
     uint64_t ib = rec_bytes_max(longest);
     if ((rc = tg_budget_reserve(&r->budget, ib, "diskgnn: a batch's map")) < 0) goto out;
-    ids_held = ib;
-    if (!(ids = malloc(ib + 8))) {
+    rec_held = ib;
+    if (!(rec = malloc(ib + 8))) {
         rc = tg_err(-ENOMEM, "diskgnn: out of memory");
         goto out;
     }
@@ -487,12 +487,12 @@ static int gen_layout_pack(tg_strategy_t *s, gen_t *g, const uint32_t *trace, at
     for (uint64_t j = 0; j < g->count; j++) {
         uint64_t n = g->moff[j + 1] - g->moff[j];
         if ((rc = tg_layout_locate(L, (uint32_t)j, trace + g->moff[j], n, &loc)) < 0) goto out;
-        rec_t *h = (rec_t *)ids;
+        rec_t *h = (rec_t *)rec;
         *h = (rec_t){.n_hot = (uint32_t)loc.n_hot,
                      .n_cache = (uint32_t)loc.n_cache,
                      .n_chunk = (uint32_t)loc.n_chunk,
                      .chunk_first = (tc.base[2] + loc.chunk_off) / row};
-        rec_view_t v = rec_view(ids);
+        rec_view_t v = rec_view(rec);
         for (uint64_t i = 0; i < loc.n_cache; i++)
             v.cache_row[i] = (tc.base[1] + loc.cache_off[i]) / row;
         memcpy(v.hot_pos, loc.hot_pos, loc.n_hot * sizeof(uint32_t));
@@ -500,15 +500,15 @@ static int gen_layout_pack(tg_strategy_t *s, gen_t *g, const uint32_t *trace, at
         memcpy(v.cache_pos, loc.cache_pos, loc.n_cache * sizeof(uint32_t));
         memcpy(v.chunk_pos, loc.chunk_pos, loc.n_chunk * sizeof(uint32_t));
         uint64_t nb = rec_bytes(h);
-        if ((rc = tg_pwrite_full(g->map_fd, ids, nb, g->mbyte[j], g->map_name)) < 0) goto out;
+        if ((rc = tg_pwrite_full(g->map_fd, rec, nb, g->mbyte[j], g->map_name)) < 0) goto out;
         g->mbyte[j + 1] = g->mbyte[j] + nb;
         g->rec_max = TG_MAX(g->rec_max, nb);
     }
     tg_layout_loc_free(&loc);
-    free(ids);
-    ids = NULL;
-    tg_budget_release(&r->budget, ids_held);
-    ids_held = 0;
+    free(rec);
+    rec = NULL;
+    tg_budget_release(&r->budget, rec_held);
+    rec_held = 0;
     g->map_s = tg_now() - t1;
 
     /* the packed file: the hot rows' range is a hole */
@@ -567,8 +567,8 @@ static int gen_layout_pack(tg_strategy_t *s, gen_t *g, const uint32_t *trace, at
     if (!s->hot_filled) s->hot_filled = 1;
 out:
     tg_layout_loc_free(&loc);
-    free(ids);
-    if (ids_held) tg_budget_release(&r->budget, ids_held);
+    free(rec);
+    if (rec_held) tg_budget_release(&r->budget, rec_held);
     free(parts);
     if (parts_held) tg_budget_release(&r->budget, parts_held);
     tg_layout_destroy(L);
@@ -802,12 +802,14 @@ static int dg_work(void *ctx, tg_pipe_t *P, int worker, const tg_batch_t *const 
                                 tg_err(-EIO, "%s: batch %llu: cache row %u out of order or range",
                                        g->map_name, (unsigned long long)bb[0]->id, i),
                                 NULL);
-    for (uint32_t i = 0; i < h->n_chunk; i++)
-        if (v.chunk_pos[i] >= nn || h->chunk_first + h->n_chunk > g->total_rows)
-            return tg_pipe_fail(P,
-                                tg_err(-EIO, "%s: batch %llu: chunk row %u out of range",
-                                       g->map_name, (unsigned long long)bb[0]->id, i),
-                                NULL);
+    int bad_chunk = h->chunk_first + h->n_chunk > g->total_rows;
+    for (uint32_t i = 0; i < h->n_chunk && !bad_chunk; i++)
+        bad_chunk = v.chunk_pos[i] >= nn;
+    if (bad_chunk)
+        return tg_pipe_fail(P,
+                            tg_err(-EIO, "%s: batch %llu: its chunk's rows are out of range",
+                                   g->map_name, (unsigned long long)bb[0]->id),
+                            NULL);
     s->hot_hits += h->n_hot;
     s->lookups += nn;
     int rc = read_rows(s, P, g, bb[0]->id, X, NULL, h->chunk_first, v.chunk_pos, h->n_chunk);
