@@ -412,6 +412,52 @@ TG_TEST(reports_and_failures)
     free(md);
 }
 
+/* An item with its own options runs the strategy with them after the shared arguments, in a
+ * folder of its own, and the reports name it; the same strategy runs twice side by side. */
+TG_TEST(item_options)
+{
+    char out[4300];
+    snprintf(out, sizeof out, "%s/b-items", g_dir);
+    char *log = NULL;
+    int rc = tg_test_cli(&log,
+                         "bench %s --strategies memory,memory:seed=7:sampler-threads=1 --mem 64M "
+                         "--epochs 1 --hidden 8 --membudget none --probe-time 0.2 "
+                         "--gemm-time 0.1 --out %s",
+                         g_ds, out);
+    TG_CHECK(rc == 0);
+    if (rc) fprintf(stderr, "%s\n", log ? log : "");
+    free(log);
+    int n;
+    row_t *rows = read_csv(out, &n);
+    TG_CHECK(n == 2);
+    const row_t *a = find_row(rows, n, "memory"),
+                *b = find_row(rows, n, "memory:seed=7:sampler-threads=1");
+    TG_CHECK(a && b);
+    if (a && b) {
+        TG_CHECK(!strcmp(a->f[C_STATUS], "ok") && !strcmp(b->f[C_STATUS], "ok"));
+    }
+    free(rows);
+    char p[4400];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/memory_seed-7_sampler-threads-1/result.json", out);
+    TG_CHECK(stat(p, &st) == 0);
+    char *js = read_text(out, "bench.json");
+    if (js) {
+        TG_CHECK(strstr(js, "\"strategy\":\"memory:seed=7:sampler-threads=1\","
+                            "\"status\":\"ok\",\"train_strategy\":\"memory\","
+                            "\"train_options\":\"--seed 7 --sampler-threads 1\"") != NULL);
+        TG_CHECK(strstr(js, "\"strategy\":\"memory\",\"status\":\"ok\","
+                            "\"train_strategy\":\"memory\","
+                            "\"train_options\":\"\"") != NULL);
+    }
+    free(js);
+    /* the run got the options */
+    snprintf(p, sizeof p, "%s/memory_seed-7_sampler-threads-1", out);
+    char *cfg = read_text(p, "result.json");
+    if (cfg) TG_CHECK(strstr(cfg, "\"seed\":7,") != NULL);
+    free(cfg);
+}
+
 TG_TEST(bad_arguments)
 {
     char *log = NULL;
@@ -423,6 +469,12 @@ TG_TEST(bad_arguments)
         {"--strategies memory, --mem 64M", "empty"},
         {"--strategies memory,memory --mem 64M", "twice"},
         {"--strategies ../x --mem 64M", "not a strategy name"},
+        {"--strategies memory: --mem 64M", "is not OPTION or OPTION=VALUE"},
+        {"--strategies memory:Seed=1 --mem 64M", "is not OPTION or OPTION=VALUE"},
+        {"--strategies memory:seed= --mem 64M", "is not OPTION or OPTION=VALUE"},
+        {"--strategies memory:seed=a/b --mem 64M", "is not OPTION or OPTION=VALUE"},
+        {"--strategies :seed=1 --mem 64M", "no strategy name"},
+        {"--strategies memory:seed=1,memory:seed=1 --mem 64M", "twice"},
         {"--strategies memory --mem 64M --epochs 0", "--epochs"},
         {"--strategies memory --mem 64M --membudget /nonexistent/mb", "not an executable"},
         {"--strategies memory --mem 64M --frobnicate", "unknown option"},
@@ -806,6 +858,7 @@ int main(void)
     TG_RUN(reports_and_failures);
     TG_RUN(bad_arguments);
     TG_RUN(default_strategies);
+    TG_RUN(item_options);
     TG_RUN(aggregation_and_signals);
     TG_RUN(oom_killed_run);
     TG_RUN(footprint);

@@ -16,7 +16,7 @@
 #include "tiergnn/io.h"
 #include "tiergnn/util.h"
 
-#define TG_BENCH_NAME_MAX 48
+#define TG_BENCH_NAME_MAX 96
 
 /* ================================================================ text (report.c)
  *
@@ -82,7 +82,12 @@ typedef struct tg_bench_epoch {
 } tg_bench_epoch_t;
 
 typedef struct tg_bench_run {
-    char name[TG_BENCH_NAME_MAX];
+    char name[TG_BENCH_NAME_MAX];     /* the --strategies item: "S" or "S:opt=val:flag" */
+    char strategy[TG_BENCH_NAME_MAX]; /* S, what --strategy gets */
+    /* the item's own options, "--opt" "val" / "--flag" words into opt_buf (at most 16) */
+    char opt_buf[2 * TG_BENCH_NAME_MAX];
+    const char *opt_argv[32];
+    int num_opts;
     char dir[4096];
     /* process */
     int ran;        /* the process was started */

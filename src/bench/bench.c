@@ -27,8 +27,73 @@ void tg_bench_opts_default(tg_bench_opts_t *o)
     o->threads = 1;
 }
 
-/* "a,b,c" (spaces around the names ignored) into names; each name becomes a folder of RUNDIR. */
-static int parse_strategies(const char *s, char names[][TG_BENCH_NAME_MAX], int *n)
+static int is_name_char(char c)
+{
+    return c == '-' || c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           (c >= '0' && c <= '9');
+}
+
+/* One --strategies item of len bytes at p: "S" or "S:opt=val:flag..." (a strategy and its own
+ * options, so the same strategy can run twice with different settings, e.g.
+ * "diskgnn,diskgnn:disk-budget=4G"). Fills the run's name (the item), strategy, option words
+ * ("--opt" "val", "--flag") and folder name (':' -> '_', '=' -> '-', so it stays one plain
+ * path component). */
+static int parse_item(const char *p, size_t len, int idx, tg_bench_run_t *r, char *folder)
+{
+    if (len == 0 || len >= TG_BENCH_NAME_MAX)
+        return tg_err(-EINVAL, "--strategies: item %d is %s", idx, len ? "too long" : "empty");
+    memcpy(r->name, p, len);
+    r->name[len] = 0;
+    size_t slen = 0;
+    while (slen < len && p[slen] != ':')
+        slen++;
+    for (size_t i = 0; i < slen; i++)
+        if (!is_name_char(p[i]))
+            return tg_err(-EINVAL,
+                          "--strategies: '%.*s' is not a strategy name (letters, digits, "
+                          "'-', '_'; it names a folder of RUNDIR)",
+                          (int)slen, p);
+    if (slen == 0) return tg_err(-EINVAL, "--strategies: item '%s' has no strategy name", r->name);
+    memcpy(r->strategy, p, slen);
+    r->strategy[slen] = 0;
+    size_t used = 0;
+    r->num_opts = 0;
+    for (size_t i = slen; i < len;) {
+        size_t b = ++i; /* past the ':' */
+        while (i < len && p[i] != ':')
+            i++;
+        const char *o = p + b, *eq = memchr(o, '=', i - b);
+        size_t klen = eq ? (size_t)(eq - o) : i - b, vlen = eq ? i - b - klen - 1 : 0;
+        int ok = klen > 0 && o[0] >= 'a' && o[0] <= 'z' && (!eq || vlen > 0);
+        for (size_t k = 0; ok && k < klen; k++)
+            ok = is_name_char(o[k]) && o[k] != '_';
+        for (size_t k = 0; ok && k < vlen; k++)
+            ok = is_name_char(eq[1 + k]) || eq[1 + k] == '.' || eq[1 + k] == '+';
+        if (!ok)
+            return tg_err(-EINVAL,
+                          "--strategies: in '%s', option '%.*s' is not OPTION or OPTION=VALUE "
+                          "(a lowercase option name without the dashes; a value of letters, "
+                          "digits, '.', '+', '-', '_')",
+                          r->name, (int)(i - b), o);
+        if (r->num_opts + 2 > (int)(sizeof r->opt_argv / sizeof r->opt_argv[0]))
+            return tg_err(-EINVAL, "--strategies: '%s' has too many options", r->name);
+        char *w = r->opt_buf + used;
+        used += (size_t)snprintf(w, sizeof r->opt_buf - used, "--%.*s", (int)klen, o) + 1;
+        r->opt_argv[r->num_opts++] = w;
+        if (eq) {
+            w = r->opt_buf + used;
+            used += (size_t)snprintf(w, sizeof r->opt_buf - used, "%.*s", (int)vlen, eq + 1) + 1;
+            r->opt_argv[r->num_opts++] = w;
+        }
+    }
+    for (size_t i = 0; i <= len; i++)
+        folder[i] = r->name[i] == ':' ? '_' : r->name[i] == '=' ? '-' : r->name[i];
+    return 0;
+}
+
+/* "a,b:opt=v,c" (spaces around the items ignored) into *n run records (see parse_item). */
+static int parse_strategies(const char *s, tg_bench_run_t *runs, char folders[][TG_BENCH_NAME_MAX],
+                            int *n)
 {
     *n = 0;
     if (!*s) return tg_err(-EINVAL, "--strategies: empty list, expected e.g. mmap,gnndrive");
@@ -40,23 +105,13 @@ static int parse_strategies(const char *s, char names[][TG_BENCH_NAME_MAX], int 
         size_t len = e ? (size_t)(e - p) : strlen(p);
         while (len && p[len - 1] == ' ')
             len--;
-        if (len == 0 || len >= TG_BENCH_NAME_MAX)
-            return tg_err(-EINVAL, "--strategies: item %d of '%s' is %s", *n + 1, s,
-                          len ? "too long" : "empty");
-        for (size_t i = 0; i < len; i++)
-            if (!(p[i] == '-' || p[i] == '_' || (p[i] >= 'a' && p[i] <= 'z') ||
-                  (p[i] >= 'A' && p[i] <= 'Z') || (p[i] >= '0' && p[i] <= '9')))
-                return tg_err(-EINVAL,
-                              "--strategies: '%.*s' is not a strategy name (letters, digits, "
-                              "'-', '_'; it names a folder of RUNDIR)",
-                              (int)len, p);
         if (*n >= MAX_STRATEGIES)
             return tg_err(-EINVAL, "--strategies: more than %d strategies", MAX_STRATEGIES);
+        int rc = parse_item(p, len, *n + 1, &runs[*n], folders[*n]);
+        if (rc < 0) return tg_err_prefix(rc, "in '%s'", s);
         for (int k = 0; k < *n; k++)
-            if (strlen(names[k]) == len && !strncmp(names[k], p, len))
-                return tg_err(-EINVAL, "--strategies: '%.*s' given twice", (int)len, p);
-        memcpy(names[*n], p, len);
-        names[*n][len] = 0;
+            if (!strcmp(folders[k], folders[*n]))
+                return tg_err(-EINVAL, "--strategies: '%s' given twice", runs[*n].name);
         (*n)++;
         if (!e) break;
         p = e + 1;
@@ -116,8 +171,8 @@ static void run_argv(argv_t *a, const tg_bench_opts_t *o, const tg_bench_report_
         argv_push(a, a->buf[0]);
         argv_push(a, "--");
     }
-    const char *fixed[] = {c->exe,    "train",    o->dataset, "--strategy", r->name, "--mem",
-                           a->buf[0], "--epochs", a->buf[1],  "--json",     "--out", r->dir};
+    const char *fixed[] = {c->exe,    "train",    o->dataset, "--strategy", r->strategy, "--mem",
+                           a->buf[0], "--epochs", a->buf[1],  "--json",     "--out",     r->dir};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         argv_push(a, fixed[i]);
     if (!has_arg(o, "--eval-every")) {
@@ -130,6 +185,9 @@ static void run_argv(argv_t *a, const tg_bench_opts_t *o, const tg_bench_report_
     }
     for (int k = 0; k < o->num_train_args; k++)
         argv_push(a, o->train_args[k]);
+    /* the item's own options last: they are what sets this run apart */
+    for (int k = 0; k < r->num_opts; k++)
+        argv_push(a, r->opt_argv[k]);
 }
 
 /* The command line of every run, for the report: the one argv with S for the strategy. */
@@ -138,6 +196,7 @@ static void train_cmd(tg_bench_report_t *c, const tg_bench_opts_t *o)
     tg_bench_run_t s;
     memset(&s, 0, sizeof s);
     snprintf(s.name, sizeof s.name, "S");
+    snprintf(s.strategy, sizeof s.strategy, "S");
     snprintf(s.dir, sizeof s.dir, "%s/S", o->out_dir);
     argv_t a;
     run_argv(&a, o, c, &s);
@@ -254,29 +313,33 @@ static int run_one(const tg_bench_report_t *c, const tg_bench_opts_t *o, tg_benc
 /* The run records, with their folders made free (refused unless overwrite). */
 static int prepare_runs(const tg_bench_opts_t *o, tg_bench_run_t **out, int *nruns)
 {
-    char names[MAX_STRATEGIES][TG_BENCH_NAME_MAX];
     const char *list = o->strategies ? o->strategies : tg_strategy_names();
-    int rc = parse_strategies(list, names, nruns);
-    if (rc < 0) return rc;
-    tg_bench_run_t *runs = calloc((size_t)*nruns, sizeof *runs);
-    if (!runs) return tg_err(-ENOMEM, "bench: out of memory");
+    tg_bench_run_t *runs = calloc(MAX_STRATEGIES, sizeof *runs);
+    char(*folders)[TG_BENCH_NAME_MAX] = malloc(MAX_STRATEGIES * sizeof *folders);
+    if (!runs || !folders) {
+        free(runs);
+        free(folders);
+        return tg_err(-ENOMEM, "bench: out of memory");
+    }
     *out = runs;
-    for (int i = 0; i < *nruns; i++) {
+    int rc = parse_strategies(list, runs, folders, nruns);
+    for (int i = 0; rc == 0 && i < *nruns; i++) {
         tg_bench_run_t *r = &runs[i];
-        memcpy(r->name, names[i], sizeof r->name);
-        snprintf(r->dir, sizeof r->dir, "%s/%s", o->out_dir, names[i]);
+        snprintf(r->dir, sizeof r->dir, "%s/%s", o->out_dir, folders[i]);
         r->exit_code = -1;
         r->budget_rest = NAN;
         struct stat st;
         if (stat(r->dir, &st) != 0) continue;
         if (!o->overwrite)
-            return tg_err(-EEXIST,
-                          "bench: %s already exists (an earlier bench?); choose another --out "
-                          "or pass --overwrite",
-                          r->dir);
-        if ((rc = tg_rmtree(r->dir)) < 0) return rc;
+            rc = tg_err(-EEXIST,
+                        "bench: %s already exists (an earlier bench?); choose another --out "
+                        "or pass --overwrite",
+                        r->dir);
+        else
+            rc = tg_rmtree(r->dir);
     }
-    return 0;
+    free(folders);
+    return rc;
 }
 
 static int write_reports(const tg_bench_report_t *c, const tg_bench_run_t *runs, int nruns)

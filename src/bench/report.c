@@ -254,7 +254,14 @@ static char *json_run(const tg_bench_run_t *r, sbuf_t *eps)
     tg_json_t j;
     tg_json_begin(&j);
     tg_json_str(&j, "strategy", r->name);
+    /* the --strategies item's parts: what --strategy got and its own options after it */
+    char opts[2 * TG_BENCH_NAME_MAX] = "";
+    for (int k = 0, len = 0; k < r->num_opts; k++)
+        len +=
+            snprintf(opts + len, sizeof opts - (size_t)len, "%s%s", k ? " " : "", r->opt_argv[k]);
     tg_json_str(&j, "status", tg_bench_run_status(r));
+    tg_json_str(&j, "train_strategy", r->strategy);
+    tg_json_str(&j, "train_options", opts);
     tg_json_num(&j, "exit_status", r->ran ? r->exit_code : NAN);
     tg_json_num(&j, "epoch_time_s", r->s_epoch);
     tg_json_num(&j, "first_epoch_s", r->s_first);
