@@ -9,7 +9,7 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 DEMO_DIR ?= data/demo-1m
 DEMO_NODES ?= 1000000
-DEMO_MEM ?= 160M
+DEMO_MEM ?= 256M
 TIERGNN := $(BUILD)/tiergnn
 
 all: build
@@ -42,19 +42,40 @@ check: build build-asan
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
+# The demo trains the same model twice on the same generated graph: in RAM (memory strategy, no
+# limit), then out of core with DiskGNN (diskgnn: the fastest out-of-core strategy on this
+# machine, see bench/README.md "make demo") under --mem $(DEMO_MEM) for the whole process, below
+# the dataset's graph + features, with the fresh samples of each epoch packed on disk while the
+# epoch before trains. Then it compares their epochs and checkpoints.
+DEMO_TRAIN := --model sage --layers 2 --hidden 128 --fanouts 10,5 --batch-size 1024 --epochs 3 \
+  --batches-per-epoch 100 --eval-every 0 --eval-fanouts train --eval-max-nodes 20000 \
+  --threads $(JOBS) --seed 1
+DEMO_OOC := diskgnn
+DEMO_OOC_ARGS := --disk-budget 1G
+
 demo: build
 	@if [ ! -f $(DEMO_DIR)/meta.txt ]; then \
 	  $(TIERGNN) generate $(DEMO_DIR) --nodes $(DEMO_NODES) --avg-degree 15 --feat-dim 64 --classes 16 --seed 1; \
 	fi
 	$(TIERGNN) info $(DEMO_DIR)
-	@echo "== out of core: --mem $(DEMO_MEM) is the whole process (model, batches, buffers), below the 256 MB of features;"
-	@echo "== strategy gnndrive (io_uring + O_DIRECT + feature buffer); the first 100 batches of each epoch"
-	rm -rf runs/demo-sage
-	$(TIERGNN) train $(DEMO_DIR) --strategy gnndrive --mem $(DEMO_MEM) --model sage --layers 2 --hidden 128 \
-	  --fanouts 10,5 --batch-size 1024 --epochs 2 --batches-per-epoch 100 --eval-every 0 --eval-fanouts train \
-	  --eval-max-nodes 20000 --threads $(JOBS) --seed 1 --out runs/demo-sage
-	$(TIERGNN) eval $(DEMO_DIR) --checkpoint runs/demo-sage --split test --mem $(DEMO_MEM) --strategy gnndrive \
-	  --max-nodes 20000
+	@echo "== in RAM: strategy memory, no --mem limit; the first 100 batches of each epoch"
+	rm -rf runs/demo-memory runs/demo-$(DEMO_OOC)
+	mkdir -p runs
+	$(TIERGNN) train $(DEMO_DIR) --strategy memory $(DEMO_TRAIN) --out runs/demo-memory --json \
+	  > runs/demo-memory.jsonl
+	@echo "== out of core: strategy $(DEMO_OOC) $(DEMO_OOC_ARGS), --mem $(DEMO_MEM) for the whole process"
+	@echo "== (model, batches, buffers), below the dataset's graph + features; the same batches"
+	$(TIERGNN) train $(DEMO_DIR) --strategy $(DEMO_OOC) --mem $(DEMO_MEM) $(DEMO_OOC_ARGS) $(DEMO_TRAIN) \
+	  --out runs/demo-$(DEMO_OOC) --json > runs/demo-$(DEMO_OOC).jsonl
+	$(TIERGNN) eval $(DEMO_DIR) --checkpoint runs/demo-$(DEMO_OOC) --split test --mem $(DEMO_MEM) \
+	  --strategy $(DEMO_OOC) --max-nodes 20000
+	@grep -o '"time_s":[0-9.e+-]*' runs/demo-memory.jsonl | cut -d: -f2 > runs/demo-memory.times; \
+	 grep -o '"time_s":[0-9.e+-]*' runs/demo-$(DEMO_OOC).jsonl | cut -d: -f2 > runs/demo-$(DEMO_OOC).times; \
+	 cmp -s runs/demo-memory/checkpoint.bin runs/demo-$(DEMO_OOC)/checkpoint.bin && same=identical || same=DIFFERENT; \
+	 echo "== epoch times, memory vs $(DEMO_OOC) at --mem $(DEMO_MEM) (epoch 1 includes $(DEMO_OOC)'s first packing;"; \
+	 echo "==   every epoch but the last also prepares the next one beside it); checkpoints $$same"; \
+	 paste runs/demo-memory.times runs/demo-$(DEMO_OOC).times | \
+	   awk '{ printf "==   epoch %d: memory %.2f s, $(DEMO_OOC) %.2f s = %.2fx\n", NR, $$1, $$2, $$2 / $$1 }'
 
 bench: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=gcc -DTG_BENCH=ON >/dev/null
