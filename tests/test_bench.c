@@ -412,23 +412,31 @@ TG_TEST(reports_and_failures)
     free(md);
 }
 
+/* Runs "bench DATASET ARGS --membudget none" (short probes) into g_dir/sub (its path into out),
+ * expecting success, and returns the CSV's rows (*n of them). */
+static row_t *bench_ok(char *out, size_t cap, const char *sub, const char *args, int *n)
+{
+    snprintf(out, cap, "%s/%s", g_dir, sub);
+    char *log = NULL;
+    int rc =
+        tg_test_cli(&log, "bench %s %s --membudget none --probe-time 0.2 --gemm-time 0.1 --out %s",
+                    g_ds, args, out);
+    TG_CHECK(rc == 0);
+    if (rc) fprintf(stderr, "%s\n", log ? log : "");
+    free(log);
+    return read_csv(out, n);
+}
+
 /* An item with its own options runs the strategy with them after the shared arguments, in a
  * folder of its own, and the reports name it; the same strategy runs twice side by side. */
 TG_TEST(item_options)
 {
     char out[4300];
-    snprintf(out, sizeof out, "%s/b-items", g_dir);
-    char *log = NULL;
-    int rc = tg_test_cli(&log,
-                         "bench %s --strategies memory,memory:seed=7:sampler-threads=1 --mem 64M "
-                         "--epochs 1 --hidden 8 --membudget none --probe-time 0.2 "
-                         "--gemm-time 0.1 --out %s",
-                         g_ds, out);
-    TG_CHECK(rc == 0);
-    if (rc) fprintf(stderr, "%s\n", log ? log : "");
-    free(log);
     int n;
-    row_t *rows = read_csv(out, &n);
+    row_t *rows = bench_ok(out, sizeof out, "b-items",
+                           "--strategies memory,memory:seed=7:sampler-threads=1 --mem 64M "
+                           "--epochs 1 --hidden 8",
+                           &n);
     TG_CHECK(n == 2);
     const row_t *a = find_row(rows, n, "memory"),
                 *b = find_row(rows, n, "memory:seed=7:sampler-threads=1");
@@ -621,17 +629,9 @@ TG_TEST(aggregation_and_signals)
 TG_TEST(default_strategies)
 {
     char out[4300];
-    snprintf(out, sizeof out, "%s/all", g_dir);
-    char *log = NULL;
-    int rc = tg_test_cli(&log,
-                         "bench %s --mem 64M --epochs 1 --hidden 8 --batch-size 256 --fanouts 4,4 "
-                         "--membudget none --probe-time 0.2 --gemm-time 0.1 --out %s",
-                         g_ds, out);
-    TG_CHECK(rc == 0);
-    if (rc) fprintf(stderr, "%s\n", log ? log : "");
-    free(log);
     int n;
-    row_t *rows = read_csv(out, &n);
+    row_t *rows = bench_ok(out, sizeof out, "all",
+                           "--mem 64M --epochs 1 --hidden 8 --batch-size 256 --fanouts 4,4", &n);
     /* tg_strategy_names: "memory, mmap, gnndrive" */
     char names[512];
     snprintf(names, sizeof names, "%s", tg_strategy_names());

@@ -316,6 +316,11 @@ TG_TEST(cli_json)
         if (rc) fprintf(stderr, "%s\n", out ? out : "");
         TG_CHECK(out && strstr(out, "\"preprocess\":{\"at_start\":true"));
         TG_CHECK(out && strstr(out, "\"preprocess\":{\"at_start\":false"));
+        /* reused: epoch 2 trains epoch 1's generation (and epoch 3 a new one); fresh: never */
+        TG_CHECK(out && !strstr(out, "\"at_start\":true,\"reused\":true"));
+        TG_CHECK(out &&
+                 (strstr(out, "\"at_start\":false,\"reused\":true") != NULL) == (reuse == 2));
+        TG_CHECK(out && (strstr(out, "of an earlier epoch") != NULL) == (reuse == 2));
         for (int e = 0; e < 3 && rc == 0; e++) {
             TG_CHECK(json_value(out, "disk_bytes", e) > 0);
             TG_CHECK(json_value(out, "read_amp_estimate", e) >= 1.0);

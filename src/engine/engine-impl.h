@@ -110,6 +110,7 @@ typedef struct tg_pass_stats {
      * and maps, packing and whole time, the feature bytes packing read and wrote, the packed
      * file's bytes on disk, the segment size and the layout's estimated read amplification. */
     int have_pack, pack_prepared_now;
+    int pack_reused; /* the batches and packed file of an earlier pass (--reuse-samples) */
     double pack_wait_s, pack_sample_s, pack_layout_s, pack_s, pack_prep_s;
     uint64_t pack_read_bytes, pack_write_bytes, pack_disk_bytes, pack_segment;
     double pack_read_amp_est;

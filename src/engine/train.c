@@ -198,11 +198,11 @@ static const char *pass_ncache_json(const tg_pass_stats_t *ps, char *buf, size_t
 static const char *pass_pack_json(const tg_pass_stats_t *ps, char *buf, size_t len)
 {
     snprintf(buf, len,
-             "{\"at_start\":%s,\"wait_s\":%.6f,\"sample_s\":%.6f,\"layout_s\":%.6f,"
+             "{\"at_start\":%s,\"reused\":%s,\"wait_s\":%.6f,\"sample_s\":%.6f,\"layout_s\":%.6f,"
              "\"pack_s\":%.6f,\"total_s\":%.6f,\"read_bytes\":%llu,\"write_bytes\":%llu,"
              "\"disk_bytes\":%llu,\"segment\":%llu,\"read_amp_estimate\":%.6f}",
-             ps->pack_prepared_now ? "true" : "false", ps->pack_wait_s, ps->pack_sample_s,
-             ps->pack_layout_s, ps->pack_s, ps->pack_prep_s,
+             ps->pack_prepared_now ? "true" : "false", ps->pack_reused ? "true" : "false",
+             ps->pack_wait_s, ps->pack_sample_s, ps->pack_layout_s, ps->pack_s, ps->pack_prep_s,
              (unsigned long long)ps->pack_read_bytes, (unsigned long long)ps->pack_write_bytes,
              (unsigned long long)ps->pack_disk_bytes, (unsigned long long)ps->pack_segment,
              ps->pack_read_amp_est);
@@ -631,8 +631,7 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
             char ncj[160], pkj[512];
             if (ps.have_ncache)
                 tg_json_raw(&j, "neighbor_cache", pass_ncache_json(&ps, ncj, sizeof ncj));
-            if (ps.have_pack)
-                tg_json_raw(&j, "preprocess", pass_pack_json(&ps, pkj, sizeof pkj));
+            if (ps.have_pack) tg_json_raw(&j, "preprocess", pass_pack_json(&ps, pkj, sizeof pkj));
             tg_json_end(&j, o.json, NULL);
         }
         char io_line[640] = "";
@@ -652,7 +651,11 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
         }
         if (ps.have_pack) {
             size_t l = strlen(io_line);
-            if (ps.pack_prepared_now)
+            if (ps.pack_reused)
+                snprintf(io_line + l, sizeof io_line - l,
+                         "; the samples and packing of an earlier epoch (%.2f s then)",
+                         ps.pack_prep_s);
+            else if (ps.pack_prepared_now)
                 snprintf(io_line + l, sizeof io_line - l,
                          "; sampled and packed at its start in %.2f s", ps.pack_prep_s);
             else

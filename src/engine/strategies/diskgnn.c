@@ -1211,6 +1211,7 @@ static int dg_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
     st->io_read_bytes += pk.io_read_bytes;
     st->have_pack = 1;
     st->pack_prepared_now = prepared_now;
+    st->pack_reused = g->uses > 1;
     st->pack_wait_s = insp_wait;
     st->pack_sample_s = g->sample_wall_s;
     st->pack_layout_s = g->layout_s + g->map_s;
