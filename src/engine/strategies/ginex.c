@@ -157,23 +157,6 @@ struct tg_strategy {
 
 /* ---------------------------------------------------------------- sizing */
 
-static void plan_opts(const tg_dataset_t *ds, const gx_cfg_t *c, char *path, size_t path_len,
-                      int sampler_threads, tg_extract_plan_opts_t *po)
-{
-    tg_extract_plan_opts_default(po);
-    tg_dataset_path(ds, TG_FILE_FEATURES, path, path_len);
-    po->num_nodes = ds->meta.num_nodes;
-    po->feat_dim = ds->meta.feat_dim;
-    po->dtype = ds->meta.feat_dtype;
-    po->extractors = 1;
-    po->io_depth = (unsigned)c->x.io_depth;
-    po->io_gap = c->x.io_gap;
-    po->chunk_rows = (uint32_t)c->x.chunk_rows;
-    po->featbuf = 0;
-    po->probe_path = path;
-    po->other_transient = tg_xpass_adj_transient(tg_xpass_adj_queues(sampler_threads));
-}
-
 /* Bytes per node of the fixed structures: the cache's address table and the changeset
  * workspace. */
 static uint64_t per_node_bytes(uint64_t N)
@@ -185,24 +168,9 @@ static uint64_t gx_min_bytes(const tg_dataset_t *ds, const tg_strategy_opts_t *s
                              size_t why_len)
 {
     const gx_cfg_t *c = so->cfg;
-    char path[4096], a[32], b[32], d[512];
-    tg_extract_plan_opts_t po;
-    plan_opts(ds, c, path, sizeof path, so->sampler_threads, &po);
-    po.minimum = 1;
-    tg_extract_plan_t pl;
-    if (tg_extract_plan(&pl, &po) < 0) {
-        snprintf(why, why_len, "%s", tg_errmsg());
-        return UINT64_MAX;
-    }
-    unsigned q = tg_xpass_adj_queues(so->sampler_threads);
-    uint64_t adj = tg_xpass_adj_bytes(ds, q) + tg_xpass_adj_transient(q);
     uint64_t fixed = per_node_bytes(ds->meta.num_nodes) + 2 * GX_SPILL_BUF;
-    snprintf(why, why_len,
-             "indptr and index-read staging %s, address table and changeset "
-             "workspace %s, %s",
-             tg_fmt_bytes(adj, a, sizeof a), tg_fmt_bytes(fixed, b, sizeof b),
-             tg_extract_plan_describe(&pl, d, sizeof d));
-    return adj + fixed + tg_extract_plan_bytes(&pl);
+    return tg_xpass_ahead_min_bytes(ds, &c->x, so->sampler_threads, fixed,
+                                    "address table and changeset workspace", why, why_len);
 }
 
 static int gx_open(tg_strategy_t **out, tg_run_t *r, const tg_strategy_opts_t *so)
@@ -348,7 +316,7 @@ static int gx_setup(tg_strategy_t *s, const tg_pass_t *p)
     uint64_t N = m->num_nodes;
     char path[4096], a[32], b[32], d[32], e[32];
     tg_extract_plan_opts_t po;
-    plan_opts(r->ds, c, path, sizeof path, r->sopts.sampler_threads, &po);
+    tg_xpass_ahead_plan_opts(r->ds, &c->x, r->sopts.sampler_threads, path, sizeof path, &po);
     uint64_t limit = r->budget.limit;
     uint64_t avail = limit ? (limit > r->budget.used ? limit - r->budget.used : 0) : 0;
     if (limit) po.avail = TG_MAX(avail, 1);

@@ -2,6 +2,7 @@
 #include "xpass.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -174,6 +175,44 @@ tg_pipe_opts_t tg_xpass_pipe_opts(tg_run_t *r, const tg_pass_t *p, const tg_xpas
                             .work_ctx = ex,
                             .queue_depth = (int)x->queue_depth,
                             .in_order = 1};
+}
+
+void tg_xpass_ahead_plan_opts(const tg_dataset_t *ds, const tg_xpass_cfg_t *x, int sampler_threads,
+                              char *path, size_t path_len, tg_extract_plan_opts_t *po)
+{
+    tg_extract_plan_opts_default(po);
+    tg_dataset_path(ds, TG_FILE_FEATURES, path, path_len);
+    po->num_nodes = ds->meta.num_nodes;
+    po->feat_dim = ds->meta.feat_dim;
+    po->dtype = ds->meta.feat_dtype;
+    po->extractors = 1;
+    po->io_depth = (unsigned)x->io_depth;
+    po->io_gap = x->io_gap;
+    po->chunk_rows = (uint32_t)x->chunk_rows;
+    po->featbuf = 0;
+    po->probe_path = path;
+    po->other_transient = tg_xpass_adj_transient(tg_xpass_adj_queues(sampler_threads));
+}
+
+uint64_t tg_xpass_ahead_min_bytes(const tg_dataset_t *ds, const tg_xpass_cfg_t *x,
+                                  int sampler_threads, uint64_t fixed, const char *what, char *why,
+                                  size_t why_len)
+{
+    char path[4096], a[32], b[32], d[512];
+    tg_extract_plan_opts_t po;
+    tg_xpass_ahead_plan_opts(ds, x, sampler_threads, path, sizeof path, &po);
+    po.minimum = 1;
+    tg_extract_plan_t pl;
+    if (tg_extract_plan(&pl, &po) < 0) {
+        snprintf(why, why_len, "%s", tg_errmsg());
+        return UINT64_MAX;
+    }
+    unsigned q = tg_xpass_adj_queues(sampler_threads);
+    uint64_t adj = tg_xpass_adj_bytes(ds, q) + tg_xpass_adj_transient(q);
+    snprintf(why, why_len, "indptr and index-read staging %s, %s %s, %s",
+             tg_fmt_bytes(adj, a, sizeof a), what, tg_fmt_bytes(fixed, b, sizeof b),
+             tg_extract_plan_describe(&pl, d, sizeof d));
+    return adj + fixed + tg_extract_plan_bytes(&pl);
 }
 
 int tg_xpass_open_disk(tg_run_t *r, unsigned queues, tg_io_stats_t *stats, tg_io_file_t **feat)
