@@ -10,6 +10,12 @@
 #include "tg_test.h"
 
 #include "tiergnn/data.h"
+#include "tiergnn/graph.h"
+#include "tiergnn/store.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
 
 typedef struct {
     uint64_t nodes;
@@ -19,6 +25,20 @@ typedef struct {
     int self_loops;
     uint64_t seed;
 } synth_opts_t;
+
+/* Whether X, batch b's input matrix (dim floats a row), holds the rows the reference store ref
+ * gathers for b's nodes, gathered into *buf (grown here, freed by the caller). 1 equal, 0 not,
+ * -EIO when ref cannot gather them or there is no memory for them. */
+TG_UNUSED static int batch_rows_equal(tg_store_t *ref, const tg_batch_t *b, const float *X,
+                                      uint32_t dim, float **buf)
+{
+    size_t n = (size_t)b->num_nodes * dim;
+    float *t = realloc(*buf, (n ? n : 1) * sizeof *t);
+    if (!t) return -EIO;
+    *buf = t;
+    if (tg_store_gather(ref, b->nodes, b->num_nodes, t) < 0) return -EIO;
+    return memcmp(X, t, n * sizeof *X) == 0;
+}
 
 TG_UNUSED static int cmp_u64_(const void *a, const void *b)
 {
