@@ -297,6 +297,8 @@ TG_TEST(resume_after_every_batch)
         const tg_strategy_info_t *si = tg_strategy_info(i);
         if (si->caps & TG_STRAT_EXACT) resume_case(si->name, si->example_args, 0);
     }
+    /* hier makes batches of its own (mega-batches of parts): its schedule resumes exactly too */
+    resume_case("hier", tg_strategy_info_find("hier")->example_args, 0);
     /* through the buffer, as the example: with the whole file in RAM the extractors would pull
      * every batch before the first stop, and the drain would leave nothing to resume */
     resume_case("gnndrive", "--extractors 3 --features-in-ram 0", 1);

@@ -94,8 +94,19 @@ int tg_derived_create(tg_derived_writer_t **out, const tg_dataset_t *ds, const c
  * a 4096-aligned address goes to disk without a copy). After a failure every later call
  * returns the same error. */
 int tg_derived_append(tg_derived_writer_t *w, const void *data, size_t len);
-/* Bytes of payload appended so far. */
+/* Bytes of payload appended so far (positional writes: the payload's size so far). */
 uint64_t tg_derived_written(const tg_derived_writer_t *w);
+/* Positional writing, for payloads produced out of order (a permutation's runs land where they
+ * belong): writes len bytes at payload offset off (buffered, page cache). A writer takes either
+ * appends or positional writes, not both (-EINVAL). The payload is [0, the end of the furthest
+ * write, or the size given to tg_derived_set_size); bytes never written read as zeros. Its CRC is
+ * computed at commit by reading the payload back once. Not thread-safe, like the rest. */
+int tg_derived_pwrite(tg_derived_writer_t *w, const void *data, size_t len, uint64_t off);
+/* Fixes a positional payload's size (a hole at its end reads as zeros). */
+int tg_derived_set_size(tg_derived_writer_t *w, uint64_t len);
+/* Positional writes: flushes what was written to disk and drops it from the page cache, which a
+ * memory cgroup counts (call it every few hundred MiB of a long rewrite). */
+int tg_derived_flush(tg_derived_writer_t *w);
 /* Writes the header, fsyncs, renames over the final name (replacing a stale file) and fsyncs
  * the directory. Frees w, and on failure removes the temp file. */
 int tg_derived_commit(tg_derived_writer_t *w);

@@ -112,18 +112,29 @@ enum {
     TG_STRAT_NEXT_PASS = 32     /* prepares the next training pass during this one (DiskGNN) */
 };
 
-typedef enum { TG_SOPT_INT = 0, TG_SOPT_SIZE = 1, TG_SOPT_FLAG = 2 } tg_sopt_kind_t;
+/* INT, SIZE, FLAG: an int64_t field. CHOICE: an int64_t field that receives the index of the
+ * word in `choices` ("auto|metis|stream"; def is an index). REAL: a double field (rdef, rmin,
+ * rmax; auto_ok gives -1.0 for "auto"). */
+typedef enum {
+    TG_SOPT_INT = 0,
+    TG_SOPT_SIZE = 1,
+    TG_SOPT_FLAG = 2,
+    TG_SOPT_CHOICE = 3,
+    TG_SOPT_REAL = 4
+} tg_sopt_kind_t;
 
 /* One option of a strategy: `--name VALUE` (or `--name` for a flag). */
 typedef struct tg_strategy_opt {
     const char *name; /* without "--" */
     tg_sopt_kind_t kind;
-    int64_t def;      /* default; `auto` (below) means the strategy decides */
-    int64_t min, max; /* accepted range (INT, SIZE) */
-    int auto_ok;      /* -1 is accepted (and is the "auto" default when def == -1) */
-    size_t offset;    /* of the int64_t that receives the value in the strategy's config */
-    const char *meta; /* the value's name in --help, e.g. "E" */
-    const char *help; /* one line; says the default */
+    int64_t def;         /* default; `auto` (below) means the strategy decides */
+    int64_t min, max;    /* accepted range (INT, SIZE) */
+    int auto_ok;         /* -1 is accepted (and is the "auto" default when def == -1) */
+    size_t offset;       /* of the int64_t (REAL: double) that receives the value in the config */
+    const char *meta;    /* the value's name in --help, e.g. "E" */
+    const char *help;    /* one line; says the default */
+    const char *choices; /* CHOICE: the accepted words, '|'-separated */
+    double rdef, rmin, rmax; /* REAL: default and accepted range */
 } tg_strategy_opt_t;
 
 typedef struct tg_strategy_arg {
@@ -136,7 +147,7 @@ typedef struct tg_strategy_info {
     unsigned caps;       /* TG_STRAT_* */
     const tg_strategy_opt_t *opts;
     int num_opts;
-    size_t config_size; /* bytes of its config struct (int64_t fields at the options' offsets) */
+    size_t config_size; /* bytes of its config struct (int64_t / double at the options' offsets) */
     /* Options that make it exercise its out-of-core path on a tiny dataset (tests, docs). */
     const char *example_args;
 } tg_strategy_info_t;

@@ -50,6 +50,7 @@ int tg_cmd_import(int argc, char **argv);
 int tg_cmd_info(int argc, char **argv);
 int tg_cmd_verify(int argc, char **argv);
 int tg_cmd_clean(int argc, char **argv);
+int tg_cmd_partition(int argc, char **argv);
 int tg_cmd_train(int argc, char **argv);
 int tg_cmd_eval(int argc, char **argv);
 int tg_cmd_infer(int argc, char **argv);

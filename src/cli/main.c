@@ -16,6 +16,7 @@ static const command_t commands[] = {
     {"import", tg_cmd_import, "import a dataset (--from ogb|npy|edgelist)"},
     {"info", tg_cmd_info, "print counts, degree statistics and sizes of a dataset"},
     {"verify", tg_cmd_verify, "check sizes, checksums, id ranges and indptr of a dataset"},
+    {"partition", tg_cmd_partition, "min-edge-cut partitions, the dataset rewritten in their order"},
     {"clean", tg_cmd_clean, "remove the files strategies derived from a dataset (derived/)"},
     {"train", tg_cmd_train, "train a GNN on a dataset"},
     {"eval", tg_cmd_eval, "evaluate a checkpoint on a split"},

@@ -287,6 +287,9 @@ struct tg_derived_writer {
     hdr_t h;
     tg_filew_t fw;
     int fw_open;
+    int pfd; /* positional writes: their descriptor (-1: none yet) */
+    int positional;
+    uint64_t pend; /* positional writes: the payload's size */
     int err;       /* first error, returned by every later call */
     char msg[512]; /* its message */
 };
@@ -311,6 +314,7 @@ int tg_derived_create(tg_derived_writer_t **out, const tg_dataset_t *ds, const c
     if (rc) return rc;
     tg_derived_writer_t *w = calloc(1, sizeof *w);
     if (!w) return tg_err(-ENOMEM, "out of memory for a derived file writer");
+    w->pfd = -1;
     tg_derived_dir(ds, root, w->dir, sizeof w->dir);
     snprintf(w->final, sizeof w->final, "%s/%s", w->dir, name);
     snprintf(w->h.kind, sizeof w->h.kind, "%s", kind);
@@ -353,6 +357,8 @@ fail:
 int tg_derived_append(tg_derived_writer_t *w, const void *data, size_t len)
 {
     if (w->err) return tg_err(w->err, "%s", w->msg);
+    if (w->positional)
+        return writer_fail(w, tg_err(-EINVAL, "%s: an append after positional writes", w->tmp));
     uint32_t piece = tg_data_crc32(0, data, len);
     int rc = tg_filew_write_crc(&w->fw, data, len, piece);
     if (rc) return writer_fail(w, rc);
@@ -363,7 +369,81 @@ int tg_derived_append(tg_derived_writer_t *w, const void *data, size_t len)
 
 uint64_t tg_derived_written(const tg_derived_writer_t *w)
 {
-    return w->h.payload_len;
+    return w->positional ? w->pend : w->h.payload_len;
+}
+
+/* Positional mode: a second descriptor of the temp file beside the appending writer (which
+ * holds only the header's zeros, at bytes [0, 4096) that no payload write reaches). */
+static int positional_begin(tg_derived_writer_t *w)
+{
+    if (w->err) return tg_err(w->err, "%s", w->msg);
+    if (w->h.payload_len)
+        return writer_fail(w, tg_err(-EINVAL, "%s: a positional write after appends", w->tmp));
+    if (w->pfd < 0 && (w->pfd = open(w->tmp, O_WRONLY | O_CLOEXEC)) < 0)
+        return writer_fail(w, tg_err(-errno, "%s: cannot reopen: %s", w->tmp, strerror(errno)));
+    w->positional = 1;
+    return 0;
+}
+
+int tg_derived_pwrite(tg_derived_writer_t *w, const void *data, size_t len, uint64_t off)
+{
+    int rc = positional_begin(w);
+    if (!rc) rc = tg_pwrite_full(w->pfd, data, len, HDR_BYTES + off, w->tmp);
+    if (rc) return writer_fail(w, rc);
+    w->pend = TG_MAX(w->pend, off + len);
+    return 0;
+}
+
+int tg_derived_set_size(tg_derived_writer_t *w, uint64_t len)
+{
+    int rc = positional_begin(w);
+    if (rc) return rc;
+    if (ftruncate(w->pfd, (off_t)(HDR_BYTES + len)))
+        return writer_fail(w, tg_err(-errno, "%s: cannot size it to %llu bytes: %s", w->tmp,
+                                     (unsigned long long)(HDR_BYTES + len), strerror(errno)));
+    w->pend = len;
+    return 0;
+}
+
+int tg_derived_flush(tg_derived_writer_t *w)
+{
+    if (w->err) return tg_err(w->err, "%s", w->msg);
+    if (w->pfd < 0) return 0;
+    if (fdatasync(w->pfd))
+        return writer_fail(w, tg_err(-errno, "%s: fdatasync failed: %s", w->tmp, strerror(errno)));
+    (void)posix_fadvise(w->pfd, 0, 0, POSIX_FADV_DONTNEED);
+    return 0;
+}
+
+/* Positional mode at commit: the payload's size, then its CRC from one read back (dropping the
+ * pages behind it, so a cgroup-limited rewrite does not fill its page cache). */
+static int positional_finish(tg_derived_writer_t *w)
+{
+    int rc = tg_derived_flush(w);
+    if (!rc && ftruncate(w->pfd, (off_t)(HDR_BYTES + w->pend)))
+        rc = tg_err(-errno, "%s: cannot size it to %llu bytes: %s", w->tmp,
+                    (unsigned long long)(HDR_BYTES + w->pend), strerror(errno));
+    if (!rc && fsync(w->pfd)) rc = tg_err(-errno, "%s: fsync failed: %s", w->tmp, strerror(errno));
+    if (close(w->pfd) && !rc) rc = tg_err(-errno, "%s: close failed: %s", w->tmp, strerror(errno));
+    w->pfd = -1;
+    if (rc) return rc;
+    int fd = open(w->tmp, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return tg_err(-errno, "%s: cannot reopen: %s", w->tmp, strerror(errno));
+    size_t cap = 8u << 20;
+    char *buf = malloc(cap);
+    uint32_t c = 0;
+    if (!buf) rc = tg_err(-ENOMEM, "out of memory");
+    for (uint64_t off = 0; !rc && off < w->pend; off += cap) {
+        size_t n = (size_t)TG_MIN((uint64_t)cap, w->pend - off);
+        rc = tg_pread_full(fd, buf, n, HDR_BYTES + off, w->tmp);
+        if (!rc) c = tg_data_crc32(c, buf, n);
+        (void)posix_fadvise(fd, (off_t)(HDR_BYTES + off), (off_t)n, POSIX_FADV_DONTNEED);
+    }
+    free(buf);
+    close(fd);
+    w->h.payload_len = w->pend;
+    w->h.payload_crc = c;
+    return rc;
 }
 
 /* Writes the header at offset 0 of the (closed, fsynced) temp file and fsyncs it again. */
@@ -385,6 +465,7 @@ static int write_header(const tg_derived_writer_t *w)
 int tg_derived_commit(tg_derived_writer_t *w)
 {
     int rc = w->err ? tg_err(w->err, "%s", w->msg) : 0;
+    if (!rc && w->positional) rc = positional_finish(w);
     if (!rc) {
         w->fw_open = 0;
         rc = tg_filew_close(&w->fw, NULL);
@@ -406,6 +487,7 @@ void tg_derived_abort(tg_derived_writer_t *w)
 {
     if (!w) return;
     if (w->fw_open) tg_filew_discard(&w->fw);
+    if (w->pfd >= 0) close(w->pfd);
     unlink(w->tmp);
     free(w);
 }

@@ -57,6 +57,7 @@ typedef struct tg_pass {
     int num_layers;
     const int64_t *fanouts;
     int allow_out_of_order; /* training passes: the strategy may use its out_of_order setting */
+    int training;           /* a training epoch (not an evaluation of a split) */
     /* The training pass that follows this one, for strategies with TG_STRAT_NEXT_PASS (they
      * sample and lay out epoch e + 1 while epoch e trains): first_batch 0, no step; it and its
      * seeds are valid during this pass only (copy what is kept). NULL at the last epoch, for
@@ -114,6 +115,15 @@ typedef struct tg_pass_stats {
     double pack_wait_s, pack_sample_s, pack_layout_s, pack_s, pack_prep_s;
     uint64_t pack_read_bytes, pack_write_bytes, pack_disk_bytes, pack_segment;
     double pack_read_amp_est;
+    /* Strategies that train on mega-batches of partitions (hier): the mega-batches loaded, the
+     * parts each holds (N_d), the static cache's nodes, the loading's wall time (its own thread)
+     * and the trainer's wait for it, and over the mega-batches' dynamic nodes: how many, and
+     * their in-degrees in the full graph, inside the mega-batch and from the static cache (the
+     * paper's Fig. 2: what the static cache gives back). */
+    int have_hier;
+    uint64_t hier_megabatches, hier_dynamic_parts, hier_static_nodes, hier_nodes;
+    double hier_load_s, hier_load_wait_s;
+    uint64_t hier_deg_full, hier_deg_induced, hier_deg_static;
 } tg_pass_stats_t;
 
 typedef struct tg_strategy_i {
@@ -140,6 +150,11 @@ typedef struct tg_strategy_i {
     /* The most input matrices X its passes hold at once (sampled ahead, queued, trained, being
      * freed): the run reserves that many batches' worth of --mem for them. */
     int (*batches_in_flight)(const tg_strategy_opts_t *o);
+    /* Optional, for strategies that make their own batches of a training pass (hier's
+     * mega-batches): how many batches the pass p has (its first_batch ignored; p->num_seeds
+     * less than the training split means --batches-per-epoch limited it). NULL: the plan's,
+     * ceil(num_seeds / batch_size). Called before each training pass, after the budget plan. */
+    int (*epoch_batches)(tg_strategy_t *s, const tg_pass_t *p, uint64_t *n);
 } tg_strategy_i;
 
 /* The table (strategies/strategy.c) is the only place that names every strategy. */
@@ -149,6 +164,7 @@ extern const tg_strategy_i tg_strategy_gnndrive;
 extern const tg_strategy_i tg_strategy_pagraph;
 extern const tg_strategy_i tg_strategy_ginex;
 extern const tg_strategy_i tg_strategy_diskgnn;
+extern const tg_strategy_i tg_strategy_hier;
 
 /* The strategy called name ("auto" is not one: see tg_strategy_choose). */
 int tg_strategy_find(const char *name, const tg_strategy_i **out);

@@ -209,6 +209,21 @@ static const char *pass_pack_json(const tg_pass_stats_t *ps, char *buf, size_t l
     return buf;
 }
 
+/* The JSON object "megabatch" of a strategy that trains on mega-batches (hier). */
+static const char *pass_hier_json(const tg_pass_stats_t *ps, char *buf, size_t len)
+{
+    double n = ps->hier_nodes ? (double)ps->hier_nodes : 1.0;
+    snprintf(buf, len,
+             "{\"megabatches\":%llu,\"dynamic_parts\":%llu,\"static_nodes\":%llu,\"nodes\":%llu,"
+             "\"load_s\":%.6f,\"load_wait_s\":%.6f,\"mean_degree_full\":%.6f,"
+             "\"mean_degree_induced\":%.6f,\"mean_degree_static\":%.6f}",
+             (unsigned long long)ps->hier_megabatches, (unsigned long long)ps->hier_dynamic_parts,
+             (unsigned long long)ps->hier_static_nodes, (unsigned long long)ps->hier_nodes,
+             ps->hier_load_s, ps->hier_load_wait_s, (double)ps->hier_deg_full / n,
+             (double)ps->hier_deg_induced / n, (double)ps->hier_deg_static / n);
+    return buf;
+}
+
 /* ---------------------------------------------------------------- the training step */
 
 typedef struct {
@@ -391,7 +406,7 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
             train_mask[r.split[0][i]] = 1;
     }
     uint64_t all_batches = plan.all_batches, epoch_batches = plan.num_batches;
-    if (ck.epoch_batches > epoch_batches) {
+    if (ck.epoch_batches > epoch_batches && !r.strat_i->epoch_batches) {
         rc = tg_err(-EINVAL,
                     "cannot resume from %s: it stopped after %llu batches of epoch %llu, but "
                     "this run trains only %llu batches per epoch",
@@ -448,10 +463,6 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
                  (unsigned long long)o.epochs);
         sc.show_bar = show_bar;
         sc.prog = &prog;
-        if (show_bar) {
-            tg_progress_begin(&prog, label, epoch_batches, "batches");
-            tg_progress_update(&prog, first, NULL);
-        }
         tg_pass_t p = {.seeds = plan.seeds,
                        .num_seeds = plan.num_seeds,
                        .batch_size = plan.batch_size,
@@ -461,8 +472,26 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
                        .num_layers = o.model.num_layers,
                        .fanouts = o.fanouts,
                        .allow_out_of_order = 1,
+                       .training = 1,
                        .step = train_step,
                        .ctx = &sc};
+        /* a strategy that makes its own batches (hier) says how many this epoch has */
+        if (r.strat_i->epoch_batches && !whole) {
+            if ((rc = r.strat_i->epoch_batches(r.strat, &p, &epoch_batches)) < 0) goto out;
+            if (first > epoch_batches) {
+                rc = tg_err(-EINVAL,
+                            "cannot resume from %s: it stopped after %llu batches of epoch "
+                            "%llu, but strategy %s makes %llu batches of it here (were "
+                            "--mem or its options changed?)",
+                            ckpt_path, (unsigned long long)first, (unsigned long long)epoch + 1,
+                            r.strat_i->info.name, (unsigned long long)epoch_batches);
+                goto out;
+            }
+        }
+        if (show_bar) {
+            tg_progress_begin(&prog, label, epoch_batches, "batches");
+            tg_progress_update(&prog, first, NULL);
+        }
         tg_pass_t np = p;
         if (next_plan.order && epoch + 1 < o.epochs) {
             tg_plan_epoch(&next_plan, epoch + 1);
@@ -632,9 +661,10 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
             if (ps.have_ncache)
                 tg_json_raw(&j, "neighbor_cache", pass_ncache_json(&ps, ncj, sizeof ncj));
             if (ps.have_pack) tg_json_raw(&j, "preprocess", pass_pack_json(&ps, pkj, sizeof pkj));
+            if (ps.have_hier) tg_json_raw(&j, "megabatch", pass_hier_json(&ps, pkj, sizeof pkj));
             tg_json_end(&j, o.json, NULL);
         }
-        char io_line[640] = "";
+        char io_line[1024] = "";
         if (ps.have_io) {
             char a[32], b[32], w[32] = "?", hs[160] = "";
             if (ps.have_io_wait) snprintf(w, sizeof w, "%.2f s", ps.io_wait_s);
@@ -662,6 +692,18 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
                 snprintf(io_line + l, sizeof io_line - l,
                          "; sampled and packed during the epoch before (%.2f s; waited %.2f s)",
                          ps.pack_prep_s, ps.pack_wait_s);
+        }
+        if (ps.have_hier) {
+            size_t l = strlen(io_line);
+            double n = ps.hier_nodes ? (double)ps.hier_nodes : 1.0;
+            snprintf(io_line + l, sizeof io_line - l,
+                     "; %llu mega-batches of %llu parts, loaded in %.2f s (waited %.2f s); mean "
+                     "in-degree %.2f in the graph, %.2f in the mega-batches + %.2f from the "
+                     "static cache",
+                     (unsigned long long)ps.hier_megabatches,
+                     (unsigned long long)ps.hier_dynamic_parts, ps.hier_load_s, ps.hier_load_wait_s,
+                     (double)ps.hier_deg_full / n, (double)ps.hier_deg_induced / n,
+                     (double)ps.hier_deg_static / n);
         }
         if (ps.have_ncache) {
             size_t l = strlen(io_line);

@@ -5,14 +5,15 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
-static const tg_strategy_i *const strategies[] = {&tg_strategy_memory,   &tg_strategy_mmap,
-                                                  &tg_strategy_gnndrive, &tg_strategy_pagraph,
-                                                  &tg_strategy_ginex,    &tg_strategy_diskgnn};
+static const tg_strategy_i *const strategies[] = {
+    &tg_strategy_memory, &tg_strategy_mmap,    &tg_strategy_gnndrive, &tg_strategy_pagraph,
+    &tg_strategy_ginex,  &tg_strategy_diskgnn, &tg_strategy_hier};
 
 #define NSTRAT (sizeof strategies / sizeof strategies[0])
 
@@ -96,8 +97,46 @@ static void owners(const char *name, char *buf, size_t len)
                 (size_t)snprintf(buf + n, len - n, "%s%s", n ? ", " : "", strategies[i]->info.name);
 }
 
+/* The index of word w in op->choices ("a|b|c"), or -1. */
+static int64_t choice_index(const tg_strategy_opt_t *op, const char *w)
+{
+    size_t n = strlen(w);
+    int64_t i = 0;
+    for (const char *c = op->choices; c && *c; i++) {
+        const char *bar = strchr(c, '|');
+        size_t len = bar ? (size_t)(bar - c) : strlen(c);
+        if (len == n && !strncmp(c, w, n)) return i;
+        if (!bar) break;
+        c = bar + 1;
+    }
+    return -1;
+}
+
+static int parse_real(const tg_strategy_opt_t *op, const char *v, double *out)
+{
+    if (!v) return tg_err(-EINVAL, "--%s needs a value", op->name);
+    if (op->auto_ok && !strcmp(v, "auto")) {
+        *out = -1.0;
+        return 0;
+    }
+    char *end = NULL;
+    errno = 0;
+    double d = strtod(v, &end);
+    if (errno || end == v || *end || !(d >= op->rmin && d <= op->rmax))
+        return tg_err(-EINVAL, "--%s %s: expected a number in %g..%g%s", op->name, v, op->rmin,
+                      op->rmax, op->auto_ok ? " or auto" : "");
+    *out = d;
+    return 0;
+}
+
 static int parse_value(const tg_strategy_opt_t *op, const char *v, int64_t *out)
 {
+    if (op->kind == TG_SOPT_CHOICE) {
+        if (!v) return tg_err(-EINVAL, "--%s needs a value", op->name);
+        if ((*out = choice_index(op, v)) < 0)
+            return tg_err(-EINVAL, "--%s %s: expected one of %s", op->name, v, op->choices);
+        return 0;
+    }
     if (op->kind == TG_SOPT_FLAG) {
         if (v) return tg_err(-EINVAL, "--%s takes no value", op->name);
         *out = 1;
@@ -127,8 +166,12 @@ int tg_strategy_parse(const tg_strategy_info_t *info, const tg_strategy_arg_t *a
                       void *cfg, int note)
 {
     if (info->config_size) memset(cfg, 0, info->config_size);
-    for (int k = 0; k < info->num_opts; k++)
-        *(int64_t *)((char *)cfg + info->opts[k].offset) = info->opts[k].def;
+    for (int k = 0; k < info->num_opts; k++) {
+        if (info->opts[k].kind == TG_SOPT_REAL)
+            memcpy((char *)cfg + info->opts[k].offset, &info->opts[k].rdef, sizeof(double));
+        else
+            *(int64_t *)((char *)cfg + info->opts[k].offset) = info->opts[k].def;
+    }
     for (int i = 0; i < n; i++) {
         const tg_strategy_opt_t *op = find_opt(info, args[i].name);
         if (!op) {
@@ -141,8 +184,16 @@ int tg_strategy_parse(const tg_strategy_info_t *info, const tg_strategy_arg_t *a
                             info->name);
             continue;
         }
+        int rc;
+        if (op->kind == TG_SOPT_REAL) {
+            double d = 0;
+            if ((rc = parse_real(op, args[i].value, &d)) < 0)
+                return tg_err_prefix(rc, "strategy %s", info->name);
+            memcpy((char *)cfg + op->offset, &d, sizeof d);
+            continue;
+        }
         int64_t v;
-        int rc = parse_value(op, args[i].value, &v);
+        rc = parse_value(op, args[i].value, &v);
         if (rc < 0) return tg_err_prefix(rc, "strategy %s", info->name);
         *(int64_t *)((char *)cfg + op->offset) = v;
     }

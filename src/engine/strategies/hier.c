@@ -1,0 +1,1111 @@
+/* Strategy "hier": HierBatching (Zheng et al., "Hierarchical Batching for Out-of-core GNN
+ * Training", section 3 and Algorithm 1) on the CPU, with the same model, sampler and fanouts as
+ * every other strategy.
+ *
+ * Layout (data/part_build.c, `tiergnn partition`, or this strategy's prepare step): the nodes in
+ * --parts min-edge-cut parts, the features and the in-neighbour lists rewritten so that every
+ * part is contiguous on disk (derived/ part-*, partfeat-*, partadj-*), in new ids.
+ *
+ * Caches (3.2): the static cache pins the features and the in-neighbour lists of the
+ * --static-ratio highest in-degree nodes in RAM for the whole run. The dynamic cache, what the
+ * budget leaves, holds two mega-batches (one trained, one loading): N_d = --dynamic-parts parts
+ * each (automatic: as many as fit).
+ *
+ * An epoch (Algorithm 1): the parts shuffled (a pure function of seed and epoch), taken N_d at a
+ * time. A mega-batch reads its parts' rows, old ids and lists with large sequential reads (a
+ * part is one run of each file) and forms the subgraph on T ∪ (N(T) ∩ static): T's lists keep
+ * the neighbours in T and the static ones (which join the mega-batch), the joining static nodes'
+ * lists keep the neighbours in the mega-batch. Its training nodes, shuffled per pass, are cut into
+ * mini-batches of --batch-size that the sampler samples from that subgraph (the RNG of batch k of
+ * the epoch is (seed, epoch', k) as everywhere, epoch' naming the mega-batch and pass), and X
+ * comes from RAM only. --passes p trains each mega-batch p times while the next one loads
+ * (pipelining and reuse, 3.3). The batches differ from memory's on purpose: hier trains on a
+ * different graph (TG_STRAT_CHANGES_GRAPH), and its accuracy is measured, not assumed.
+ *
+ * Batch numbering: the epoch's batches in schedule order, so a stopped run resumes at the same
+ * mega-batch, pass and batch (exact while the schedule is the same: the same --parts, --passes,
+ * --batch-size and N_d, which --mem decides when --dynamic-parts is automatic).
+ *
+ * Evaluation passes run on the original graph and feature file, like pagraph without a cache:
+ * samplers over the disk adjacency, extractors reading rows through io_uring. */
+#include <fcntl.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tiergnn/partition.h"
+#include "xpass.h"
+
+#define NONE UINT32_MAX
+#define PREFETCH 2
+#define LIST_READ ((uint64_t)4 << 20) /* bytes of neighbour lists read at once */
+#define NODES_PER_PART 4096           /* --parts auto: the paper's "several thousand nodes" */
+
+/* ---------------------------------------------------------------- options */
+
+typedef struct {
+    tg_xpass_cfg_t x; /* evaluation passes' extraction */
+    int64_t parts, method, passes, dynamic_parts;
+    double static_ratio;
+} hier_cfg_t;
+
+#define H_OPT(n, k, d, lo, hi, a, f, m, h)                                                         \
+    {                                                                                              \
+        .name = n, .kind = k, .def = d, .min = lo, .max = hi, .auto_ok = a,                        \
+        .offset = offsetof(hier_cfg_t, f), .meta = m, .help = h                                    \
+    }
+
+static const tg_strategy_opt_t hier_opts[] = {
+    TG_XPASS_OPTS,
+    H_OPT("parts", TG_SOPT_INT, -1, 1, UINT32_MAX, 1, parts, "P",
+          "partitions of the graph (default auto: one per 4096 nodes)"),
+    {.name = "method",
+     .kind = TG_SOPT_CHOICE,
+     .def = TG_PART_AUTO,
+     .offset = offsetof(hier_cfg_t, method),
+     .choices = "auto|metis|stream",
+     .meta = "auto|metis|stream",
+     .help = "partitioner when the partition is not built yet: METIS in RAM, or the streaming "
+             "one; auto: an existing partition, else METIS when it fits (default auto)"},
+    {.name = "static-ratio",
+     .kind = TG_SOPT_REAL,
+     .rdef = 0.01,
+     .rmin = 0,
+     .rmax = 1,
+     .offset = offsetof(hier_cfg_t, static_ratio),
+     .meta = "R",
+     .help = "share of the nodes, the highest in-degree ones, whose features and neighbour lists "
+             "stay in RAM (the static cache; 0 = none; default 0.01)"},
+    H_OPT("passes", TG_SOPT_INT, 1, 1, 64, 0, passes, "p",
+          "passes over each mega-batch's training nodes while the next one loads (default 1)"),
+    H_OPT("dynamic-parts", TG_SOPT_INT, -1, 1, UINT32_MAX, 1, dynamic_parts, "N",
+          "parts per mega-batch (default auto: as many as two mega-batches in --mem allow; "
+          "without --mem an eighth of the parts)"),
+};
+
+/* ---------------------------------------------------------------- state */
+
+/* One mega-batch in RAM: T (its parts' nodes, locals [0, nt)) and the static nodes it reached
+ * (locals [nt, nm)), their subgraph, rows and original ids, and T's training nodes. */
+typedef struct mega {
+    uint64_t index; /* in the epoch's schedule */
+    uint64_t nt, nm, ne, nseeds;
+    char *feat;        /* nt rows (T); the static ones are in the static cache */
+    uint64_t *old_ids; /* nm */
+    uint64_t *indptr;  /* nm + 1 */
+    uint32_t *indices; /* ne locals */
+    uint32_t *sidx;    /* nm - nt: the static index of local nt + j */
+    uint64_t *seeds;   /* nseeds locals */
+    tg_adj_t *adj;
+    uint64_t deg_full, deg_induced, deg_static;
+} mega_t;
+
+typedef struct {
+    uint64_t nparts; /* parts of the mega-batch */
+    uint64_t ntrain; /* their training nodes */
+    uint64_t batches;
+} sched_mega_t;
+
+struct tg_strategy {
+    tg_run_t *r;
+    const hier_cfg_t *c;
+    tg_io_stats_t stats;
+    tg_io_file_t *feat;
+    tg_adj_t *disk;
+    tg_extract_t *ex; /* evaluation passes */
+    char params[256];
+    tg_part_t *part;
+    uint32_t P;
+    uint64_t N;
+    size_t row; /* bytes of a stored row */
+    int ready;
+    uint64_t held; /* budget reserved by setup */
+    /* training nodes, new ids ascending, and where each part's start */
+    uint64_t *train_new, *tp;
+    uint64_t ntrain;
+    /* the static cache: S nodes (new ids ascending), rows, original ids, lists (new ids) */
+    uint64_t S;
+    uint64_t *s_new, *s_old, *s_ip;
+    uint32_t *s_lists;
+    char *s_feat;
+    uint64_t *s_hkey; /* open-addressing map new id -> static index */
+    uint32_t *s_hval;
+    uint64_t s_hcap;
+    uint32_t *s_local; /* while a mega-batch loads: the local id given to a static node */
+    /* the dynamic cache */
+    uint64_t nd; /* parts per mega-batch */
+    uint64_t t_cap, e_cap, seeds_cap;
+    mega_t mega[2];
+    int32_t *slot; /* while a mega-batch loads: per part, its first local (or -1) */
+    uint64_t *ipbuf;
+    uint32_t *lbuf;
+    uint64_t ipbuf_cap;
+    /* the epoch's schedule */
+    uint64_t sched_epoch;
+    int sched_valid;
+    uint32_t *order; /* parts, shuffled */
+    sched_mega_t *sched;
+    uint64_t nmega, epoch_batches;
+    /* loading, on a thread of its own */
+    struct load_arg {
+        tg_strategy_t *s;
+        mega_t *m;
+        uint64_t index;
+    } load_arg;
+    pthread_t loader;
+    int loading;
+    int load_rc;
+    char load_msg[512];
+    uint64_t read_bytes, reads;
+    double load_s;
+};
+
+/* ---------------------------------------------------------------- small helpers */
+
+static uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
+static uint32_t static_find(const tg_strategy_t *s, uint64_t v)
+{
+    if (!s->S) return NONE;
+    uint64_t h = mix64(v) & (s->s_hcap - 1);
+    while (s->s_hkey[h] != UINT64_MAX) {
+        if (s->s_hkey[h] == v) return s->s_hval[h];
+        h = (h + 1) & (s->s_hcap - 1);
+    }
+    return NONE;
+}
+
+/* Reads payload bytes of a derived file and drops them from the page cache (a cgroup counts
+ * it): the mega-batches are read once per epoch, sequentially. */
+static int rd(tg_strategy_t *s, const tg_derived_file_t *f, void *buf, uint64_t len, uint64_t off)
+{
+    if (!len) return 0;
+    int rc = tg_derived_read(f, buf, len, off);
+    (void)posix_fadvise(f->fd, (off_t)(f->payload_off + off), (off_t)len, POSIX_FADV_DONTNEED);
+    s->read_bytes += len;
+    s->reads++;
+    return rc;
+}
+
+static uint64_t rd_id(const tg_strategy_t *s, const void *a, uint64_t i)
+{
+    return s->part->index_bytes == 4 ? ((const uint32_t *)a)[i] : ((const uint64_t *)a)[i];
+}
+
+/* The epoch' of mega-batch i, pass j: the RNG streams of its shuffles and batches. Training
+ * epochs stay far below evaluation's (graph/plan.c: near UINT64_MAX). */
+static uint64_t sub_epoch(uint64_t epoch, uint64_t i, uint64_t j)
+{
+    return (epoch << 32) + (i << 6) + j + 1;
+}
+
+/* ---------------------------------------------------------------- the partition */
+
+static void assign_opts(const tg_strategy_opts_t *so, const tg_dataset_t *ds,
+                        tg_part_assign_opts_t *a)
+{
+    const hier_cfg_t *c = so->cfg;
+    tg_part_assign_opts_default(a);
+    uint64_t N = ds->meta.num_nodes;
+    uint64_t parts = c->parts > 0 ? (uint64_t)c->parts : (N + NODES_PER_PART - 1) / NODES_PER_PART;
+    a->parts = (uint32_t)TG_MAX((uint64_t)1, TG_MIN(parts, N));
+    a->method = (tg_part_method_t)c->method;
+    uint64_t cg = tg_cgroup_mem_limit();
+    a->mem_bytes = tg_phys_mem_bytes() / 4;
+    if (cg) a->mem_bytes = TG_MIN(a->mem_bytes, cg / 2);
+}
+
+/* The params of the partition to use: with method auto, one already built (METIS's first),
+ * else what auto resolves to. */
+static int find_params(const tg_dataset_t *ds, const tg_strategy_opts_t *so, char *buf, size_t len,
+                       tg_part_assign_opts_t *a)
+{
+    assign_opts(so, ds, a);
+    if (a->method == TG_PART_AUTO) {
+        const tg_part_method_t try[2] = {TG_PART_METIS, TG_PART_STREAM};
+        for (int i = 0; i < 2; i++) {
+            tg_part_t *p = NULL;
+            int rc = tg_part_params(a, try[i], buf, len);
+            if (rc == 0 && tg_part_open(&p, ds, buf) == 0) {
+                tg_part_close(p);
+                a->method = try[i];
+                return 0;
+            }
+        }
+        char why[256];
+        a->method = tg_part_resolve(ds, a, why, sizeof why);
+    }
+    return tg_part_params(a, a->method, buf, len);
+}
+
+static int hier_prepare(const tg_dataset_t *ds, const tg_strategy_opts_t *so)
+{
+    tg_part_build_opts_t o = {0};
+    char params[256];
+    int rc = find_params(ds, so, params, sizeof params, &o.assign);
+    if (rc < 0) return rc;
+    o.mem_bytes = o.assign.mem_bytes;
+    o.progress = isatty(STDERR_FILENO);
+    tg_part_build_stats_t st;
+    if ((rc = tg_part_build(ds, &o, &st)) < 0) return tg_err_prefix(rc, "hier: partitioning");
+    if (st.built_map || st.built_feat || st.built_adj)
+        tg_log_info("hier: partitioned in %.1f s (%s): edge cut %.2f%%, balance %.3f", st.total_s,
+                    params,
+                    st.sum.edges ? 100.0 * (double)st.sum.cut_edges / (double)st.sum.edges : 0.0,
+                    st.sum.balance);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- open / close */
+
+static void plan_opts(const tg_dataset_t *ds, const tg_strategy_opts_t *so, char *path, size_t len,
+                      tg_extract_plan_opts_t *po)
+{
+    const hier_cfg_t *c = so->cfg;
+    tg_extract_plan_opts_default(po);
+    tg_dataset_path(ds, TG_FILE_FEATURES, path, len);
+    po->num_nodes = ds->meta.num_nodes;
+    po->feat_dim = ds->meta.feat_dim;
+    po->dtype = ds->meta.feat_dtype;
+    po->extractors = (int)c->x.extractors;
+    po->io_depth = (unsigned)c->x.io_depth;
+    po->io_gap = c->x.io_gap;
+    po->chunk_rows = (uint32_t)c->x.chunk_rows;
+    po->featbuf = 0;
+    po->probe_path = path;
+    po->other_transient = tg_xpass_adj_transient(tg_xpass_adj_queues(so->sampler_threads));
+    po->minimum = 1; /* evaluation only: the caches get the budget */
+}
+
+static uint64_t hier_min_bytes(const tg_dataset_t *ds, const tg_strategy_opts_t *so, char *why,
+                               size_t len)
+{
+    char path[4096], a[32], b[512];
+    tg_extract_plan_opts_t po;
+    plan_opts(ds, so, path, sizeof path, &po);
+    tg_extract_plan_t pl;
+    if (tg_extract_plan(&pl, &po) < 0) return snprintf(why, len, "%s", tg_errmsg()), UINT64_MAX;
+    uint64_t adj =
+        tg_xpass_adj_bytes(ds, tg_xpass_adj_queues(so->sampler_threads)) + po.other_transient;
+    snprintf(why, len, "indptr and index-read staging %s, %s", tg_fmt_bytes(adj, a, sizeof a),
+             tg_extract_plan_describe(&pl, b, sizeof b));
+    return adj + tg_extract_plan_bytes(&pl);
+}
+
+static void mega_free(mega_t *m)
+{
+    tg_adj_destroy(m->adj);
+    free(m->feat);
+    free(m->old_ids);
+    free(m->indptr);
+    free(m->indices);
+    free(m->sidx);
+    free(m->seeds);
+    memset(m, 0, sizeof *m);
+}
+
+static void join_loader(tg_strategy_t *s)
+{
+    if (s->loading) {
+        pthread_join(s->loader, NULL);
+        s->loading = 0;
+    }
+}
+
+static void hier_close(tg_strategy_t *s)
+{
+    if (!s) return;
+    join_loader(s);
+    for (int i = 0; i < 2; i++)
+        mega_free(&s->mega[i]);
+    tg_extract_destroy(s->ex);
+    tg_io_file_close(s->feat);
+    tg_part_close(s->part);
+    free(s->train_new), free(s->tp), free(s->s_new), free(s->s_old), free(s->s_ip);
+    free(s->s_lists), free(s->s_feat), free(s->s_hkey), free(s->s_hval), free(s->s_local);
+    free(s->slot), free(s->ipbuf), free(s->lbuf), free(s->order), free(s->sched);
+    if (s->held) tg_budget_release(&s->r->budget, s->held);
+    free(s);
+}
+
+static int hier_open(tg_strategy_t **out, tg_run_t *r, const tg_strategy_opts_t *so)
+{
+    tg_strategy_t *s = calloc(1, sizeof *s);
+    if (!(*out = s)) return tg_err(-ENOMEM, "strategy hier: out of memory");
+    s->r = r;
+    s->c = so->cfg;
+    s->N = r->ds->meta.num_nodes;
+    s->row = r->row_bytes;
+    tg_io_stats_init(&s->stats);
+    char path[4096];
+    tg_dataset_path(r->ds, TG_FILE_FEATURES, path, sizeof path);
+    tg_store_opts_t sto = {.normalize = so->normalize, .budget = &r->budget};
+    tg_part_assign_opts_t a;
+    int rc = tg_xpass_adj_open(r, tg_xpass_adj_queues(so->sampler_threads), &s->stats);
+    s->disk = r->adj;
+    if (rc == 0) rc = tg_store_file_open(&r->store, r->ds, &sto);
+    if (rc == 0) rc = tg_io_file_open(&s->feat, path, 0);
+    if (rc == 0) rc = find_params(r->ds, so, s->params, sizeof s->params, &a);
+    if (rc == 0 && (rc = tg_part_open(&s->part, r->ds, s->params)) < 0)
+        tg_err_prefix(rc, "hier: the partition (`tiergnn partition` builds it)");
+    if (rc == 0 && s->N > UINT32_MAX)
+        rc = tg_err(-EOVERFLOW,
+                    "hier: %llu nodes: mega-batches use 32-bit local ids (at most "
+                    "%u nodes)",
+                    (unsigned long long)s->N, UINT32_MAX);
+    if (rc == 0) s->P = s->part->sum.parts;
+    if (rc < 0) hier_close(s), *out = NULL;
+    return rc;
+}
+
+/* ---------------------------------------------------------------- setup */
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int cmp_desc(const void *a, const void *b)
+{
+    return -cmp_u64(a, b);
+}
+
+/* New ids of the training nodes and of the static nodes (given as old ids): one sequential pass
+ * over new_of_old. */
+static int to_new_ids(tg_strategy_t *s, uint64_t *ids, uint64_t n)
+{
+    /* ids sorted by old id with their positions, so one sweep of the map serves them */
+    uint64_t *pos = malloc(n * 2 * sizeof *pos + 1);
+    if (!pos) return tg_err(-ENOMEM, "hier: out of memory");
+    for (uint64_t i = 0; i < n; i++)
+        pos[2 * i] = ids[i], pos[2 * i + 1] = i;
+    qsort(pos, n, 2 * sizeof *pos, cmp_u64);
+    size_t w = s->part->id_bytes;
+    uint64_t chunk = (4u << 20) / w;
+    void *buf = malloc(chunk * w);
+    int rc = buf ? 0 : tg_err(-ENOMEM, "hier: out of memory");
+    uint64_t k = 0;
+    for (uint64_t lo = 0; rc == 0 && lo < s->N && k < n; lo += chunk) {
+        uint64_t hi = TG_MIN(s->N, lo + chunk);
+        if (pos[2 * k] >= hi) continue;
+        rc = rd(s, s->part->map, buf, (hi - lo) * w, s->part->new_of_old_off + lo * w);
+        for (; rc == 0 && k < n && pos[2 * k] < hi; k++) {
+            uint64_t v = pos[2 * k] - lo;
+            ids[pos[2 * k + 1]] = w == 4 ? ((uint32_t *)buf)[v] : ((uint64_t *)buf)[v];
+        }
+    }
+    free(buf);
+    free(pos);
+    return rc;
+}
+
+/* The S highest in-degree nodes (ties: lower id), as old ids. */
+static int top_degree(tg_strategy_t *s, uint64_t S, uint64_t *out)
+{
+    const uint64_t *ip = s->disk->indptr;
+    uint64_t maxd = 0;
+    for (uint64_t v = 0; v < s->N; v++)
+        maxd = TG_MAX(maxd, ip[v + 1] - ip[v]);
+    /* the threshold degree from a histogram of degrees (capped) */
+    uint64_t cap = TG_MIN(maxd, (uint64_t)1 << 20) + 1;
+    uint64_t *hist = calloc(cap, sizeof *hist);
+    if (!hist) return tg_err(-ENOMEM, "hier: out of memory");
+    for (uint64_t v = 0; v < s->N; v++)
+        hist[TG_MIN(ip[v + 1] - ip[v], cap - 1)]++;
+    uint64_t thr = cap - 1, above = 0;
+    while (thr > 0 && above + hist[thr] < S)
+        above += hist[thr--];
+    free(hist);
+    uint64_t n = 0;
+    for (uint64_t v = 0; v < s->N && n < S; v++)
+        if (TG_MIN(ip[v + 1] - ip[v], cap - 1) > thr) out[n++] = v;
+    for (uint64_t v = 0; v < s->N && n < S; v++)
+        if (TG_MIN(ip[v + 1] - ip[v], cap - 1) == thr) out[n++] = v;
+    return 0;
+}
+
+/* Bytes of one mega-batch buffer for these caps. */
+static uint64_t mega_bytes(const tg_strategy_t *s, uint64_t t, uint64_t e, uint64_t seeds)
+{
+    uint64_t m = t + s->S;
+    return t * s->row + m * 8 + (m + 1) * 8 + e * 4 + s->S * 4 + seeds * 8;
+}
+
+static int setup(tg_strategy_t *s)
+{
+    tg_run_t *r = s->r;
+    const hier_cfg_t *c = s->c;
+    tg_budget_t *bg = &r->budget;
+    tg_part_t *p = s->part;
+    uint32_t P = s->P;
+    char a[32], b[32], d[32], e[32];
+    int rc;
+    /* evaluation's extraction first: the smallest plan */
+    char path[4096];
+    tg_extract_plan_opts_t po;
+    plan_opts(r->ds, &r->sopts, path, sizeof path, &po);
+    tg_extract_plan_t pl;
+    if ((rc = tg_extract_plan(&pl, &po)) < 0) return tg_err_prefix(rc, "hier");
+    tg_extract_opts_t eo = {.plan = &pl,
+                            .feat = s->feat,
+                            .normalize = r->sopts.normalize,
+                            .budget = bg,
+                            .stats = &s->stats,
+                            .who = "hier"};
+    if ((rc = tg_extract_create(&s->ex, &eo)) < 0) return tg_err_prefix(rc, "hier");
+    /* the training nodes in new ids, by part */
+    s->ntrain = r->split_n[0];
+    uint64_t S = c->static_ratio > 0 ? (uint64_t)((double)s->N * c->static_ratio + 0.5) : 0;
+    S = TG_MIN(S, s->N);
+    /* part sizes and edges: the caps of a mega-batch come from the largest parts */
+    uint64_t *psize = malloc(P * sizeof *psize + 1), *pedge = malloc(P * sizeof *pedge + 1);
+    uint64_t *ipb = malloc((P + 1) * sizeof *ipb);
+    if (!psize || !pedge || !ipb) {
+        rc = tg_err(-ENOMEM, "hier: out of memory");
+        goto out;
+    }
+    for (uint32_t k = 0; k <= P && rc == 0; k++)
+        rc = rd(s, p->adj, ipb + k, 8, p->pp[k] * 8);
+    if (rc < 0) goto out;
+    uint64_t max_part = 0;
+    for (uint32_t k = 0; k < P; k++) {
+        psize[k] = p->pp[k + 1] - p->pp[k];
+        pedge[k] = ipb[k + 1] - ipb[k];
+        max_part = TG_MAX(max_part, psize[k]);
+    }
+    /* fixed: training nodes (new ids, per part), the static cache and its lookups, the
+     * per-part slots, the list-reading buffers */
+    s->ipbuf_cap = max_part + 1;
+    uint64_t fixed = s->ntrain * 8 + (P + 1) * 8 + P * (4 + 4 + 16) +
+                     S * (s->row + 8 + 8 + 16 + 4) + 4 * S * 12 + s->ipbuf_cap * 8 + LIST_READ;
+    uint64_t static_edges = 0;
+    /* the static nodes: degrees from the original indptr; their lists' lengths are the same */
+    uint64_t *sids = S ? malloc(S * sizeof *sids) : NULL;
+    if (S && !sids) {
+        rc = tg_err(-ENOMEM, "hier: out of memory");
+        goto out;
+    }
+    if (S && (rc = top_degree(s, S, sids)) < 0) goto out;
+    for (uint64_t i = 0; i < S; i++)
+        static_edges += s->disk->indptr[sids[i] + 1] - s->disk->indptr[sids[i]];
+    fixed += static_edges * 4;
+    if ((rc = tg_budget_reserve(bg, fixed, "hier: static cache and maps")) < 0) {
+        free(sids);
+        goto out;
+    }
+    s->held += fixed;
+    /* N_d: the most parts whose two mega-batches fit what is left */
+    qsort(psize, P, sizeof *psize, cmp_desc);
+    qsort(pedge, P, sizeof *pedge, cmp_desc);
+    uint64_t left = bg->limit ? (bg->limit > bg->used ? bg->limit - bg->used : 0) : 0;
+    uint64_t nd = 0, t = 0, ed = 0;
+    uint64_t want = c->dynamic_parts > 0 ? TG_MIN((uint64_t)c->dynamic_parts, (uint64_t)P)
+                    : bg->limit          ? P
+                                         : TG_MAX((uint64_t)1, (P + 7) / 8);
+    while (nd < want) {
+        uint64_t t2 = t + psize[nd], e2 = ed + pedge[nd];
+        if (bg->limit && 2 * mega_bytes(s, t2, e2 + static_edges, TG_MIN(t2, s->ntrain)) > left)
+            break;
+        t = t2, ed = e2, nd++;
+    }
+    if (nd == 0 || (c->dynamic_parts > 0 && nd < want)) {
+        uint64_t t1 = psize[0], e1 = pedge[0];
+        rc = tg_err(
+            -ENOMEM,
+            "hier: --mem leaves %s for the dynamic cache after the static cache (%llu "
+            "nodes, %s), but two mega-batches of %llu part(s) need %s: raise --mem, "
+            "lower --static-ratio or --dynamic-parts, or use more --parts",
+            tg_fmt_bytes(left, a, sizeof a), (unsigned long long)S,
+            tg_fmt_bytes(fixed, b, sizeof b), (unsigned long long)(nd ? want : 1),
+            tg_fmt_bytes(2 * mega_bytes(s, nd ? t : t1, (nd ? ed : e1) + static_edges, nd ? t : t1),
+                         d, sizeof d));
+        free(sids);
+        goto out;
+    }
+    s->nd = nd;
+    s->t_cap = t;
+    s->e_cap = ed + static_edges;
+    s->seeds_cap = TG_MIN(t, s->ntrain);
+    uint64_t mb = mega_bytes(s, s->t_cap, s->e_cap, s->seeds_cap);
+    if ((rc = tg_budget_reserve(bg, 2 * mb, "hier: two mega-batches")) < 0) {
+        free(sids);
+        goto out;
+    }
+    s->held += 2 * mb;
+    /* allocate */
+    s->train_new = malloc(s->ntrain * sizeof *s->train_new + 1);
+    s->tp = calloc(P + 1, sizeof *s->tp);
+    s->slot = malloc(P * sizeof *s->slot + 1);
+    s->ipbuf = malloc(s->ipbuf_cap * sizeof *s->ipbuf);
+    s->lbuf = malloc(LIST_READ);
+    s->S = S;
+    s->s_new = S ? sids : NULL;
+    s->s_old = malloc(S * sizeof *s->s_old + 1);
+    s->s_ip = malloc((2 * S + 1) * sizeof *s->s_ip);
+    s->s_lists = malloc(static_edges * sizeof *s->s_lists + 1);
+    s->s_feat = malloc(S * s->row + 1);
+    s->s_local = malloc(S * sizeof *s->s_local + 1);
+    s->s_hcap = 16;
+    while (s->s_hcap < 2 * S)
+        s->s_hcap *= 2;
+    s->s_hkey = malloc(s->s_hcap * sizeof *s->s_hkey);
+    s->s_hval = malloc(s->s_hcap * sizeof *s->s_hval);
+    if (!s->train_new || !s->tp || !s->slot || !s->ipbuf || !s->lbuf || !s->s_old || !s->s_ip ||
+        !s->s_lists || !s->s_feat || !s->s_local || !s->s_hkey || !s->s_hval) {
+        if (!s->s_new) free(sids);
+        rc = tg_err(-ENOMEM, "hier: out of memory for the static cache and the maps");
+        goto out;
+    }
+    for (uint32_t k = 0; k < P; k++)
+        s->slot[k] = -1;
+    for (uint64_t i = 0; i < S; i++)
+        s->s_local[i] = NONE;
+    for (uint64_t i = 0; i < s->s_hcap; i++)
+        s->s_hkey[i] = UINT64_MAX;
+    for (int i = 0; i < 2; i++) {
+        mega_t *m = &s->mega[i];
+        uint64_t mm = s->t_cap + S;
+        m->feat = malloc(s->t_cap * s->row + 1);
+        m->old_ids = malloc(mm * 8 + 8);
+        m->indptr = malloc((mm + 1) * 8);
+        m->indices = malloc(s->e_cap * 4 + 4);
+        m->sidx = malloc(S * 4 + 4);
+        m->seeds = malloc(s->seeds_cap * 8 + 8);
+        if (!m->feat || !m->old_ids || !m->indptr || !m->indices || !m->sidx || !m->seeds) {
+            rc = tg_err(-ENOMEM, "hier: out of memory for a mega-batch");
+            goto out;
+        }
+    }
+    /* the training nodes */
+    memcpy(s->train_new, r->split[0], s->ntrain * sizeof *s->train_new);
+    if ((rc = to_new_ids(s, s->train_new, s->ntrain)) < 0) goto out;
+    qsort(s->train_new, s->ntrain, sizeof *s->train_new, cmp_u64);
+    for (uint64_t i = 0; i < s->ntrain; i++)
+        s->tp[tg_part_of(p, s->train_new[i]) + 1]++;
+    for (uint32_t k = 0; k < P; k++)
+        s->tp[k + 1] += s->tp[k];
+    /* the static nodes: old ids kept, new ids sorted, rows and lists read */
+    if (S) {
+        memcpy(s->s_old, sids, S * sizeof *sids);
+        if ((rc = to_new_ids(s, s->s_new, S)) < 0) goto out;
+        /* sort (new, old) pairs by new id */
+        uint64_t *pairs = malloc(2 * S * sizeof *pairs);
+        if (!pairs) {
+            rc = tg_err(-ENOMEM, "hier: out of memory");
+            goto out;
+        }
+        for (uint64_t i = 0; i < S; i++)
+            pairs[2 * i] = s->s_new[i], pairs[2 * i + 1] = s->s_old[i];
+        qsort(pairs, S, 2 * sizeof *pairs, cmp_u64);
+        for (uint64_t i = 0; i < S; i++)
+            s->s_new[i] = pairs[2 * i], s->s_old[i] = pairs[2 * i + 1];
+        free(pairs);
+        uint64_t off = 0;
+        for (uint64_t i = 0; i < S && rc == 0; i++) {
+            uint64_t v = s->s_new[i], be[2];
+            rc = rd(s, p->feat, s->s_feat + i * s->row, s->row, v * s->row);
+            if (rc == 0) rc = rd(s, p->adj, be, 16, v * 8);
+            uint64_t len = rc == 0 ? be[1] - be[0] : 0;
+            if (rc == 0 && off + len > static_edges)
+                rc = tg_err(-EINVAL, "%s: the static nodes' lists hold more than indptr.bin says",
+                            p->adj->path);
+            s->s_ip[i] = off;
+            /* the list, as u32 locals-to-be: new ids (< 2^32 checked by the u32 maps) */
+            for (uint64_t done = 0; rc == 0 && done < len;) {
+                uint64_t n = TG_MIN(len - done, LIST_READ / p->index_bytes);
+                rc = rd(s, p->adj, s->lbuf, n * p->index_bytes,
+                        p->indices_off + (be[0] + done) * p->index_bytes);
+                for (uint64_t j = 0; rc == 0 && j < n; j++)
+                    s->s_lists[off + done + j] = (uint32_t)rd_id(s, s->lbuf, j);
+                done += n;
+            }
+            off += len;
+            uint64_t h = mix64(v) & (s->s_hcap - 1);
+            while (s->s_hkey[h] != UINT64_MAX)
+                h = (h + 1) & (s->s_hcap - 1);
+            s->s_hkey[h] = v;
+            s->s_hval[h] = (uint32_t)i;
+        }
+        s->s_ip[S] = off;
+        if (rc < 0) goto out;
+    } else {
+        free(sids);
+    }
+    tg_log_info("hier: %u parts (%s), %llu per mega-batch (%s each, two in RAM); static cache "
+                "%llu nodes (%.2f%%, %s with %llu edges); eval: %d extractor(s)",
+                P, s->params, (unsigned long long)s->nd, tg_fmt_bytes(mb, a, sizeof a),
+                (unsigned long long)S, s->N ? 100.0 * (double)S / (double)s->N : 0.0,
+                tg_fmt_bytes(S * s->row, e, sizeof e), (unsigned long long)static_edges,
+                pl.extractors);
+    s->ready = 1;
+out:
+    free(psize);
+    free(pedge);
+    free(ipb);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- the schedule */
+
+static int schedule(tg_strategy_t *s, const tg_pass_t *p)
+{
+    if (s->sched_valid && s->sched_epoch == p->epoch) return 0;
+    uint32_t P = s->P;
+    if (!s->order && !(s->order = malloc(P * sizeof *s->order)))
+        return tg_err(-ENOMEM, "hier: out of memory");
+    uint64_t *tmp = malloc(P * sizeof *tmp);
+    if (!tmp) return tg_err(-ENOMEM, "hier: out of memory");
+    for (uint32_t k = 0; k < P; k++)
+        tmp[k] = k;
+    /* the parts' shuffle: its own stream (the top bit keeps it apart from the batches') */
+    tg_sampler_shuffle_epoch(tmp, P, p->seed, p->epoch | (1ull << 63));
+    for (uint32_t k = 0; k < P; k++)
+        s->order[k] = (uint32_t)tmp[k];
+    free(tmp);
+    s->nmega = (P + s->nd - 1) / s->nd;
+    free(s->sched);
+    if (!(s->sched = calloc(s->nmega, sizeof *s->sched))) return tg_err(-ENOMEM, "out of memory");
+    uint64_t B = p->batch_size, passes = (uint64_t)s->c->passes, total = 0;
+    for (uint64_t i = 0; i < s->nmega; i++) {
+        sched_mega_t *m = &s->sched[i];
+        for (uint64_t k = i * s->nd; k < TG_MIN((uint64_t)P, (i + 1) * s->nd); k++) {
+            uint32_t q = s->order[k];
+            m->ntrain += s->tp[q + 1] - s->tp[q];
+            m->nparts++;
+        }
+        m->batches = passes * ((m->ntrain + B - 1) / B);
+        total += m->batches;
+    }
+    s->epoch_batches = total;
+    s->sched_epoch = p->epoch;
+    s->sched_valid = 1;
+    return 0;
+}
+
+static uint64_t limit_of(const tg_strategy_t *s, const tg_pass_t *p)
+{
+    /* --batches-per-epoch: the plan gives fewer seeds than the training split */
+    if (p->num_seeds < s->ntrain)
+        return TG_MIN(s->epoch_batches, (p->num_seeds + p->batch_size - 1) / p->batch_size);
+    return s->epoch_batches;
+}
+
+static int hier_epoch_batches(tg_strategy_t *s, const tg_pass_t *p, uint64_t *n)
+{
+    int rc;
+    if (!s->ready && (rc = setup(s)) < 0) return rc;
+    if ((rc = schedule(s, p)) < 0) return rc;
+    *n = limit_of(s, p);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- loading a mega-batch */
+
+/* The local id of neighbour u (a new id) in the mega-batch being loaded, or NONE; static nodes
+ * join it when add (T's lists), not when they are reached from a static node's list. */
+static uint32_t local_of(tg_strategy_t *s, mega_t *m, uint64_t u, int add, uint64_t *base,
+                         int *is_static)
+{
+    uint32_t k = tg_part_of(s->part, u);
+    *is_static = 0;
+    if (s->slot[k] >= 0) return (uint32_t)(base[s->slot[k]] + (u - s->part->pp[k]));
+    uint32_t si = static_find(s, u);
+    if (si == NONE) return NONE;
+    *is_static = 1;
+    if (s->s_local[si] == NONE && add) {
+        uint64_t j = m->nm - m->nt;
+        m->sidx[j] = si;
+        m->old_ids[m->nm] = s->s_old[si];
+        s->s_local[si] = (uint32_t)m->nm++;
+    }
+    return s->s_local[si];
+}
+
+static int load(tg_strategy_t *s, mega_t *m, uint64_t index)
+{
+    tg_part_t *p = s->part;
+    double t0 = tg_now();
+    size_t ib = p->index_bytes;
+    uint64_t first = index * s->nd, n = TG_MIN((uint64_t)s->P, first + s->nd) - first;
+    /* its parts in id order: reads go up the files */
+    uint32_t *parts = malloc(n * sizeof *parts + 1);
+    uint64_t *base = malloc(n * sizeof *base + 1);
+    int rc = parts && base ? 0 : tg_err(-ENOMEM, "hier: out of memory");
+    for (uint64_t i = 0; i < n && rc == 0; i++)
+        parts[i] = s->order[first + i];
+    for (uint64_t i = 1; i < n && rc == 0; i++) /* insertion sort: N_d is small */
+        for (uint64_t j = i; j > 0 && parts[j - 1] > parts[j]; j--) {
+            uint32_t t = parts[j];
+            parts[j] = parts[j - 1];
+            parts[j - 1] = t;
+        }
+    tg_adj_destroy(m->adj);
+    m->adj = NULL;
+    m->index = index;
+    m->nt = m->ne = m->nseeds = 0;
+    m->deg_full = m->deg_induced = m->deg_static = 0;
+    for (uint64_t i = 0; i < n && rc == 0; i++) {
+        uint32_t k = parts[i];
+        base[i] = m->nt;
+        s->slot[k] = (int32_t)i;
+        m->nt += p->pp[k + 1] - p->pp[k];
+    }
+    if (rc == 0 && m->nt > s->t_cap)
+        rc = tg_err(-EOVERFLOW, "hier: mega-batch %llu has %llu nodes, more than planned (%llu)",
+                    (unsigned long long)index, (unsigned long long)m->nt,
+                    (unsigned long long)s->t_cap);
+    m->nm = m->nt;
+    /* rows and original ids: one read per run of consecutive parts */
+    for (uint64_t i = 0; i < n && rc == 0;) {
+        uint64_t j = i + 1;
+        while (j < n && parts[j] == parts[j - 1] + 1)
+            j++;
+        uint64_t lo = p->pp[parts[i]], hi = p->pp[parts[j - 1] + 1];
+        rc = rd(s, p->feat, m->feat + base[i] * s->row, (hi - lo) * s->row, lo * s->row);
+        if (rc == 0) rc = tg_part_old_ids(p, lo, hi - lo, m->old_ids + base[i]);
+        s->read_bytes += (hi - lo) * p->id_bytes, s->reads++;
+        i = j;
+    }
+    /* T's lists, part by part, filtered to the mega-batch (static neighbours join it) */
+    for (uint64_t i = 0; i < n && rc == 0; i++) {
+        uint32_t k = parts[i];
+        uint64_t lo = p->pp[k], cnt = p->pp[k + 1] - lo;
+        if ((rc = rd(s, p->adj, s->ipbuf, (cnt + 1) * 8, lo * 8)) < 0) break;
+        uint64_t bs = 0, bn = 0; /* the list buffer holds entries [bs, bs + bn) */
+        for (uint64_t v = 0; v < cnt && rc == 0; v++) {
+            m->indptr[base[i] + v] = m->ne;
+            for (uint64_t e = s->ipbuf[v]; e < s->ipbuf[v + 1] && rc == 0; e++) {
+                if (e >= bs + bn) {
+                    bs = e;
+                    bn = TG_MIN(s->ipbuf[cnt] - e, LIST_READ / ib);
+                    if ((rc = rd(s, p->adj, s->lbuf, bn * ib, p->indices_off + e * ib)) < 0) break;
+                }
+                uint64_t u = rd_id(s, s->lbuf, e - bs);
+                if (u >= s->N) {
+                    rc = tg_err(-EINVAL, "%s: list entry %llu names node %llu of %llu",
+                                p->adj->path, (unsigned long long)e, (unsigned long long)u,
+                                (unsigned long long)s->N);
+                    break;
+                }
+                int st;
+                uint32_t l = local_of(s, m, u, 1, base, &st);
+                m->deg_full++;
+                if (l == NONE) continue;
+                if (m->ne >= s->e_cap) {
+                    rc = tg_err(-EOVERFLOW,
+                                "hier: mega-batch %llu has more edges than planned "
+                                "(%llu)",
+                                (unsigned long long)index, (unsigned long long)s->e_cap);
+                    break;
+                }
+                m->indices[m->ne++] = l;
+                if (st)
+                    m->deg_static++;
+                else
+                    m->deg_induced++;
+            }
+        }
+    }
+    /* the static nodes that joined: their lists, filtered to the mega-batch */
+    for (uint64_t j = m->nt; j < m->nm && rc == 0; j++) {
+        uint32_t si = m->sidx[j - m->nt];
+        m->indptr[j] = m->ne;
+        for (uint64_t x = s->s_ip[si]; x < s->s_ip[si + 1]; x++) {
+            int st;
+            uint32_t l = local_of(s, m, s->s_lists[x], 0, base, &st);
+            if (l == NONE) continue;
+            if (m->ne >= s->e_cap) {
+                rc = tg_err(-EOVERFLOW, "hier: mega-batch %llu has more edges than planned",
+                            (unsigned long long)index);
+                break;
+            }
+            m->indices[m->ne++] = l;
+        }
+    }
+    m->indptr[m->nm] = m->ne;
+    /* T's training nodes, part by part */
+    for (uint64_t i = 0; i < n && rc == 0; i++) {
+        uint32_t k = parts[i];
+        for (uint64_t x = s->tp[k]; x < s->tp[k + 1]; x++)
+            m->seeds[m->nseeds++] = base[i] + (s->train_new[x] - p->pp[k]);
+    }
+    if (rc == 0) rc = tg_adj_raw_create(&m->adj, m->nm, m->ne, m->indptr, m->indices, 4);
+    /* the load's maps back to empty */
+    for (uint64_t i = 0; i < n && parts; i++)
+        s->slot[parts[i]] = -1;
+    for (uint64_t j = m->nt; j < m->nm; j++)
+        s->s_local[m->sidx[j - m->nt]] = NONE;
+    free(parts);
+    free(base);
+    s->load_s += tg_now() - t0;
+    return rc;
+}
+
+static void *loader_main(void *arg)
+{
+    struct load_arg *a = arg;
+    int rc = load(a->s, a->m, a->index);
+    a->s->load_rc = rc;
+    if (rc < 0) snprintf(a->s->load_msg, sizeof a->s->load_msg, "%s", tg_errmsg());
+    return NULL;
+}
+
+static int start_load(tg_strategy_t *s, mega_t *m, uint64_t index)
+{
+    join_loader(s);
+    s->load_rc = 0;
+    s->load_arg = (struct load_arg){.s = s, .m = m, .index = index};
+    if (pthread_create(&s->loader, NULL, loader_main, &s->load_arg))
+        return tg_err(-EAGAIN, "hier: cannot start the mega-batch loader thread");
+    s->loading = 1;
+    return 0;
+}
+
+static int wait_load(tg_strategy_t *s, double *waited)
+{
+    double t0 = tg_now();
+    join_loader(s);
+    *waited += tg_now() - t0;
+    return s->load_rc < 0 ? tg_err(s->load_rc, "%s", s->load_msg) : 0;
+}
+
+/* ---------------------------------------------------------------- training on a mega-batch */
+
+typedef struct {
+    tg_strategy_t *s;
+    const tg_pass_t *p; /* the engine's pass */
+    mega_t *m;
+    uint64_t base; /* the epoch's number of this sub-pass's batch 0 */
+    uint64_t *ids; /* the trainer's: a batch's original ids */
+    uint64_t ids_cap;
+    uint64_t rows_static, rows_dyn;
+} sub_t;
+
+static int sub_gather(void *ctx, const tg_batch_t *b, float *X)
+{
+    sub_t *c = ctx;
+    tg_strategy_t *s = c->s;
+    const mega_t *m = c->m;
+    uint32_t dim = s->r->ds->meta.feat_dim;
+    tg_feat_dtype_t dt = s->r->ds->meta.feat_dtype;
+    int norm = s->r->sopts.normalize;
+    uint64_t st = 0;
+    for (uint32_t i = 0; i < b->num_nodes; i++) {
+        uint64_t l = b->nodes[i];
+        const char *src;
+        if (l < m->nt) {
+            src = m->feat + l * s->row;
+        } else {
+            src = s->s_feat + (uint64_t)m->sidx[l - m->nt] * s->row;
+            st++;
+        }
+        tg_feat_rows_f32(X + (size_t)i * dim, src, 0, 1, dim, dt, norm);
+    }
+    /* sampler threads gather at once: one atomic add per batch */
+    __atomic_add_fetch(&c->rows_static, st, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&c->rows_dyn, b->num_nodes - st, __ATOMIC_RELAXED);
+    return 0;
+}
+
+/* The engine's step with the batch in original ids (labels) and its number in the epoch. */
+static int sub_step(void *ctx, const tg_batch_t *b, const float *X)
+{
+    sub_t *c = ctx;
+    if (b->num_nodes > c->ids_cap) {
+        free(c->ids);
+        c->ids_cap = b->num_nodes;
+        if (!(c->ids = malloc(c->ids_cap * sizeof *c->ids))) {
+            c->ids_cap = 0;
+            return tg_err(-ENOMEM, "hier: out of memory for a batch's ids");
+        }
+    }
+    for (uint32_t i = 0; i < b->num_nodes; i++)
+        c->ids[i] = c->m->old_ids[b->nodes[i]];
+    tg_batch_t ob = *b;
+    ob.nodes = c->ids;
+    ob.id = c->base + b->id;
+    return c->p->step(c->p->ctx, &ob, X);
+}
+
+static void add_stats(tg_pass_stats_t *st, const tg_pass_stats_t *a)
+{
+    st->steps += a->steps;
+    st->sample_s += a->sample_s;
+    st->gather_s += a->gather_s;
+    st->wait_s += a->wait_s;
+    st->release_s += a->release_s;
+    st->batch_bytes_peak = TG_MAX(st->batch_bytes_peak, a->batch_bytes_peak);
+}
+
+static int train_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
+{
+    int rc = schedule(s, p);
+    if (rc < 0) return rc;
+    uint64_t limit = limit_of(s, p), first = p->first_batch;
+    uint64_t passes = (uint64_t)s->c->passes, B = p->batch_size;
+    st->next_batch = first;
+    if (first >= limit) return 0;
+    /* the mega-batch where the pass starts */
+    uint64_t i0 = 0, k0 = 0;
+    while (i0 < s->nmega && k0 + s->sched[i0].batches <= first)
+        k0 += s->sched[i0++].batches;
+    uint64_t rb0 = s->read_bytes, rq0 = s->reads;
+    double load0 = s->load_s, waited = 0;
+    sub_t c = {.s = s, .p = p};
+    uint64_t nmega = 0, deg_full = 0, deg_ind = 0, deg_st = 0, nodes = 0;
+    int cur = 0;
+    /* skip mega-batches without training nodes */
+    while (i0 < s->nmega && !s->sched[i0].batches)
+        i0++;
+    if (i0 < s->nmega && (rc = start_load(s, &s->mega[cur], i0)) < 0) return rc;
+    uint64_t k = k0;
+    for (uint64_t i = i0; i < s->nmega && rc == 0 && k < limit;) {
+        if ((rc = wait_load(s, &waited)) < 0) break;
+        mega_t *m = &s->mega[cur];
+        nmega++;
+        deg_full += m->deg_full, deg_ind += m->deg_induced, deg_st += m->deg_static;
+        nodes += m->nt;
+        /* the next one loads while this one trains */
+        uint64_t next = i + 1;
+        while (next < s->nmega && !s->sched[next].batches)
+            next++;
+        if (next < s->nmega && k + s->sched[i].batches < limit &&
+            (rc = start_load(s, &s->mega[1 - cur], next)) < 0)
+            break;
+        uint64_t per = (m->nseeds + B - 1) / B;
+        uint64_t *seeds = malloc(m->nseeds * sizeof *seeds + 1);
+        if (!seeds) {
+            rc = tg_err(-ENOMEM, "hier: out of memory");
+            break;
+        }
+        for (uint64_t j = 0; j < passes && rc == 0 && k < limit; j++, k += per) {
+            if (first >= k + per) continue; /* resumed past this pass */
+            memcpy(seeds, m->seeds, m->nseeds * sizeof *seeds);
+            uint64_t ep = sub_epoch(p->epoch, i, j);
+            tg_sampler_shuffle_epoch(seeds, m->nseeds, p->seed, ep);
+            uint64_t nb = TG_MIN(per, limit - k);
+            tg_pass_t sp = {.seeds = seeds,
+                            .num_seeds = TG_MIN(m->nseeds, nb * B),
+                            .batch_size = B,
+                            .seed = p->seed,
+                            .epoch = ep,
+                            .first_batch = first > k ? first - k : 0,
+                            .num_layers = p->num_layers,
+                            .fanouts = p->fanouts,
+                            .training = 1,
+                            .step = sub_step,
+                            .ctx = &c};
+            c.m = m;
+            c.base = k;
+            tg_pipe_opts_t po = {.pass = &sp,
+                                 .adj = m->adj,
+                                 .dim = s->r->ds->meta.feat_dim,
+                                 .sampler_threads = s->r->sopts.sampler_threads,
+                                 .prefetch = PREFETCH,
+                                 .gather = sub_gather,
+                                 .gather_ctx = &c,
+                                 .queue_depth = 1,
+                                 .in_order = 1};
+            tg_pass_stats_t a;
+            rc = tg_pipe_run(&po, &a);
+            add_stats(st, &a);
+            st->next_batch = k + a.next_batch;
+            if (rc == 0 && a.stopped) {
+                st->stopped = 1;
+                break;
+            }
+        }
+        free(seeds);
+        if (st->stopped) break;
+        i = next;
+        cur = 1 - cur;
+    }
+    join_loader(s);
+    free(c.ids);
+    if (rc == 0 && !st->stopped) st->next_batch = TG_MAX(st->next_batch, limit);
+    st->have_io = 1;
+    st->io_read_bytes = s->read_bytes - rb0;
+    st->io_requests = s->reads - rq0;
+    st->have_io_wait = 1;
+    st->io_wait_s = waited;
+    uint64_t rows = c.rows_static + c.rows_dyn;
+    st->have_cache = 1;
+    st->cache_lookups = rows;
+    st->cache_hits = c.rows_static;
+    st->ntiers = 2;
+    snprintf(st->tiers[0].name, sizeof st->tiers[0].name, "hier-static");
+    st->tiers[0].lookups = rows;
+    st->tiers[0].hits = c.rows_static;
+    st->tiers[0].bytes = c.rows_static * s->row;
+    snprintf(st->tiers[1].name, sizeof st->tiers[1].name, "hier-megabatch");
+    st->tiers[1].lookups = c.rows_dyn;
+    st->tiers[1].hits = c.rows_dyn;
+    st->tiers[1].bytes = c.rows_dyn * s->row;
+    st->have_hier = 1;
+    st->hier_megabatches = nmega;
+    st->hier_dynamic_parts = s->nd;
+    st->hier_static_nodes = s->S;
+    st->hier_load_s = s->load_s - load0;
+    st->hier_load_wait_s = waited;
+    st->hier_nodes = nodes;
+    st->hier_deg_full = deg_full;
+    st->hier_deg_induced = deg_ind;
+    st->hier_deg_static = deg_st;
+    return rc;
+}
+
+/* ---------------------------------------------------------------- passes */
+
+static int hier_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
+{
+    memset(st, 0, sizeof *st);
+    st->next_batch = p->first_batch;
+    int rc;
+    if (!s->ready && (rc = setup(s)) < 0) return rc;
+    if (p->training) return train_pass(s, p, st);
+    /* evaluation: the original graph and features, no cache */
+    tg_xpass_begin(s->ex, &s->stats);
+    tg_xpass_ncache_take(s->disk, NULL);
+    tg_pipe_opts_t po = tg_xpass_pipe_opts(s->r, p, &s->c->x, s->ex);
+    rc = tg_pipe_run(&po, st);
+    tg_xpass_end(s->ex, &s->stats, 0, st);
+    tg_xpass_ncache_take(s->disk, st);
+    return rc;
+}
+
+static int hier_in_flight(const tg_strategy_opts_t *so)
+{
+    const hier_cfg_t *c = so->cfg;
+    return TG_MAX(tg_xpass_in_flight(&c->x),
+                  tg_gather_pass_in_flight(so->sampler_threads, PREFETCH));
+}
+
+const tg_strategy_i tg_strategy_hier = {
+    .info = {.name = "hier",
+             .summary = "HierBatching: min-cut partitions stored contiguously, mega-batches of "
+                        "partitions trained from RAM (sampled inside them) while the next loads, "
+                        "a static cache of the highest-degree nodes",
+             .caps = TG_STRAT_DERIVED | TG_STRAT_CHANGES_GRAPH,
+             .opts = hier_opts,
+             .num_opts = sizeof hier_opts / sizeof hier_opts[0],
+             .config_size = sizeof(hier_cfg_t),
+             .example_args = "--mem 48M --parts 16 --dynamic-parts 4 --static-ratio 0.02"},
+    .min_bytes = hier_min_bytes,
+    .prepare = hier_prepare,
+    .open = hier_open,
+    .pass = hier_pass,
+    .close = hier_close,
+    .batches_in_flight = hier_in_flight,
+    .epoch_batches = hier_epoch_batches,
+};

@@ -1,0 +1,248 @@
+/* The hier strategy (HierBatching): with one part per mega-batch and full neighbourhoods, every
+ * batch's blocks hold exactly the edges of the mega-batch subgraph - a node's in-neighbours in
+ * its part, plus those in the static cache (the highest in-degree nodes that some node of the
+ * part reaches), and for a static node its in-neighbours in the mega-batch - and every row of X
+ * is the feature file's; the epoch has the batches epoch_batches says, over every training node
+ * once per pass; the degree figures add up; the budget holds and a budget too small for two
+ * mega-batches is refused naming --mem. Resume after every batch: test_strategy. */
+#include "test_engine_common.h"
+
+#include "engine/engine-impl.h"
+#include "tiergnn/partition.h"
+
+static char root[4000], ds[4200];
+#define N 2000u
+#define DIM 8u
+#define PARTS 10u
+#define STATIC 100u /* --static-ratio 0.05 */
+
+static uint64_t *ip, *ix;  /* the original CSC */
+static uint32_t *part_of;  /* original id -> part */
+static uint8_t *is_static; /* original id -> in the static cache */
+
+static int open_run(tg_run_t *r, uint64_t mem, const char *dynamic_parts, const char *passes)
+{
+    tg_strategy_arg_t args[] = {{"io-depth", "8"},
+                                {"io-gap", "0"},
+                                {"chunk-rows", "64"},
+                                {"parts", "10"},
+                                {"method", "stream"},
+                                {"static-ratio", "0.05"},
+                                {"dynamic-parts", dynamic_parts},
+                                {"passes", passes}};
+    tg_run_opts_t o = {.dataset = ds,
+                       .strategy = "hier",
+                       .args = args,
+                       .nargs = 8,
+                       .mem_bytes = mem,
+                       .threads = 1};
+    tg_strategy_opts_default(&o.sopts);
+    o.sopts.sampler_threads = 2;
+    return tg_run_open_opts(r, &o);
+}
+
+/* The expectations: the partition's parts by original id, the static nodes (highest in-degree,
+ * ties to the lower id, as the strategy picks them). */
+static void expectations(void)
+{
+    tg_dataset_t *d;
+    if (tg_dataset_open(&d, ds, 0) < 0) exit(1);
+    TG_CHECK_OK(tg_dataset_load_indptr(d, &ip));
+    TG_CHECK_OK(tg_dataset_load_indices(d, &ix));
+    tg_part_t *p = NULL;
+    TG_CHECK_OK(tg_part_open(&p, d, "parts=10,method=stream,seed=1,imbalance=0.03,passes=4"));
+    uint64_t *o2n = malloc(N * 8);
+    TG_CHECK_OK(tg_part_old_ids(p, 0, N, o2n));
+    part_of = malloc(N * sizeof *part_of);
+    for (uint64_t n = 0; n < N; n++)
+        part_of[o2n[n]] = tg_part_of(p, n);
+    free(o2n);
+    tg_part_close(p);
+    tg_dataset_close(d);
+    /* (-degree, id) order */
+    uint64_t *key = malloc(N * 8);
+    for (uint64_t v = 0; v < N; v++)
+        key[v] = ((uint64_t)(0xffffffffu - (uint32_t)(ip[v + 1] - ip[v])) << 32) | v;
+    qsort(key, N, 8, cmp_u64_);
+    is_static = calloc(N, 1);
+    for (uint64_t i = 0; i < STATIC; i++)
+        is_static[key[i] & 0xffffffffu] = 1;
+    free(key);
+}
+
+typedef struct {
+    tg_store_t *ref;
+    float *Xref;
+    uint64_t steps, bad_rows, bad_edges, seeds_seen;
+    uint8_t *seen; /* training nodes seen as seeds this pass */
+    uint8_t *in_m; /* scratch: the mega-batch's nodes */
+} check_t;
+
+/* The mega-batch of a batch when each holds one part: T = the seeds' part, and the static nodes
+ * some node of T has as an in-neighbour. */
+static void mega_of(check_t *c, uint32_t k)
+{
+    memset(c->in_m, 0, N);
+    for (uint64_t v = 0; v < N; v++)
+        if (part_of[v] == k) {
+            c->in_m[v] = 1;
+            for (uint64_t e = ip[v]; e < ip[v + 1]; e++)
+                if (is_static[ix[e]]) c->in_m[ix[e]] |= 2;
+        }
+}
+
+static int cmp_u64_s(const void *a, const void *b)
+{
+    return cmp_u64_(a, b);
+}
+
+static int check_step(void *ctx, const tg_batch_t *b, const float *X)
+{
+    check_t *c = ctx;
+    int eq = batch_rows_equal(c->ref, b, X, DIM, &c->Xref);
+    if (eq < 0) return eq;
+    c->bad_rows += !eq;
+    c->steps++;
+    uint32_t k = part_of[b->nodes[0]];
+    for (uint32_t i = 0; i < b->num_seeds; i++) {
+        if (part_of[b->nodes[i]] != k) c->bad_edges++; /* a batch's seeds share its part */
+        if (c->seen[b->nodes[i]]++) c->bad_edges++;
+        c->seeds_seen++;
+    }
+    mega_of(c, k);
+    uint64_t want[256], got[256];
+    for (int l = 0; l < b->num_layers; l++) {
+        const tg_block_t *bl = &b->blocks[l];
+        for (uint32_t i = 0; i < bl->num_dst; i++) {
+            uint64_t v = b->nodes[i], nw = 0, ng = 0;
+            if (!c->in_m[v]) c->bad_edges++;
+            for (uint64_t e = ip[v]; e < ip[v + 1] && nw < 256; e++)
+                if (c->in_m[ix[e]]) want[nw++] = ix[e];
+            for (uint64_t e = bl->indptr[i]; e < bl->indptr[i + 1] && ng < 256; e++)
+                got[ng++] = b->nodes[bl->indices[e]];
+            qsort(want, nw, 8, cmp_u64_s);
+            qsort(got, ng, 8, cmp_u64_s);
+            if (nw != ng || memcmp(want, got, nw * 8)) c->bad_edges++;
+        }
+    }
+    return 0;
+}
+
+/* one_part: each mega-batch holds one part (the subgraph is checked edge by edge) */
+static void train_pass(tg_run_t *r, uint64_t epoch, const char *what, uint64_t passes, int one_part)
+{
+    static const int64_t all[2] = {TG_FANOUT_ALL, TG_FANOUT_ALL};
+    check_t c = {0};
+    TG_CHECK_OK(tg_store_memory_open(&c.ref, r->ds, &(tg_store_opts_t){0}));
+    c.seen = calloc(N, 1);
+    c.in_m = calloc(N, 1);
+    tg_pass_t p = {.seeds = r->split[0],
+                   .num_seeds = r->split_n[0],
+                   .batch_size = 32,
+                   .seed = 5,
+                   .epoch = epoch,
+                   .num_layers = 2,
+                   .fanouts = all,
+                   .allow_out_of_order = 1,
+                   .training = 1,
+                   .step = check_step,
+                   .ctx = &c};
+    uint64_t nb = 0;
+    TG_CHECK_OK(r->strat_i->epoch_batches(r->strat, &p, &nb));
+    tg_pass_stats_t st;
+    TG_CHECK_OK(tg_run_pass(r, &p, &st));
+    fprintf(stderr,
+            "  %s: %llu batches, %llu mega-batches, mean degree %.2f full, %.2f in, "
+            "+%.2f static\n",
+            what, (unsigned long long)c.steps, (unsigned long long)st.hier_megabatches,
+            (double)st.hier_deg_full / (double)st.hier_nodes,
+            (double)st.hier_deg_induced / (double)st.hier_nodes,
+            (double)st.hier_deg_static / (double)st.hier_nodes);
+    TG_CHECK_EQ_U64(c.steps, nb);
+    TG_CHECK_EQ_U64(st.steps, nb);
+    TG_CHECK_EQ_U64(st.next_batch, nb);
+    TG_CHECK_EQ_U64(c.bad_rows, 0);
+    TG_CHECK_EQ_U64(c.seeds_seen, r->split_n[0] * passes);
+    if (one_part) TG_CHECK_EQ_U64(c.bad_edges, 0);
+    TG_CHECK(st.have_hier && st.hier_megabatches >= 1 && st.hier_megabatches <= PARTS);
+    TG_CHECK(st.hier_deg_induced + st.hier_deg_static <= st.hier_deg_full);
+    TG_CHECK(st.hier_deg_induced > 0);
+    if (st.hier_dynamic_parts < PARTS) { /* the static cache adds what the mega-batch lacks */
+        TG_CHECK(st.hier_deg_static > 0);
+        TG_CHECK(st.have_cache && st.cache_hits > 0 && st.cache_hits < st.cache_lookups);
+    } else { /* one mega-batch holds the whole graph */
+        TG_CHECK_EQ_U64(st.hier_deg_induced, st.hier_deg_full);
+    }
+    TG_CHECK(st.have_io && st.io_read_bytes > 0);
+    tg_store_release(c.ref);
+    free(c.Xref);
+    free(c.seen);
+    free(c.in_m);
+}
+
+TG_TEST(megabatch_subgraph_and_rows)
+{
+    tg_run_t r;
+    if (open_run(&r, 0, "1", "1") < 0) {
+        TG_FAIL("open: %s", tg_errmsg());
+        return;
+    }
+    expectations();
+    train_pass(&r, 0, "one part per mega-batch", 1, 1);
+    train_pass(&r, 1, "the next epoch (another shuffle)", 1, 1);
+    tg_run_close(&r);
+    /* two passes: every training node twice; several parts per mega-batch */
+    if (open_run(&r, 0, "3", "2") < 0) {
+        TG_FAIL("open: %s", tg_errmsg());
+        return;
+    }
+    train_pass(&r, 0, "three parts per mega-batch, two passes", 2, 0);
+    tg_run_close(&r);
+}
+
+TG_TEST(budget)
+{
+    tg_run_t r;
+    /* a budget: what is reserved stays within it */
+    if (open_run(&r, 24u << 20, "auto", "1") < 0) {
+        TG_FAIL("open: %s", tg_errmsg());
+        return;
+    }
+    train_pass(&r, 0, "--mem 24M (every part fits one mega-batch)", 1, 0);
+    TG_CHECK(r.budget.used <= r.budget.limit);
+    tg_run_close(&r);
+    /* the strategy's own floor, then two mega-batches that cannot fit: refused with --mem */
+    if (open_run(&r, 24u << 20, "10", "1") == 0) {
+        r.budget.limit = r.budget.used + 4096;
+        tg_pass_stats_t st;
+        static const int64_t f[2] = {5, 5};
+        tg_pass_t p = {.seeds = r.split[0],
+                       .num_seeds = r.split_n[0],
+                       .batch_size = 32,
+                       .num_layers = 2,
+                       .fanouts = f,
+                       .training = 1};
+        TG_CHECK_ERR(tg_run_pass(&r, &p, &st), "--mem");
+        tg_run_close(&r);
+    } else {
+        TG_FAIL("open: %s", tg_errmsg());
+    }
+}
+
+int main(void)
+{
+    tg_log_set_level(TG_LOG_WARN);
+    snprintf(root, sizeof root, "%s", tg_test_tmpdir("hier"));
+    snprintf(ds, sizeof ds, "%s/ds", root);
+    synth_opts_t so = {
+        .nodes = N, .classes = 4, .dim = DIM, .deg = 8, .homophily = 0.8, .noise = 0.5, .seed = 11};
+    synth_write(ds, &so);
+    TG_RUN(megabatch_subgraph_and_rows);
+    TG_RUN(budget);
+    free(ip);
+    free(ix);
+    free(part_of);
+    free(is_static);
+    if (!tg_test_failures) tg_rmtree(root);
+    return tg_test_done();
+}
