@@ -25,14 +25,14 @@
 #define UNASSIGNED UINT32_MAX
 #define PROGRESS_MASK 0xffff /* progress bars move every 64 Ki nodes */
 
-/* METIS's k-way holds, beside the graph it is given, the graph again with vertex and edge weights
- * (it allocates unit weights when given none: adjwgt is as large as adjncy), a coarser copy per
- * level (each about half the previous, so about as much again in all), the matching, the maps
- * and the refinement's work arrays. Measured on g4m (4 M nodes, 59 M CSC edges, 1024 parts,
- * Debian's METIS 5.1): 2.3 x the undirected graph beside it at the peak; 3 leaves room for
- * graphs that coarsen less evenly. */
-#define METIS_WORK_FACTOR 3
-#define METIS_PART_BYTES 1024 /* per part: METIS's per-part arrays over its k-way refinement */
+/* What METIS's k-way holds at its peak, over the graph it is handed (xadj + adjncy, which it
+ * keeps): it adds unit vertex and edge weights when given none (adjwgt is as large as adjncy),
+ * the matchings and maps, and a coarser graph per level, and a graph whose edges are spread at
+ * random (as tiergnn generate's are inside a community) loses few edges per level. Measured
+ * (peak RSS, Debian's METIS 5.1, generated graphs of 1 M and 4 M nodes): 15.8 to 18.2 times; the
+ * parts barely count (64, 1024 and 8192 parts within 10%). 20 leaves a margin. */
+#define METIS_INPUT_MULT 20
+#define METIS_PART_BYTES 1024 /* per part: METIS's per-part arrays, small beside the graph */
 
 const char *tg_part_method_name(tg_part_method_t m)
 {
@@ -206,8 +206,8 @@ static int csc_node(csc_t *c)
     if (x > c->e || (v == c->n && x != c->e))
         return tg_err(-EINVAL,
                       "%s: offset %" PRIu64 ": indptr[%" PRIu64 "] = %" PRIu64
-                      ", expected %s num_edges = %" PRIu64,
-                      c->ip.path, off, v, x, v == c->n ? "" : "at most", c->e);
+                      ", expected %snum_edges = %" PRIu64,
+                      c->ip.path, off, v, x, v == c->n ? "" : "at most ", c->e);
     c->hi = x;
     return 0;
 }
@@ -299,12 +299,25 @@ out:
 
 /* ---------------------------------------------------------------- METIS */
 
+/* METIS's input for n nodes and `entries` adjacency entries, and what it holds at its peak. */
+static uint64_t metis_need(uint64_t n, uint64_t entries, uint32_t parts)
+{
+    return METIS_INPUT_MULT * ((n + 1) * 4 + entries * 4) + (uint64_t)parts * METIS_PART_BYTES;
+}
+
+/* The estimate takes METIS's input to be one entry per CSC edge, as when the CSC stores every
+ * edge both ways (tiergnn generate, undirected imports): u -> v and v -> u then make one entry
+ * in each list. A CSC without reciprocal edges hands METIS up to twice that; tg_part_assign
+ * checks again once the graph is built and its size known. The build holds xadj, the fill
+ * cursors, the adjacency before repeats are dropped (2E entries) and the read windows. */
 uint64_t tg_part_metis_bytes(const tg_dataset_t *ds, uint32_t parts)
 {
-    /* The undirected CSR at its largest (2E entries, before repeats are dropped), METIS's work
-     * beside it, and the read windows of the build. */
-    uint64_t n = ds->meta.num_nodes, graph = (n + 1) * 4 + 2 * ds->meta.num_edges * 4;
-    return graph * (1 + METIS_WORK_FACTOR) + (uint64_t)parts * METIS_PART_BYTES + 2 * WIN_BYTES;
+    const tg_meta_t *m = &ds->meta;
+    uint64_t n = m->num_nodes, e = m->num_edges;
+    uint64_t windows = TG_MIN((uint64_t)WIN_BYTES, (n + 1) * 8) +
+                       TG_MIN((uint64_t)WIN_BYTES, e * tg_index_dtype_size(m->index_dtype));
+    uint64_t build = (2 * n + 1) * 4 + 2 * e * 4 + windows;
+    return TG_MAX(build, metis_need(n, e, parts));
 }
 
 #ifdef TG_HAVE_METIS
@@ -352,6 +365,7 @@ static int metis_pass(csc_t *c, idx_t *xadj, idx_t *adj, idx_t *pos, tg_progress
         if (k < 0) return k;
         if (pg && !(v & PROGRESS_MASK)) tg_progress_update(pg, v, NULL);
     }
+    if (pg) tg_progress_update(pg, c->n, NULL);
     for (uint64_t v = 0; adj && v < c->n; v++)
         if (pos[v] != xadj[v + 1]) return tg_err(-EIO, "%s: changed while being read", c->ix.path);
     return 0;
@@ -416,20 +430,41 @@ out:
     return rc;
 }
 
-static int metis_assign(const tg_dataset_t *ds, const tg_part_assign_opts_t *o, uint32_t *part,
-                        uint64_t *peak)
+/* METIS into o->parts. With the graph built and its size known, one that needs more than mem
+ * is -ENOMEM when METIS was asked for, else returns 1: the caller streams instead. */
+static int metis_assign(const tg_dataset_t *ds, const tg_part_assign_opts_t *o, uint64_t mem,
+                        uint32_t *part, uint64_t *peak)
 {
     idx_t *xadj, *adj;
     int rc = metis_graph(ds, o->progress, &xadj, &adj, peak);
     if (rc) return rc;
+    uint64_t n = ds->meta.num_nodes, entries = (uint64_t)xadj[n];
+    uint64_t need = metis_need(n, entries, o->parts);
+    *peak = TG_MAX(*peak, need);
+    if (need > mem) {
+        free(adj);
+        free(xadj);
+        char a[32], b[32];
+        tg_fmt_bytes(need, a, sizeof a);
+        tg_fmt_bytes(mem, b, sizeof b);
+        if (o->method == TG_PART_METIS)
+            return tg_err(-ENOMEM,
+                          "%s: METIS needs about %" PRIu64 " bytes (%s) for the undirected graph "
+                          "(%" PRIu64 " adjacency entries: few edges are stored both ways), more "
+                          "than the %" PRIu64 " bytes (%s) allowed; allow more memory or use the "
+                          "stream method",
+                          ds->dir, need, a, entries, mem, b);
+        tg_log_info("partition: stream after all (METIS would need about %s for the undirected "
+                    "graph, over the %s allowed)",
+                    a, b);
+        return 1;
+    }
     idx_t nv = (idx_t)ds->meta.num_nodes, ncon = 1, np = (idx_t)o->parts, cut = 0;
     idx_t opt[METIS_NOPTIONS];
     METIS_SetDefaultOptions(opt);
     opt[METIS_OPTION_SEED] = (idx_t)(o->seed & INT32_MAX); /* METIS's seed is an idx_t */
     opt[METIS_OPTION_UFACTOR] = (idx_t)TG_MAX(lround(o->imbalance * 1000), 1);
     opt[METIS_OPTION_NUMBERING] = 0;
-    uint64_t graph = ((uint64_t)nv + 1 + (uint64_t)xadj[nv]) * sizeof *adj;
-    *peak = TG_MAX(*peak, graph * (1 + METIS_WORK_FACTOR));
     tg_log_info("METIS k-way: %" PRIu64 " nodes, %" PRIu64 " undirected edges, %u parts",
                 ds->meta.num_nodes, (uint64_t)xadj[nv] / 2, o->parts);
     /* part[] is uint32_t and METIS writes idx_t: the same size, and signed and unsigned variants
@@ -563,7 +598,7 @@ static int ldg_pass(ldg_t *g, csc_t *c, uint32_t *part, int restream, tg_progres
     if (rc) return rc;
     for (uint64_t v = 0; v < c->n; v++) {
         if ((rc = csc_node(c))) return rc;
-        if (restream && !getenv("RELDG")) lq_shrink(&g->q, part[v]);
+        if (restream) lq_shrink(&g->q, part[v]);
         uint32_t nt = 0;
         int k;
         while ((k = csc_ids(c)) > 0)
@@ -578,6 +613,7 @@ static int ldg_pass(ldg_t *g, csc_t *c, uint32_t *part, int restream, tg_progres
         lq_grow(&g->q, part[v]);
         if (pg && !(v & PROGRESS_MASK)) tg_progress_update(pg, v, NULL);
     }
+    if (pg) tg_progress_update(pg, c->n, NULL);
     return 0;
 }
 
@@ -611,7 +647,6 @@ static int stream_assign(const tg_dataset_t *ds, const tg_part_assign_opts_t *o,
         char label[48];
         snprintf(label, sizeof label, "streaming partition pass %u/%u", pass + 1, o->stream_passes);
         if (o->progress) tg_progress_begin(&pg, label, n, "nodes");
-        if (pass > 0 && getenv("RELDG")) lq_init(&g.q);
         rc = ldg_pass(&g, &c, part, pass > 0, o->progress ? &pg : NULL);
         if (o->progress) tg_progress_end(&pg);
     }
@@ -625,7 +660,7 @@ static int stream_assign(const tg_dataset_t *ds, const tg_part_assign_opts_t *o,
 
 /* The method that runs: STREAM as asked; METIS as asked, or refused when it cannot run or does
  * not fit; AUTO, METIS where it would be given, else STREAM, saying why. */
-static int choose_method(const tg_dataset_t *ds, const tg_part_assign_opts_t *o,
+static int choose_method(const tg_dataset_t *ds, const tg_part_assign_opts_t *o, uint64_t mem,
                          tg_part_method_t *m)
 {
     *m = TG_PART_STREAM;
@@ -641,7 +676,6 @@ static int choose_method(const tg_dataset_t *ds, const tg_part_assign_opts_t *o,
     tg_log_info("partition: stream (this build has no METIS)");
 #else
     uint64_t need = tg_part_metis_bytes(ds, o->parts);
-    uint64_t mem = o->mem_bytes ? o->mem_bytes : tg_phys_mem_bytes() / 4;
     const char *big = metis_too_large(ds);
     char a[32], b[32];
     tg_fmt_bytes(need, a, sizeof a);
@@ -679,17 +713,20 @@ int tg_part_assign(const tg_dataset_t *ds, const tg_part_assign_opts_t *o, uint3
         return tg_err(-EINVAL, "partition imbalance %g: expected 0 .. 1000 (0.03 = 3%%)",
                       o->imbalance);
     tg_part_method_t m;
-    int rc = choose_method(ds, o, &m);
+    uint64_t mem = o->mem_bytes ? o->mem_bytes : tg_phys_mem_bytes() / 4;
+    int rc = choose_method(ds, o, mem, &m);
     if (rc) return rc;
     double t0 = tg_now();
     uint64_t peak = 0;
-    if (o->parts == 1) memset(part, 0, n * sizeof *part);
+    if (o->parts == 1) {
+        memset(part, 0, n * sizeof *part);
+    } else {
 #ifdef TG_HAVE_METIS
-    else if (m == TG_PART_METIS)
-        rc = metis_assign(ds, o, part, &peak);
+        if (m == TG_PART_METIS && (rc = metis_assign(ds, o, mem, part, &peak)) == 1)
+            m = TG_PART_STREAM; /* the graph built did not fit after all */
 #endif
-    else
-        rc = stream_assign(ds, o, part, &peak);
+        if (m == TG_PART_STREAM) rc = stream_assign(ds, o, part, &peak);
+    }
     if (rc) return rc;
     double seconds = tg_now() - t0;
     if (!st) return 0;

@@ -127,7 +127,8 @@ int tg_budget_plan(tg_run_t *r, const tg_model_t *m, const tg_budget_plan_opts_t
     if (!p->limit || o->plan->num_batches == 0 || r->budget_planned) return 0;
     double t0 = tg_now();
     tg_batch_t big;
-    int rc = profile_batches(r, o, &big);
+    int rc = r->strat_i->profile_batch ? r->strat_i->profile_batch(r->strat, o, &big)
+                                       : profile_batches(r, o, &big);
     if (rc < 0) return rc;
     uint64_t act = 0;
     rc = measure_activations(r, m, o->optim, &big, &act);

@@ -28,6 +28,7 @@
 
 typedef struct tg_run tg_run_t;
 typedef struct tg_strategy tg_strategy_t;
+struct tg_budget_plan_opts;
 
 /* Settings every strategy gets; its own options arrive parsed in cfg (see tg_strategy_info_t). */
 typedef struct tg_strategy_opts {
@@ -155,6 +156,11 @@ typedef struct tg_strategy_i {
      * less than the training split means --batches-per-epoch limited it). NULL: the plan's,
      * ceil(num_seeds / batch_size). Called before each training pass, after the budget plan. */
     int (*epoch_batches)(tg_strategy_t *s, const tg_pass_t *p, uint64_t *n);
+    /* Optional, for strategies whose training batches come from another graph than r->adj
+     * (hier's mega-batches): the largest of the first batches the plan's epoch trains, as the
+     * budget plan measures them (tg_budget_plan). NULL: sampled from r->adj. */
+    int (*profile_batch)(tg_strategy_t *s, const struct tg_budget_plan_opts *o,
+                         tg_batch_t *largest);
 } tg_strategy_i;
 
 /* The table (strategies/strategy.c) is the only place that names every strategy. */

@@ -39,7 +39,7 @@
 #include "xpass.h"
 
 #define NONE UINT32_MAX
-#define PREFETCH 2
+#define PREFETCH 1 /* sampling from RAM is quick: a batch ahead per sampler thread */
 #define LIST_READ ((uint64_t)4 << 20) /* bytes of neighbour lists read at once */
 #define NODES_PER_PART 4096           /* --parts auto: the paper's "several thousand nodes" */
 
@@ -121,7 +121,8 @@ struct tg_strategy {
     uint64_t N;
     size_t row; /* bytes of a stored row */
     int ready;
-    uint64_t held; /* budget reserved by setup */
+    uint64_t held;      /* budget reserved by setup */
+    uint64_t prov_left; /* the budget plan's profile: the dynamic cache's provisional room */
     /* training nodes, new ids ascending, and where each part's start */
     uint64_t *train_new, *tp;
     uint64_t ntrain;
@@ -130,15 +131,14 @@ struct tg_strategy {
     uint64_t *s_new, *s_old, *s_ip;
     uint32_t *s_lists;
     char *s_feat;
-    uint64_t *s_hkey; /* open-addressing map new id -> static index */
-    uint32_t *s_hval;
-    uint64_t s_hcap;
+    uint32_t *s_rank; /* per 64 new ids: the static nodes before them */
     uint32_t *s_local; /* while a mega-batch loads: the local id given to a static node */
     /* the dynamic cache */
     uint64_t nd; /* parts per mega-batch */
     uint64_t t_cap, e_cap, seeds_cap;
     mega_t mega[2];
     int32_t *slot; /* while a mega-batch loads: per part, its first local (or -1) */
+    uint64_t *in_t, *is_static; /* bitmaps over new ids: in the loading T; in the static cache */
     uint64_t *ipbuf;
     uint32_t *lbuf;
     uint64_t ipbuf_cap;
@@ -164,25 +164,14 @@ struct tg_strategy {
 
 /* ---------------------------------------------------------------- small helpers */
 
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ULL;
-    x ^= x >> 33;
-    return x;
-}
 
+/* The static index of new id v (its rank among the static nodes, which are sorted by new id),
+ * or NONE: a bit test and a popcount, no probing. */
 static uint32_t static_find(const tg_strategy_t *s, uint64_t v)
 {
-    if (!s->S) return NONE;
-    uint64_t h = mix64(v) & (s->s_hcap - 1);
-    while (s->s_hkey[h] != UINT64_MAX) {
-        if (s->s_hkey[h] == v) return s->s_hval[h];
-        h = (h + 1) & (s->s_hcap - 1);
-    }
-    return NONE;
+    uint64_t w = s->is_static[v >> 6];
+    if (!((w >> (v & 63)) & 1)) return NONE;
+    return s->s_rank[v >> 6] + (uint32_t)__builtin_popcountll(w & ((1ull << (v & 63)) - 1));
 }
 
 /* Reads payload bytes of a derived file and drops them from the page cache (a cgroup counts
@@ -322,19 +311,40 @@ static void join_loader(tg_strategy_t *s)
     }
 }
 
-static void hier_close(tg_strategy_t *s)
+/* Undoes setup: every cache, map and buffer freed, its budget released. */
+static void teardown(tg_strategy_t *s)
 {
-    if (!s) return;
     join_loader(s);
     for (int i = 0; i < 2; i++)
         mega_free(&s->mega[i]);
     tg_extract_destroy(s->ex);
+    s->ex = NULL;
+    free(s->train_new), free(s->tp), free(s->s_new), free(s->s_old), free(s->s_ip);
+    free(s->s_lists), free(s->s_feat), free(s->s_rank), free(s->s_local);
+    free(s->slot), free(s->ipbuf), free(s->lbuf), free(s->order), free(s->sched);
+    free(s->in_t), free(s->is_static);
+    s->in_t = s->is_static = NULL;
+    s->train_new = s->tp = s->s_new = s->s_old = s->s_ip = NULL;
+    s->s_lists = s->s_local = s->s_rank = NULL;
+    s->s_feat = NULL;
+    s->slot = NULL;
+    s->ipbuf = NULL;
+    s->lbuf = NULL;
+    s->order = NULL;
+    s->sched = NULL;
+    s->S = 0;
+    if (s->held) tg_budget_release(&s->r->budget, s->held);
+    s->held = 0;
+    s->ready = 0;
+    s->sched_valid = 0;
+}
+
+static void hier_close(tg_strategy_t *s)
+{
+    if (!s) return;
+    teardown(s);
     tg_io_file_close(s->feat);
     tg_part_close(s->part);
-    free(s->train_new), free(s->tp), free(s->s_new), free(s->s_old), free(s->s_ip);
-    free(s->s_lists), free(s->s_feat), free(s->s_hkey), free(s->s_hval), free(s->s_local);
-    free(s->slot), free(s->ipbuf), free(s->lbuf), free(s->order), free(s->sched);
-    if (s->held) tg_budget_release(&s->r->budget, s->held);
     free(s);
 }
 
@@ -509,6 +519,7 @@ static int setup(tg_strategy_t *s)
     qsort(psize, P, sizeof *psize, cmp_desc);
     qsort(pedge, P, sizeof *pedge, cmp_desc);
     uint64_t left = bg->limit ? (bg->limit > bg->used ? bg->limit - bg->used : 0) : 0;
+    if (s->prov_left) left = TG_MIN(left, s->prov_left);
     uint64_t nd = 0, t = 0, ed = 0;
     uint64_t want = c->dynamic_parts > 0 ? TG_MIN((uint64_t)c->dynamic_parts, (uint64_t)P)
                     : bg->limit          ? P
@@ -547,6 +558,8 @@ static int setup(tg_strategy_t *s)
     s->train_new = malloc(s->ntrain * sizeof *s->train_new + 1);
     s->tp = calloc(P + 1, sizeof *s->tp);
     s->slot = malloc(P * sizeof *s->slot + 1);
+    s->in_t = calloc((s->N + 63) / 64, 8);
+    s->is_static = calloc((s->N + 63) / 64, 8);
     s->ipbuf = malloc(s->ipbuf_cap * sizeof *s->ipbuf);
     s->lbuf = malloc(LIST_READ);
     s->S = S;
@@ -556,13 +569,9 @@ static int setup(tg_strategy_t *s)
     s->s_lists = malloc(static_edges * sizeof *s->s_lists + 1);
     s->s_feat = malloc(S * s->row + 1);
     s->s_local = malloc(S * sizeof *s->s_local + 1);
-    s->s_hcap = 16;
-    while (s->s_hcap < 2 * S)
-        s->s_hcap *= 2;
-    s->s_hkey = malloc(s->s_hcap * sizeof *s->s_hkey);
-    s->s_hval = malloc(s->s_hcap * sizeof *s->s_hval);
-    if (!s->train_new || !s->tp || !s->slot || !s->ipbuf || !s->lbuf || !s->s_old || !s->s_ip ||
-        !s->s_lists || !s->s_feat || !s->s_local || !s->s_hkey || !s->s_hval) {
+    s->s_rank = malloc((s->N + 63) / 64 * sizeof *s->s_rank + 1);
+    if (!s->train_new || !s->tp || !s->slot || !s->in_t || !s->is_static || !s->ipbuf || !s->lbuf || !s->s_old || !s->s_ip ||
+        !s->s_lists || !s->s_feat || !s->s_local || !s->s_rank) {
         if (!s->s_new) free(sids);
         rc = tg_err(-ENOMEM, "hier: out of memory for the static cache and the maps");
         goto out;
@@ -571,8 +580,6 @@ static int setup(tg_strategy_t *s)
         s->slot[k] = -1;
     for (uint64_t i = 0; i < S; i++)
         s->s_local[i] = NONE;
-    for (uint64_t i = 0; i < s->s_hcap; i++)
-        s->s_hkey[i] = UINT64_MAX;
     for (int i = 0; i < 2; i++) {
         mega_t *m = &s->mega[i];
         uint64_t mm = s->t_cap + S;
@@ -631,14 +638,16 @@ static int setup(tg_strategy_t *s)
                 done += n;
             }
             off += len;
-            uint64_t h = mix64(v) & (s->s_hcap - 1);
-            while (s->s_hkey[h] != UINT64_MAX)
-                h = (h + 1) & (s->s_hcap - 1);
-            s->s_hkey[h] = v;
-            s->s_hval[h] = (uint32_t)i;
+            s->is_static[v >> 6] |= 1ull << (v & 63);
         }
         s->s_ip[S] = off;
         if (rc < 0) goto out;
+        /* ranks: the static index of a node is the static nodes before it (s_new ascending) */
+        uint32_t acc = 0;
+        for (uint64_t w = 0; w < (s->N + 63) / 64; w++) {
+            s->s_rank[w] = acc;
+            acc += (uint32_t)__builtin_popcountll(s->is_static[w]);
+        }
     } else {
         free(sids);
     }
@@ -714,12 +723,39 @@ static int hier_epoch_batches(tg_strategy_t *s, const tg_pass_t *p, uint64_t *n)
 
 /* The local id of neighbour u (a new id) in the mega-batch being loaded, or NONE; static nodes
  * join it when add (T's lists), not when they are reached from a static node's list. */
+static inline int bit(const uint64_t *b, uint64_t i)
+{
+    return (int)((b[i >> 6] >> (i & 63)) & 1);
+}
+
+/* Sets (on) or clears bits [lo, hi). */
+static void bits_range(uint64_t *b, uint64_t lo, uint64_t hi, int on)
+{
+    for (uint64_t i = lo; i < hi;) {
+        if ((i & 63) == 0 && hi - i >= 64) {
+            b[i >> 6] = on ? ~0ull : 0;
+            i += 64;
+        } else {
+            if (on)
+                b[i >> 6] |= 1ull << (i & 63);
+            else
+                b[i >> 6] &= ~(1ull << (i & 63));
+            i++;
+        }
+    }
+}
+
+/* Most neighbours are in neither T nor the static cache: two bit tests drop them, and only the
+ * kept ones pay for a part lookup (binary search) or the static map. */
 static uint32_t local_of(tg_strategy_t *s, mega_t *m, uint64_t u, int add, uint64_t *base,
                          int *is_static)
 {
-    uint32_t k = tg_part_of(s->part, u);
     *is_static = 0;
-    if (s->slot[k] >= 0) return (uint32_t)(base[s->slot[k]] + (u - s->part->pp[k]));
+    if (bit(s->in_t, u)) {
+        uint32_t k = tg_part_of(s->part, u);
+        return (uint32_t)(base[s->slot[k]] + (u - s->part->pp[k]));
+    }
+    if (!bit(s->is_static, u)) return NONE;
     uint32_t si = static_find(s, u);
     if (si == NONE) return NONE;
     *is_static = 1;
@@ -759,6 +795,7 @@ static int load(tg_strategy_t *s, mega_t *m, uint64_t index)
         uint32_t k = parts[i];
         base[i] = m->nt;
         s->slot[k] = (int32_t)i;
+        bits_range(s->in_t, p->pp[k], p->pp[k + 1], 1);
         m->nt += p->pp[k + 1] - p->pp[k];
     }
     if (rc == 0 && m->nt > s->t_cap)
@@ -842,8 +879,10 @@ static int load(tg_strategy_t *s, mega_t *m, uint64_t index)
     }
     if (rc == 0) rc = tg_adj_raw_create(&m->adj, m->nm, m->ne, m->indptr, m->indices, 4);
     /* the load's maps back to empty */
-    for (uint64_t i = 0; i < n && parts; i++)
+    for (uint64_t i = 0; i < n && parts; i++) {
         s->slot[parts[i]] = -1;
+        bits_range(s->in_t, p->pp[parts[i]], p->pp[parts[i] + 1], 0);
+    }
     for (uint64_t j = m->nt; j < m->nm; j++)
         s->s_local[m->sidx[j - m->nt]] = NONE;
     free(parts);
@@ -1065,6 +1104,58 @@ static int train_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
     return rc;
 }
 
+/* ---------------------------------------------------------------- the budget's profile */
+
+/* The budget plan measures the largest of the first batches training runs (engine/budget.c):
+ * hier's come from a mega-batch, far smaller than the full graph's neighbourhoods on a graph
+ * whose parts cut most edges. So: set up with the dynamic cache given all the budget has left
+ * now (more than training will leave it: a mega-batch at least as large as training's, so its
+ * batches are at least as large, a subgraph's sampled neighbourhoods being subsets), load the
+ * epoch's first mega-batch, sample its first batches, and undo it all. */
+static int hier_profile(tg_strategy_t *s, const struct tg_budget_plan_opts *o,
+                        tg_batch_t *largest)
+{
+    tg_budget_t *bg = &s->r->budget;
+    memset(largest, 0, sizeof *largest);
+    s->prov_left = bg->limit > bg->used ? bg->limit - bg->used : 1;
+    int rc = setup(s);
+    s->prov_left = 0;
+    tg_pass_t p = {.num_seeds = o->plan->num_seeds,
+                   .batch_size = o->plan->batch_size,
+                   .seed = o->plan->seed,
+                   .epoch = o->plan->epoch,
+                   .num_layers = o->num_layers,
+                   .fanouts = o->fanouts,
+                   .training = 1};
+    if (rc == 0) rc = schedule(s, &p);
+    uint64_t i = 0;
+    while (rc == 0 && i < s->nmega && !s->sched[i].batches)
+        i++;
+    tg_sampler_t *sm = NULL;
+    if (rc == 0 && i < s->nmega) rc = load(s, &s->mega[0], i);
+    if (rc == 0 && i < s->nmega) rc = tg_sampler_create(&sm, s->mega[0].adj, o->num_layers, o->fanouts);
+    const mega_t *m = &s->mega[0];
+    for (uint64_t b = 0; rc == 0 && sm && b < 2 && b * p.batch_size < m->nseeds; b++) {
+        tg_rng_t rng;
+        tg_sampler_batch_rng(&rng, p.seed, sub_epoch(p.epoch, i, 0), b);
+        tg_batch_t bt;
+        memset(&bt, 0, sizeof bt);
+        uint64_t n = TG_MIN(p.batch_size, m->nseeds - b * p.batch_size);
+        if ((rc = tg_sampler_sample(sm, m->seeds + b * p.batch_size, (size_t)n, &rng, &bt)) < 0)
+            break;
+        if (bt.num_nodes > largest->num_nodes) {
+            tg_batch_free(largest);
+            *largest = bt;
+        } else {
+            tg_batch_free(&bt);
+        }
+    }
+    tg_sampler_destroy(sm);
+    teardown(s);
+    if (rc < 0) tg_batch_free(largest);
+    return rc < 0 ? tg_err_prefix(rc, "hier: measuring a mega-batch's batch for the budget") : 0;
+}
+
 /* ---------------------------------------------------------------- passes */
 
 static int hier_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
@@ -1108,4 +1199,5 @@ const tg_strategy_i tg_strategy_hier = {
     .close = hier_close,
     .batches_in_flight = hier_in_flight,
     .epoch_batches = hier_epoch_batches,
+    .profile_batch = hier_profile,
 };
