@@ -55,7 +55,7 @@ typedef struct tg_part_assign_opts {
     uint32_t parts;          /* 1 .. num_nodes */
     tg_part_method_t method; /* default AUTO */
     uint64_t mem_bytes;      /* what the partitioner may hold; 0 = a quarter of the RAM */
-    uint64_t seed;           /* METIS's seed; the streaming order's */
+    uint64_t seed;           /* METIS's seed (the streaming method is deterministic: node order) */
     uint32_t stream_passes;  /* passes of the streaming partitioner (default 4; >= 1) */
     double imbalance;        /* allowed excess of the largest part over N / parts (0.03) */
     int progress;            /* progress bars on stderr */

@@ -131,13 +131,13 @@ struct tg_strategy {
     uint64_t *s_new, *s_old, *s_ip;
     uint32_t *s_lists;
     char *s_feat;
-    uint32_t *s_rank; /* per 64 new ids: the static nodes before them */
+    uint32_t *s_rank;  /* per 64 new ids: the static nodes before them */
     uint32_t *s_local; /* while a mega-batch loads: the local id given to a static node */
     /* the dynamic cache */
     uint64_t nd; /* parts per mega-batch */
     uint64_t t_cap, e_cap, seeds_cap;
     mega_t mega[2];
-    int32_t *slot; /* while a mega-batch loads: per part, its first local (or -1) */
+    int32_t *slot;              /* while a mega-batch loads: per part, its first local (or -1) */
     uint64_t *in_t, *is_static; /* bitmaps over new ids: in the loading T; in the static cache */
     uint64_t *ipbuf;
     uint32_t *lbuf;
@@ -163,7 +163,6 @@ struct tg_strategy {
 };
 
 /* ---------------------------------------------------------------- small helpers */
-
 
 /* The static index of new id v (its rank among the static nodes, which are sorted by new id),
  * or NONE: a bit test and a popcount, no probing. */
@@ -452,6 +451,27 @@ static uint64_t mega_bytes(const tg_strategy_t *s, uint64_t t, uint64_t e, uint6
     return t * s->row + m * 8 + (m + 1) * 8 + e * 4 + s->S * 4 + seeds * 8;
 }
 
+/* Evaluation passes: the smallest extraction plan over the original feature file. */
+static int setup_eval(tg_strategy_t *s)
+{
+    if (s->ex) return 0;
+    tg_run_t *r = s->r;
+    char path[4096];
+    tg_extract_plan_opts_t po;
+    plan_opts(r->ds, &r->sopts, path, sizeof path, &po);
+    tg_extract_plan_t pl;
+    int rc = tg_extract_plan(&pl, &po);
+    if (rc < 0) return tg_err_prefix(rc, "hier");
+    tg_extract_opts_t eo = {.plan = &pl,
+                            .feat = s->feat,
+                            .normalize = r->sopts.normalize,
+                            .budget = &r->budget,
+                            .stats = &s->stats,
+                            .who = "hier"};
+    if ((rc = tg_extract_create(&s->ex, &eo)) < 0) return tg_err_prefix(rc, "hier");
+    return 0;
+}
+
 static int setup(tg_strategy_t *s)
 {
     tg_run_t *r = s->r;
@@ -461,19 +481,7 @@ static int setup(tg_strategy_t *s)
     uint32_t P = s->P;
     char a[32], b[32], d[32], e[32];
     int rc;
-    /* evaluation's extraction first: the smallest plan */
-    char path[4096];
-    tg_extract_plan_opts_t po;
-    plan_opts(r->ds, &r->sopts, path, sizeof path, &po);
-    tg_extract_plan_t pl;
-    if ((rc = tg_extract_plan(&pl, &po)) < 0) return tg_err_prefix(rc, "hier");
-    tg_extract_opts_t eo = {.plan = &pl,
-                            .feat = s->feat,
-                            .normalize = r->sopts.normalize,
-                            .budget = bg,
-                            .stats = &s->stats,
-                            .who = "hier"};
-    if ((rc = tg_extract_create(&s->ex, &eo)) < 0) return tg_err_prefix(rc, "hier");
+    if ((rc = setup_eval(s)) < 0) return rc;
     /* the training nodes in new ids, by part */
     s->ntrain = r->split_n[0];
     uint64_t S = c->static_ratio > 0 ? (uint64_t)((double)s->N * c->static_ratio + 0.5) : 0;
@@ -494,11 +502,11 @@ static int setup(tg_strategy_t *s)
         pedge[k] = ipb[k + 1] - ipb[k];
         max_part = TG_MAX(max_part, psize[k]);
     }
-    /* fixed: training nodes (new ids, per part), the static cache and its lookups, the
-     * per-part slots, the list-reading buffers */
+    /* fixed: training nodes (new ids, per part), the parts' order and slots, the static cache
+     * (rows, ids, list bounds, locals), the bitmaps and ranks, the list-reading buffers */
     s->ipbuf_cap = max_part + 1;
-    uint64_t fixed = s->ntrain * 8 + (P + 1) * 8 + P * (4 + 4 + 16) +
-                     S * (s->row + 8 + 8 + 16 + 4) + 4 * S * 12 + s->ipbuf_cap * 8 + LIST_READ;
+    uint64_t fixed = s->ntrain * 8 + (P + 1) * 8 + P * (4 + 4) + S * (s->row + 8 + 8 + 16 + 4) +
+                     (s->N + 63) / 64 * (8 + 8 + 4) + s->ipbuf_cap * 8 + LIST_READ;
     uint64_t static_edges = 0;
     /* the static nodes: degrees from the original indptr; their lists' lengths are the same */
     uint64_t *sids = S ? malloc(S * sizeof *sids) : NULL;
@@ -570,8 +578,8 @@ static int setup(tg_strategy_t *s)
     s->s_feat = malloc(S * s->row + 1);
     s->s_local = malloc(S * sizeof *s->s_local + 1);
     s->s_rank = malloc((s->N + 63) / 64 * sizeof *s->s_rank + 1);
-    if (!s->train_new || !s->tp || !s->slot || !s->in_t || !s->is_static || !s->ipbuf || !s->lbuf || !s->s_old || !s->s_ip ||
-        !s->s_lists || !s->s_feat || !s->s_local || !s->s_rank) {
+    if (!s->train_new || !s->tp || !s->slot || !s->in_t || !s->is_static || !s->ipbuf || !s->lbuf ||
+        !s->s_old || !s->s_ip || !s->s_lists || !s->s_feat || !s->s_local || !s->s_rank) {
         if (!s->s_new) free(sids);
         rc = tg_err(-ENOMEM, "hier: out of memory for the static cache and the maps");
         goto out;
@@ -652,11 +660,10 @@ static int setup(tg_strategy_t *s)
         free(sids);
     }
     tg_log_info("hier: %u parts (%s), %llu per mega-batch (%s each, two in RAM); static cache "
-                "%llu nodes (%.2f%%, %s with %llu edges); eval: %d extractor(s)",
+                "%llu nodes (%.2f%%, %s with %llu edges)",
                 P, s->params, (unsigned long long)s->nd, tg_fmt_bytes(mb, a, sizeof a),
                 (unsigned long long)S, s->N ? 100.0 * (double)S / (double)s->N : 0.0,
-                tg_fmt_bytes(S * s->row, e, sizeof e), (unsigned long long)static_edges,
-                pl.extractors);
+                tg_fmt_bytes(S * s->row, e, sizeof e), (unsigned long long)static_edges);
     s->ready = 1;
 out:
     free(psize);
@@ -1112,8 +1119,7 @@ static int train_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
  * now (more than training will leave it: a mega-batch at least as large as training's, so its
  * batches are at least as large, a subgraph's sampled neighbourhoods being subsets), load the
  * epoch's first mega-batch, sample its first batches, and undo it all. */
-static int hier_profile(tg_strategy_t *s, const struct tg_budget_plan_opts *o,
-                        tg_batch_t *largest)
+static int hier_profile(tg_strategy_t *s, const struct tg_budget_plan_opts *o, tg_batch_t *largest)
 {
     tg_budget_t *bg = &s->r->budget;
     memset(largest, 0, sizeof *largest);
@@ -1133,7 +1139,8 @@ static int hier_profile(tg_strategy_t *s, const struct tg_budget_plan_opts *o,
         i++;
     tg_sampler_t *sm = NULL;
     if (rc == 0 && i < s->nmega) rc = load(s, &s->mega[0], i);
-    if (rc == 0 && i < s->nmega) rc = tg_sampler_create(&sm, s->mega[0].adj, o->num_layers, o->fanouts);
+    if (rc == 0 && i < s->nmega)
+        rc = tg_sampler_create(&sm, s->mega[0].adj, o->num_layers, o->fanouts);
     const mega_t *m = &s->mega[0];
     for (uint64_t b = 0; rc == 0 && sm && b < 2 && b * p.batch_size < m->nseeds; b++) {
         tg_rng_t rng;
@@ -1163,8 +1170,11 @@ static int hier_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
     memset(st, 0, sizeof *st);
     st->next_batch = p->first_batch;
     int rc;
-    if (!s->ready && (rc = setup(s)) < 0) return rc;
-    if (p->training) return train_pass(s, p, st);
+    if (p->training) {
+        if (!s->ready && (rc = setup(s)) < 0) return rc;
+        return train_pass(s, p, st);
+    }
+    if ((rc = setup_eval(s)) < 0) return rc;
     /* evaluation: the original graph and features, no cache */
     tg_xpass_begin(s->ex, &s->stats);
     tg_xpass_ncache_take(s->disk, NULL);
