@@ -231,6 +231,35 @@ TG_TEST(cli)
     TG_CHECK(tg_test_cli(&out, "partition '%s' --parts 5 --method stream", dsdir) == 0);
     if (!out || !strstr(out, "up to date")) TG_FAIL("%s", out);
     free(out);
+    /* --assignment: each original node's part, matching the map */
+    char apath[4300];
+    snprintf(apath, sizeof apath, "%s/assign.bin", tmp);
+    TG_CHECK(tg_test_cli(&out, "partition '%s' --parts 5 --method stream --assignment '%s'", dsdir,
+                         apath) == 0);
+    free(out);
+    size_t alen = 0;
+    uint32_t *asg = (uint32_t *)tg_test_read_all(apath, &alen);
+    tg_dataset_t *ds = open_ds();
+    TG_CHECK_EQ_U64(alen, ds->meta.num_nodes * 4);
+    tg_part_t *p = NULL;
+    TG_CHECK(tg_part_open(&p, ds, "parts=5,method=stream,seed=1,imbalance=0.03,passes=4") == 0);
+    uint64_t *o2n = malloc(ds->meta.num_nodes * 8);
+    if (p && asg && alen == ds->meta.num_nodes * 4 &&
+        tg_part_old_ids(p, 0, ds->meta.num_nodes, o2n) == 0)
+        for (uint64_t n = 0; n < ds->meta.num_nodes; n++)
+            if (asg[o2n[n]] != tg_part_of(p, n)) {
+                TG_FAIL("assignment of node %llu", (unsigned long long)o2n[n]);
+                break;
+            }
+    free(o2n);
+    free(asg);
+    tg_part_close(p);
+    tg_dataset_close(ds);
+    TG_CHECK(tg_test_cli(&out,
+                         "partition '%s' --parts 5 --method stream --assignment /no/such/dir/a.bin",
+                         dsdir) != 0);
+    if (!out || !strstr(out, "/no/such/dir")) TG_FAIL("%s", out);
+    free(out);
     TG_CHECK(tg_test_cli(&out, "partition '%s'", dsdir) != 0);
     if (!out || !strstr(out, "--parts")) TG_FAIL("%s", out);
     free(out);

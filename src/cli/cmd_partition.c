@@ -1,15 +1,42 @@
 /* tiergnn partition DATASET --parts P [--method auto|metis|stream]: min-edge-cut partitions and
  * the dataset rewritten in partition order under DATASET/derived/ (include/tiergnn/partition.h). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "cli.h"
 #include "tiergnn/partition.h"
 
+/* --assignment F: part[v] for every original id v, from the map file's new_of_old and pp. */
+static int write_assignment(const tg_dataset_t *ds, const tg_part_assign_opts_t *ao,
+                            tg_part_method_t method, const char *path)
+{
+    char params[256];
+    int rc = tg_part_params(ao, method, params, sizeof params);
+    tg_part_t *p = NULL;
+    if (rc == 0) rc = tg_part_open(&p, ds, params);
+    if (rc < 0) return rc;
+    uint64_t N = ds->meta.num_nodes;
+    uint32_t *part = malloc(N * sizeof *part + 1);
+    void *n2o = malloc(N * p->id_bytes + 1);
+    if (!part || !n2o) rc = tg_err(-ENOMEM, "partition: out of memory for the assignment");
+    if (rc == 0) rc = tg_derived_read(p->map, n2o, N * p->id_bytes, p->new_of_old_off);
+    for (uint64_t v = 0; rc == 0 && v < N; v++)
+        part[v] = tg_part_of(p, p->id_bytes == 4 ? ((uint32_t *)n2o)[v] : ((uint64_t *)n2o)[v]);
+    if (rc == 0) rc = tg_write_file_atomic(path, part, N * sizeof *part);
+    if (rc == 0)
+        printf("assignment: %s (%llu x u32, original node ids)\n", path, (unsigned long long)N);
+    free(part);
+    free(n2o);
+    tg_part_close(p);
+    return rc;
+}
+
 int tg_cmd_partition(int argc, char **argv)
 {
     tg_args_t a;
-    if (tg_args_parse(&a, argc, argv, "parts=,method=,mem=,seed=,passes=,imbalance=,help") < 0)
+    if (tg_args_parse(&a, argc, argv,
+                      "parts=,method=,mem=,seed=,passes=,imbalance=,assignment=,help") < 0)
         return tg_cli_fail();
     if (tg_args_has(&a, "help")) {
         fputs("usage: tiergnn partition DATASET --parts P [--method auto|metis|stream]\n"
@@ -30,6 +57,8 @@ int tg_cmd_partition(int argc, char **argv)
               "  --seed S         METIS's seed (default 1)\n"
               "  --passes K       passes of the streaming partitioner (default 4)\n"
               "  --imbalance X    largest part at most (1 + X) x N / P (default 0.03)\n"
+              "  --assignment F   also write each node's part to F: u32 little-endian, one per\n"
+              "                   node in the dataset's own (original) ids\n"
               "Prints the method, the edge cut, the balance and the time of each step.\n",
               stdout);
         return 0;
@@ -97,6 +126,8 @@ int tg_cmd_partition(int argc, char **argv)
                st.adj_s, tg_fmt_bytes(st.read_bytes, r, sizeof r),
                tg_fmt_bytes(st.write_bytes, w, sizeof w), st.total_s);
     }
+    const char *apath = tg_args_str(&a, "assignment", NULL);
+    if (rc == 0 && apath) rc = write_assignment(ds, &o.assign, st.sum.method, apath);
     tg_dataset_close(ds);
     return rc < 0 ? tg_cli_fail() : 0;
 }
