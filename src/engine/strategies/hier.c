@@ -122,6 +122,7 @@ struct tg_strategy {
     size_t row; /* bytes of a stored row */
     int ready;
     uint64_t held;      /* budget reserved by setup */
+    uint64_t mega_held; /* budget of the two mega-batches, while they exist */
     uint64_t prov_left; /* the budget plan's profile: the dynamic cache's provisional room */
     /* training nodes, new ids ascending, and where each part's start */
     uint64_t *train_new, *tp;
@@ -310,12 +311,12 @@ static void join_loader(tg_strategy_t *s)
     }
 }
 
+static void megas_release(tg_strategy_t *s);
+
 /* Undoes setup: every cache, map and buffer freed, its budget released. */
 static void teardown(tg_strategy_t *s)
 {
-    join_loader(s);
-    for (int i = 0; i < 2; i++)
-        mega_free(&s->mega[i]);
+    megas_release(s);
     tg_extract_destroy(s->ex);
     s->ex = NULL;
     free(s->train_new), free(s->tp), free(s->s_new), free(s->s_old), free(s->s_ip);
@@ -451,6 +452,40 @@ static uint64_t mega_bytes(const tg_strategy_t *s, uint64_t t, uint64_t e, uint6
     return t * s->row + m * 8 + (m + 1) * 8 + e * 4 + s->S * 4 + seeds * 8;
 }
 
+/* The two mega-batch buffers and their budget: allocated for training passes, released for
+ * evaluation passes, whose batches (sampled from the whole graph, as large as the budget plan
+ * never measured for hier) take their room. */
+static int megas_alloc(tg_strategy_t *s)
+{
+    if (s->mega_held) return 0;
+    uint64_t mb = mega_bytes(s, s->t_cap, s->e_cap, s->seeds_cap);
+    int rc = tg_budget_reserve(&s->r->budget, 2 * mb, "hier: two mega-batches");
+    if (rc < 0) return rc;
+    s->mega_held = 2 * mb;
+    for (int i = 0; i < 2; i++) {
+        mega_t *m = &s->mega[i];
+        uint64_t mm = s->t_cap + s->S;
+        m->feat = malloc(s->t_cap * s->row + 1);
+        m->old_ids = malloc(mm * 8 + 8);
+        m->indptr = malloc((mm + 1) * 8);
+        m->indices = malloc(s->e_cap * 4 + 4);
+        m->sidx = malloc(s->S * 4 + 4);
+        m->seeds = malloc(s->seeds_cap * 8 + 8);
+        if (!m->feat || !m->old_ids || !m->indptr || !m->indices || !m->sidx || !m->seeds)
+            return tg_err(-ENOMEM, "hier: out of memory for a mega-batch");
+    }
+    return 0;
+}
+
+static void megas_release(tg_strategy_t *s)
+{
+    join_loader(s);
+    for (int i = 0; i < 2; i++)
+        mega_free(&s->mega[i]);
+    if (s->mega_held) tg_budget_release(&s->r->budget, s->mega_held);
+    s->mega_held = 0;
+}
+
 /* Evaluation passes: the smallest extraction plan over the original feature file. */
 static int setup_eval(tg_strategy_t *s)
 {
@@ -523,6 +558,7 @@ static int setup(tg_strategy_t *s)
         goto out;
     }
     s->held += fixed;
+    s->S = S; /* mega_bytes counts the static nodes a mega-batch may reach */
     /* N_d: the most parts whose two mega-batches fit what is left */
     qsort(psize, P, sizeof *psize, cmp_desc);
     qsort(pedge, P, sizeof *pedge, cmp_desc);
@@ -557,11 +593,6 @@ static int setup(tg_strategy_t *s)
     s->e_cap = ed + static_edges;
     s->seeds_cap = TG_MIN(t, s->ntrain);
     uint64_t mb = mega_bytes(s, s->t_cap, s->e_cap, s->seeds_cap);
-    if ((rc = tg_budget_reserve(bg, 2 * mb, "hier: two mega-batches")) < 0) {
-        free(sids);
-        goto out;
-    }
-    s->held += 2 * mb;
     /* allocate */
     s->train_new = malloc(s->ntrain * sizeof *s->train_new + 1);
     s->tp = calloc(P + 1, sizeof *s->tp);
@@ -570,7 +601,6 @@ static int setup(tg_strategy_t *s)
     s->is_static = calloc((s->N + 63) / 64, 8);
     s->ipbuf = malloc(s->ipbuf_cap * sizeof *s->ipbuf);
     s->lbuf = malloc(LIST_READ);
-    s->S = S;
     s->s_new = S ? sids : NULL;
     s->s_old = malloc(S * sizeof *s->s_old + 1);
     s->s_ip = malloc((2 * S + 1) * sizeof *s->s_ip);
@@ -588,20 +618,7 @@ static int setup(tg_strategy_t *s)
         s->slot[k] = -1;
     for (uint64_t i = 0; i < S; i++)
         s->s_local[i] = NONE;
-    for (int i = 0; i < 2; i++) {
-        mega_t *m = &s->mega[i];
-        uint64_t mm = s->t_cap + S;
-        m->feat = malloc(s->t_cap * s->row + 1);
-        m->old_ids = malloc(mm * 8 + 8);
-        m->indptr = malloc((mm + 1) * 8);
-        m->indices = malloc(s->e_cap * 4 + 4);
-        m->sidx = malloc(S * 4 + 4);
-        m->seeds = malloc(s->seeds_cap * 8 + 8);
-        if (!m->feat || !m->old_ids || !m->indptr || !m->indices || !m->sidx || !m->seeds) {
-            rc = tg_err(-ENOMEM, "hier: out of memory for a mega-batch");
-            goto out;
-        }
-    }
+    if ((rc = megas_alloc(s)) < 0) goto out;
     /* the training nodes */
     memcpy(s->train_new, r->split[0], s->ntrain * sizeof *s->train_new);
     if ((rc = to_new_ids(s, s->train_new, s->ntrain)) < 0) goto out;
@@ -1172,8 +1189,10 @@ static int hier_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
     int rc;
     if (p->training) {
         if (!s->ready && (rc = setup(s)) < 0) return rc;
+        if ((rc = megas_alloc(s)) < 0) return rc;
         return train_pass(s, p, st);
     }
+    megas_release(s);
     if ((rc = setup_eval(s)) < 0) return rc;
     /* evaluation: the original graph and features, no cache */
     tg_xpass_begin(s->ex, &s->stats);
