@@ -260,35 +260,17 @@ static int hier_prepare(const tg_dataset_t *ds, const tg_strategy_opts_t *so)
 static void plan_opts(const tg_dataset_t *ds, const tg_strategy_opts_t *so, char *path, size_t len,
                       tg_extract_plan_opts_t *po)
 {
-    const hier_cfg_t *c = so->cfg;
-    tg_extract_plan_opts_default(po);
-    tg_dataset_path(ds, TG_FILE_FEATURES, path, len);
-    po->num_nodes = ds->meta.num_nodes;
-    po->feat_dim = ds->meta.feat_dim;
-    po->dtype = ds->meta.feat_dtype;
-    po->extractors = (int)c->x.extractors;
-    po->io_depth = (unsigned)c->x.io_depth;
-    po->io_gap = c->x.io_gap;
-    po->chunk_rows = (uint32_t)c->x.chunk_rows;
-    po->featbuf = 0;
-    po->probe_path = path;
-    po->other_transient = tg_xpass_adj_transient(tg_xpass_adj_queues(so->sampler_threads));
+    tg_xpass_plan_opts(ds, &((const hier_cfg_t *)so->cfg)->x, so->sampler_threads, path, len, po);
     po->minimum = 1; /* evaluation only: the caches get the budget */
 }
 
 static uint64_t hier_min_bytes(const tg_dataset_t *ds, const tg_strategy_opts_t *so, char *why,
                                size_t len)
 {
-    char path[4096], a[32], b[512];
+    char path[4096];
     tg_extract_plan_opts_t po;
     plan_opts(ds, so, path, sizeof path, &po);
-    tg_extract_plan_t pl;
-    if (tg_extract_plan(&pl, &po) < 0) return snprintf(why, len, "%s", tg_errmsg()), UINT64_MAX;
-    uint64_t adj =
-        tg_xpass_adj_bytes(ds, tg_xpass_adj_queues(so->sampler_threads)) + po.other_transient;
-    snprintf(why, len, "indptr and index-read staging %s, %s", tg_fmt_bytes(adj, a, sizeof a),
-             tg_extract_plan_describe(&pl, b, sizeof b));
-    return adj + tg_extract_plan_bytes(&pl);
+    return tg_xpass_min_bytes(ds, &po, so->sampler_threads, 0, NULL, why, len);
 }
 
 static void mega_free(mega_t *m)
@@ -357,14 +339,9 @@ static int hier_open(tg_strategy_t **out, tg_run_t *r, const tg_strategy_opts_t 
     s->N = r->ds->meta.num_nodes;
     s->row = r->row_bytes;
     tg_io_stats_init(&s->stats);
-    char path[4096];
-    tg_dataset_path(r->ds, TG_FILE_FEATURES, path, sizeof path);
-    tg_store_opts_t sto = {.normalize = so->normalize, .budget = &r->budget};
     tg_part_assign_opts_t a;
-    int rc = tg_xpass_adj_open(r, tg_xpass_adj_queues(so->sampler_threads), &s->stats);
+    int rc = tg_xpass_open_disk(r, tg_xpass_adj_queues(so->sampler_threads), &s->stats, &s->feat);
     s->disk = r->adj;
-    if (rc == 0) rc = tg_store_file_open(&r->store, r->ds, &sto);
-    if (rc == 0) rc = tg_io_file_open(&s->feat, path, 0);
     if (rc == 0) rc = find_params(r->ds, so, s->params, sizeof s->params, &a);
     if (rc == 0 && (rc = tg_part_open(&s->part, r->ds, s->params)) < 0)
         tg_err_prefix(rc, "hier: the partition (`tiergnn partition` builds it)");

@@ -55,35 +55,16 @@ struct tg_strategy {
 static void plan_opts(const tg_dataset_t *ds, const tg_strategy_opts_t *so, char *path, size_t len,
                       tg_extract_plan_opts_t *po)
 {
-    const pg_cfg_t *c = so->cfg;
-    tg_extract_plan_opts_default(po);
-    tg_dataset_path(ds, TG_FILE_FEATURES, path, len);
-    po->num_nodes = ds->meta.num_nodes;
-    po->feat_dim = ds->meta.feat_dim;
-    po->dtype = ds->meta.feat_dtype;
-    po->extractors = (int)c->x.extractors;
-    po->io_depth = (unsigned)c->x.io_depth;
-    po->io_gap = c->x.io_gap;
-    po->chunk_rows = (uint32_t)c->x.chunk_rows;
-    po->featbuf = 0; /* misses go through the workers' staging rows */
-    po->probe_path = path;
-    po->other_transient = tg_xpass_adj_transient(tg_xpass_adj_queues(so->sampler_threads));
+    tg_xpass_plan_opts(ds, &((const pg_cfg_t *)so->cfg)->x, so->sampler_threads, path, len, po);
 }
 
 static uint64_t pg_min_bytes(const tg_dataset_t *ds, const tg_strategy_opts_t *so, char *why,
                              size_t len)
 {
-    char path[4096], a[32], b[512];
+    char path[4096];
     tg_extract_plan_opts_t po;
     plan_opts(ds, so, path, sizeof path, &po);
-    po.minimum = 1;
-    tg_extract_plan_t pl;
-    if (tg_extract_plan(&pl, &po) < 0) return snprintf(why, len, "%s", tg_errmsg()), UINT64_MAX;
-    uint64_t adj =
-        tg_xpass_adj_bytes(ds, tg_xpass_adj_queues(so->sampler_threads)) + po.other_transient;
-    snprintf(why, len, "indptr and index-read staging %s, %s", tg_fmt_bytes(adj, a, sizeof a),
-             tg_extract_plan_describe(&pl, b, sizeof b));
-    return adj + tg_extract_plan_bytes(&pl);
+    return tg_xpass_min_bytes(ds, &po, so->sampler_threads, 0, NULL, why, len);
 }
 
 /* The out-degree ranking: built (or found valid) before the run opens anything. */

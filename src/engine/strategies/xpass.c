@@ -177,15 +177,15 @@ tg_pipe_opts_t tg_xpass_pipe_opts(tg_run_t *r, const tg_pass_t *p, const tg_xpas
                             .in_order = 1};
 }
 
-void tg_xpass_ahead_plan_opts(const tg_dataset_t *ds, const tg_xpass_cfg_t *x, int sampler_threads,
-                              char *path, size_t path_len, tg_extract_plan_opts_t *po)
+void tg_xpass_plan_opts(const tg_dataset_t *ds, const tg_xpass_cfg_t *x, int sampler_threads,
+                        char *path, size_t path_len, tg_extract_plan_opts_t *po)
 {
     tg_extract_plan_opts_default(po);
     tg_dataset_path(ds, TG_FILE_FEATURES, path, path_len);
     po->num_nodes = ds->meta.num_nodes;
     po->feat_dim = ds->meta.feat_dim;
     po->dtype = ds->meta.feat_dtype;
-    po->extractors = 1;
+    po->extractors = (int)x->extractors;
     po->io_depth = (unsigned)x->io_depth;
     po->io_gap = x->io_gap;
     po->chunk_rows = (uint32_t)x->chunk_rows;
@@ -194,25 +194,43 @@ void tg_xpass_ahead_plan_opts(const tg_dataset_t *ds, const tg_xpass_cfg_t *x, i
     po->other_transient = tg_xpass_adj_transient(tg_xpass_adj_queues(sampler_threads));
 }
 
-uint64_t tg_xpass_ahead_min_bytes(const tg_dataset_t *ds, const tg_xpass_cfg_t *x,
-                                  int sampler_threads, uint64_t fixed, const char *what, char *why,
-                                  size_t why_len)
+void tg_xpass_ahead_plan_opts(const tg_dataset_t *ds, const tg_xpass_cfg_t *x, int sampler_threads,
+                              char *path, size_t path_len, tg_extract_plan_opts_t *po)
 {
-    char path[4096], a[32], b[32], d[512];
-    tg_extract_plan_opts_t po;
-    tg_xpass_ahead_plan_opts(ds, x, sampler_threads, path, sizeof path, &po);
-    po.minimum = 1;
+    tg_xpass_plan_opts(ds, x, sampler_threads, path, path_len, po);
+    po->extractors = 1;
+}
+
+uint64_t tg_xpass_min_bytes(const tg_dataset_t *ds, tg_extract_plan_opts_t *po, int sampler_threads,
+                            uint64_t fixed, const char *what, char *why, size_t why_len)
+{
+    char a[32], b[32], d[512];
+    po->minimum = 1;
     tg_extract_plan_t pl;
-    if (tg_extract_plan(&pl, &po) < 0) {
+    if (tg_extract_plan(&pl, po) < 0) {
         snprintf(why, why_len, "%s", tg_errmsg());
         return UINT64_MAX;
     }
     unsigned q = tg_xpass_adj_queues(sampler_threads);
     uint64_t adj = tg_xpass_adj_bytes(ds, q) + tg_xpass_adj_transient(q);
-    snprintf(why, why_len, "indptr and index-read staging %s, %s %s, %s",
-             tg_fmt_bytes(adj, a, sizeof a), what, tg_fmt_bytes(fixed, b, sizeof b),
-             tg_extract_plan_describe(&pl, d, sizeof d));
+    if (what)
+        snprintf(why, why_len, "indptr and index-read staging %s, %s %s, %s",
+                 tg_fmt_bytes(adj, a, sizeof a), what, tg_fmt_bytes(fixed, b, sizeof b),
+                 tg_extract_plan_describe(&pl, d, sizeof d));
+    else
+        snprintf(why, why_len, "indptr and index-read staging %s, %s",
+                 tg_fmt_bytes(adj, a, sizeof a), tg_extract_plan_describe(&pl, d, sizeof d));
     return adj + fixed + tg_extract_plan_bytes(&pl);
+}
+
+uint64_t tg_xpass_ahead_min_bytes(const tg_dataset_t *ds, const tg_xpass_cfg_t *x,
+                                  int sampler_threads, uint64_t fixed, const char *what, char *why,
+                                  size_t why_len)
+{
+    char path[4096];
+    tg_extract_plan_opts_t po;
+    tg_xpass_ahead_plan_opts(ds, x, sampler_threads, path, sizeof path, &po);
+    return tg_xpass_min_bytes(ds, &po, sampler_threads, fixed, what, why, why_len);
 }
 
 int tg_xpass_open_disk(tg_run_t *r, unsigned queues, tg_io_stats_t *stats, tg_io_file_t **feat)

@@ -78,6 +78,18 @@ typedef struct {
 /* Input matrices the pipeline of such a strategy holds at once: extractors x sweep-batches +
  * queue-depth (pipeline.h). */
 int tg_xpass_in_flight(const tg_xpass_cfg_t *x);
+/* The extraction plan's options of a strategy whose extractors read features.bin (pagraph,
+ * hier's evaluation passes): features.bin (its path into path), x's --extractors, --io-depth,
+ * --io-gap and --chunk-rows, no feature buffer, and the samplers' index-read bookkeeping as other
+ * transient memory. */
+void tg_xpass_plan_opts(const tg_dataset_t *ds, const tg_xpass_cfg_t *x, int sampler_threads,
+                        char *path, size_t path_len, tg_extract_plan_opts_t *po);
+/* A strategy's least memory (its min_bytes) over such a plan (po, made minimal here): the disk
+ * adjacency (indptr, read staging and its transient), `fixed` bytes of the strategy's own
+ * (named by what; NULL: none) and the smallest plan; why gets the parts, or the plan's error
+ * with UINT64_MAX. */
+uint64_t tg_xpass_min_bytes(const tg_dataset_t *ds, tg_extract_plan_opts_t *po, int sampler_threads,
+                            uint64_t fixed, const char *what, char *why, size_t why_len);
 /* For the strategies that sample ahead (ginex, diskgnn), their extraction plan's options:
  * features.bin (its path into path), one executor, x's
  * --io-depth, --io-gap and --chunk-rows, no feature buffer, and the samplers' index-read
