@@ -92,6 +92,7 @@ static const tg_strategy_opt_t hier_opts[] = {
 typedef struct mega {
     uint64_t index; /* in the epoch's schedule */
     uint64_t nt, nm, ne, nseeds;
+    uint64_t e_cap;    /* edges indices holds (grows, against the budget) */
     char *feat;        /* nt rows (T); the static ones are in the static cache */
     uint64_t *old_ids; /* nm */
     uint64_t *indptr;  /* nm + 1 */
@@ -422,6 +423,14 @@ static int top_degree(tg_strategy_t *s, uint64_t S, uint64_t *out)
     return 0;
 }
 
+/* The static nodes' edges a mega-batch of t dynamic nodes is planned to keep: those into it,
+ * about (t + S) / N of them, twice that for the variance (and the growth of edge_room beyond). */
+static uint64_t static_cap(const tg_strategy_t *s, uint64_t t, uint64_t static_edges)
+{
+    double share = TG_MIN(1.0, 2.0 * (double)(t + s->S) / (double)TG_MAX(s->N, 1));
+    return (uint64_t)((double)static_edges * share) + 1024;
+}
+
 /* Bytes of one mega-batch buffer for these caps. */
 static uint64_t mega_bytes(const tg_strategy_t *s, uint64_t t, uint64_t e, uint64_t seeds)
 {
@@ -446,6 +455,7 @@ static int megas_alloc(tg_strategy_t *s)
         m->old_ids = malloc(mm * 8 + 8);
         m->indptr = malloc((mm + 1) * 8);
         m->indices = malloc(s->e_cap * 4 + 4);
+        m->e_cap = s->e_cap;
         m->sidx = malloc(s->S * 4 + 4);
         m->seeds = malloc(s->seeds_cap * 8 + 8);
         if (!m->feat || !m->old_ids || !m->indptr || !m->indices || !m->sidx || !m->seeds)
@@ -547,7 +557,9 @@ static int setup(tg_strategy_t *s)
                                          : TG_MAX((uint64_t)1, (P + 7) / 8);
     while (nd < want) {
         uint64_t t2 = t + psize[nd], e2 = ed + pedge[nd];
-        if (bg->limit && 2 * mega_bytes(s, t2, e2 + static_edges, TG_MIN(t2, s->ntrain)) > left)
+        if (bg->limit &&
+            2 * mega_bytes(s, t2, e2 + static_cap(s, t2, static_edges), TG_MIN(t2, s->ntrain)) >
+                left)
             break;
         t = t2, ed = e2, nd++;
     }
@@ -560,14 +572,16 @@ static int setup(tg_strategy_t *s)
             "lower --static-ratio or --dynamic-parts, or use more --parts",
             tg_fmt_bytes(left, a, sizeof a), (unsigned long long)S,
             tg_fmt_bytes(fixed, b, sizeof b), (unsigned long long)(nd ? want : 1),
-            tg_fmt_bytes(2 * mega_bytes(s, nd ? t : t1, (nd ? ed : e1) + static_edges, nd ? t : t1),
+            tg_fmt_bytes(2 * mega_bytes(s, nd ? t : t1,
+                                        (nd ? ed : e1) + static_cap(s, nd ? t : t1, static_edges),
+                                        nd ? t : t1),
                          d, sizeof d));
         free(sids);
         goto out;
     }
     s->nd = nd;
     s->t_cap = t;
-    s->e_cap = ed + static_edges;
+    s->e_cap = ed + static_cap(s, t, static_edges);
     s->seeds_cap = TG_MIN(t, s->ntrain);
     uint64_t mb = mega_bytes(s, s->t_cap, s->e_cap, s->seeds_cap);
     /* allocate */
@@ -769,6 +783,25 @@ static uint32_t local_of(tg_strategy_t *s, mega_t *m, uint64_t u, int add, uint6
     return s->s_local[si];
 }
 
+/* Room for one more edge in m: the static nodes' lists keep an unknown share of their edges
+ * (those into the mega-batch), so the estimate may be passed; the growth is reserved first. */
+static int edge_room(tg_strategy_t *s, mega_t *m)
+{
+    if (m->ne < m->e_cap) return 0;
+    uint64_t add = TG_MAX(m->e_cap / 2, (uint64_t)1 << 16);
+    int rc = tg_budget_reserve(&s->r->budget, add * 4, "hier: a mega-batch's edges");
+    if (rc < 0) return rc;
+    uint32_t *n = realloc(m->indices, (m->e_cap + add) * 4);
+    if (!n) {
+        tg_budget_release(&s->r->budget, add * 4);
+        return tg_err(-ENOMEM, "hier: out of memory for a mega-batch's edges");
+    }
+    m->indices = n;
+    m->e_cap += add;
+    s->mega_held += add * 4;
+    return 0;
+}
+
 static int load(tg_strategy_t *s, mega_t *m, uint64_t index)
 {
     tg_part_t *p = s->part;
@@ -840,13 +873,7 @@ static int load(tg_strategy_t *s, mega_t *m, uint64_t index)
                 uint32_t l = local_of(s, m, u, 1, base, &st);
                 m->deg_full++;
                 if (l == NONE) continue;
-                if (m->ne >= s->e_cap) {
-                    rc = tg_err(-EOVERFLOW,
-                                "hier: mega-batch %llu has more edges than planned "
-                                "(%llu)",
-                                (unsigned long long)index, (unsigned long long)s->e_cap);
-                    break;
-                }
+                if ((rc = edge_room(s, m)) < 0) break;
                 m->indices[m->ne++] = l;
                 if (st)
                     m->deg_static++;
@@ -863,11 +890,7 @@ static int load(tg_strategy_t *s, mega_t *m, uint64_t index)
             int st;
             uint32_t l = local_of(s, m, s->s_lists[x], 0, base, &st);
             if (l == NONE) continue;
-            if (m->ne >= s->e_cap) {
-                rc = tg_err(-EOVERFLOW, "hier: mega-batch %llu has more edges than planned",
-                            (unsigned long long)index);
-                break;
-            }
+            if ((rc = edge_room(s, m)) < 0) break;
             m->indices[m->ne++] = l;
         }
     }
