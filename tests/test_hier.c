@@ -229,6 +229,25 @@ TG_TEST(budget)
     }
 }
 
+/* The CHOICE and REAL options (--method, --static-ratio): parsed, and refused with what they
+ * accept. */
+TG_TEST(options)
+{
+    const tg_strategy_info_t *si = tg_strategy_info_find("hier");
+    char cfg[512];
+    TG_CHECK(si && si->config_size <= sizeof cfg);
+    tg_strategy_arg_t ok[] = {{"method", "stream"}, {"static-ratio", "0.25"}};
+    TG_CHECK_OK(tg_strategy_parse(si, ok, 2, cfg, 0));
+    tg_strategy_arg_t bad1[] = {{"method", "spectral"}};
+    TG_CHECK_ERR(tg_strategy_parse(si, bad1, 1, cfg, 0), "auto|metis|stream");
+    tg_strategy_arg_t bad2[] = {{"static-ratio", "1.5"}};
+    TG_CHECK_ERR(tg_strategy_parse(si, bad2, 1, cfg, 0), "0..1");
+    tg_strategy_arg_t bad3[] = {{"static-ratio", "lots"}};
+    TG_CHECK_ERR(tg_strategy_parse(si, bad3, 1, cfg, 0), "static-ratio lots");
+    tg_strategy_arg_t bad4[] = {{"method", NULL}};
+    TG_CHECK_ERR(tg_strategy_parse(si, bad4, 1, cfg, 0), "needs a value");
+}
+
 int main(void)
 {
     tg_log_set_level(TG_LOG_WARN);
@@ -237,6 +256,7 @@ int main(void)
     synth_opts_t so = {
         .nodes = N, .classes = 4, .dim = DIM, .deg = 8, .homophily = 0.8, .noise = 0.5, .seed = 11};
     synth_write(ds, &so);
+    TG_RUN(options);
     TG_RUN(megabatch_subgraph_and_rows);
     TG_RUN(budget);
     free(ip);
