@@ -248,6 +248,52 @@ TG_TEST(options)
     TG_CHECK_ERR(tg_strategy_parse(si, bad4, 1, cfg, 0), "needs a value");
 }
 
+/* Through `tiergnn train` under budgets where the mega-batches are what --mem limits: the budget
+ * plan's profile sizes N_d provisionally and training sizes it again (smaller), and every epoch
+ * then covers every part (a schedule cut for the profile's N_d would leave parts out); the
+ * layer-wise evaluation after it gets the mega-batches' memory (at 64M it did not fit beside
+ * them). */
+TG_TEST(budgets_through_train)
+{
+    char gds[4300];
+    snprintf(gds, sizeof gds, "%s/g200k", root);
+    tg_gen_opts_t g;
+    tg_gen_opts_default(&g);
+    g.nodes = 200000;
+    g.feat_dim = 64;
+    g.classes = 4;
+    g.train_frac = 0.05, g.valid_frac = 0.01, g.test_frac = 0.01;
+    g.mem_bytes = tg_gen_min_mem(&g);
+    g.threads = 1;
+    if (tg_generate(gds, &g) < 0) {
+        TG_FAIL("generate: %s", tg_errmsg());
+        return;
+    }
+    static const char *mems[] = {"48M", "56M", "64M", "72M", "80M"};
+    for (int i = 0; i < 5; i++) {
+        char *out = NULL, run[4400];
+        snprintf(run, sizeof run, "%s/run-%s", root, mems[i]);
+        int rc = tg_test_cli(&out,
+                             "train '%s' --out '%s' --strategy hier --parts 20 --method stream "
+                             "--mem %s --epochs 1 --eval-every 0 --eval-max-nodes 100 --fanouts "
+                             "5,5 --batch-size 256 --hidden 16 --threads 1 --json",
+                             gds, run, mems[i]);
+        const char *mb = out ? strstr(out, "\"megabatch\":") : NULL;
+        if (rc != 0 || !mb) {
+            TG_FAIL("--mem %s: exit %d: %s", mems[i], rc, out ? out : "");
+        } else {
+            unsigned long long parts = 0, nodes = 0;
+            const char *dp = strstr(mb, "\"dynamic_parts\":"), *nd = strstr(mb, "\"nodes\":");
+            if (dp) parts = strtoull(dp + 16, NULL, 10);
+            if (nd) nodes = strtoull(nd + 8, NULL, 10);
+            fprintf(stderr, "  --mem %s: %llu parts per mega-batch\n", mems[i], parts);
+            TG_CHECK(parts >= 1 && parts < 20);
+            TG_CHECK_EQ_U64(nodes, 200000);
+        }
+        free(out);
+    }
+}
+
 int main(void)
 {
     tg_log_set_level(TG_LOG_WARN);
@@ -259,6 +305,7 @@ int main(void)
     TG_RUN(options);
     TG_RUN(megabatch_subgraph_and_rows);
     TG_RUN(budget);
+    TG_RUN(budgets_through_train);
     free(ip);
     free(ix);
     free(part_of);

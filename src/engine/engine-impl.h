@@ -161,6 +161,10 @@ typedef struct tg_strategy_i {
      * budget plan measures them (tg_budget_plan). NULL: sampled from r->adj. */
     int (*profile_batch)(tg_strategy_t *s, const struct tg_budget_plan_opts *o,
                          tg_batch_t *largest);
+    /* Optional: the run is about to evaluate (sampled or layer-wise, tg_run_evaluate_how): the
+     * strategy releases what only its training passes hold (hier's mega-batches), with its
+     * budget, since evaluation's batches come from the whole graph. */
+    void (*evaluating)(tg_strategy_t *s);
 } tg_strategy_i;
 
 /* The table (strategies/strategy.c) is the only place that names every strategy. */

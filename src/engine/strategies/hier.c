@@ -90,7 +90,6 @@ static const tg_strategy_opt_t hier_opts[] = {
 /* One mega-batch in RAM: T (its parts' nodes, locals [0, nt)) and the static nodes it reached
  * (locals [nt, nm)), their subgraph, rows and original ids, and T's training nodes. */
 typedef struct mega {
-    uint64_t index; /* in the epoch's schedule */
     uint64_t nt, nm, ne, nseeds;
     uint64_t e_cap;    /* edges indices holds (grows, against the budget) */
     char *feat;        /* nt rows (T); the static ones are in the static cache */
@@ -104,7 +103,6 @@ typedef struct mega {
 } mega_t;
 
 typedef struct {
-    uint64_t nparts; /* parts of the mega-batch */
     uint64_t ntrain; /* their training nodes */
     uint64_t batches;
 } sched_mega_t;
@@ -120,9 +118,10 @@ struct tg_strategy {
     tg_part_t *part;
     uint32_t P;
     uint64_t N;
-    size_t row; /* bytes of a stored row */
-    int ready;
-    uint64_t held;      /* budget reserved by setup */
+    size_t row;         /* bytes of a stored row */
+    int fixed_ready;    /* setup_fixed done */
+    int ready;          /* setup done: N_d sized */
+    uint64_t held;      /* budget reserved by setup_fixed */
     uint64_t mega_held; /* budget of the two mega-batches, while they exist */
     uint64_t prov_left; /* the budget plan's profile: the dynamic cache's provisional room */
     /* training nodes, new ids ascending, and where each part's start */
@@ -133,8 +132,10 @@ struct tg_strategy {
     uint64_t *s_new, *s_old, *s_ip;
     uint32_t *s_lists;
     char *s_feat;
-    uint32_t *s_rank;  /* per 64 new ids: the static nodes before them */
-    uint32_t *s_local; /* while a mega-batch loads: the local id given to a static node */
+    uint32_t *s_rank;        /* per 64 new ids: the static nodes before them */
+    uint32_t *s_local;       /* while a mega-batch loads: the local id given to a static node */
+    uint64_t static_edges;   /* in the static nodes' lists */
+    uint64_t *psize, *pedge; /* the parts' nodes and edges, each largest first */
     /* the dynamic cache */
     uint64_t nd; /* parts per mega-batch */
     uint64_t t_cap, e_cap, seeds_cap;
@@ -305,8 +306,8 @@ static void teardown(tg_strategy_t *s)
     free(s->train_new), free(s->tp), free(s->s_new), free(s->s_old), free(s->s_ip);
     free(s->s_lists), free(s->s_feat), free(s->s_rank), free(s->s_local);
     free(s->slot), free(s->ipbuf), free(s->lbuf), free(s->order), free(s->sched);
-    free(s->in_t), free(s->is_static);
-    s->in_t = s->is_static = NULL;
+    free(s->in_t), free(s->is_static), free(s->psize), free(s->pedge);
+    s->in_t = s->is_static = s->psize = s->pedge = NULL;
     s->train_new = s->tp = s->s_new = s->s_old = s->s_ip = NULL;
     s->s_lists = s->s_local = s->s_rank = NULL;
     s->s_feat = NULL;
@@ -318,7 +319,7 @@ static void teardown(tg_strategy_t *s)
     s->S = 0;
     if (s->held) tg_budget_release(&s->r->budget, s->held);
     s->held = 0;
-    s->ready = 0;
+    s->ready = s->fixed_ready = 0;
     s->sched_valid = 0;
 }
 
@@ -439,8 +440,9 @@ static uint64_t mega_bytes(const tg_strategy_t *s, uint64_t t, uint64_t e, uint6
 }
 
 /* The two mega-batch buffers and their budget: allocated for training passes, released for
- * evaluation passes, whose batches (sampled from the whole graph, as large as the budget plan
- * never measured for hier) take their room. */
+ * evaluation (tg_strategy_i.evaluating, and an evaluation pass that comes without it), whose
+ * batches (sampled from the whole graph, larger than the budget plan measured for hier) and
+ * layer-wise passes take their room. */
 static int megas_alloc(tg_strategy_t *s)
 {
     if (s->mega_held) return 0;
@@ -494,97 +496,67 @@ static int setup_eval(tg_strategy_t *s)
     return 0;
 }
 
-static int setup(tg_strategy_t *s)
+/* What does not depend on N_d, set up once: evaluation's extraction, the parts' sizes, the
+ * training nodes by part, the static cache (rows, lists, bitmap and ranks) and the loading's
+ * maps. The budget's profile keeps it: only the mega-batches are sized again after the plan. */
+static int setup_fixed(tg_strategy_t *s)
 {
+    if (s->fixed_ready) return 0;
     tg_run_t *r = s->r;
     const hier_cfg_t *c = s->c;
     tg_budget_t *bg = &r->budget;
     tg_part_t *p = s->part;
     uint32_t P = s->P;
-    char a[32], b[32], d[32], e[32];
     int rc;
     if ((rc = setup_eval(s)) < 0) return rc;
-    /* the training nodes in new ids, by part */
     s->ntrain = r->split_n[0];
     uint64_t S = c->static_ratio > 0 ? (uint64_t)((double)s->N * c->static_ratio + 0.5) : 0;
     S = TG_MIN(S, s->N);
-    /* part sizes and edges: the caps of a mega-batch come from the largest parts */
-    uint64_t *psize = malloc(P * sizeof *psize + 1), *pedge = malloc(P * sizeof *pedge + 1);
+    /* part sizes and edges, largest first: a mega-batch's caps come from the largest parts */
+    s->psize = malloc(P * sizeof *s->psize + 1);
+    s->pedge = malloc(P * sizeof *s->pedge + 1);
     uint64_t *ipb = malloc((P + 1) * sizeof *ipb);
-    if (!psize || !pedge || !ipb) {
-        rc = tg_err(-ENOMEM, "hier: out of memory");
-        goto out;
+    if (!s->psize || !s->pedge || !ipb) {
+        free(ipb);
+        return tg_err(-ENOMEM, "hier: out of memory");
     }
     for (uint32_t k = 0; k <= P && rc == 0; k++)
         rc = rd(s, p->adj, ipb + k, 8, p->pp[k] * 8);
-    if (rc < 0) goto out;
     uint64_t max_part = 0;
-    for (uint32_t k = 0; k < P; k++) {
-        psize[k] = p->pp[k + 1] - p->pp[k];
-        pedge[k] = ipb[k + 1] - ipb[k];
-        max_part = TG_MAX(max_part, psize[k]);
+    for (uint32_t k = 0; k < P && rc == 0; k++) {
+        s->psize[k] = p->pp[k + 1] - p->pp[k];
+        s->pedge[k] = ipb[k + 1] - ipb[k];
+        max_part = TG_MAX(max_part, s->psize[k]);
     }
-    /* fixed: training nodes (new ids, per part), the parts' order and slots, the static cache
-     * (rows, ids, list bounds, locals), the bitmaps and ranks, the list-reading buffers */
-    s->ipbuf_cap = max_part + 1;
-    uint64_t fixed = s->ntrain * 8 + (P + 1) * 8 + P * (4 + 4) + S * (s->row + 8 + 8 + 16 + 4) +
-                     (s->N + 63) / 64 * (8 + 8 + 4) + s->ipbuf_cap * 8 + LIST_READ;
-    uint64_t static_edges = 0;
+    free(ipb);
+    if (rc < 0) return rc;
+    qsort(s->psize, P, sizeof *s->psize, cmp_desc);
+    qsort(s->pedge, P, sizeof *s->pedge, cmp_desc);
     /* the static nodes: degrees from the original indptr; their lists' lengths are the same */
     uint64_t *sids = S ? malloc(S * sizeof *sids) : NULL;
-    if (S && !sids) {
-        rc = tg_err(-ENOMEM, "hier: out of memory");
-        goto out;
+    if (S && !sids) return tg_err(-ENOMEM, "hier: out of memory");
+    if (S && (rc = top_degree(s, S, sids)) < 0) {
+        free(sids);
+        return rc;
     }
-    if (S && (rc = top_degree(s, S, sids)) < 0) goto out;
+    uint64_t static_edges = 0;
     for (uint64_t i = 0; i < S; i++)
         static_edges += s->disk->indptr[sids[i] + 1] - s->disk->indptr[sids[i]];
-    fixed += static_edges * 4;
+    /* reserved: the parts' sizes, training nodes (new ids, per part), the parts' order and
+     * slots, the static cache (rows, ids, list bounds and lists, locals), the bitmaps and
+     * ranks, the list-reading buffers */
+    s->ipbuf_cap = max_part + 1;
+    uint64_t fixed = P * 16 + s->ntrain * 8 + (P + 1) * 8 + P * (4 + 4) +
+                     S * (s->row + 8 + 8 + 8 + 4) + static_edges * 4 +
+                     (s->N + 63) / 64 * (8 + 8 + 4) + s->ipbuf_cap * 8 + LIST_READ;
     if ((rc = tg_budget_reserve(bg, fixed, "hier: static cache and maps")) < 0) {
         free(sids);
-        goto out;
+        return rc;
     }
     s->held += fixed;
-    s->S = S; /* mega_bytes counts the static nodes a mega-batch may reach */
-    /* N_d: the most parts whose two mega-batches fit what is left */
-    qsort(psize, P, sizeof *psize, cmp_desc);
-    qsort(pedge, P, sizeof *pedge, cmp_desc);
-    uint64_t left = bg->limit ? (bg->limit > bg->used ? bg->limit - bg->used : 0) : 0;
-    if (s->prov_left) left = TG_MIN(left, s->prov_left);
-    uint64_t nd = 0, t = 0, ed = 0;
-    uint64_t want = c->dynamic_parts > 0 ? TG_MIN((uint64_t)c->dynamic_parts, (uint64_t)P)
-                    : bg->limit          ? P
-                                         : TG_MAX((uint64_t)1, (P + 7) / 8);
-    while (nd < want) {
-        uint64_t t2 = t + psize[nd], e2 = ed + pedge[nd];
-        if (bg->limit &&
-            2 * mega_bytes(s, t2, e2 + static_cap(s, t2, static_edges), TG_MIN(t2, s->ntrain)) >
-                left)
-            break;
-        t = t2, ed = e2, nd++;
-    }
-    if (nd == 0 || (c->dynamic_parts > 0 && nd < want)) {
-        uint64_t t1 = psize[0], e1 = pedge[0];
-        rc = tg_err(
-            -ENOMEM,
-            "hier: --mem leaves %s for the dynamic cache after the static cache (%llu "
-            "nodes, %s), but two mega-batches of %llu part(s) need %s: raise --mem, "
-            "lower --static-ratio or --dynamic-parts, or use more --parts",
-            tg_fmt_bytes(left, a, sizeof a), (unsigned long long)S,
-            tg_fmt_bytes(fixed, b, sizeof b), (unsigned long long)(nd ? want : 1),
-            tg_fmt_bytes(2 * mega_bytes(s, nd ? t : t1,
-                                        (nd ? ed : e1) + static_cap(s, nd ? t : t1, static_edges),
-                                        nd ? t : t1),
-                         d, sizeof d));
-        free(sids);
-        goto out;
-    }
-    s->nd = nd;
-    s->t_cap = t;
-    s->e_cap = ed + static_cap(s, t, static_edges);
-    s->seeds_cap = TG_MIN(t, s->ntrain);
-    uint64_t mb = mega_bytes(s, s->t_cap, s->e_cap, s->seeds_cap);
-    /* allocate */
+    s->S = S;
+    s->static_edges = static_edges;
+    s->s_new = sids; /* old ids until to_new_ids below */
     s->train_new = malloc(s->ntrain * sizeof *s->train_new + 1);
     s->tp = calloc(P + 1, sizeof *s->tp);
     s->slot = malloc(P * sizeof *s->slot + 1);
@@ -592,27 +564,22 @@ static int setup(tg_strategy_t *s)
     s->is_static = calloc((s->N + 63) / 64, 8);
     s->ipbuf = malloc(s->ipbuf_cap * sizeof *s->ipbuf);
     s->lbuf = malloc(LIST_READ);
-    s->s_new = S ? sids : NULL;
     s->s_old = malloc(S * sizeof *s->s_old + 1);
-    s->s_ip = malloc((2 * S + 1) * sizeof *s->s_ip);
+    s->s_ip = malloc((S + 1) * sizeof *s->s_ip);
     s->s_lists = malloc(static_edges * sizeof *s->s_lists + 1);
     s->s_feat = malloc(S * s->row + 1);
     s->s_local = malloc(S * sizeof *s->s_local + 1);
     s->s_rank = malloc((s->N + 63) / 64 * sizeof *s->s_rank + 1);
     if (!s->train_new || !s->tp || !s->slot || !s->in_t || !s->is_static || !s->ipbuf || !s->lbuf ||
-        !s->s_old || !s->s_ip || !s->s_lists || !s->s_feat || !s->s_local || !s->s_rank) {
-        if (!s->s_new) free(sids);
-        rc = tg_err(-ENOMEM, "hier: out of memory for the static cache and the maps");
-        goto out;
-    }
+        !s->s_old || !s->s_ip || !s->s_lists || !s->s_feat || !s->s_local || !s->s_rank)
+        return tg_err(-ENOMEM, "hier: out of memory for the static cache and the maps");
     for (uint32_t k = 0; k < P; k++)
         s->slot[k] = -1;
     for (uint64_t i = 0; i < S; i++)
         s->s_local[i] = NONE;
-    if ((rc = megas_alloc(s)) < 0) goto out;
     /* the training nodes */
     memcpy(s->train_new, r->split[0], s->ntrain * sizeof *s->train_new);
-    if ((rc = to_new_ids(s, s->train_new, s->ntrain)) < 0) goto out;
+    if ((rc = to_new_ids(s, s->train_new, s->ntrain)) < 0) return rc;
     qsort(s->train_new, s->ntrain, sizeof *s->train_new, cmp_u64);
     for (uint64_t i = 0; i < s->ntrain; i++)
         s->tp[tg_part_of(p, s->train_new[i]) + 1]++;
@@ -620,14 +587,11 @@ static int setup(tg_strategy_t *s)
         s->tp[k + 1] += s->tp[k];
     /* the static nodes: old ids kept, new ids sorted, rows and lists read */
     if (S) {
-        memcpy(s->s_old, sids, S * sizeof *sids);
-        if ((rc = to_new_ids(s, s->s_new, S)) < 0) goto out;
+        memcpy(s->s_old, s->s_new, S * sizeof *s->s_new);
+        if ((rc = to_new_ids(s, s->s_new, S)) < 0) return rc;
         /* sort (new, old) pairs by new id */
         uint64_t *pairs = malloc(2 * S * sizeof *pairs);
-        if (!pairs) {
-            rc = tg_err(-ENOMEM, "hier: out of memory");
-            goto out;
-        }
+        if (!pairs) return tg_err(-ENOMEM, "hier: out of memory");
         for (uint64_t i = 0; i < S; i++)
             pairs[2 * i] = s->s_new[i], pairs[2 * i + 1] = s->s_old[i];
         qsort(pairs, S, 2 * sizeof *pairs, cmp_u64);
@@ -644,7 +608,7 @@ static int setup(tg_strategy_t *s)
                 rc = tg_err(-EINVAL, "%s: the static nodes' lists hold more than indptr.bin says",
                             p->adj->path);
             s->s_ip[i] = off;
-            /* the list, as u32 locals-to-be: new ids (< 2^32 checked by the u32 maps) */
+            /* the list, as u32 locals-to-be: new ids (< 2^32 checked at open) */
             for (uint64_t done = 0; rc == 0 && done < len;) {
                 uint64_t n = TG_MIN(len - done, LIST_READ / p->index_bytes);
                 rc = rd(s, p->adj, s->lbuf, n * p->index_bytes,
@@ -657,27 +621,68 @@ static int setup(tg_strategy_t *s)
             s->is_static[v >> 6] |= 1ull << (v & 63);
         }
         s->s_ip[S] = off;
-        if (rc < 0) goto out;
+        if (rc < 0) return rc;
         /* ranks: the static index of a node is the static nodes before it (s_new ascending) */
         uint32_t acc = 0;
         for (uint64_t w = 0; w < (s->N + 63) / 64; w++) {
             s->s_rank[w] = acc;
             acc += (uint32_t)__builtin_popcountll(s->is_static[w]);
         }
-    } else {
-        free(sids);
     }
+    s->fixed_ready = 1;
+    return 0;
+}
+
+/* N_d, the most parts whose two mega-batches fit what the budget leaves (the profile: at most
+ * prov_left), and the mega-batches allocated. */
+static int setup(tg_strategy_t *s)
+{
+    int rc = setup_fixed(s);
+    if (rc < 0) return rc;
+    const hier_cfg_t *c = s->c;
+    tg_budget_t *bg = &s->r->budget;
+    uint32_t P = s->P;
+    uint64_t S = s->S, static_edges = s->static_edges;
+    char a[32], b[32], d[32], e[32];
+    uint64_t left = bg->limit ? (bg->limit > bg->used ? bg->limit - bg->used : 0) : 0;
+    if (s->prov_left) left = TG_MIN(left, s->prov_left);
+    uint64_t nd = 0, t = 0, ed = 0;
+    uint64_t want = c->dynamic_parts > 0 ? TG_MIN((uint64_t)c->dynamic_parts, (uint64_t)P)
+                    : bg->limit          ? P
+                                         : TG_MAX((uint64_t)1, (P + 7) / 8);
+    while (nd < want) {
+        uint64_t t2 = t + s->psize[nd], e2 = ed + s->pedge[nd];
+        if (bg->limit &&
+            2 * mega_bytes(s, t2, e2 + static_cap(s, t2, static_edges), TG_MIN(t2, s->ntrain)) >
+                left)
+            break;
+        t = t2, ed = e2, nd++;
+    }
+    if (nd == 0 || (c->dynamic_parts > 0 && nd < want)) {
+        uint64_t t1 = nd ? t : s->psize[0], e1 = nd ? ed : s->pedge[0];
+        return tg_err(-ENOMEM,
+                      "hier: --mem leaves %s for the dynamic cache after the static cache (%llu "
+                      "nodes, %s), but two mega-batches of %llu part(s) need %s: raise --mem, "
+                      "lower --static-ratio or --dynamic-parts, or use more --parts",
+                      tg_fmt_bytes(left, a, sizeof a), (unsigned long long)S,
+                      tg_fmt_bytes(s->held, b, sizeof b), (unsigned long long)(nd ? want : 1),
+                      tg_fmt_bytes(2 * mega_bytes(s, t1, e1 + static_cap(s, t1, static_edges), t1),
+                                   d, sizeof d));
+    }
+    s->nd = nd;
+    s->sched_valid = 0; /* a schedule cuts the parts into mega-batches of N_d */
+    s->t_cap = t;
+    s->e_cap = ed + static_cap(s, t, static_edges);
+    s->seeds_cap = TG_MIN(t, s->ntrain);
+    if ((rc = megas_alloc(s)) < 0) return rc;
     tg_log_info("hier: %u parts (%s), %llu per mega-batch (%s each, two in RAM); static cache "
                 "%llu nodes (%.2f%%, %s with %llu edges)",
-                P, s->params, (unsigned long long)s->nd, tg_fmt_bytes(mb, a, sizeof a),
-                (unsigned long long)S, s->N ? 100.0 * (double)S / (double)s->N : 0.0,
+                P, s->params, (unsigned long long)s->nd,
+                tg_fmt_bytes(s->mega_held / 2, a, sizeof a), (unsigned long long)S,
+                s->N ? 100.0 * (double)S / (double)s->N : 0.0,
                 tg_fmt_bytes(S * s->row, e, sizeof e), (unsigned long long)static_edges);
     s->ready = 1;
-out:
-    free(psize);
-    free(pedge);
-    free(ipb);
-    return rc;
+    return 0;
 }
 
 /* ---------------------------------------------------------------- the schedule */
@@ -706,7 +711,6 @@ static int schedule(tg_strategy_t *s, const tg_pass_t *p)
         for (uint64_t k = i * s->nd; k < TG_MIN((uint64_t)P, (i + 1) * s->nd); k++) {
             uint32_t q = s->order[k];
             m->ntrain += s->tp[q + 1] - s->tp[q];
-            m->nparts++;
         }
         m->batches = passes * ((m->ntrain + B - 1) / B);
         total += m->batches;
@@ -822,7 +826,6 @@ static int load(tg_strategy_t *s, mega_t *m, uint64_t index)
         }
     tg_adj_destroy(m->adj);
     m->adj = NULL;
-    m->index = index;
     m->nt = m->ne = m->nseeds = 0;
     m->deg_full = m->deg_induced = m->deg_static = 0;
     for (uint64_t i = 0; i < n && rc == 0; i++) {
@@ -1175,7 +1178,9 @@ static int hier_profile(tg_strategy_t *s, const struct tg_budget_plan_opts *o, t
         }
     }
     tg_sampler_destroy(sm);
-    teardown(s);
+    /* the fixed part stays (it is data the run holds); N_d is sized again after the plan */
+    megas_release(s);
+    s->ready = 0;
     if (rc < 0) tg_batch_free(largest);
     return rc < 0 ? tg_err_prefix(rc, "hier: measuring a mega-batch's batch for the budget") : 0;
 }
@@ -1229,4 +1234,5 @@ const tg_strategy_i tg_strategy_hier = {
     .batches_in_flight = hier_in_flight,
     .epoch_batches = hier_epoch_batches,
     .profile_batch = hier_profile,
+    .evaluating = megas_release,
 };
