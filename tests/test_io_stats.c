@@ -1,6 +1,9 @@
 /* Statistics are exact: io_requests, io_read_bytes and io_needed_bytes equal what the requests
  * imply, also when several threads count into one shared sink; io_wait_s is positive and never
- * more than the time spent in the calls; take and reset start a new period. */
+ * more than the time spent in the calls; take and reset start a new period. The depth figures
+ * are bounded: a queue's mean depth while busy is at most its depth, the union of the queues'
+ * busy times (io_any_s) at most their sum and at least one queue's share, and all of them lie
+ * within the calls' time. */
 #include "test_io_common.h"
 
 static const char *dir;
@@ -79,6 +82,13 @@ TG_TEST(exact_single_queue)
             /* io_uring serves page-cached buffered reads inline at submit: nothing to wait for */
             if (!buffered || (backends[b] & TG_IO_FORCE_PREAD)) TG_CHECK(c.io_wait_s > 0);
             TG_CHECK(c.io_wait_s <= w.call_s);
+            /* one queue: busy and any are the same intervals, clocked on the same edges up to
+             * a clock read; depth 16 at most (1 with pread) */
+            TG_CHECK(c.io_busy_s <= w.call_s && c.io_any_s <= w.call_s);
+            TG_CHECK(c.io_any_s <= c.io_busy_s * 1.05 + 1e-3 &&
+                     c.io_busy_s <= c.io_any_s * 1.05 + 1e-3);
+            TG_CHECK(c.io_depth_s <=
+                     c.io_busy_s * ((backends[b] & TG_IO_FORCE_PREAD) ? 1.0001 : 16.0001));
             /* take returns the same and leaves zeros */
             tg_io_counts_t t, z;
             tg_io_stats_take(&sink, &t);
@@ -87,7 +97,8 @@ TG_TEST(exact_single_queue)
             TG_CHECK(t.io_wait_s == c.io_wait_s);
             tg_io_stats_snapshot(&sink, &z);
             TG_CHECK(z.io_requests == 0 && z.io_read_bytes == 0 && z.io_needed_bytes == 0 &&
-                     z.io_wait_s == 0);
+                     z.io_wait_s == 0 && z.io_depth_s == 0 && z.io_busy_s == 0 && z.io_any_s == 0);
+            TG_CHECK(t.io_any_s == c.io_any_s);
             tg_io_file_close(f);
         }
 }
@@ -115,6 +126,12 @@ TG_TEST(exact_shared_sink)
     TG_CHECK_EQ_U64(c.io_read_bytes, w[0].want_read + w[1].want_read);
     TG_CHECK_EQ_U64(c.io_needed_bytes, w[0].want_need + w[1].want_need);
     TG_CHECK(c.io_wait_s > 0 && c.io_wait_s <= w[0].call_s + w[1].call_s);
+    /* the union of two queues' busy times: no more than their sum, no less than half of it;
+     * all reads in flight over it at most both depths */
+    TG_CHECK(c.io_any_s > 0 && c.io_any_s <= c.io_busy_s * 1.0001 + 1e-4);
+    TG_CHECK(c.io_any_s >= c.io_busy_s / 2 * 0.95 - 1e-3);
+    TG_CHECK(c.io_any_s <= w[0].call_s + w[1].call_s);
+    TG_CHECK(c.io_depth_s <= c.io_any_s * (have_uring ? 32.0001 : 2.0001));
     tg_io_file_close(f);
 }
 

@@ -100,11 +100,15 @@ extern "C" {
 #define TG_EXTRACT_IO_BOOKKEEPING 120u /* io/ bytes per request while a read runs (io.h) */
 
 typedef struct tg_extract_plan_opts {
-    uint64_t num_nodes;     /* rows of the feature file */
-    uint32_t feat_dim;      /* values per row */
-    tg_feat_dtype_t dtype;  /* of the file */
-    int extractors;         /* workers (>= 1) */
-    unsigned io_depth;      /* reads in flight per worker; 0 = from the device probe */
+    uint64_t num_nodes;    /* rows of the feature file */
+    uint32_t feat_dim;     /* values per row */
+    tg_feat_dtype_t dtype; /* of the file */
+    int extractors;        /* workers (>= 1) */
+    unsigned io_depth;     /* reads in flight per worker; 0 = from the device probe */
+    /* With io_depth 0: the automatic depth per worker when non-zero, instead of the probe's
+     * best depth shared by the workers and capped for merged reads (GIDS's accumulator asks
+     * for its N_access); a tight avail still lowers it like the probe's. */
+    unsigned depth_hint;
     int64_t io_gap;         /* hole bytes read through to merge rows; < 0 = from the probe */
     uint32_t chunk_rows;    /* rows per chunk; 0 = automatic (default, halved under avail) */
     int featbuf;            /* 1 = a feature buffer in front of the disk */

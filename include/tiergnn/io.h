@@ -119,6 +119,14 @@ typedef struct tg_io_stats {
      * queues together. */
     _Atomic uint64_t depth_ns_;
     _Atomic uint64_t busy_ns_;
+    /* The time at least one queue of the sink had a read in flight (the union of the queues'
+     * busy times): depth_ns_ / any_ns_ = the mean reads in flight of all queues together while
+     * any of them was reading. any_active_ and any_since_ are guarded by any_lock_ (0 free),
+     * taken only when a queue goes idle or busy. */
+    _Atomic uint64_t any_ns_;
+    _Atomic uint32_t any_lock_;
+    uint32_t any_active_;
+    double any_since_;
 } tg_io_stats_t;
 
 /* A plain copy of the counters. Read amplification = io_read_bytes / io_needed_bytes. */
@@ -129,6 +137,7 @@ typedef struct tg_io_counts {
     double io_wait_s;
     double io_depth_s; /* reads in flight x seconds, summed over queues (see depth_ns_) */
     double io_busy_s;  /* seconds queues had a read in flight, summed over queues */
+    double io_any_s;   /* seconds at least one queue had a read in flight */
 } tg_io_counts_t;
 
 /* Sets every counter to zero (also a valid initializer: a zeroed tg_io_stats_t is ready). */

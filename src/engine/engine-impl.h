@@ -128,14 +128,16 @@ typedef struct tg_pass_stats {
     uint64_t hier_deg_full, hier_deg_induced, hier_deg_static;
     /* gids: the look-ahead window, the batches merged per extractor sweep, the constant
      * buffer's rows, the accumulator's target reads in flight (N_access, all extractors) and
-     * the plan's per extractor, the depth achieved (mean reads in flight of a feature-read queue
-     * while it reads; mean reads in flight of all of them over the pass), the batches announced
+     * the plan's per extractor, the depth achieved (mean reads in flight of all feature-read
+     * queues together while any of them reads, against the target; one queue's while it reads;
+     * all of them over the pass), the batches announced
      * to the feature buffer, left unannounced (its trace was full) or not sampled ahead (the
      * budget had no room), and the feature buffer's own lookups and hits: the JSON key gids. */
     int have_gids;
-    uint32_t gids_window, gids_group;
+    uint32_t gids_window;
+    double gids_merged; /* batches per extractor sweep, mean over the pass */
     uint64_t gids_constant_rows;
-    double gids_target_depth, gids_plan_depth, gids_mean_depth, gids_inflight;
+    double gids_target_depth, gids_plan_depth, gids_mean_depth, gids_queue_depth, gids_inflight;
     uint64_t gids_announced, gids_unannounced, gids_window_short;
     uint64_t gids_buffer_lookups, gids_buffer_hits, gids_buffer_slots;
 } tg_pass_stats_t;

@@ -220,18 +220,30 @@ typedef struct {
     int id;
 } worker_arg_t;
 
-/* Pulls the next `group` consecutive batches and takes their matrix places, under one lock so
- * that places go in id order. Returns the count (0: the pass is over or stopping). */
-static int pull_group(tg_pipe_t *P, tg_loader_item_t **its, int group)
+/* Pulls the next `group` consecutive batches (fewer when opts.group_more says the group is full)
+ * and takes their matrix places, under one lock so that places go in id order. Returns the
+ * count (0: the pass is over or stopping); *ended: no batch is left to pull. */
+static int pull_group(tg_pipe_t *P, tg_loader_item_t **its, int group, int *ended)
 {
     int ng = 0, rc = 0;
+    *ended = 1;
     pthread_mutex_lock(&P->ld_mu);
     while (ng < group && !P->stop_pull && !atomic_load(&P->abort)) {
         rc = src_next(P, &its[ng]);
         if (rc <= 0) break;
         P->pulled++;
         ng++;
+        if (ng < group && P->o->group_more) {
+            const tg_batch_t *bs[TG_PIPE_MAX_GROUP];
+            for (int j = 0; j < ng; j++)
+                bs[j] = &its[j]->batch;
+            if (!P->o->group_more(P->o->work_ctx, bs, ng)) {
+                *ended = 0;
+                break;
+            }
+        }
     }
+    if (ng == group) *ended = 0;
     if (rc < 0) tg_pipe_fail(P, rc, NULL); /* a sampler's error, with its message */
     int placed = 0;
     if (ng && rc >= 0) {
@@ -263,7 +275,8 @@ static void *worker_main(void *arg)
     const tg_pipe_opts_t *o = P->o;
     for (;;) {
         tg_loader_item_t *its[TG_PIPE_MAX_GROUP];
-        int ng = pull_group(P, its, o->group);
+        int ended;
+        int ng = pull_group(P, its, o->group, &ended);
         if (ng == 0) break;
         double t0 = tg_now();
         item_t *g[TG_PIPE_MAX_GROUP];
@@ -304,7 +317,7 @@ static void *worker_main(void *arg)
                 if (window_put(P, g[j]) < 0) break;
         for (; j < ng; j++)
             item_free(P, g[j]);
-        if (rc < 0 || j < ng || ng < o->group) break;
+        if (rc < 0 || j < ng || ended) break;
     }
     return NULL;
 }

@@ -84,6 +84,10 @@ typedef struct tg_pipe_opts {
     void *gather_ctx;
     /* workers > 0: `group` consecutive batches per call of work (1..TG_PIPE_MAX_GROUP) */
     int workers, group;
+    /* Optional, with group > 1: asked after each batch a worker pulls for its group (under the
+     * loader lock), 1 to pull one more (up to group), 0 when the group is full enough: GIDS's
+     * accumulator merges batches until their expected reads reach its target. */
+    int (*group_more)(void *ctx, const tg_batch_t *const *b, int n);
     tg_pipe_work_fn work;
     void *work_ctx;
     int queue_depth; /* training window / FIFO and releasing queue (>= 1) */

@@ -35,4 +35,8 @@ int tg_io_ring_init(struct io_uring *ring, unsigned entries);
 /* Logs "io_uring unavailable ... using pread" once per process. */
 void tg_io_warn_ring_fallback(int err);
 
+/* A queue counting into s went busy (enter = 1: its first read in flight) or idle (0): keeps
+ * any_ns_, the union of the queues' busy times (stats.c). */
+void tg_io_stats_edge(tg_io_stats_t *s, int enter);
+
 #endif

@@ -431,7 +431,7 @@ static void uring_issue(tg_io_t *io, span_t *s)
         io_uring_prep_read(sqe, s->file->fd, buf, n, off);
     io_uring_sqe_set_data(sqe, s);
     depth_tick(io);
-    io->in_kernel++;
+    if (io->in_kernel++ == 0) tg_io_stats_edge(io->stats, 1);
 }
 
 /* Processes every completion already posted, without blocking. */
@@ -444,7 +444,7 @@ static void uring_drain(tg_io_t *io)
             span_t *s = io_uring_cqe_get_data(cqes[i]);
             int res = cqes[i]->res;
             depth_tick(io);
-            io->in_kernel--;
+            if (--io->in_kernel == 0) tg_io_stats_edge(io->stats, 0);
             if (s->fault) {
                 res = -s->fault;
                 s->fault = 0;
@@ -495,6 +495,7 @@ static void pread_span(tg_io_t *io, span_t *s)
         int fault = tg_io_fault_check_read(s->file->path, off, n);
         int res;
         double t0 = tg_now();
+        tg_io_stats_edge(io->stats, 1);
         if (fault) {
             res = -fault;
         } else {
@@ -505,6 +506,7 @@ static void pread_span(tg_io_t *io, span_t *s)
         count(&io->stats->wait_ns_, ns);
         count(&io->stats->depth_ns_, ns); /* one read in flight while pread runs */
         count(&io->stats->busy_ns_, ns);
+        tg_io_stats_edge(io->stats, 0);
         if (!span_result(io, s, res)) return;
     }
 }
@@ -628,6 +630,7 @@ void tg_io_destroy(tg_io_t *io)
         /* The kernel may still be writing into staging slots: wait for those reads (results
          * are dropped, request buffers are not touched). */
         io_uring_submit(&io->ring);
+        if (io->in_kernel > 0) tg_io_stats_edge(io->stats, 0); /* dropped reads: not counted */
         while (io->in_kernel > 0) {
             struct io_uring_cqe *cqe;
             int rc = io_uring_wait_cqe(&io->ring, &cqe);

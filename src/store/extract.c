@@ -106,6 +106,8 @@ static void plan_for(const tg_extract_plan_opts_t *o, uint32_t chunk, unsigned m
     pl->row_bytes = (size_t)o->feat_dim * tg_feat_dtype_size(o->dtype);
     if (o->io_depth) {
         pl->depth = o->io_depth;
+    } else if (o->depth_hint) {
+        pl->depth = o->depth_hint;
     } else if (probe_ok) {
         /* the device's depth, shared by the workers; not below MIN_PROBED_DEPTH, because a
          * probe taken while other processes load the disk can report a best depth of 1 or 4,
@@ -121,7 +123,7 @@ static void plan_for(const tg_extract_plan_opts_t *o, uint32_t chunk, unsigned m
     pl->max_read = pl->gap ? pl->span : FEAT_MAX_READ;
     /* Merged reads are long: a few in flight keep the disk's bandwidth busy, and each costs
      * two buffers of span bytes against --mem that the feature buffer can use better. */
-    if (pl->gap && !o->io_depth) pl->depth = TG_MIN(pl->depth, MERGED_DEPTH);
+    if (pl->gap && !o->io_depth && !o->depth_hint) pl->depth = TG_MIN(pl->depth, MERGED_DEPTH);
     /* a tight budget lowers the automatic depth: every read in flight holds staging */
     if (max_depth && !o->io_depth) pl->depth = TG_MIN(pl->depth, max_depth);
     pl->chunk = chunk;

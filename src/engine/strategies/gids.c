@@ -17,10 +17,12 @@
  *
  * Storage access accumulator (3.2): the target number of reads in flight is N_access = IOPS x
  * latency at the device probe's best depth (equation 2 with the steady state dominating, one
- * disk), the reads the buffers redirect are already gone from the measured reads per batch,
- * and a pass merges ceil(N_access / reads per batch of the pass before) batches per extractor
- * sweep, at most --sweep-batches (the pipeline's group is fixed per pass, so the merge adapts
- * from pass to pass, not batch to batch). The io/ layer's time-weighted depth gives the depth
+ * disk). Every extractor's io/ queue may hold N_access reads (the plan's depth hint), so the
+ * disk sees the target whenever any extractor reads. A worker merges the next batches into its
+ * sweep, up to --sweep-batches, until their expected reads (nodes x the pass's disk reads per
+ * node so far: the reads the buffers redirect are gone from it) reach ACC_FILL x N_access: a
+ * sweep's reads drain at its end, and a sweep several times the target keeps that drain short.
+ * The io/ layer's time-weighted depth over the time any extractor reads gives the depth
  * achieved, reported beside the target.
  *
  * Exactness: the source hands batches out in id order, the extraction fills every row of X from
@@ -44,6 +46,8 @@
 #define CB_MAX_SHARE 0.20
 /* A look-ahead batch's bytes before one was seen: node ids, block indptr and indices. */
 #define WIN_BYTES_PER_NODE 32u
+/* The accumulator merges batches until their expected reads reach this many times N_access. */
+#define ACC_FILL 4.0
 
 typedef struct {
     tg_xpass_cfg_t x;
@@ -80,11 +84,12 @@ struct tg_strategy {
     tg_featbuf_t *fb;
     int dead;
     uint32_t window;
-    double n_access;        /* target reads in flight (all extractors) */
-    unsigned plan_depth;    /* reads in flight per extractor */
-    double reads_per_batch; /* disk reads per batch of the last pass (0: none yet) */
-    uint64_t trace_base;    /* future ids of this pass = trace_base + batch id */
-    uint64_t *ann;          /* scratch: a batch's nodes not in the constant buffer */
+    double n_access;       /* target reads in flight (all extractors) */
+    unsigned plan_depth;   /* reads in flight per extractor */
+    double reads_per_node; /* disk reads per node looked up, last pass (0: none yet) */
+    _Atomic uint64_t nodes_done, groups_done; /* this pass: nodes extracted, sweeps */
+    uint64_t trace_base;                      /* future ids of this pass = trace_base + batch id */
+    uint64_t *ann; /* scratch: a batch's nodes not in the constant buffer */
     uint64_t ann_cap, ann_held;
     /* per pass */
     tg_source_t *src;
@@ -197,16 +202,15 @@ static int constant_buffer(tg_strategy_t *s, const tg_pass_t *p, uint64_t k)
 }
 
 /* N_access from the device probe: IOPS x latency at the best depth (Little's law: the reads in
- * flight at the peak), at least the plan's depth over all extractors when the probe failed. */
-static double access_target(const char *path, const tg_extract_plan_t *pl)
+ * flight at the peak); 0 when the probe failed (the plan's depth is then the target). */
+static double access_target(const char *path)
 {
     tg_io_probe_t pr;
-    double fallback = (double)pl->depth * pl->extractors;
-    if (tg_io_probe_run(path, NULL, &pr) < 0) return fallback;
+    if (tg_io_probe_run(path, NULL, &pr) < 0) return 0;
     for (unsigned i = 0; i < pr.ndepths; i++)
         if (pr.depth[i] == pr.best_depth && pr.iops[i] > 0 && pr.lat_us[i] > 0)
             return pr.iops[i] * pr.lat_us[i] * 1e-6;
-    return fallback;
+    return 0;
 }
 
 /* At the first pass: the extraction's plan, the constant buffer from what the budget leaves
@@ -223,6 +227,11 @@ static int gi_setup(tg_strategy_t *s, const tg_pass_t *p)
     tg_extract_plan_opts_t po;
     tg_xpass_plan_opts(r->ds, &s->c->x, r->sopts.sampler_threads, path, sizeof path, &po);
     po.featbuf = 1;
+    /* The accumulator's target: with no --io-depth, every extractor may keep N_access reads in
+     * flight, so that the device sees its best depth whenever any extractor reads (between its
+     * chunks another may not be reading); a tight budget lowers it like the probe's depth. */
+    s->n_access = s->c->x.io_depth > 0 ? 0 : access_target(path);
+    if (s->n_access >= 1) po.depth_hint = (unsigned)TG_MIN(ceil(s->n_access), 4096.0);
     uint64_t left =
         bg->limit ? (bg->limit > bg->used ? bg->limit - bg->used : 0) : tg_phys_mem_bytes() / 8;
     if (bg->limit) po.avail = TG_MAX(left, 1);
@@ -287,10 +296,13 @@ static int gi_setup(tg_strategy_t *s, const tg_pass_t *p)
     }
     s->fb = tg_extract_featbuf(s->ex);
     s->keep = po.other_transient + pl.transient_bytes;
-    /* an --io-depth given is the depth asked for; else the device's */
-    s->n_access =
-        s->c->x.io_depth > 0 ? (double)pl.depth * pl.extractors : access_target(path, &pl);
+    /* an --io-depth given is the depth asked for (all extractors); else the device's */
+    if (s->n_access < 1) s->n_access = (double)pl.depth * pl.extractors;
     s->plan_depth = pl.depth;
+    if (pl.depth < s->n_access && s->c->x.io_depth <= 0)
+        tg_log_warn("gids: --mem leaves room for %u reads in flight per extractor, below the "
+                    "device's N_access %.0f: the accumulator cannot reach its target",
+                    pl.depth, s->n_access);
     tg_log_info("gids: constant buffer %llu rows (%s, %.1f%% of the feature file), feature "
                 "buffer %u slots (%s, window %u), %d extractor(s) x %u reads in flight, target "
                 "N_access %.0f, chunk %u%s%s",
@@ -407,12 +419,41 @@ static void src_free(void *ctx, tg_loader_item_t *it)
     tg_source_item_free(s->src, it);
 }
 
+/* Expected disk reads per node: the pass's so far once it has a few sweeps, else the pass
+ * before's, else one per node (no merging before anything is known). */
+static double reads_per_node(tg_strategy_t *s)
+{
+    uint64_t nodes = atomic_load(&s->nodes_done);
+    if (atomic_load(&s->groups_done) >= 4 && nodes) {
+        tg_io_counts_t c;
+        tg_io_stats_snapshot(&s->fstats, &c);
+        return (double)c.io_requests / (double)nodes;
+    }
+    return s->reads_per_node > 0 ? s->reads_per_node : 1.0;
+}
+
+/* The accumulator (pipeline's group_more): one more batch while the sweep's expected reads
+ * stay below ACC_FILL x N_access. */
+static int group_more(void *ctx, const tg_batch_t *const *b, int n)
+{
+    tg_strategy_t *s = ctx;
+    uint64_t nodes = 0;
+    for (int j = 0; j < n; j++)
+        nodes += b[j]->num_nodes;
+    return (double)nodes * reads_per_node(s) < ACC_FILL * s->n_access;
+}
+
 /* The extraction of a group, then its batches leave the buffer's trace. */
 static int gi_work(void *ctx, tg_pipe_t *P, int worker, const tg_batch_t *const *b, float *const *X,
                    int n)
 {
     tg_strategy_t *s = ctx;
     int rc = tg_xpass_work(s->ex, P, worker, b, X, n);
+    uint64_t nodes = 0;
+    for (int j = 0; j < n; j++)
+        nodes += b[j]->num_nodes;
+    atomic_fetch_add(&s->nodes_done, nodes);
+    atomic_fetch_add(&s->groups_done, 1);
     for (int j = 0; j < n && rc == 0; j++) {
         if (!s->in_trace[b[j]->id]) continue; /* not announced (W = 0, a full trace) */
         s->in_trace[b[j]->id] = 0;
@@ -431,17 +472,7 @@ static void gi_on_error(void *ctx)
 
 /* ---------------------------------------------------------------- one pass */
 
-/* Batches per extractor sweep: the accumulator's merge, ceil(N_access / reads per batch) from
- * the pass before, within 1..--sweep-batches. */
-static int merge_count(const tg_strategy_t *s)
-{
-    int cap = (int)s->c->x.sweep_batches;
-    if (s->reads_per_batch <= 0) return 1;
-    double g = ceil(s->n_access / s->reads_per_batch);
-    return g >= cap ? cap : g < 1 ? 1 : (int)g;
-}
-
-static void gi_stats(tg_strategy_t *s, double wall_s, int group, tg_pass_stats_t *st)
+static void gi_stats(tg_strategy_t *s, double wall_s, tg_pass_stats_t *st)
 {
     tg_io_counts_t c;
     tg_io_stats_take(&s->fstats, &c);
@@ -454,11 +485,14 @@ static void gi_stats(tg_strategy_t *s, double wall_s, int group, tg_pass_stats_t
     st->cache_hits = (s->hot ? st->tiers[0].hits : 0) + fs.hits + fs.waits;
     st->have_gids = 1;
     st->gids_window = s->window;
-    st->gids_group = (uint32_t)group;
+    uint64_t groups = atomic_load(&s->groups_done);
+    st->gids_merged = groups ? (double)st->steps / (double)groups : 0;
     st->gids_constant_rows = s->hot ? tg_tier_static_count(s->hot) : 0;
     st->gids_target_depth = s->n_access;
     st->gids_plan_depth = (double)s->plan_depth;
-    st->gids_mean_depth = c.io_busy_s > 0 ? c.io_depth_s / c.io_busy_s : 0;
+    /* the device's reads in flight while any extractor read, and one queue's while it read */
+    st->gids_mean_depth = c.io_any_s > 0 ? c.io_depth_s / c.io_any_s : 0;
+    st->gids_queue_depth = c.io_busy_s > 0 ? c.io_depth_s / c.io_busy_s : 0;
     st->gids_inflight = wall_s > 0 ? c.io_depth_s / wall_s : 0;
     st->gids_announced = s->announced;
     st->gids_unannounced = s->unannounced;
@@ -466,7 +500,8 @@ static void gi_stats(tg_strategy_t *s, double wall_s, int group, tg_pass_stats_t
     st->gids_buffer_lookups = fs.lookups;
     st->gids_buffer_hits = fs.hits + fs.waits;
     st->gids_buffer_slots = fs.num_slots;
-    if (st->steps) s->reads_per_batch = (double)c.io_requests / (double)st->steps;
+    uint64_t nodes = atomic_load(&s->nodes_done);
+    if (nodes) s->reads_per_node = (double)c.io_requests / (double)nodes;
 }
 
 static int gi_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
@@ -497,9 +532,11 @@ static int gi_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
     tg_pipe_source_t src = {
         .next = src_next, .item_free = src_free, .num_batches = s->num_batches, .ctx = s};
     tg_pipe_opts_t po = tg_xpass_pipe_opts(r, p, &s->c->x, s->ex);
-    int group = merge_count(s);
+    atomic_store(&s->nodes_done, 0);
+    atomic_store(&s->groups_done, 0);
     po.source = &src;
-    po.group = group;
+    po.group = (int)s->c->x.sweep_batches;
+    if (po.group > 1) po.group_more = group_more;
     po.work = gi_work;
     po.work_ctx = s;
     po.on_error = gi_on_error;
@@ -522,7 +559,7 @@ static int gi_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
     s->trace_base += s->num_batches + 1;
     tg_xpass_end(s->ex, &s->stats, s->hot != NULL, st);
     tg_xpass_ncache_take(s->disk, st);
-    gi_stats(s, wall, group, st);
+    gi_stats(s, wall, st);
     if (rc < 0) s->dead = 1;
     return rc;
 }
