@@ -48,6 +48,10 @@
 #define WIN_BYTES_PER_NODE 32u
 /* The accumulator merges batches until their expected reads reach this many times N_access. */
 #define ACC_FILL 4.0
+/* --window auto: at most this many batches, and a look-ahead costing at most 1/WIN_AUTO_SHARE
+ * of what the budget leaves for the buffers. */
+#define WIN_AUTO_MAX 8u
+#define WIN_AUTO_SHARE 4u
 
 typedef struct {
     tg_xpass_cfg_t x;
@@ -61,9 +65,12 @@ typedef struct {
     }
 
 static const tg_strategy_opt_t gi_opts[] = {
-    TG_XPASS_OPTS,
-    GI_OPT("window", TG_SOPT_INT, 8, 0, 256, 0, window, "W",
-           "batches sampled ahead whose rows the feature buffer protects (default 8; 0: LRU)"),
+    /* One extractor and one batch queued: the accumulator's deep queue gives the device its
+     * depth from one thread, and every input matrix in flight is memory the buffers lose. */
+    TG_XPASS_OPTS_EQ(1, "1", 1, "1", "N_access from the device probe"),
+    GI_OPT("window", TG_SOPT_INT, -1, 0, 256, 1, window, "W",
+           "batches sampled ahead whose rows the feature buffer protects (0: LRU; default auto: "
+           "8, fewer when their look-ahead would take over a quarter of the feature memory)"),
     GI_OPT("constant-buffer", TG_SOPT_SIZE, -1, 0, INT64_MAX, 1, constant_buffer, "BYTES",
            "RAM pinned for the hottest rows by reverse PageRank (default auto: half of what "
            "--mem leaves for features, at most 20% of the feature file)"),
@@ -95,6 +102,7 @@ struct tg_strategy {
     tg_source_t *src;
     uint64_t num_batches, ann_next; /* next batch id to announce */
     uint64_t win_est;               /* bytes reserved per look-ahead batch (largest seen) */
+    uint64_t max_nodes;             /* the budget plan's bound on a batch's nodes */
     uint64_t keep;                  /* budget bytes the look-ahead leaves free (io/ transient) */
     uint64_t *win_bytes;            /* bytes reserved for each announced batch (ring of W + 1) */
     uint8_t *in_trace;              /* per batch of the pass: announced, not yet done */
@@ -130,7 +138,7 @@ static int gi_open(tg_strategy_t **out, tg_run_t *r, const tg_strategy_opts_t *s
     if (!(*out = s)) return tg_err(-ENOMEM, "strategy gids: out of memory");
     s->r = r;
     s->c = so->cfg;
-    s->window = (uint32_t)s->c->window;
+    s->window = s->c->window < 0 ? WIN_AUTO_MAX : (uint32_t)s->c->window; /* auto: at setup */
     tg_io_stats_init(&s->stats);
     tg_io_stats_init(&s->fstats);
     s->win_bytes = calloc(s->window + 1, sizeof *s->win_bytes);
@@ -213,6 +221,42 @@ static double access_target(const char *path)
     return 0;
 }
 
+/* What a look-ahead of W batches of at most bn nodes keeps beside the input matrices: the W
+ * sampled batches and, for the WINDOW policy, their positions in the buffer's trace (announced
+ * and not retired are at most the W + 1 batches from the next one on and the groups the E
+ * extractors hold), which raise the feature buffer's least size. */
+typedef struct {
+    uint64_t positions, fb_min, keep;
+} win_cost_t;
+
+static win_cost_t window_cost(const tg_extract_plan_t *pl, uint32_t S, uint64_t bn, uint32_t W)
+{
+    win_cost_t w = {0};
+    uint32_t E = (uint32_t)pl->extractors;
+    /* the look-ahead holds the next batch too until the pipeline takes it: W + 1 batches */
+    w.keep = W ? (uint64_t)(W + 1) * bn * WIN_BYTES_PER_NODE + bn * 8 : 0;
+    w.positions = W ? TG_MIN((uint64_t)(W + E * S + 1) * bn, (uint64_t)1 << 30) : 0;
+    tg_featbuf_opts_t fo;
+    tg_extract_plan_featbuf_opts(pl, &fo);
+    fo.policy = W ? TG_FEATBUF_WINDOW : TG_FEATBUF_LRU;
+    fo.window = W;
+    fo.future_positions = (uint32_t)w.positions;
+    w.fb_min = tg_featbuf_bytes_for(&fo, tg_featbuf_min_slots(&fo)) + pl->handle_bytes;
+    return w;
+}
+
+/* --window auto: the largest W <= WIN_AUTO_MAX whose look-ahead costs at most a
+ * 1/WIN_AUTO_SHARE of what the budget leaves for the buffers beside the plan (room). */
+static uint32_t window_auto(const tg_extract_plan_t *pl, uint32_t S, uint64_t bn, uint64_t room)
+{
+    win_cost_t w0 = window_cost(pl, S, bn, 0);
+    for (uint32_t W = WIN_AUTO_MAX; W > 0; W--) {
+        win_cost_t w = window_cost(pl, S, bn, W);
+        if (!room || w.fb_min + w.keep - w0.fb_min <= room / WIN_AUTO_SHARE) return W;
+    }
+    return 0;
+}
+
 /* At the first pass: the extraction's plan, the constant buffer from what the budget leaves
  * beside the plan and the look-ahead, the feature buffer (WINDOW) with the rest. */
 static int gi_setup(tg_strategy_t *s, const tg_pass_t *p)
@@ -237,35 +281,32 @@ static int gi_setup(tg_strategy_t *s, const tg_pass_t *p)
     if (bg->limit) po.avail = TG_MAX(left, 1);
     tg_extract_plan_t pl;
     if ((rc = tg_extract_plan(&pl, &po)) < 0) return tg_err_prefix(rc, "gids");
-    /* What the look-ahead keeps besides the matrices: W sampled batches and, for the WINDOW
-     * policy, their positions in the buffer's trace: announced and not retired are at most the
-     * W + 1 batches from the next one on and the groups the E extractors hold. */
-    uint32_t E = (uint32_t)pl.extractors, S = (uint32_t)s->c->x.sweep_batches;
+    uint32_t S = (uint32_t)s->c->x.sweep_batches;
     /* the budget plan's largest batch, else the sampler's bound (no --mem: no plan) */
     uint64_t bn = r->batch_nodes ? r->batch_nodes
                                  : tg_sampler_max_nodes(p->sampler, p->batch_size, p->num_layers,
                                                         p->fanouts, m->num_nodes);
     bn = TG_MAX(bn, 1);
     s->win_est = bn * WIN_BYTES_PER_NODE;
-    uint64_t win_keep = (uint64_t)s->window * s->win_est + (s->window ? bn * 8 : 0);
-    uint64_t positions =
-        s->window ? TG_MIN((uint64_t)(s->window + E * S + 1) * bn, (uint64_t)1 << 30) : 0;
-    /* the feature buffer's least size with the trace: the constant buffer takes none of it */
-    tg_featbuf_opts_t fo;
-    tg_extract_plan_featbuf_opts(&pl, &fo);
-    fo.policy = s->window ? TG_FEATBUF_WINDOW : TG_FEATBUF_LRU;
-    fo.window = s->window;
-    fo.future_positions = (uint32_t)positions;
-    uint64_t fb_min = tg_featbuf_bytes_for(&fo, tg_featbuf_min_slots(&fo)) + pl.handle_bytes;
-    uint64_t plan =
-        tg_extract_plan_bytes(&pl) - pl.featbuf_min + fb_min + po.other_transient + win_keep;
+    s->max_nodes = bn;
+    uint64_t base = tg_extract_plan_bytes(&pl) + po.other_transient; /* with W = 0 */
+    if (s->c->window < 0) {
+        s->window = window_auto(&pl, S, bn, bg->limit && left > base ? left - base : 0);
+        if (s->window < WIN_AUTO_MAX)
+            tg_log_info("gids: --window auto: %u (a look-ahead of %u batches of up to %llu nodes "
+                        "would take over a quarter of the feature memory --mem leaves)",
+                        s->window, WIN_AUTO_MAX, (unsigned long long)bn);
+    }
+    win_cost_t wc = window_cost(&pl, S, bn, s->window);
+    uint64_t win_keep = wc.keep, positions = wc.positions;
+    uint64_t plan = base - pl.featbuf_min + wc.fb_min + win_keep;
     if (bg->limit && plan > left) {
         char c[32], d[32], e[32];
         return tg_err(-ENOMEM,
                       "gids: --window %u needs %s for %llu look-ahead positions and batches "
                       "beside the extraction's %s, but --mem leaves %s: give a smaller --window "
                       "(or --extractors / --queue-depth), or --mem %s more",
-                      s->window, tg_fmt_bytes(fb_min - pl.featbuf_min + win_keep, a, sizeof a),
+                      s->window, tg_fmt_bytes(wc.fb_min - pl.featbuf_min + win_keep, a, sizeof a),
                       (unsigned long long)positions,
                       tg_fmt_bytes(tg_extract_plan_bytes(&pl), c, sizeof c),
                       tg_fmt_bytes(left, d, sizeof d), tg_fmt_bytes(plan - left, e, sizeof e));
@@ -277,19 +318,22 @@ static int gi_setup(tg_strategy_t *s, const tg_pass_t *p)
                       : TG_MIN(feat_room / 2, (uint64_t)(CB_MAX_SHARE * (double)file_bytes));
     uint64_t k = TG_MIN(hot_fit(m, cb, 0), hot_fit(m, feat_room, 1));
     if (k && (rc = constant_buffer(s, p, k)) < 0) return rc;
-    tg_extract_opts_t eo = {.plan = &pl,
-                            .feat = s->feat,
-                            .normalize = r->sopts.normalize,
-                            .budget = bg,
-                            .stats = &s->fstats,
-                            .tiers = &s->hot,
-                            .ntiers = s->hot != NULL,
-                            .keep_bytes = po.other_transient + pl.transient_bytes + win_keep,
-                            .cache_bytes = (uint64_t)s->c->feature_buffer,
-                            .who = "gids",
-                            .policy = s->window ? TG_FEATBUF_WINDOW : TG_FEATBUF_LRU,
-                            .window = s->window,
-                            .future_positions = (uint32_t)positions};
+    tg_extract_opts_t eo = {
+        .plan = &pl,
+        .feat = s->feat,
+        .normalize = r->sopts.normalize,
+        .budget = bg,
+        .stats = &s->fstats,
+        .tiers = &s->hot,
+        .ntiers = s->hot != NULL,
+        /* the look-ahead's check counts the transients as free even
+         * while reads hold them: they are kept twice with a window */
+        .keep_bytes = (po.other_transient + pl.transient_bytes) * (s->window ? 2 : 1) + win_keep,
+        .cache_bytes = (uint64_t)s->c->feature_buffer,
+        .who = "gids",
+        .policy = s->window ? TG_FEATBUF_WINDOW : TG_FEATBUF_LRU,
+        .window = s->window,
+        .future_positions = (uint32_t)positions};
     if ((rc = tg_extract_create(&s->ex, &eo)) < 0) {
         tg_tier_destroy(s->hot), s->hot = NULL;
         return rc;
@@ -334,7 +378,10 @@ static int announce(tg_strategy_t *s, const tg_batch_t *b)
 {
     uint64_t n = 0;
     if (s->ann_cap < b->num_nodes) {
-        uint64_t nc = TG_MAX((uint64_t)b->num_nodes, s->ann_cap + s->ann_cap / 2);
+        /* grown by half again, but not past the plan's bound, which is what the budget kept
+         * for it (bn x 8 of the look-ahead's bytes) */
+        uint64_t nc =
+            TG_MAX((uint64_t)b->num_nodes, TG_MIN(s->ann_cap + s->ann_cap / 2, s->max_nodes));
         int rc = tg_budget_reserve(&s->r->budget, (nc - s->ann_cap) * 8, "gids: announcement");
         if (rc < 0) return rc;
         uint64_t *na = realloc(s->ann, nc * 8);
@@ -366,7 +413,16 @@ static int announce(tg_strategy_t *s, const tg_batch_t *b)
 static int window_reserve(tg_strategy_t *s, uint64_t bytes)
 {
     tg_budget_t *bg = &s->r->budget;
-    if (bg->limit && bg->used + bytes + s->keep > bg->limit) return -ENOMEM;
+    if (bg->limit && bg->used + bytes + s->keep > bg->limit) {
+        if (!s->window_short) {
+            char a[32], b[32], c[32];
+            tg_log_info("gids: the look-ahead stops short: --mem has %s free, a batch needs %s "
+                        "beside the %s the reads in flight keep",
+                        tg_fmt_bytes(bg->limit - TG_MIN(bg->used, bg->limit), a, sizeof a),
+                        tg_fmt_bytes(bytes, b, sizeof b), tg_fmt_bytes(s->keep, c, sizeof c));
+        }
+        return -ENOMEM;
+    }
     return tg_budget_reserve(bg, bytes, "gids: look-ahead batch");
 }
 

@@ -116,13 +116,16 @@ tg_pipe_opts_t tg_xpass_pipe_opts(tg_run_t *r, const tg_pass_t *p, const tg_xpas
 
 #define TG_XPASS_OPTS TG_XPASS_OPTS_QD(2, "2")
 /* The same with another default queue depth (qd, and its text for the help line). */
-#define TG_XPASS_OPTS_QD(qd, qds)                                                                  \
-    TG_XPASS_OPT("extractors", TG_SOPT_INT, 2, 1, 64, 0, extractors, "E",                          \
-                 "extractor threads (default 2)"),                                                 \
+#define TG_XPASS_OPTS_QD(qd, qds) TG_XPASS_OPTS_EQ(2, "2", qd, qds, "the device probe's depth / E")
+/* The same with other default extractors (e) and queue depth (qd), their texts for the help,
+ * and what --io-depth 0 means (dh). */
+#define TG_XPASS_OPTS_EQ(e, es, qd, qds, dh)                                                       \
+    TG_XPASS_OPT("extractors", TG_SOPT_INT, e, 1, 64, 0, extractors, "E",                          \
+                 "extractor threads (default " es ")"),                                            \
         TG_XPASS_OPT("queue-depth", TG_SOPT_INT, qd, 1, 1024, 0, queue_depth, "Q",                 \
                      "training/releasing queue capacity (default " qds ")"),                       \
         TG_XPASS_OPT("io-depth", TG_SOPT_INT, 0, 0, 4096, 0, io_depth, "D",                        \
-                     "reads in flight per extractor (default 0: the device probe's depth / E)"),   \
+                     "reads in flight per extractor (default 0: " dh ")"),                         \
         TG_XPASS_OPT("io-gap", TG_SOPT_SIZE, -1, 0, 1 << 20, 1, io_gap, "BYTES",                   \
                      "read through holes up to BYTES to merge rows (default auto: what the disk "  \
                      "reads in one request's time, from the device probe)"),                       \
