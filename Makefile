@@ -1,7 +1,8 @@
 # tiergnn: the two set-up commands of the README.
 #   make demo   installs missing Debian packages, builds, runs the main job on a generated dataset
 #   make check  installs missing Debian packages, builds, runs every test (plain and ASan+UBSan)
-.PHONY: all deps build build-asan demo check test bench format clean
+#   make fuzz   builds the libFuzzer targets (clang) and runs each for FUZZ_TIME seconds
+.PHONY: all deps build build-asan demo check test bench fuzz format clean
 
 DEBIAN_PACKAGES := cmake make gcc clang pkg-config liburing-dev libopenblas-dev zlib1g-dev libmetis-dev
 JOBS ?= $(shell nproc)
@@ -80,6 +81,19 @@ demo: build
 bench: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=gcc -DTG_BENCH=ON >/dev/null
 	cmake --build $(BUILD) -j $(JOBS)
+
+# The library and the harnesses of fuzz/ built with clang under libFuzzer's coverage, ASan and
+# UBSan (TG_FUZZ), then each target run for FUZZ_TIME seconds, one at a time (fuzz/run.sh: its
+# corpus, artifacts and log under $(FUZZ_BUILD)). FUZZ_TARGETS picks some ("fuzz_csv fuzz_npy").
+FUZZ_BUILD ?= build-fuzz
+FUZZ_TIME ?= 60
+FUZZ_TARGETS ?= $(sort $(basename $(notdir $(wildcard fuzz/fuzz_*.c))))
+
+fuzz: deps
+	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
+	  -DTG_FUZZ=ON >/dev/null
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $(FUZZ_TARGETS)
+	FUZZ_BUILD=$(FUZZ_BUILD) FUZZ_TIME=$(FUZZ_TIME) fuzz/run.sh $(FUZZ_TARGETS)
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')

@@ -1,0 +1,56 @@
+#!/bin/sh
+# Runs libFuzzer targets one after the other, each for FUZZ_TIME seconds on its seed corpus, and
+# prints one line per target: coverage edges (libFuzzer's cov:), executions, CPU seconds and
+# whether it crashed. `make fuzz` builds the targets and calls this; it can also be run alone:
+#
+#     FUZZ_BUILD=build-fuzz FUZZ_TIME=600 fuzz/run.sh fuzz_csv fuzz_ckpt
+#
+# The seeds of fuzz/corpus/TARGET are copied into FUZZ_BUILD/corpus/TARGET, which is the corpus
+# the fuzzer grows (kept between runs, so repeated runs build on each other; the tree's corpus
+# never changes). Crashes, leaks, timeouts and out-of-memory inputs go to
+# FUZZ_BUILD/artifacts/TARGET/, the fuzzer's output to FUZZ_BUILD/logs/TARGET.log. One fuzzer
+# process at a time, single-threaded. Exit status 1 when any target crashed.
+set -u
+build=${FUZZ_BUILD:-build-fuzz}
+time_s=${FUZZ_TIME:-60}
+src=$(dirname "$0")
+[ $# -gt 0 ] || { echo "usage: $0 TARGET..." >&2; exit 2; }
+crashed=0
+ticks=$(getconf CLK_TCK)
+# CPU seconds (user + system) of this shell's finished children: cutime + cstime of /proc
+child_cpu() {
+    awk -v t="$ticks" '{ printf "%d", ($16 + $17) / t }' /proc/$$/stat
+}
+for t in "$@"; do
+    bin=$build/$t
+    if [ ! -x "$bin" ]; then
+        echo "$t: no $bin (build it first: make fuzz)" >&2
+        crashed=1
+        continue
+    fi
+    work=$build/corpus/$t
+    art=$build/artifacts/$t
+    log=$build/logs/$t.log
+    mkdir -p "$work" "$art" "$build/logs"
+    [ -d "$src/corpus/$t" ] && cp -n "$src/corpus/$t"/* "$work"/ 2>/dev/null
+    before=$(ls "$art" | wc -l)
+    cpu0=$(child_cpu)
+    # -timeout: one input taking 10 s is a hang; -rss_limit_mb: the default 2 GiB, named
+    ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \
+    UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
+        "$bin" -max_total_time="$time_s" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+        -artifact_prefix="$art/" "$work" >"$log" 2>&1
+    rc=$?
+    cpu=$(($(child_cpu) - cpu0))
+    edges=$(grep -o 'cov: [0-9]*' "$log" | tail -n 1 | cut -d' ' -f2)
+    execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | cut -d' ' -f2)
+    after=$(ls "$art" | wc -l)
+    if [ $rc -ne 0 ] || [ "$after" -gt "$before" ]; then
+        state="CRASHED (exit $rc; $log, $art/)"
+        crashed=1
+    else
+        state=ok
+    fi
+    echo "$t: edges ${edges:-?}, execs ${execs:-?}, CPU ${cpu} s, $state"
+done
+exit $crashed
