@@ -118,6 +118,11 @@ static void window_close(tg_pipe_t *P)
 
 int tg_pipe_fail(tg_pipe_t *P, int rc, const char *msg)
 {
+    /* -ECANCELED is what a stage answers once it sees the pipeline stopping: a consequence,
+     * never a cause. When the stop is the normal end of the pass (abort set after the last
+     * batch trained) there is no cause to report, and recording it would fail the pass with
+     * a bare "Operation canceled" (a worker asking for one more batch just then). */
+    if (rc == -ECANCELED && atomic_load(&P->abort)) return rc;
     tg_errbox_set(&P->err, rc, msg);
     atomic_store(&P->abort, 1);
     window_close(P);

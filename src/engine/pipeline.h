@@ -102,7 +102,8 @@ typedef struct tg_pipe_opts {
  * batch_bytes_peak); the strategy adds its own I/O and cache figures. */
 int tg_pipe_run(const tg_pipe_opts_t *o, tg_pass_stats_t *st);
 
-/* Records the first error (msg NULL: this thread's message) and stops the pipeline. Returns rc. */
+/* Records the first error (msg NULL: this thread's message) and stops the pipeline. Returns rc.
+ * -ECANCELED once the pipeline is stopping is not recorded (a stage's answer to the stop). */
 int tg_pipe_fail(tg_pipe_t *P, int rc, const char *msg);
 /* Non-zero once the pipeline is stopping (an error, or an in-order stop): workers give up. */
 int tg_pipe_aborted(const tg_pipe_t *P);
