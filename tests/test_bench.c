@@ -17,7 +17,7 @@ static const char csv_header[] =
     "gather_s,train_s,wait_s,io_wait_s,io_requests_per_epoch,disk_read_bytes_per_epoch,"
     "needed_bytes_per_epoch,read_amplification,cache_hit_ratio,peak_rss_bytes,cgroup_limit_bytes,"
     "cgroup_peak_bytes,kernel_read_bytes,test_acc,valid_acc,best_epoch,wall_s,resident_at_start,"
-    "last_error";
+    "last_error,gather_bytes_per_s";
 
 enum {
     C_STRATEGY,
@@ -47,6 +47,7 @@ enum {
     C_WALL,
     C_RESIDENT,
     C_ERR,
+    C_GATHER_BW,
     C_COUNT
 };
 
@@ -580,6 +581,7 @@ TG_TEST(aggregation_and_signals)
             TG_CHECK_NEAR(num(g, C_NEED), 200, 1e-9);
             TG_CHECK_NEAR(num(g, C_AMP), 2.0, 1e-9);
             TG_CHECK_NEAR(num(g, C_HIT), 0.6, 1e-9);
+            TG_CHECK_NEAR(num(g, C_GATHER_BW), 400, 1e-6); /* 200 bytes needed in 0.5 s */
             TG_CHECK_NEAR(num(g, C_PEAK_RSS), 123456, 1e-9);
             TG_CHECK_NEAR(num(g, C_TEST), 0.625, 1e-9);
             TG_CHECK_NEAR(num(g, C_VALID), 0.5, 1e-9);

@@ -111,6 +111,7 @@ typedef struct tg_bench_run {
     /* summary (NAN = n/a) */
     double s_epoch, s_first, s_sample, s_gather, s_train, s_wait, s_io_wait, s_io_req, s_read,
         s_need, s_amp, s_hit, s_peak_rss, s_kernel_read;
+    double s_gather_bw;  /* effective gather bandwidth: needed bytes / gather seconds */
     uint64_t timed_from; /* 1-based first epoch of the means */
 } tg_bench_run_t;
 

@@ -98,7 +98,7 @@ static const char csv_header[] =
     "gather_s,train_s,wait_s,io_wait_s,io_requests_per_epoch,disk_read_bytes_per_epoch,"
     "needed_bytes_per_epoch,read_amplification,cache_hit_ratio,peak_rss_bytes,cgroup_limit_bytes,"
     "cgroup_peak_bytes,kernel_read_bytes,test_acc,valid_acc,best_epoch,wall_s,resident_at_start,"
-    "last_error\n";
+    "last_error,gather_bytes_per_s\n";
 
 static void timed_range(const tg_bench_run_t *r, char *buf, size_t len)
 {
@@ -149,6 +149,7 @@ int tg_bench_write_csv(const char *path, const tg_bench_run_t *runs, int nruns)
         csv_num(&b, r->ran ? r->resident_start : NAN, "%.4f");
         sb_printf(&b, ",");
         csv_field(&b, tg_bench_run_ok(r) ? "" : r->last_err);
+        csv_num(&b, r->s_gather_bw, "%.0f");
         sb_printf(&b, "\n");
     }
     int rc = sb_write(&b, path);
@@ -265,6 +266,7 @@ static char *json_run(const tg_bench_run_t *r, sbuf_t *eps)
     tg_json_num(&j, "exit_status", r->ran ? r->exit_code : NAN);
     tg_json_num(&j, "epoch_time_s", r->s_epoch);
     tg_json_num(&j, "first_epoch_s", r->s_first);
+    json_count(&j, "gather_bytes_per_s", r->s_gather_bw);
     tg_json_num(&j, "test_acc", r->have_final ? r->test_acc : NAN);
     json_count(&j, "peak_rss_bytes", r->s_peak_rss);
     json_count(&j, "cgroup_peak_bytes", r->have_cg ? r->cg_peak : NAN);
@@ -476,14 +478,14 @@ int tg_bench_write_md(const char *path, const tg_bench_report_t *c, const tg_ben
     char t1[32];
     sb_printf(&b, "# tiergnn bench: %s\n\n", o->dataset);
     write_budget_note(&b, c);
-    sb_printf(&b,
-              "| strategy | status | epoch s | first epoch s | sample s | gather s | train s | "
-              "wait s | I/O wait s | disk read / epoch | needed / epoch | read ampl. | hit ratio "
-              "| peak RSS | cgroup peak | test acc | exit |\n");
-    sb_printf(&b, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+    sb_printf(
+        &b, "| strategy | status | epoch s | first epoch s | sample s | gather s | train s | "
+            "wait s | I/O wait s | disk read / epoch | needed / epoch | read ampl. | gather MiB/s "
+            "| hit ratio | peak RSS | cgroup peak | test acc | exit |\n");
+    sb_printf(&b, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
     for (int i = 0; i < nruns; i++) {
         const tg_bench_run_t *r = &runs[i];
-        char v[16][40];
+        char v[17][40];
         fmt_num(v[0], 40, r->s_epoch, "%.3f");
         fmt_num(v[1], 40, r->s_first, "%.3f");
         fmt_num(v[2], 40, r->s_sample, "%.3f");
@@ -494,6 +496,7 @@ int tg_bench_write_md(const char *path, const tg_bench_report_t *c, const tg_ben
         fmt_mib(v[7], 40, r->s_read);
         fmt_mib(v[8], 40, r->s_need);
         fmt_num(v[9], 40, r->s_amp, "%.3f");
+        fmt_num(v[15], 40, r->s_gather_bw / MiB, "%.1f");
         fmt_num(v[10], 40, r->s_hit, "%.3f");
         fmt_mib(v[11], 40, r->s_peak_rss);
         fmt_mib(v[12], 40, r->have_cg ? r->cg_peak : NAN);
@@ -504,11 +507,11 @@ int tg_bench_write_md(const char *path, const tg_bench_report_t *c, const tg_ben
             snprintf(v[14], 40, "n/a");
         sb_printf(&b, "| ");
         md_text(&b, r->name);
-        sb_printf(
-            &b,
-            " | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-            tg_bench_run_status(r), v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9],
-            v[10], v[11], v[12], v[13], v[14]);
+        sb_printf(&b,
+                  " | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | "
+                  "%s | %s |\n",
+                  tg_bench_run_status(r), v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8],
+                  v[9], v[15], v[10], v[11], v[12], v[13], v[14]);
     }
     int nfail = 0;
     for (int i = 0; i < nruns; i++)

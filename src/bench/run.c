@@ -311,6 +311,7 @@ void tg_bench_run_summarise(tg_bench_run_t *r)
     r->s_read = mean_key(r, TG_BENCH_E_IO_READ, from);
     r->s_need = mean_key(r, TG_BENCH_E_IO_NEED, from);
     r->s_amp = r->s_need > 0 ? r->s_read / r->s_need : NAN;
+    r->s_gather_bw = r->s_need > 0 && r->s_gather > 0 ? r->s_need / r->s_gather : NAN;
     r->s_hit = mean_key(r, TG_BENCH_E_HIT, from);
     /* Peak RSS: the final line's, else the largest epoch value, else the kernel's maxrss of
      * the child (which is the train process: membudget's shell is smaller). */
