@@ -138,6 +138,7 @@ typedef struct tg_pass_stats {
     double gids_merged; /* batches per extractor sweep, mean over the pass */
     uint64_t gids_constant_rows;
     double gids_target_depth, gids_plan_depth, gids_mean_depth, gids_queue_depth, gids_inflight;
+    double gids_gather_depth; /* reads in flight over the extractors' gathering time */
     uint64_t gids_announced, gids_unannounced, gids_window_short;
     uint64_t gids_buffer_lookups, gids_buffer_hits, gids_buffer_slots;
 } tg_pass_stats_t;
@@ -349,6 +350,10 @@ uint64_t tg_budget_effective(uint64_t mem_bytes, uint64_t cgroup_limit, char *wh
  * take, before any batch exists: used by the automatic choice of strategy. */
 uint64_t tg_budget_estimate(const tg_model_config_t *cfg, uint64_t num_nodes, uint64_t batch_size,
                             const tg_sampler_i *sampler, const int64_t *fanouts, int in_flight);
+/* Refuses (-ENOMEM naming the sizes and the --mem needed) a model whose parameters, gradients
+ * and optimiser state (model_bytes, tg_model_config_param_bytes) do not fit beside the data the
+ * run holds: checked before the model is created, and before a batch is measured with it. */
+int tg_budget_check_model(const tg_run_t *r, uint64_t model_bytes);
 /* Measures and reserves (see above). -ENOMEM naming every part and the --mem needed when the
  * budget cannot hold the model and the batches beside the data. No-op without a budget. */
 int tg_budget_plan(tg_run_t *r, const tg_model_t *m, const tg_budget_plan_opts_t *o,

@@ -251,13 +251,14 @@ static const char *pass_gids_json(const tg_pass_stats_t *ps, char *buf, size_t l
     snprintf(buf, len,
              "{\"window\":%u,\"merged_batches\":%.3f,\"constant_buffer_rows\":%llu,"
              "\"target_depth\":%.3f,\"plan_depth_per_extractor\":%.3f,\"mean_depth\":%.3f,"
-             "\"depth_of_target\":%.4f,\"queue_depth\":%.3f,"
+             "\"depth_of_target\":%.4f,\"queue_depth\":%.3f,\"gather_depth\":%.3f,"
              "\"mean_in_flight\":%.3f,\"constant_hit_ratio\":%.6f,\"buffer_hit_ratio\":%.6f,"
              "\"announced\":%llu,\"unannounced\":%llu,\"window_short\":%llu}",
              ps->gids_window, ps->gids_merged, (unsigned long long)ps->gids_constant_rows,
              ps->gids_target_depth, ps->gids_plan_depth, ps->gids_mean_depth,
              ps->gids_target_depth > 0 ? ps->gids_mean_depth / ps->gids_target_depth : 0.0,
-             ps->gids_queue_depth, ps->gids_inflight, rows ? (double)cb_hits / (double)rows : 0.0,
+             ps->gids_queue_depth, ps->gids_gather_depth, ps->gids_inflight,
+             rows ? (double)cb_hits / (double)rows : 0.0,
              ps->gids_buffer_lookups
                  ? (double)ps->gids_buffer_hits / (double)ps->gids_buffer_lookups
                  : 0.0,

@@ -226,6 +226,12 @@ struct tg_extract_worker {
     tg_featbuf_load_t *own;        /* (chunk) without a buffer: the loads, into rows */
     unsigned char *rows;           /* without a buffer: chunk staging rows, 4 KiB aligned */
     uint64_t rows_reserved;
+    /* The chunk being read: the rows the RAM tiers served are converted while its reads are in
+     * flight (idle_scatter), so that the disk does not wait for that work between chunks. */
+    const struct group *idle_G;
+    size_t idle_c0, idle_n, idle_nm;
+    int idle_done;
+    uint8_t *scat; /* (chunk) miss k went into X as its read completed */
 };
 
 struct tg_extract {
@@ -267,6 +273,7 @@ static void worker_free(tg_extract_worker_t *w)
     free(w->src);
     free(w->miss);
     free(w->miss_at);
+    free(w->scat);
     free(w->own);
     free(w->rows);
     if (ex && ex->budget && w->staged_bytes + w->rows_reserved)
@@ -302,8 +309,9 @@ static int worker_init(tg_extract_t *ex, tg_extract_worker_t *w, int id)
     w->src = malloc(chunk * sizeof *w->src);
     w->miss = malloc(chunk * sizeof *w->miss);
     w->miss_at = malloc(chunk * sizeof *w->miss_at);
+    w->scat = malloc(chunk);
     if (!w->reqs || !w->run_first || !w->run_len || !w->free_stage || !w->src || !w->miss ||
-        !w->miss_at)
+        !w->miss_at || !w->scat)
         return tg_err(-ENOMEM, "%s: out of memory for extractor %d", ex->who, id);
     if (pl->gap && (rc = reserve_alloc(ex, (void **)&w->stage, (uint64_t)pl->depth * pl->span,
                                        &w->staged_bytes, "merged-read buffers")) < 0)
@@ -517,6 +525,9 @@ static tg_io_req_t run_request(const tg_extract_worker_t *w, const tg_featbuf_lo
                          .user = (void *)(uintptr_t)((r << 1) | 1)};
 }
 
+static void idle_scatter(tg_extract_worker_t *w);
+static void load_scatter(tg_extract_worker_t *w, const tg_featbuf_load_t *l);
+
 /* Reads the loads of a chunk and completes every one of them, whatever happens. Rows alone (or
  * adjacent: io/ merges those) are read straight into their places; rows separated by holes of
  * at most plan.gap bytes are read as one run into a merge buffer and copied to their places.
@@ -553,6 +564,7 @@ static int read_loads(tg_extract_worker_t *w, const tg_featbuf_load_t *ld, size_
         if (k && (rc = tg_io_submit(w->io, runreq + rnext, k)) < 0) return queue_broke(w, hk, rc);
         rnext += k;
         if (tg_io_inflight(w->io) == 0) break;
+        if (!failed) idle_scatter(w); /* once per chunk, while its reads run */
         tg_io_req_t *done[REAP_MAX];
         int got = tg_io_reap(w->io, done, REAP_MAX, 1);
         if (got < 0) return queue_broke(w, hk, got);
@@ -570,6 +582,7 @@ static int read_loads(tg_extract_worker_t *w, const tg_featbuf_load_t *ld, size_
             }
             if (!(u & 1)) {
                 complete(w, first, q->res);
+                if (q->res == 0 && !failed) load_scatter(w, &ld[first]);
                 continue;
             }
             const char *base = q->dst;
@@ -577,6 +590,7 @@ static int read_loads(tg_extract_worker_t *w, const tg_featbuf_load_t *ld, size_
                 const tg_featbuf_load_t *l = &ld[first + t];
                 if (q->res == 0) memcpy(load_dst(w, l), base + (l->node * row - q->off), row);
                 complete(w, first + t, q->res);
+                if (q->res == 0 && !failed) load_scatter(w, l);
             }
             w->free_stage[nfree++] = (uint32_t)((base - w->stage) / pl->span);
         }
@@ -606,7 +620,7 @@ static void sort_by_node(uint64_t *keys, uint64_t *tmp, size_t n)
 }
 
 /* A group's positions: position p of batch j is global index off[j] + p. */
-typedef struct {
+typedef struct group {
     const tg_extract_batch_t *b;
     int nb;
     uint64_t off[TG_EXTRACT_MAX_GROUP + 1];
@@ -614,30 +628,76 @@ typedef struct {
     const uint32_t *start; /* unique node u's keys are [start[u], start[u + 1]) */
 } group_t;
 
-/* Converts each unique node's row (w->src[u], raw) once into its first place in the group's
- * matrices (widened, normalised) and copies it to the other places. */
-static void scatter_rows(const tg_extract_worker_t *w, const group_t *G, size_t c0, size_t n)
+/* Converts unique node u's row (w->src[u], raw) of the chunk at c0 once into its first place in
+ * the group's matrices (widened, normalised) and copies it to the other places; *j is the batch
+ * of the last place (places are visited in sorted order, so it moves little). */
+static void scatter_node(const tg_extract_worker_t *w, const group_t *G, size_t c0, size_t u,
+                         int *j)
 {
     const tg_extract_t *ex = w->ex;
     size_t dim = ex->plan.feat_dim;
-    int j = 0;
-    for (size_t u = 0; u < n; u++) {
-        const float *first = NULL;
-        for (uint32_t k = G->start[c0 + u]; k < G->start[c0 + u + 1]; k++) {
-            uint64_t gi = G->keys[k] & 0xffffffffu;
-            while (gi < G->off[j])
-                j--;
-            while (gi >= G->off[j + 1])
-                j++;
-            float *dst = G->b[j].X + (size_t)(gi - G->off[j]) * dim;
-            if (!first) {
-                tg_feat_rows_f32(dst, w->src[u], 0, 1, dim, ex->plan.dtype, ex->normalize);
-                first = dst;
-            } else {
-                memcpy(dst, first, dim * sizeof(float));
-            }
+    const float *first = NULL;
+    for (uint32_t k = G->start[c0 + u]; k < G->start[c0 + u + 1]; k++) {
+        uint64_t gi = G->keys[k] & 0xffffffffu;
+        while (gi < G->off[*j])
+            (*j)--;
+        while (gi >= G->off[*j + 1])
+            (*j)++;
+        float *dst = G->b[*j].X + (size_t)(gi - G->off[*j]) * dim;
+        if (!first) {
+            tg_feat_rows_f32(dst, w->src[u], 0, 1, dim, ex->plan.dtype, ex->normalize);
+            first = dst;
+        } else {
+            memcpy(dst, first, dim * sizeof(float));
         }
     }
+}
+
+/* Which rows of a chunk scatter_rows converts. */
+enum { SCATTER_ALL, SCATTER_TIERS, SCATTER_MISSES };
+
+/* Converts the rows of the chunk's n unique nodes (the RAM tiers' only, the nm misses' only
+ * (w->miss_at, ascending) less those load_scatter converted, or all) into the group's
+ * matrices. */
+static void scatter_rows(const tg_extract_worker_t *w, const group_t *G, size_t c0, size_t n,
+                         size_t nm, int which)
+{
+    int j = 0;
+    if (which == SCATTER_MISSES) {
+        for (size_t k = 0; k < nm; k++)
+            if (!w->scat[k]) scatter_node(w, G, c0, w->miss_at[k], &j);
+        return;
+    }
+    size_t k = 0;
+    for (size_t u = 0; u < n; u++) {
+        if (k < nm && w->miss_at[k] == u) {
+            int skip = which == SCATTER_TIERS || w->scat[k];
+            k++;
+            if (skip) continue;
+        }
+        scatter_node(w, G, c0, u, &j);
+    }
+}
+
+/* read_loads' work as one of the chunk's own reads completes: its row goes into X at once,
+ * while the other reads are in flight (the slot stays held by the handle until the chunk's
+ * release). l->pos is the row's index among the chunk's misses. */
+static void load_scatter(tg_extract_worker_t *w, const tg_featbuf_load_t *l)
+{
+    if (!w->idle_G) return;
+    uint32_t u = w->miss_at[l->pos];
+    int j = 0;
+    w->src[u] = load_dst(w, l);
+    scatter_node(w, w->idle_G, w->idle_c0, u, &j);
+    w->scat[l->pos] = 1;
+}
+
+/* read_loads' work while the chunk's reads are in flight: the rows the RAM tiers served. */
+static void idle_scatter(tg_extract_worker_t *w)
+{
+    if (!w->idle_G || w->idle_done) return;
+    scatter_rows(w, w->idle_G, w->idle_c0, w->idle_n, w->idle_nm, SCATTER_TIERS);
+    w->idle_done = 1;
 }
 
 /* Asks the RAM tiers for ids[0..n) in order; fills w->src for the rows they hold and lists the
@@ -729,11 +789,19 @@ static int run_chunk(tg_extract_worker_t *w, const group_t *G, const uint64_t *i
     uint64_t batch = G->b[0].id;
     size_t nm = ask_tiers(w, ids, n);
     int rc = 0, held = 0;
+    w->idle_G = G;
+    w->idle_c0 = c0;
+    w->idle_n = n;
+    w->idle_nm = nm;
+    w->idle_done = 0;
+    memset(w->scat, 0, nm);
     if (nm && ex->fb)
         rc = via_featbuf(w, w->miss, nm, batch, hk, &held);
     else if (nm)
         rc = via_staging(w, nm, batch, hk);
-    if (rc == 0) scatter_rows(w, G, c0, n);
+    /* the tiers' rows went into X while the reads ran, unless nothing was read */
+    if (rc == 0) scatter_rows(w, G, c0, n, nm, w->idle_done ? SCATTER_MISSES : SCATTER_ALL);
+    w->idle_G = NULL;
     if (held) {
         int rr = tg_featbuf_release(w->h);
         if (rc == 0 && rr < 0) {

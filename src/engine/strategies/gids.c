@@ -51,7 +51,7 @@
 /* --window auto: at most this many batches, and a look-ahead costing at most 1/WIN_AUTO_SHARE
  * of what the budget leaves for the buffers. */
 #define WIN_AUTO_MAX 8u
-#define WIN_AUTO_SHARE 4u
+#define WIN_AUTO_SHARE 8u
 
 typedef struct {
     tg_xpass_cfg_t x;
@@ -70,7 +70,7 @@ static const tg_strategy_opt_t gi_opts[] = {
     TG_XPASS_OPTS_EQ(1, "1", 1, "1", "N_access from the device probe"),
     GI_OPT("window", TG_SOPT_INT, -1, 0, 256, 1, window, "W",
            "batches sampled ahead whose rows the feature buffer protects (0: LRU; default auto: "
-           "8, fewer when their look-ahead would take over a quarter of the feature memory)"),
+           "8, fewer when their look-ahead would take over an eighth of the feature memory)"),
     GI_OPT("constant-buffer", TG_SOPT_SIZE, -1, 0, INT64_MAX, 1, constant_buffer, "BYTES",
            "RAM pinned for the hottest rows by reverse PageRank (default auto: half of what "
            "--mem leaves for features, at most 20% of the feature file)"),
@@ -294,7 +294,7 @@ static int gi_setup(tg_strategy_t *s, const tg_pass_t *p)
         s->window = window_auto(&pl, S, bn, bg->limit && left > base ? left - base : 0);
         if (s->window < WIN_AUTO_MAX)
             tg_log_info("gids: --window auto: %u (a look-ahead of %u batches of up to %llu nodes "
-                        "would take over a quarter of the feature memory --mem leaves)",
+                        "would take over an eighth of the feature memory --mem leaves)",
                         s->window, WIN_AUTO_MAX, (unsigned long long)bn);
     }
     win_cost_t wc = window_cost(&pl, S, bn, s->window);
@@ -550,6 +550,10 @@ static void gi_stats(tg_strategy_t *s, double wall_s, tg_pass_stats_t *st)
     st->gids_mean_depth = c.io_any_s > 0 ? c.io_depth_s / c.io_any_s : 0;
     st->gids_queue_depth = c.io_busy_s > 0 ? c.io_depth_s / c.io_busy_s : 0;
     st->gids_inflight = wall_s > 0 ? c.io_depth_s / wall_s : 0;
+    /* over the extractors' gathering time, between chunks included (exact with one extractor;
+     * with several it assumes they gather at the same time) */
+    double gw = st->gather_s / (double)TG_MAX(tg_extract_num_workers(s->ex), 1);
+    st->gids_gather_depth = gw > 0 ? c.io_depth_s / gw : 0;
     st->gids_announced = s->announced;
     st->gids_unannounced = s->unannounced;
     st->gids_window_short = s->window_short;
