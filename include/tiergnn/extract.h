@@ -44,7 +44,9 @@
  * rows other extractors are loading); the misses are read with io/ (rows separated by holes
  * of at most plan.gap bytes as one read into a merge buffer); every row is converted once by
  * tg_feat_rows_f32 (f16 widened, normalised when asked) into its first position in X and
- * copied to the other positions it takes. Without a feature buffer the misses are read into
+ * copied to the other positions it takes: the RAM tiers' rows while the chunk's reads are in
+ * flight, each read row as its read completes, the rows other extractors loaded at the end, so
+ * that the disk does not wait for the conversions. Without a feature buffer the misses are read into
  * the worker's staging rows, chunk by chunk.
  *
  * Tiers: a tier is a RAM source of rows (raw, in the file's dtype) with its own counters. The
