@@ -197,6 +197,29 @@ TG_TEST(damaged_files)
     TG_CHECK_ERR(tg_model_load_path(m, bad), "truncated");
     TG_CHECK_OK(tg_write_file_atomic(bad, data, 20));
     TG_CHECK_ERR(tg_model_load_path(m, bad), "truncated in header");
+    /* a header describing a far larger model than its parameter count: refused before that model
+     * is allocated (an out_dim of 9764867 allocated 1.4 GB first); one whose count agrees with it
+     * but whose file is short; widths no dataset has */
+    char *hdr = malloc(len);
+    memcpy(hdr, data, len);
+    uint32_t wide = 9764867;
+    memcpy(hdr + 24, &wide, 4); /* out_dim (version 1 header: magic, version, type, in, hidden) */
+    TG_CHECK_OK(tg_write_file_atomic(bad, hdr, len));
+    TG_CHECK_ERR(tg_model_load_create_path(&out, bad), "corrupt checkpoint header (");
+    TG_CHECK(out == NULL);
+    TG_CHECK_ERR(tg_model_load_path(m, bad), "corrupt checkpoint header (");
+    tg_model_config_t cw = c;
+    cw.out_dim = wide;
+    uint64_t n = tg_model_config_param_bytes(&cw, NULL) / 16; /* params, grads, Adam's m and v */
+    memcpy(hdr + 92, &n, 8);                                  /* nparams */
+    TG_CHECK_OK(tg_write_file_atomic(bad, hdr, len));
+    TG_CHECK_ERR(tg_model_load_create_path(&out, bad), "truncated in parameters");
+    TG_CHECK(out == NULL);
+    wide = TG_MODEL_MAX_WIDTH + 1;
+    memcpy(hdr + 24, &wide, 4);
+    TG_CHECK_OK(tg_write_file_atomic(bad, hdr, len));
+    TG_CHECK_ERR(tg_model_load_create_path(&out, bad), "widths above");
+    free(hdr);
     /* not a checkpoint */
     memcpy(data, "NOTAMODL", 8);
     TG_CHECK_OK(tg_write_file_atomic(bad, data, len));

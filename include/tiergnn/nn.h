@@ -133,6 +133,8 @@ typedef struct tg_model_config {
 } tg_model_config_t;
 
 #define TG_INPUT_DROPOUT_SAME (-1.0f)
+/* The widest layer input or output a model takes (as a dataset's feat_dim and num_classes). */
+#define TG_MODEL_MAX_WIDTH (1u << 24)
 
 /* GraphSAGE, in_dim 0 (must be set), hidden 256, out_dim 0 (must be set), 2 layers, 1 head,
  * dropout 0.5, input_dropout TG_INPUT_DROPOUT_SAME, attn_dropout 0, ReLU, single-label, GIN eps
@@ -206,6 +208,10 @@ void tg_model_set_pool(tg_model_t *m, tg_pool_t *pool);
 size_t tg_model_param_count(const tg_model_t *m);
 /* Bytes of parameters + gradients + optimiser state. */
 uint64_t tg_model_param_bytes(const tg_model_t *m);
+/* What tg_model_param_bytes reports for a model of configuration cfg with optimiser oc (NULL:
+ * Adam's defaults, what tg_model_create starts with), computed without creating it: a budget
+ * can refuse a model before it is allocated. 0 when cfg is not valid (tg_model_config_check). */
+uint64_t tg_model_config_param_bytes(const tg_model_config_t *cfg, const tg_optim_config_t *oc);
 /* Bytes of the activation arena now (it grows to the largest batch seen, never shrinks). */
 uint64_t tg_model_act_bytes(const tg_model_t *m);
 

@@ -116,6 +116,22 @@ static int measure_activations(tg_run_t *r, const tg_model_t *m, const tg_optim_
     return rc;
 }
 
+int tg_budget_check_model(const tg_run_t *r, uint64_t model_bytes)
+{
+    /* the model alone: a budget that holds it gets the full plan's measured refusal, which
+     * names every part (the process, activations and batches come on top) */
+    uint64_t limit = r->budget.limit, want = r->budget.used + model_bytes;
+    if (!limit || want <= limit) return 0;
+    char a[32], b[32], c[32];
+    return tg_err(-ENOMEM,
+                  "--mem %s is too small for this model: its parameters, gradients and optimiser "
+                  "state take %s beside the %s of data strategy %s holds; give --mem above "
+                  "%lluM (its batches need more), or a smaller model",
+                  tg_fmt_bytes(limit, a, sizeof a), tg_fmt_bytes(model_bytes, b, sizeof b),
+                  tg_fmt_bytes(r->budget.used, c, sizeof c), r->strat_i->info.name,
+                  (unsigned long long)((want + (1 << 20) - 1) >> 20));
+}
+
 int tg_budget_plan(tg_run_t *r, const tg_model_t *m, const tg_budget_plan_opts_t *o,
                    tg_budget_plan_t *p)
 {
@@ -124,10 +140,13 @@ int tg_budget_plan(tg_run_t *r, const tg_model_t *m, const tg_budget_plan_opts_t
     p->model = tg_model_param_bytes(m);
     p->in_flight = r->strat_i->batches_in_flight ? r->strat_i->batches_in_flight(&r->sopts) : 2;
     if (!p->limit || o->plan->num_batches == 0 || r->budget_planned) return 0;
+    /* measuring a batch creates a second model: not when the first alone is too large */
+    int rc = tg_budget_check_model(r, p->model);
+    if (rc < 0) return rc;
     double t0 = tg_now();
     tg_batch_t big;
-    int rc = r->strat_i->profile_batch ? r->strat_i->profile_batch(r->strat, o, &big)
-                                       : profile_batches(r, o, &big);
+    rc = r->strat_i->profile_batch ? r->strat_i->profile_batch(r->strat, o, &big)
+                                   : profile_batches(r, o, &big);
     if (rc < 0) return rc;
     uint64_t act = 0;
     rc = measure_activations(r, m, o->optim, &big, &act);

@@ -351,8 +351,9 @@ uint64_t tg_budget_effective(uint64_t mem_bytes, uint64_t cgroup_limit, char *wh
 uint64_t tg_budget_estimate(const tg_model_config_t *cfg, uint64_t num_nodes, uint64_t batch_size,
                             const tg_sampler_i *sampler, const int64_t *fanouts, int in_flight);
 /* Refuses (-ENOMEM naming the sizes and the --mem needed) a model whose parameters, gradients
- * and optimiser state (model_bytes, tg_model_config_param_bytes) do not fit beside the data the
- * run holds: checked before the model is created, and before a batch is measured with it. */
+ * and optimiser state alone (model_bytes, tg_model_config_param_bytes) do not fit beside the
+ * data the run holds: checked before the model is created, and before a batch is measured with
+ * a second one. */
 int tg_budget_check_model(const tg_run_t *r, uint64_t model_bytes);
 /* Measures and reserves (see above). -ENOMEM naming every part and the --mem needed when the
  * budget cannot hold the model and the batches beside the data. No-op without a budget. */

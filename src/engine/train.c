@@ -392,6 +392,8 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
     o.model.out_dim = meta->num_classes;
     o.model.multi_label = meta->multi_label;
     if ((rc = tg_model_config_check(&o.model)) < 0) goto out;
+    if ((rc = tg_budget_check_model(&r, tg_model_config_param_bytes(&o.model, &o.optim))) < 0)
+        goto out;
     if ((rc = tg_model_create(&m, &o.model, o.seed)) < 0) goto out;
     if ((rc = tg_model_set_optim(m, &o.optim)) < 0) goto out;
     tg_model_set_pool(m, r.pool);

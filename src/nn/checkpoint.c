@@ -16,6 +16,7 @@
 #include "nn/nn-impl.h"
 
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -220,6 +221,22 @@ static int read_all(FILE *f, void *p, size_t n, uint32_t *crc, const char *name,
     return 0;
 }
 
+/* -EIO when f is a regular file with fewer than `need` bytes left after its position (memory
+ * streams and pipes are not checked: their reads find out). */
+static int check_left(FILE *f, uint64_t need, const char *name)
+{
+    struct stat st;
+    int fd = fileno(f);
+    long pos = fd >= 0 ? ftell(f) : -1;
+    if (pos < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) return 0;
+    uint64_t left = (uint64_t)st.st_size > (uint64_t)pos ? (uint64_t)st.st_size - (uint64_t)pos : 0;
+    if (left >= need) return 0;
+    return tg_err(-EIO,
+                  "%s: checkpoint truncated in parameters: its header needs %llu more bytes, the "
+                  "file has %llu",
+                  name, (unsigned long long)need, (unsigned long long)left);
+}
+
 /* Appends "; <field> <ck> in checkpoint vs <here> here" for each structural difference. */
 static int describe_diff(char *buf, size_t len, const tg_model_config_t *ck,
                          const tg_model_config_t *here)
@@ -277,6 +294,15 @@ static int load_impl(tg_model_t *m, tg_model_t **created, FILE *f, const char *n
     if ((rc = decode_version(&ver, hdr, name)) < 0) return rc;
     if ((rc = read_all(f, hdr + 12, header_bytes(ver) - 12, &crc, name, "header")) < 0) return rc;
     if ((rc = decode_header(&h, hdr, ver, name)) < 0) return rc;
+    /* What the header claims is checked before anything of that size is allocated: its
+     * parameter count against the model it describes, the blocks against the bytes left. */
+    uint64_t n = tg_model_config_nparams(&h.cfg);
+    if (h.nparams != n)
+        return tg_err(-EINVAL,
+                      "%s: corrupt checkpoint header (%llu parameters, but the model it "
+                      "describes has %llu)",
+                      name, (unsigned long long)h.nparams, (unsigned long long)n);
+    if ((rc = check_left(f, h.nparams * 4 * (1 + h.has_m + h.has_v) + 4, name)) < 0) return rc;
     if (created) {
         if ((rc = tg_model_create(&fresh, &h.cfg, 0)) < 0) return tg_err_prefix(rc, "%s", name);
         if ((rc = tg_model_set_optim(fresh, &h.ocfg)) < 0) {

@@ -64,6 +64,12 @@ int tg_model_config_check(const tg_model_config_t *c)
         return tg_err(-EINVAL, "model config: num_layers %d out of range 1..64", c->num_layers);
     if (c->num_layers > 1 && c->hidden == 0)
         return tg_err(-EINVAL, "model config: hidden must be at least 1");
+    /* widths beyond a dataset's (feat_dim, num_classes <= 2^24) would only make the parameter
+     * count's sum over layers wrap */
+    if (c->in_dim > TG_MODEL_MAX_WIDTH || c->hidden > TG_MODEL_MAX_WIDTH ||
+        c->out_dim > TG_MODEL_MAX_WIDTH)
+        return tg_err(-EINVAL, "model config: in_dim %u, hidden %u, out_dim %u: widths above %u",
+                      c->in_dim, c->hidden, c->out_dim, TG_MODEL_MAX_WIDTH);
     if (c->type == TG_MODEL_GIN && c->hidden == 0)
         return tg_err(-EINVAL, "model config: GIN needs hidden >= 1 (its MLP's inner width)");
     if (!(c->dropout >= 0.0f && c->dropout < 1.0f))
@@ -231,6 +237,31 @@ uint64_t tg_model_param_bytes(const tg_model_t *m)
 {
     uint64_t per = sizeof(float) * (uint64_t)m->nparams;
     return per * 2 + (m->opt.m ? per : 0) + (m->opt.v ? per : 0);
+}
+
+uint64_t tg_model_config_nparams(const tg_model_config_t *cfg)
+{
+    uint64_t n = 0;
+    for (int l = 0; l < cfg->num_layers; l++) {
+        tg_layer_t ly;
+        tg_layer_setup(&ly, cfg, l);
+        n += tg_layer_bind(&ly, NULL, NULL);
+    }
+    return n;
+}
+
+uint64_t tg_model_config_param_bytes(const tg_model_config_t *cfg, const tg_optim_config_t *oc)
+{
+    if (tg_model_config_check(cfg) < 0) return 0;
+    uint64_t n = tg_model_config_nparams(cfg);
+    tg_optim_config_t adam;
+    if (!oc) {
+        tg_optim_config_default(&adam, TG_OPTIM_ADAM);
+        oc = &adam;
+    }
+    uint64_t per = sizeof(float) * n;
+    int has_m = oc->type == TG_OPTIM_ADAM || oc->momentum > 0.0f;
+    return per * 2 + (has_m ? per : 0) + (oc->type == TG_OPTIM_ADAM ? per : 0);
 }
 
 uint64_t tg_model_act_bytes(const tg_model_t *m)

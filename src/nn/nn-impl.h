@@ -249,6 +249,9 @@ void tg_layer_setup(tg_layer_t *ly, const tg_model_config_t *cfg, int l);
 /* Number of floats of the layer's parameters, and pointing its tensors into params / grads
  * (either may be NULL for a count-only pass). Returns the count. */
 size_t tg_layer_bind(tg_layer_t *ly, float *params, float *grads);
+/* Parameters of a model of configuration cfg (valid: tg_model_config_check), counted without
+ * allocating them. */
+uint64_t tg_model_config_nparams(const tg_model_config_t *cfg);
 /* Glorot-uniform weights, zero biases, eps = initial value; draws from r in a fixed order. */
 void tg_layer_init(tg_layer_t *ly, float gin_eps, tg_rng_t *r);
 /* 1 when the layer multiplies by its weight before aggregating on this block (cheaper when the
