@@ -290,10 +290,50 @@ TG_TEST(checkpoint_records)
     tg_test_write_file(path, "hello, not a checkpoint");
     TG_CHECK_ERR(tg_ckpt_read_info(path, &out), "not a tiergnn checkpoint");
     free(buf);
+
+    /* a version 3 record's sampler name whose bytes are not a name (they reached the message of
+     * tg_sampler_find, newlines and all): refused as damaged, CRC or not */
+    snprintf(in.sampler, sizeof in.sampler, "ladies");
+    TG_CHECK_OK(tg_ckpt_write(path, &in, m));
+    TG_CHECK_OK(tg_read_file(path, &buf, &len));
+    uint32_t rec;
+    memcpy(&rec, buf + 12, 4);
+    memcpy(buf + rec - 4 - 16, "lad\nies", 8);
+    uint32_t crc = tg_crc32(0, buf, rec - 4);
+    memcpy(buf + rec - 4, &crc, 4);
+    TG_CHECK_OK(tg_write_file_atomic(path, buf, len));
+    TG_CHECK_ERR(tg_ckpt_read_info(path, &out), "checkpoint names a sampler that is not a name");
+    free(buf);
     tg_model_destroy(m);
     tg_model_destroy(m2);
-    tg_dataset_close(a);
     tg_dataset_close(b);
+
+    /* eval of a best.bin whose engine record is the dataset's but whose model takes another
+     * feature width or label kind: refused (its layers read rows of the wrong width: a heap
+     * overflow under ASan) */
+    char rundir[4000];
+    snprintf(rundir, sizeof rundir, "%s", tg_test_tmpdir("ckpt_shape"));
+    snprintf(path, sizeof path, "%s/%s", rundir, TG_CKPT_BEST_NAME);
+    memset(&in, 0, sizeof in);
+    tg_ckpt_identity(&in, a);
+    in.num_layers = 2;
+    in.fanouts[0] = in.fanouts[1] = 5;
+    in.batch_size = 64;
+    in.epochs_done = in.best_epoch = 1;
+    for (int k = 0; k < 2; k++) {
+        tg_model_config_default(&cfg);
+        cfg.hidden = 8;
+        cfg.in_dim = a->meta.feat_dim + (k == 0);
+        cfg.out_dim = a->meta.num_classes;
+        cfg.multi_label = k == 1;
+        TG_CHECK_OK(tg_model_create(&m, &cfg, 1));
+        TG_CHECK_OK(tg_ckpt_write(path, &in, m));
+        tg_model_destroy(m);
+        tg_eval_opts_t eo = {.threads = 1, .strategy = "memory"};
+        tg_eval_result_t er;
+        TG_CHECK_ERR(tg_eval(d1, rundir, TG_FILE_TEST, &eo, &er), "(damaged checkpoint?)");
+    }
+    tg_dataset_close(a);
 }
 
 int main(void)

@@ -216,8 +216,12 @@ int tg_ckpt_read_record(FILE *f, const char *path, tg_ckpt_info_t *info)
     }
     if (version >= 3) {
         get(&r, info->sampler, CKPT_SAMPLER_BYTES);
-        if (info->sampler[CKPT_SAMPLER_BYTES - 1] != 0)
-            return tg_err(-EINVAL, "%s: checkpoint names a sampler that is not a string (damaged?)",
+        /* a name, as the samplers' are: the bytes of a damaged one must not reach a message */
+        int bad = info->sampler[CKPT_SAMPLER_BYTES - 1] != 0;
+        for (const char *c = info->sampler; *c && !bad; c++)
+            bad = !((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_' || *c == '-');
+        if (bad)
+            return tg_err(-EINVAL, "%s: checkpoint names a sampler that is not a name (damaged?)",
                           path);
     }
     /* f is left right after the record, where the model record starts. */

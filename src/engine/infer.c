@@ -47,6 +47,22 @@ static int open_saved(const char *dataset, const char *rundir, int which_last, c
         r->sampler = k == &tg_sampler_node ? NULL : k;
     }
     if ((rc = tg_ckpt_load_model(path, info, m)) < 0) goto err;
+    /* the engine record matched the dataset; the model record behind it must too, or its layers
+     * would read feature rows and labels of another width */
+    const tg_model_config_t *mc = tg_model_config(*m);
+    const tg_meta_t *meta = &r->ds->meta;
+    if (mc->in_dim != meta->feat_dim || mc->out_dim != meta->num_classes ||
+        !mc->multi_label != !meta->multi_label) {
+        rc = tg_err(-EINVAL,
+                    "%s: the model takes %u features to %u %s classes, the dataset %s has %u "
+                    "features and %u %s classes (damaged checkpoint?)",
+                    path, mc->in_dim, mc->out_dim, mc->multi_label ? "multi-label" : "single-label",
+                    r->ds->dir, meta->feat_dim, meta->num_classes,
+                    meta->multi_label ? "multi-label" : "single-label");
+        tg_model_destroy(*m);
+        *m = NULL;
+        goto err;
+    }
     tg_model_set_pool(*m, r->pool);
     return 0;
 err:
