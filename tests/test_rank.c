@@ -502,6 +502,41 @@ TG_TEST(top_nodes_cover_sampled_rows)
 
 /* ---------------------------------------------------------------- errors */
 
+/* The derived header does not cover the payload's bytes (its CRC is checked only on request): an
+ * id that is not a node, in a file the header still vouches for, is an error of the read that
+ * meets it, not an index into a caller's arrays. */
+TG_TEST(damaged_id_refused)
+{
+    tg_dataset_t *ds = ds_open(gen_dir);
+    int64_t fan[2] = {5, 5};
+    tg_rank_opts_t o;
+    opts_for(&o, 2, fan);
+    o.damping = 0.5; /* params of their own: a file of this test's */
+    tg_rank_t *r;
+    TG_CHECK_OK(tg_rank_open(&r, ds, &o));
+    if (!r) return;
+    char path[4200];
+    snprintf(path, sizeof path, "%s", tg_rank_path(r));
+    uint64_t N = ds->meta.num_nodes, ids[4];
+    tg_rank_close(r);
+    char *buf;
+    size_t len;
+    TG_CHECK_OK(tg_read_file(path, &buf, &len));
+    uint32_t bad = (uint32_t)N; /* the third id; payload: a 4096-byte record, then the ids */
+    memcpy(buf + TG_DERIVED_PAYLOAD_OFFSET + 4096 + 2 * 4, &bad, 4);
+    TG_CHECK_OK(tg_write_file_atomic(path, buf, len));
+    free(buf);
+    TG_CHECK_OK(tg_rank_open(&r, ds, &o));
+    if (!r) return;
+    TG_CHECK(tg_rank_info(r)->built == 0); /* reused: only the payload changed */
+    TG_CHECK_OK(tg_rank_top(r, 2, ids));
+    TG_CHECK_ERR(tg_rank_top(r, 4, ids), "payload offset 4104: id");
+    TG_CHECK_ERR(tg_rank_read(r, 2, 1, ids, NULL), "at rank 2 is not a node");
+    tg_rank_close(r);
+    unlink(path);
+    tg_dataset_close(ds);
+}
+
 TG_TEST(errors)
 {
     tg_dataset_t *ds = ds_open(gen_dir);
@@ -593,6 +628,7 @@ int main(void)
     TG_RUN(derived_reuse_and_rebuild);
     TG_RUN(split_changed_rebuilds);
     TG_RUN(top_nodes_cover_sampled_rows);
+    TG_RUN(damaged_id_refused);
     TG_RUN(errors);
     return tg_test_done();
 }

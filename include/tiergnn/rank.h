@@ -56,7 +56,8 @@
  * Datasets above 2^32 nodes are refused (the sort keys hold 32-bit ids).
  *
  * Errors: 0 or -errno with tg_err(); read errors name the file and the offset; a corrupt
- * indptr or an in-neighbour >= N is -EINVAL naming the file and offset.
+ * indptr or an in-neighbour >= N is -EINVAL naming the file and offset, and so is an id >= N
+ * that tg_rank_read finds in the file (the derived header does not cover the payload's bytes).
  * Ownership: a tg_rank_t is the opener's until tg_rank_close; it reads through the validated
  * derived file (a rebuild elsewhere does not change what it reads). Not thread-safe.
  * Module: graph/. Knows data/ (dataset, derived files), io/ and util/. */

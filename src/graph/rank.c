@@ -677,6 +677,14 @@ int tg_rank_read(tg_rank_t *r, uint64_t first, uint64_t n, uint64_t *ids, float 
         for (uint64_t i = 0; i < n; i++) {
             uint32_t x;
             memcpy(&x, &narrow[i], 4);
+            /* the derived header does not cover the payload's bytes: a damaged id stops here,
+             * not in a caller's arrays */
+            if (x >= N)
+                return tg_err(-EINVAL,
+                              "%s: payload offset %" PRIu64 ": id %" PRIu32 " at rank %" PRIu64
+                              " is not a node (N = %" PRIu64
+                              "): the file is damaged (tiergnn clean removes it)",
+                              r->file->path, r->ids_off + (first + i) * 4, x, first + i, N);
             ids[i] = x;
         }
     }
