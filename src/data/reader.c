@@ -20,7 +20,7 @@ static int file_crc(const char *path, uint64_t size, uint32_t *crc)
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return tg_err(-errno, "%s: cannot open: %s", path, strerror(errno));
     posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-    size_t cap = 8u << 20;
+    size_t cap = (size_t)TG_MIN((uint64_t)8 << 20, size + 1);
     char *buf = malloc(cap);
     if (!buf) {
         close(fd);

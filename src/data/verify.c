@@ -29,6 +29,7 @@ typedef struct seqr {
     char path[4096];
     uint64_t size, off; /* file size; bytes consumed */
     char *buf;
+    size_t cap;      /* window size: WINDOW, or the file rounded up to 8 bytes when smaller */
     size_t pos, len; /* window: bytes [pos, len) not consumed yet */
     uint32_t crc;
     tg_progress_t *pg;
@@ -46,7 +47,8 @@ static int seqr_open(seqr_t *r, const tg_dataset_t *ds, tg_file_id_t id, tg_prog
     r->fd = open(r->path, O_RDONLY | O_CLOEXEC);
     if (r->fd < 0) return tg_err(-errno, "%s: cannot open: %s", r->path, strerror(errno));
     posix_fadvise(r->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-    r->buf = malloc(WINDOW);
+    r->cap = r->size < WINDOW ? (size_t)TG_MAX((r->size + 7) & ~(uint64_t)7, 8) : WINDOW;
+    r->buf = malloc(r->cap);
     if (!r->buf) {
         close(r->fd);
         r->fd = -1;
@@ -70,7 +72,7 @@ static int64_t seqr_fill(seqr_t *r)
     if (r->pos < r->len) return (int64_t)(r->len - r->pos);
     uint64_t at = r->off;
     if (at >= r->size) return 0;
-    size_t n = (size_t)TG_MIN((uint64_t)WINDOW, r->size - at);
+    size_t n = (size_t)TG_MIN((uint64_t)r->cap, r->size - at);
     int rc = tg_pread_full(r->fd, r->buf, n, at, r->path);
     if (rc) return rc;
     r->crc = tg_data_crc32(r->crc, r->buf, n);
