@@ -7,9 +7,18 @@
 
 #include "tiergnn/extract.h"
 
+/* The fill reads the sorted rows in merged runs: rows whose holes are at most FILL_GAP bytes
+ * are read together, holes included, up to FILL_SPAN bytes a read, FILL_RUNS reads a submit
+ * (into merge buffers, then copied). A random 4 KiB read costs the disk about what it
+ * transfers sequentially in ~10 KiB, so a tier of 15% of 128-byte rows reads the file nearly
+ * sequentially (at 100 M nodes: 13 GB in ~15 s instead of 14.6 M reads in ~150 s). Memory: the
+ * merge buffers (4 MiB) and io/'s staging (1 MiB) while it runs. */
 #define FILL_DEPTH 8u
-#define FILL_MAX_READ ((size_t)512 << 10)
-#define FILL_BATCH ((size_t)8192) /* rows per submit: bounds io/'s bookkeeping */
+#define FILL_MAX_READ ((size_t)128 << 10)
+#define FILL_SPAN ((size_t)512 << 10)
+#define FILL_GAP ((uint64_t)16 << 10)
+#define FILL_RUNS 8u
+#define FILL_BATCH ((size_t)8192) /* rows per submit (rows wider than half a span) */
 #define NO_ROW UINT32_MAX
 #define NO_KEY UINT64_MAX
 
@@ -89,19 +98,14 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* The rows of the sorted distinct nodes ids[0..n) into s->rows, FILL_BATCH rows per submit:
- * adjacent rows are merged by io/ into reads of up to FILL_MAX_READ. */
-static int fill_rows(const tg_tier_static_opts_t *o, static_t *s, const uint64_t *ids, size_t row,
-                     tg_budget_t *budget)
+/* Rows wider than half a span: one request each, FILL_BATCH per submit (io/ merges adjacent
+ * ones into reads of up to FILL_MAX_READ). */
+static int fill_rows_each(tg_io_t *q, const tg_tier_static_opts_t *o, static_t *s,
+                          const uint64_t *ids, size_t row)
 {
-    tg_io_opts_t io = {
-        .depth = FILL_DEPTH, .max_read_bytes = FILL_MAX_READ, .budget = budget, .stats = o->stats};
-    if (s->count == 0) return 0;
-    tg_io_t *q;
-    int rc = tg_io_create(&q, &io);
-    if (rc < 0) return rc;
     tg_io_req_t *req = malloc(FILL_BATCH * sizeof *req);
-    if (!req) rc = tg_err(-ENOMEM, "static tier: out of memory");
+    if (!req) return tg_err(-ENOMEM, "static tier: out of memory");
+    int rc = 0;
     for (uint64_t i = 0; rc == 0 && i < s->count; i += FILL_BATCH) {
         size_t m = (size_t)TG_MIN((uint64_t)FILL_BATCH, s->count - i);
         for (size_t k = 0; k < m; k++)
@@ -112,6 +116,71 @@ static int fill_rows(const tg_tier_static_opts_t *o, static_t *s, const uint64_t
         rc = tg_io_read_batch(q, req, m);
     }
     free(req);
+    return rc;
+}
+
+/* The rows of the sorted distinct nodes ids[0..count) into s->rows, in merged runs (above). */
+static int fill_rows(const tg_tier_static_opts_t *o, static_t *s, const uint64_t *ids, size_t row,
+                     tg_budget_t *budget)
+{
+    tg_io_opts_t io = {
+        .depth = FILL_DEPTH, .max_read_bytes = FILL_MAX_READ, .budget = budget, .stats = o->stats};
+    if (s->count == 0) return 0;
+    tg_io_t *q;
+    int rc = tg_io_create(&q, &io);
+    if (rc < 0) return rc;
+    uint64_t align = tg_io_file_align(o->feat), fsize = tg_io_file_size(o->feat);
+    if (align == 0) align = 1;
+    if (row + 2 * align > FILL_SPAN / 2) {
+        rc = fill_rows_each(q, o, s, ids, row);
+        tg_io_destroy(q);
+        return rc;
+    }
+    uint64_t bytes = (uint64_t)FILL_RUNS * FILL_SPAN;
+    char *buf = NULL;
+    if (budget && (rc = tg_budget_reserve(budget, bytes, "static tier fill")) < 0) {
+        tg_io_destroy(q);
+        return rc;
+    }
+    if (!(buf = tg_aligned_alloc(4096, (size_t)bytes)))
+        rc = tg_err(-ENOMEM, "static tier: out of memory for its fill buffers");
+    tg_io_req_t req[FILL_RUNS];
+    uint64_t first[FILL_RUNS], end[FILL_RUNS];
+    for (uint64_t i = 0; rc == 0 && i < s->count;) {
+        unsigned nr = 0;
+        for (; nr < FILL_RUNS && i < s->count; nr++) {
+            uint64_t off = ids[i] * row / align * align, j = i + 1;
+            while (j < s->count && ids[j] * row - (ids[j - 1] * row + row) <= FILL_GAP &&
+                   (ids[j] * row + row + align - 1) / align * align - off <= FILL_SPAN)
+                j++;
+            uint64_t stop = (ids[j - 1] * row + row + align - 1) / align * align;
+            req[nr] = (tg_io_req_t){.file = o->feat,
+                                    .off = off,
+                                    .len = (size_t)(TG_MIN(stop, fsize) - off),
+                                    .dst = buf + (size_t)nr * FILL_SPAN};
+            first[nr] = i;
+            end[nr] = j;
+            i = j;
+        }
+        if ((rc = tg_io_read_batch(q, req, nr)) < 0) {
+            /* io/ names the merged read's offset; name the rows it was for too */
+            for (unsigned r = 0; r < nr; r++)
+                if (req[r].res < 0) {
+                    tg_err_prefix(rc, "the rows of nodes %llu..%llu (file offset %llu)",
+                                  (unsigned long long)ids[first[r]],
+                                  (unsigned long long)ids[end[r] - 1],
+                                  (unsigned long long)(ids[first[r]] * row));
+                    break;
+                }
+            break;
+        }
+        for (unsigned r = 0; r < nr; r++)
+            for (uint64_t k = first[r]; k < end[r]; k++)
+                memcpy(s->rows + (size_t)k * row,
+                       (const char *)req[r].dst + (ids[k] * row - req[r].off), row);
+    }
+    free(buf);
+    if (budget) tg_budget_release(budget, bytes);
     tg_io_destroy(q);
     return rc;
 }
