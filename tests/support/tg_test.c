@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <libgen.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -12,10 +13,14 @@ int tg_test_failures = 0;
 const char *tg_test_current = "";
 
 /* Every test program links this file, so every one honours OPENBLAS_CORETYPE the same way
- * (the CTest variants test_X@Zen set it) before its main runs any GEMM. */
+ * (the CTest variants test_X@Zen set it) before its main runs any GEMM. The device probe's
+ * cache goes under the build's test directory (and the CLIs the tests start inherit it): a
+ * short probe of a test's small file must not replace the user's cached figures, which
+ * size the reads of their real runs. */
 __attribute__((constructor)) static void tg_test_init(void)
 {
     tg_test_blas_gate();
+    setenv("XDG_CACHE_HOME", TG_TEST_TMP "/xdg-cache", 1);
 }
 
 int tg_test_done(void)
