@@ -369,6 +369,32 @@ TG_TEST(sampler_read_error)
     check_free(&k);
 }
 
+/* Reads of features.bin or indices.bin that come back short (the bytes stop at one offset) end
+ * the pass with the file and the offset; the rows up to it were right. */
+TG_TEST(short_read)
+{
+    const char *files[2] = {"features.bin", "indices.bin"};
+    for (int i = 0; i < 2; i++) {
+        cfg_t c;
+        cfg_default(&c);
+        tg_io_fault_t f = {.op = TG_IO_FAULT_READ,
+                           .file = files[i],
+                           .lo = 70 * 16 * 4,
+                           .hi = 1 << 30,
+                           .short_read = 1,
+                           .after = 3};
+        TG_CHECK_OK(tg_io_fault_add(&f));
+        check_t k;
+        check_init(&k);
+        char needle[64];
+        snprintf(needle, sizeof needle, "%s: unexpected end of file at offset", files[i]);
+        failing_pass(&c, &k, needle,
+                     files[i] == files[0] ? "short feature read" : "short index read");
+        tg_io_fault_clear();
+        check_free(&k);
+    }
+}
+
 TG_TEST(trainer_error)
 {
     cfg_t c;
@@ -467,6 +493,7 @@ int main(void)
     TG_RUN(stop_and_first_batch);
     TG_RUN(extractor_read_error);
     TG_RUN(sampler_read_error);
+    TG_RUN(short_read);
     TG_RUN(trainer_error);
     TG_RUN(feature_file_truncated_mid_run);
     TG_RUN(budget_too_small);

@@ -1,7 +1,9 @@
 /* Fault injection and the error paths it reaches, on io_uring and pread: an injected EIO fails
  * exactly the requests it touches with a message naming the file and the request's offset (the
- * others still get their bytes); after/count; retried EAGAIN; the TIERGNN_IO_FAULT variable;
- * forced O_DIRECT and io_uring failures fall back with one warning each. */
+ * others still get their bytes); a short read is continued (one) or fails naming the file and
+ * the offset where the bytes stopped (every one); after/count; retried EAGAIN; the
+ * TIERGNN_IO_FAULT variable; forced O_DIRECT and io_uring failures fall back with one warning
+ * each. */
 #include "test_io_common.h"
 
 static const char *dir;
@@ -107,6 +109,79 @@ TG_TEST(eio_async)
     tg_io_file_close(f);
 }
 
+/* A short read at byte `stop` under every backend, depth and merge setting: with count=1 the
+ * queue reads the rest and the bytes arrive whole; with every read short the request fails with
+ * "unexpected end of file at offset stop", the file's path and "a short read" (the file did not
+ * shrink), and only that request. */
+static void short_case(tg_io_file_t *f, uint64_t stop, unsigned flags, unsigned depth, int once)
+{
+    tg_io_fault_clear();
+    tg_io_fault_t rule = {.op = TG_IO_FAULT_READ,
+                          .file = "data.bin",
+                          .lo = stop,
+                          .hi = stop + 1,
+                          .short_read = 1,
+                          .count = once ? 1 : 0};
+    TG_CHECK_OK(tg_io_fault_add(&rule));
+    tg_io_opts_t o = {.depth = depth, .flags = flags};
+    tg_io_t *io = NULL;
+    TG_CHECK_OK(tg_io_create(&io, &o));
+    if (!io) return;
+    uint8_t bufs[3][3000];
+    uint64_t offs[3] = {0, stop - 1000, stop + 200000}; /* q[1] covers the stop byte */
+    tg_io_req_t q[3];
+    for (int i = 0; i < 3; i++)
+        q[i] = (tg_io_req_t){.file = f, .off = offs[i], .len = 3000, .dst = bufs[i]};
+    uint64_t hits0 = tg_io_fault_hits();
+    if (once) {
+        TG_CHECK_OK(tg_io_read_batch(io, q, 3));
+        for (int i = 0; i < 3; i++)
+            TG_CHECK(q[i].res == 0 && tio_bytes_ok(bufs[i], offs[i], 3000));
+        TG_CHECK_EQ_U64(tg_io_fault_hits(), hits0 + 1);
+    } else {
+        /* under O_DIRECT a partial transfer is whole blocks: the bytes stop at the block */
+        uint64_t at = tg_io_file_direct(f) ? stop & ~(uint64_t)(tg_io_file_align(f) - 1) : stop;
+        char needle[64];
+        snprintf(needle, sizeof needle, "unexpected end of file at offset %llu",
+                 (unsigned long long)at);
+        TG_CHECK_ERR(tg_io_read_batch(io, q, 3), needle);
+        TG_CHECK(strstr(tg_errmsg(), path) != NULL);
+        TG_CHECK(strstr(tg_errmsg(), "a short read") != NULL);
+        TG_CHECK(q[1].res == -EIO);
+        TG_CHECK(q[0].res == 0 && tio_bytes_ok(bufs[0], offs[0], 3000));
+        TG_CHECK(q[2].res == 0 && tio_bytes_ok(bufs[2], offs[2], 3000));
+        TG_CHECK(tg_io_fault_hits() > hits0);
+    }
+    tg_io_destroy(io);
+}
+
+/* Runs after open_fallback, whose forced buffered open gives the second handle here without a
+ * second warning. */
+TG_TEST(short_read)
+{
+    tg_io_file_t *files[2] = {NULL, NULL}; /* O_DIRECT where the file system has it; buffered */
+    tg_io_fault_clear();
+    TG_CHECK_OK(tg_io_file_open(&files[0], path, 0));
+    TG_CHECK_OK(tg_io_fault_parse("EINVAL@0,op=open,file=data.bin"));
+    TG_CHECK_OK(tg_io_file_open(&files[1], path, 0));
+    if (files[1]) TG_CHECK(!tg_io_file_direct(files[1]));
+    /* a stop inside a block and one on a block boundary */
+    const uint64_t stops[2] = {(1u << 20) + 777, 1u << 20};
+    for (int k = 0; k < 2; k++)
+        for (size_t b = 0; files[k] && b < 3; b++)
+            for (size_t d = 0; d < 3; d++)
+                for (int st = 0; st < 2; st++)
+                    for (int once = 0; once < 2; once++) {
+                        if (!have_uring && !(backends[b] & TG_IO_FORCE_PREAD)) continue;
+                        unsigned fl = backends[b];
+                        short_case(files[k], stops[st], fl, depths[d], once);
+                        short_case(files[k], stops[st], fl | TG_IO_NO_MERGE, depths[d], once);
+                    }
+    tg_io_fault_clear();
+    tg_io_file_close(files[0]);
+    tg_io_file_close(files[1]);
+}
+
 /* after = 2, count = 1: the third matching read fails, the others succeed. */
 TG_TEST(after_and_count)
 {
@@ -165,6 +240,13 @@ TG_TEST(parse_errors)
     TG_CHECK_ERR(tg_io_fault_parse("EIO@5-2"), "empty byte range");
     TG_CHECK_ERR(tg_io_fault_parse("EIO@1,foo=2"), "unknown key 'foo'");
     TG_CHECK_ERR(tg_io_fault_parse("EIO@1,op=write"), "op must be");
+    TG_CHECK_ERR(tg_io_fault_parse("SHORT@1,op=open"), "reads only");
+    TG_CHECK_ERR(tg_io_fault_parse("SHORT@5-5"), "empty byte range");
+    tg_io_fault_t ring_short = {.op = TG_IO_FAULT_RING, .short_read = 1};
+    TG_CHECK_ERR(tg_io_fault_add(&ring_short), "reads only");
+    tg_io_fault_clear();
+    /* SHORT parses as a rule with no errno */
+    TG_CHECK_OK(tg_io_fault_parse("SHORT@4K-8K,file=x.bin,after=1,count=2"));
     tg_io_fault_t bad = {.op = TG_IO_FAULT_READ, .lo = 0, .hi = 1, .err = 0};
     TG_CHECK_ERR(tg_io_fault_add(&bad), "positive errno");
     tg_io_fault_clear();
@@ -281,6 +363,7 @@ int main(void)
     TG_RUN(eagain_retry);
     TG_RUN(open_fallback);
     TG_RUN(ring_fallback);
+    TG_RUN(short_read);
     free(path);
     free(env_path);
     return tio_end(dir, have_uring);

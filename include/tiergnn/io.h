@@ -239,13 +239,24 @@ int tg_io_pool_read_batch(tg_io_pool_t *p, tg_io_req_t *reqs, size_t n);
  * counts as one io_request (0 bytes read). The device probe's reads are never faulted (ring
  * rules do apply to its ring).
  *
+ * A short-read rule (short_read = 1, "SHORT" in the grammar) does not fail the read: the read
+ * goes to the disk but stops at LO, returning only its bytes before LO (under O_DIRECT whole
+ * blocks of them, as a real partial transfer; 0 bytes, as at the end of the file, when none are
+ * left). After a partial transfer the queue asks for the rest, so a rule with count=1 on a read
+ * that starts blocks before LO is absorbed (the bytes arrive whole), while an unlimited rule
+ * makes the read at LO come back empty: the request fails with "unexpected end of file", the
+ * file and the offset where the bytes stopped.
+ *
  * The environment variable TIERGNN_IO_FAULT is parsed with tg_io_fault_parse() the first time a
- * file is opened or a queue created. Grammar, rules separated by ';':
+ * file is opened or a queue created; when it set rules, the process prints at exit how many
+ * operations they faulted and how many they looked at ("TIERGNN_IO_FAULT: N operations faulted,
+ * M matched a rule"). Grammar, rules separated by ';':
  *     ERR@LO[-HI][,file=SUBSTR][,after=N][,count=N][,op=read|open|ring]
  * ERR is an errno name (EIO, EINVAL, ENOSPC, ENOSYS, EPERM, ENOMEM, EAGAIN, ENODATA, EACCES,
- * EBADF, EFAULT, EINTR) or a number; LO-HI is a byte range [LO, HI) (HI defaults to LO+1); sizes
- * accept K/M/G suffixes. Examples: "EIO@1M"  "EIO@0-4096,file=features.bin,after=2,count=1"
- * "EINVAL@0,op=open" */
+ * EBADF, EFAULT, EINTR), a number, or SHORT (a short read; op=read only); LO-HI is a byte range
+ * [LO, HI) (HI defaults to LO+1); sizes accept K/M/G suffixes. Examples: "EIO@1M"
+ * "EIO@0-4096,file=features.bin,after=2,count=1"  "EINVAL@0,op=open"
+ * "SHORT@1M-2M,file=indices.bin,after=5" */
 typedef enum {
     TG_IO_FAULT_READ = 0, /* a disk read whose range [off, off+len) intersects [lo, hi) fails */
     TG_IO_FAULT_OPEN = 1, /* the O_DIRECT open of a matching file fails with err */
@@ -256,7 +267,8 @@ typedef struct tg_io_fault {
     tg_io_fault_op_t op;
     const char *file; /* substring of the path; NULL or "" = any file (copied) */
     uint64_t lo, hi;  /* byte range [lo, hi) for TG_IO_FAULT_READ */
-    int err;          /* positive errno to report */
+    int err;          /* positive errno to report (0 for a short read) */
+    int short_read;   /* TG_IO_FAULT_READ only: the read stops at lo instead of failing */
     uint64_t after;   /* let the first `after` matching operations succeed */
     uint64_t count;   /* then fail this many; 0 = every one after that */
 } tg_io_fault_t;
@@ -267,7 +279,7 @@ int tg_io_fault_add(const tg_io_fault_t *f);
 int tg_io_fault_parse(const char *spec);
 /* Removes every rule (the environment variable is not read again). */
 void tg_io_fault_clear(void);
-/* How many operations the rules have failed since the process started. */
+/* How many operations the rules have failed or cut short since the process started. */
 uint64_t tg_io_fault_hits(void);
 
 /* ---------------------------------------------------------------- device probe */

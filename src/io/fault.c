@@ -1,5 +1,6 @@
-/* Fault injection: process-wide rules that make chosen opens, ring set-ups or disk reads fail, so
- * tests reach the error paths of both backends without a failing disk. */
+/* Fault injection: process-wide rules that make chosen opens, ring set-ups or disk reads fail (or
+ * reads come back short), so tests reach the error paths of both backends without a failing
+ * disk. */
 #include "io-impl.h"
 
 #include <stdlib.h>
@@ -19,6 +20,7 @@ static rule_t rules[MAX_RULES];
 /* Read without the lock on every disk read: the common case (no rules) costs one load. */
 static atomic_int nrules;
 static atomic_uint_fast64_t hits;
+static atomic_uint_fast64_t matched; /* operations a rule looked at (firing or not) */
 
 static pthread_once_t env_once = PTHREAD_ONCE_INIT;
 static int env_rc;
@@ -37,7 +39,9 @@ int tg_io_fault_add(const tg_io_fault_t *f)
 {
     if (f->op != TG_IO_FAULT_READ && f->op != TG_IO_FAULT_OPEN && f->op != TG_IO_FAULT_RING)
         return tg_err(-EINVAL, "io fault: unknown op %d", (int)f->op);
-    if (f->err <= 0)
+    if (f->short_read && f->op != TG_IO_FAULT_READ)
+        return tg_err(-EINVAL, "io fault: a short read applies to reads only (op=read)");
+    if (!f->short_read && f->err <= 0)
         return tg_err(-EINVAL, "io fault: err must be a positive errno, got %d", f->err);
     if (f->op == TG_IO_FAULT_READ && f->hi <= f->lo)
         return tg_err(-EINVAL, "io fault: empty byte range [%llu, %llu)", (unsigned long long)f->lo,
@@ -54,6 +58,7 @@ int tg_io_fault_add(const tg_io_fault_t *f)
     rule_t *r = &rules[n];
     memset(r, 0, sizeof *r);
     r->f = *f;
+    if (r->f.short_read) r->f.err = 0;
     snprintf(r->file, sizeof r->file, "%s", f->file ? f->file : "");
     r->f.file = r->file;
     atomic_store(&nrules, n + 1);
@@ -99,8 +104,11 @@ static int parse_rule(char *s)
     char *at = strchr(s, '@');
     if (!at) return tg_err(-EINVAL, "io fault: '%s': expected ERR@OFFSET", s);
     *at = 0;
-    int rc = parse_errno(s, &f.err);
-    if (rc < 0) return rc;
+    int rc = 0;
+    if (!strcmp(s, "SHORT"))
+        f.short_read = 1;
+    else if ((rc = parse_errno(s, &f.err)) < 0)
+        return rc;
     char *opts = strchr(at + 1, ',');
     if (opts) *opts++ = 0;
     char *range = at + 1, *dash = strchr(range, '-');
@@ -156,15 +164,26 @@ int tg_io_fault_parse(const char *spec)
     return rc;
 }
 
+/* At exit of a process whose environment set rules: whether they fired tells a fault matrix a
+ * run that handled a fault from one the fault never reached, and a rule that never fires
+ * (after=huge) counts the operations a later rule can pick from. */
+static void env_report(void)
+{
+    tg_log_warn("TIERGNN_IO_FAULT: %llu operations faulted, %llu matched a rule",
+                (unsigned long long)tg_io_fault_hits(), (unsigned long long)atomic_load(&matched));
+}
+
 static void env_load(void)
 {
     const char *spec = getenv("TIERGNN_IO_FAULT");
     if (!spec || !*spec) return;
     env_rc = tg_io_fault_parse(spec);
-    if (env_rc < 0)
+    if (env_rc < 0) {
         snprintf(env_msg, sizeof env_msg, "TIERGNN_IO_FAULT: %s", tg_errmsg());
-    else
-        tg_log_warn("TIERGNN_IO_FAULT=%s: injecting I/O faults", spec);
+        return;
+    }
+    tg_log_warn("TIERGNN_IO_FAULT=%s: injecting I/O faults", spec);
+    atexit(env_report);
 }
 
 int tg_io_fault_env_load(void)
@@ -174,40 +193,47 @@ int tg_io_fault_env_load(void)
     return 0;
 }
 
-/* Counts a matching operation against rule r and says whether it fails. Caller holds mu. */
+/* Counts a matching operation against rule r and says whether it fires. Caller holds mu. */
 static int fire(rule_t *r)
 {
     r->seen++;
+    atomic_fetch_add(&matched, 1);
     if (r->seen <= r->f.after) return 0;
     if (r->f.count && r->failed >= r->f.count) return 0;
     r->failed++;
     atomic_fetch_add(&hits, 1);
-    return r->f.err;
+    return 1;
 }
 
-static int check(tg_io_fault_op_t op, const char *path, uint64_t off, uint64_t len)
+/* The first rule that fires decides: an errno, or (reads) a shorter length. */
+static int check(tg_io_fault_op_t op, const char *path, uint64_t off, uint64_t *len)
 {
     if (atomic_load_explicit(&nrules, memory_order_acquire) == 0) return 0;
-    int err = 0;
+    int err = 0, done = 0;
     pthread_mutex_lock(&mu);
     int n = atomic_load(&nrules);
-    for (int i = 0; i < n && !err; i++) {
+    for (int i = 0; i < n && !done; i++) {
         rule_t *r = &rules[i];
         if (r->f.op != op) continue;
         if (op != TG_IO_FAULT_RING && r->file[0] && (!path || !strstr(path, r->file))) continue;
-        if (op == TG_IO_FAULT_READ && (off + len <= r->f.lo || off >= r->f.hi)) continue;
-        err = fire(r);
+        if (op == TG_IO_FAULT_READ && (off + *len <= r->f.lo || off >= r->f.hi)) continue;
+        if (!(done = fire(r))) continue;
+        if (r->f.short_read)
+            *len = r->f.lo > off ? r->f.lo - off : 0;
+        else
+            err = r->f.err;
     }
     pthread_mutex_unlock(&mu);
     return err;
 }
 
-int tg_io_fault_check_read(const char *path, uint64_t off, uint64_t len)
+int tg_io_fault_check_read(const char *path, uint64_t off, uint64_t *len)
 {
     return check(TG_IO_FAULT_READ, path, off, len);
 }
 
 int tg_io_fault_check_op(tg_io_fault_op_t op, const char *path)
 {
-    return check(op, path, 0, 0);
+    uint64_t len = 0;
+    return check(op, path, 0, &len);
 }

@@ -23,9 +23,10 @@ struct tg_io_file {
 
 /* Loads TIERGNN_IO_FAULT once per process; returns its parse status (0 when unset). */
 int tg_io_fault_env_load(void);
-/* Positive errno if a fault rule fails this disk read of [off, off + len) of path, else 0. Each
- * call is one matching operation for the rule's after/count bookkeeping. */
-int tg_io_fault_check_read(const char *path, uint64_t off, uint64_t len);
+/* Positive errno if a fault rule fails this disk read of [off, off + *len) of path, else 0; a
+ * short-read rule returns 0 and lowers *len to the bytes the read may return (0: none, as at the
+ * end of the file). Each call is one matching operation for the rule's after/count bookkeeping. */
+int tg_io_fault_check_read(const char *path, uint64_t off, uint64_t *len);
 /* Positive errno if a rule of kind op (OPEN or RING) fires for path (NULL for RING), else 0. */
 int tg_io_fault_check_op(tg_io_fault_op_t op, const char *path);
 

@@ -35,6 +35,7 @@ typedef struct span {
     int32_t slot;             /* staging slot while issued, -1 before */
     char *target;             /* where the read lands: the slot, or (no copy) the request's dst */
     int fault;                /* positive errno of an injected failure riding on a NOP */
+    int fault_eof;            /* an injected short read of 0 bytes rides on a NOP */
     int retries;
     batch_t *batch;
 } span_t;
@@ -310,25 +311,34 @@ static void batch_free(tg_io_t *io, batch_t *b)
     free(b);
 }
 
-/* The span is over: err < 0 failed it, else its first s->done bytes are valid. Copies every
- * piece out (or fails its request), completes requests whose last piece this was, frees the
- * slot and, with the last span, the batch. */
-/* The file's size now, as text for a message ("?" if fstat fails). */
-static const char *current_size(const tg_io_file_t *f, char *buf, size_t len)
+/* Why a read stopped before `need` (the end of the request it serves), as text for a message:
+ * the file is shorter now (truncated under the run), or it still holds the bytes and the read
+ * came back short. */
+static const char *short_why(const tg_io_file_t *f, uint64_t need, char *buf, size_t len)
 {
     struct stat st;
     if (fstat(f->fd, &st))
-        snprintf(buf, len, "?");
+        snprintf(buf, len, "the file's size is unknown (%llu bytes when opened)",
+                 (unsigned long long)f->size);
+    else if ((uint64_t)st.st_size >= need)
+        snprintf(buf, len,
+                 "the read returned fewer bytes though the file is %llu bytes long "
+                 "(a short read)",
+                 (unsigned long long)st.st_size);
     else
-        snprintf(buf, len, "%llu", (unsigned long long)st.st_size);
+        snprintf(buf, len, "the file is %llu bytes long (%llu when opened: truncated?)",
+                 (unsigned long long)st.st_size, (unsigned long long)f->size);
     return buf;
 }
 
+/* The span is over: err < 0 failed it, else its first s->done bytes are valid. Copies every
+ * piece out (or fails its request), completes requests whose last piece this was, frees the
+ * slot and, with the last span, the batch. */
 static void span_finish(tg_io_t *io, span_t *s, int err)
 {
     const char *buf = slot_buf(io, s->slot);
     int copy = s->target == buf; /* else the bytes already are in dst */
-    char now_size[32];
+    char why[160];
     batch_t *b = s->batch;
     const char *path = s->file->path;
     for (uint32_t i = 0; i < s->npieces; i++) {
@@ -343,12 +353,10 @@ static void span_finish(tg_io_t *io, span_t *s, int err)
         else if ((uint64_t)p->span_off + p->len > s->done)
             req_fail(io, r, -EIO,
                      "%s: unexpected end of file at offset %llu: the request for %zu bytes at "
-                     "offset %llu needs bytes up to offset %llu, but the file is %s bytes long "
-                     "(%llu when opened: truncated?)",
+                     "offset %llu needs bytes up to offset %llu, but %s",
                      path, (unsigned long long)(s->off + s->done), r->len,
                      (unsigned long long)r->off, (unsigned long long)(r->off + r->len),
-                     current_size(s->file, now_size, sizeof now_size),
-                     (unsigned long long)s->file->size);
+                     short_why(s->file, r->off + r->len, why, sizeof why));
         else if (r->res == 0 && copy)
             memcpy((char *)r->dst + p->dst_off, buf + p->span_off, p->len);
         if (--r->pending_ == 0) push_done(io, r);
@@ -404,6 +412,17 @@ static span_t *next_span(tg_io_t *io)
 
 /* ---------------------------------------------------------------- io_uring backend */
 
+/* The bytes the read of n at off may return under the fault rules (n without a fault; fewer
+ * for a short-read fault, whole blocks under O_DIRECT as a real partial transfer would be) and
+ * in *fault the positive errno of a failing one, else 0. */
+static uint64_t fault_allowed(const span_t *s, uint64_t off, uint64_t n, int *fault)
+{
+    uint64_t allowed = n;
+    *fault = tg_io_fault_check_read(s->file->path, off, &allowed);
+    if (allowed < n && s->file->direct) allowed = align_down(allowed, s->file->align);
+    return allowed;
+}
+
 static void uring_issue(tg_io_t *io, span_t *s)
 {
     struct io_uring_sqe *sqe = io_uring_get_sqe(&io->ring);
@@ -422,13 +441,14 @@ static void uring_issue(tg_io_t *io, span_t *s)
         span_finish(io, s, -EBUSY);
         return;
     }
-    s->fault = tg_io_fault_check_read(s->file->path, off, n);
-    if (s->fault)
+    uint64_t allowed = fault_allowed(s, off, n, &s->fault);
+    s->fault_eof = !s->fault && allowed == 0;
+    if (s->fault || s->fault_eof)
         io_uring_prep_nop(sqe);
     else if (io->fixed && s->target == slot_buf(io, s->slot))
-        io_uring_prep_read_fixed(sqe, s->file->fd, buf, n, off, 0);
+        io_uring_prep_read_fixed(sqe, s->file->fd, buf, (unsigned)allowed, off, 0);
     else
-        io_uring_prep_read(sqe, s->file->fd, buf, n, off);
+        io_uring_prep_read(sqe, s->file->fd, buf, (unsigned)allowed, off);
     io_uring_sqe_set_data(sqe, s);
     depth_tick(io);
     if (io->in_kernel++ == 0) tg_io_stats_edge(io->stats, 1);
@@ -448,6 +468,9 @@ static void uring_drain(tg_io_t *io)
             if (s->fault) {
                 res = -s->fault;
                 s->fault = 0;
+            } else if (s->fault_eof) {
+                res = 0;
+                s->fault_eof = 0;
             }
             if (span_result(io, s, res)) uring_issue(io, s);
         }
@@ -492,14 +515,15 @@ static void pread_span(tg_io_t *io, span_t *s)
         size_t n = s->len - s->done;
         uint64_t off = s->off + s->done;
         count(&io->stats->requests_, 1);
-        int fault = tg_io_fault_check_read(s->file->path, off, n);
-        int res;
+        int fault;
+        uint64_t allowed = fault_allowed(s, off, n, &fault);
+        int res = 0;
         double t0 = tg_now();
         tg_io_stats_edge(io->stats, 1);
         if (fault) {
             res = -fault;
-        } else {
-            ssize_t got = pread(s->file->fd, buf, n, (off_t)off);
+        } else if (allowed > 0) {
+            ssize_t got = pread(s->file->fd, buf, (size_t)allowed, (off_t)off);
             res = got < 0 ? -errno : (int)got;
         }
         uint64_t ns = ns_since(t0);
