@@ -378,6 +378,15 @@ TG_TEST(truncated_and_corrupt)
     TG_CHECK_OK(tg_derived_open(&f, ds, NULL, "trunc", "v=1", 0));
     tg_derived_close(f);
     expect_stale("trunc", "v=1", TG_DERIVED_VERIFY, "bad CRC: payload CRC");
+    /* ... or through a dataset opened with its checksums checked (train --verify): hier's
+     * feature rows, gids's ranking live in such payloads */
+    tg_dataset_t *plain = ds;
+    TG_CHECK_OK(tg_dataset_open(&ds, dsdir, TG_OPEN_CHECK_SIZES | TG_OPEN_CHECK_CHECKSUMS));
+    if (ds) {
+        expect_stale("trunc", "v=1", 0, "bad CRC: payload CRC");
+        tg_dataset_close(ds);
+    }
+    ds = plain;
     TG_CHECK_OK(build(NULL, "trunc", "v=1", 9000, 7, 9000));
     expect_valid("trunc", "v=1", 9000, 7);
 }

@@ -177,6 +177,10 @@ enum {
 typedef struct tg_dataset {
     char *dir;
     tg_meta_t meta;
+    /* The TG_OPEN_* flags it was opened with. TG_OPEN_CHECK_CHECKSUMS (train --verify) also has
+     * tg_derived_open check the payload CRC of every derived/ file opened for this dataset:
+     * for hier the feature rows themselves live in one. */
+    unsigned flags;
 } tg_dataset_t;
 
 int tg_dataset_open(tg_dataset_t **out, const char *dir, unsigned flags);

@@ -28,9 +28,10 @@
  *
  * Validity: a file is trusted only while its header (magic, version, header CRC), kind and
  * params, the dataset identity (num_nodes, num_edges, feat_dim and the CRC-32 of every array
- * file as meta.txt records them) and its size all match. With TG_DERIVED_VERIFY the payload's
- * CRC-32 is checked too (it reads the whole payload: slow for GBs). A file that fails is
- * reported as -ESTALE with a message that says why; rebuilding replaces it atomically.
+ * file as meta.txt records them) and its size all match. With TG_DERIVED_VERIFY, or for a
+ * dataset opened with TG_OPEN_CHECK_CHECKSUMS (train --verify), the payload's CRC-32 is checked
+ * too (it reads the whole payload: slow for GBs). A file that fails is reported as -ESTALE with
+ * a message that says why; rebuilding replaces it atomically.
  *
  * Writing: tg_derived_create makes DIR/tmp-<pid>-<seq>-<name> (exclusive create), reserves the
  * 4096-byte header, and streams the payload through a tg_filew_t (two buffers of buf_bytes,

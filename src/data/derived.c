@@ -630,6 +630,7 @@ int tg_derived_open(tg_derived_file_t **out, const tg_dataset_t *ds, const char 
     hdr_t h;
     uint64_t size;
     int fd;
+    if (ds->flags & TG_OPEN_CHECK_CHECKSUMS) flags |= TG_DERIVED_VERIFY; /* --verify's dataset */
     if ((rc = check_file(path, &id, kind, params, flags, &fd, &h, &size, why, sizeof why)))
         return rc;
     tg_derived_file_t *f = calloc(1, sizeof *f);

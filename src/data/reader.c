@@ -83,6 +83,7 @@ int tg_dataset_open(tg_dataset_t **out, const char *dir, unsigned flags)
             }
         }
     }
+    ds->flags = flags;
     *out = ds;
     return 0;
 fail:
