@@ -387,6 +387,10 @@ TG_TEST(bad_input)
     expect_fail("raw/num-edge-list.csv", "6\n", 0, "raw/edge.csv has 5 edges but ");
     expect_fail("raw/num-node-list.csv", "4\n4\n", 0, "line 2: more than one count");
     expect_fail("raw/num-node-list.csv", "", 0, "num-node-list.csv: empty file");
+    /* a count far above node-feat.csv's rows is refused before the edge sort writes indptr for
+     * it (13 GB for this one) */
+    expect_fail("raw/num-node-list.csv", "1666666667\n", 0,
+                "raw/node-feat.csv has 33 bytes, too few for the 1666666667 nodes");
     expect_fail("raw/node-feat.csv", "1,2,3\n4,5\n-7.5,8e-1,9\n0,0,1.25\n", 0,
                 "raw/node-feat.csv: line 2: expected 3 fields, got 2");
     expect_fail("raw/node-feat.csv", "1,2,3\n4,five,6\n-7.5,8e-1,9\n0,0,1.25\n", 1,

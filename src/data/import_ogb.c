@@ -757,6 +757,27 @@ static int read_split(tg_imp_t *im, const char *path, tg_file_id_t which)
     return tg_dsw_close_file(&im->dsw, which, &fw);
 }
 
+/* A plain CSV file of n rows, each at least min_row bytes with its newline (the last one's
+ * optional), is at least n * min_row - 1 bytes. Checked before the edges, whose sort writes
+ * indptr for n nodes: a num-node-list far above the rows (a typo) stops before gigabytes are
+ * written. Below 2^20 nodes (8 MiB of indptr) the rows are left to be counted as they are read,
+ * whose messages say more (an empty file, the line that is short). A .gz file's size says nothing
+ * about its rows. */
+static int check_rows_fit(const char *path, const char *nodes, uint64_t n, uint64_t min_row)
+{
+    size_t len = strlen(path);
+    struct stat st;
+    if (n < (1u << 20) || (len > 3 && !strcmp(path + len - 3, ".gz")) || stat(path, &st) ||
+        !S_ISREG(st.st_mode))
+        return 0;
+    if ((uint64_t)st.st_size + 1 >= n * min_row) return 0;
+    return tg_err(-EINVAL,
+                  "%s has %llu bytes, too few for the %llu nodes %s says (at least %llu bytes "
+                  "for rows of %llu bytes)",
+                  path, (unsigned long long)st.st_size, (unsigned long long)n, nodes,
+                  (unsigned long long)(n * min_row - 1), (unsigned long long)min_row);
+}
+
 int tg_import_ogb_threads(const char *out_dir, const tg_import_opts_t *o, int nthreads,
                           uint64_t chunk_bytes)
 {
@@ -769,6 +790,9 @@ int tg_import_ogb_threads(const char *out_dir, const tg_import_opts_t *o, int nt
     if (!rc) rc = read_count(p->nodes, &n);
     if (!rc && n == 0) rc = tg_err(-EINVAL, "%s: the graph has no nodes", p->nodes);
     if (!rc) rc = read_count(p->nedges, &e);
+    /* a feature row is a number and a newline; a label row may be empty (unlabelled) */
+    if (!rc) rc = check_rows_fit(p->feat, p->nodes, n, 2);
+    if (!rc) rc = check_rows_fit(p->label, p->nodes, n, 1);
     if (rc) goto out;
     char source[512];
     snprintf(source, sizeof source, "import --from ogb %s --split %s%s%s%s", o->src, p->split_name,
