@@ -95,10 +95,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *src = fz_path(0, "ogb");
     tg_rmtree(src);
     const uint8_t *p = data + 1, *end = data + size;
+    char count[32] = "";
     for (int i = 0; i < NFILES; i++) {
         const uint8_t *nul = p < end ? memchr(p, 0, (size_t)(end - p)) : NULL;
         const uint8_t *stop = nul ? nul : end;
         size_t n = p < end ? (size_t)(stop - p) : 0;
+        if (i == 3) /* num-node-list.csv */
+            snprintf(count, sizeof count, "%.*s", (int)(n < 31 ? n : 31),
+                     n ? (const char *)p : text[3]);
         if (n == 1 && p[0] == 1) {
             /* removed: not written */
         } else if (n) {
@@ -108,6 +112,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         p = nul ? nul + 1 : end;
     }
+    /* A gzip'd node-feat.csv's rows are known only once read, after the edge sort wrote indptr
+     * for num-node-list's count: a count of millions writes that much (the plain files' sizes
+     * bound it). Not fuzzed: it only takes time and tmpfs space. */
+    if ((flags & 64) && strtoull(count, NULL, 10) > (1u << 20)) return 0;
     const char *a = fz_path(1, "a"), *b = fz_path(2, "b");
     int ra = import(a, src, flags, 0);
     if (flags & 128) {

@@ -100,3 +100,9 @@ printf '\000' | seed fuzz_rank valid
 printf '\001\000\000\040\000' | seed fuzz_rank id-bit-payload-crc-fixed
 printf '\003\001\204\000\001' | seed fuzz_rank header-params-crc-fixed
 printf '\000\005\000\040' | seed fuzz_rank truncated
+
+# ---- fuzz_ncache: byte 0 = fix-ups, then an edit program over the neighbour cache file
+printf '\000' | seed fuzz_ncache valid
+printf '\000\000\000\040\000' | seed fuzz_ncache payload-bit
+printf '\001\000\100\040\003' | seed fuzz_ncache address-bit-crc-forged
+printf '\003\005\000\040' | seed fuzz_ncache truncated-crc-fixed
