@@ -2,7 +2,8 @@
 #   make demo   installs missing Debian packages, builds, runs the main job on a generated dataset
 #   make check  installs missing Debian packages, builds, runs every test (plain and ASan+UBSan)
 #   make fuzz   builds the libFuzzer targets (clang) and runs each for FUZZ_TIME seconds
-.PHONY: all deps build build-asan demo check test bench fuzz format clean
+#   make faults runs the fault and kill matrix over every strategy (docs/RELIABILITY.md)
+.PHONY: all deps build build-asan demo check test bench fuzz faults format clean
 
 DEBIAN_PACKAGES := cmake make gcc clang pkg-config liburing-dev libopenblas-dev zlib1g-dev libmetis-dev
 JOBS ?= $(shell nproc)
@@ -94,6 +95,15 @@ fuzz: deps
 	  -DTG_FUZZ=ON >/dev/null
 	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $(FUZZ_TARGETS)
 	FUZZ_BUILD=$(FUZZ_BUILD) FUZZ_TIME=$(FUZZ_TIME) fuzz/run.sh $(FUZZ_TARGETS)
+
+# The fault and kill matrix (tests/faults/run.sh, docs/RELIABILITY.md): every strategy on a small
+# generated dataset under a cgroup limit, through I/O errors, short reads, a full disk, a changed
+# features.bin, SIGKILL and SIGINT; prints the table case x strategy -> outcome and writes it to
+# $(BUILD)/faults/table.md. FAULT_STRATEGIES / FAULT_CASES pick subsets, FAULT_SEED replays the
+# random points, FAULT_ROUNDS draws each case that many times (default 3).
+faults: build
+	TIERGNN=$(TIERGNN) FAULT_STRATEGIES="$(FAULT_STRATEGIES)" FAULT_CASES="$(FAULT_CASES)" \
+	  FAULT_SEED="$(FAULT_SEED)" FAULT_ROUNDS="$(FAULT_ROUNDS)" tests/faults/run.sh
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
