@@ -3,7 +3,8 @@
 #   make check  installs missing Debian packages, builds, runs every test (plain and ASan+UBSan)
 #   make fuzz   builds the libFuzzer targets (clang) and runs each for FUZZ_TIME seconds
 #   make faults runs the fault and kill matrix over every strategy (docs/RELIABILITY.md)
-.PHONY: all deps build build-asan demo check test bench fuzz faults format clean
+#   make soak   trains for an hour per strategy under a cgroup, sampling RSS and open fds
+.PHONY: all deps build build-asan demo check test bench fuzz faults soak format clean
 
 DEBIAN_PACKAGES := cmake make gcc clang pkg-config liburing-dev libopenblas-dev zlib1g-dev libmetis-dev
 JOBS ?= $(shell nproc)
@@ -85,16 +86,18 @@ bench: deps
 
 # The library and the harnesses of fuzz/ built with clang under libFuzzer's coverage, ASan and
 # UBSan (TG_FUZZ), then each target run for FUZZ_TIME seconds, one at a time (fuzz/run.sh: its
-# corpus, artifacts and log under $(FUZZ_BUILD)). FUZZ_TARGETS picks some ("fuzz_csv fuzz_npy").
+# corpus, artifacts and log under $(FUZZ_BUILD)). FUZZ_TARGETS picks some ("fuzz_csv fuzz_npy");
+# FUZZ_CPU=S repeats a target until it has had S CPU seconds (ledger: $(FUZZ_BUILD)/ledger.tsv).
 FUZZ_BUILD ?= build-fuzz
 FUZZ_TIME ?= 60
+FUZZ_CPU ?= 0
 FUZZ_TARGETS ?= $(sort $(basename $(notdir $(wildcard fuzz/fuzz_*.c))))
 
 fuzz: deps
 	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
 	  -DTG_FUZZ=ON >/dev/null
 	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $(FUZZ_TARGETS)
-	FUZZ_BUILD=$(FUZZ_BUILD) FUZZ_TIME=$(FUZZ_TIME) fuzz/run.sh $(FUZZ_TARGETS)
+	FUZZ_BUILD=$(FUZZ_BUILD) FUZZ_TIME=$(FUZZ_TIME) FUZZ_CPU=$(FUZZ_CPU) fuzz/run.sh $(FUZZ_TARGETS)
 
 # The fault and kill matrix (tests/faults/run.sh, docs/RELIABILITY.md): every strategy on a small
 # generated dataset under a cgroup limit, through I/O errors, short reads, a full disk, a changed
@@ -104,6 +107,23 @@ fuzz: deps
 faults: build
 	TIERGNN=$(TIERGNN) FAULT_STRATEGIES="$(FAULT_STRATEGIES)" FAULT_CASES="$(FAULT_CASES)" \
 	  FAULT_SEED="$(FAULT_SEED)" FAULT_ROUNDS="$(FAULT_ROUNDS)" tests/faults/run.sh
+
+# The soak (tests/soak/run.sh, docs/RELIABILITY.md): each of SOAK_STRATEGIES trains SOAK_SECONDS
+# under a SOAK_MEM cgroup (default: the demo's dataset and budget) while RSS, open file
+# descriptors and the cgroup's usage are sampled every SOAK_INTERVAL seconds; then SIGINT, and the
+# verdict (flat after the first epoch, or not) per strategy in $(BUILD)/soak/summary.md.
+SOAK_STRATEGIES ?= gnndrive diskgnn
+SOAK_SECONDS ?= 3600
+SOAK_INTERVAL ?= 5
+SOAK_DATASET ?= $(DEMO_DIR)
+SOAK_MEM ?= $(DEMO_MEM)
+soak: build
+	@if [ "$(SOAK_DATASET)" = "$(DEMO_DIR)" ] && [ ! -f $(DEMO_DIR)/meta.txt ]; then \
+	  $(TIERGNN) generate $(DEMO_DIR) --nodes $(DEMO_NODES) --avg-degree 15 --feat-dim 64 --classes 16 --seed 1; \
+	fi
+	TIERGNN=$(TIERGNN) SOAK_DATASET=$(SOAK_DATASET) SOAK_MEM=$(SOAK_MEM) \
+	  SOAK_STRATEGIES="$(SOAK_STRATEGIES)" SOAK_SECONDS=$(SOAK_SECONDS) SOAK_INTERVAL=$(SOAK_INTERVAL) \
+	  SOAK_ARGS_diskgnn="$(DEMO_OOC_ARGS)" SOAK_WORK=$(BUILD)/soak tests/soak/run.sh
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')

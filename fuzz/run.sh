@@ -10,10 +10,20 @@
 # never changes). Crashes, leaks, timeouts and out-of-memory inputs go to
 # FUZZ_BUILD/artifacts/TARGET/, the fuzzer's output to FUZZ_BUILD/logs/TARGET.log. One fuzzer
 # process at a time, single-threaded. Exit status 1 when any target crashed.
+#
+# FUZZ_CPU=S runs a target again (a new process on the grown corpus, FUZZ_TIME seconds each)
+# until this call has spent S CPU seconds on it: on a loaded machine (nice -n 19) wall seconds
+# are not CPU seconds. Every run appends a row to FUZZ_BUILD/ledger.tsv (date, commit, target,
+# wall s, CPU s, edges, execs, state); the totals per target over the ledger are printed at the
+# end, which is what docs/RELIABILITY.md's figures come from.
 set -u
 build=${FUZZ_BUILD:-build-fuzz}
 time_s=${FUZZ_TIME:-60}
+cpu_goal=${FUZZ_CPU:-0}
 src=$(dirname "$0")
+ledger=$build/ledger.tsv
+commit=$(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo unknown)
+[ -f "$ledger" ] || printf 'date\tcommit\ttarget\twall_s\tcpu_s\tedges\texecs\tstate\n' >"$ledger"
 [ $# -gt 0 ] || { echo "usage: $0 TARGET..." >&2; exit 2; }
 crashed=0
 ticks=$(getconf CLK_TCK)
@@ -33,24 +43,37 @@ for t in "$@"; do
     log=$build/logs/$t.log
     mkdir -p "$work" "$art" "$build/logs"
     [ -d "$src/corpus/$t" ] && cp -n "$src/corpus/$t"/* "$work"/ 2>/dev/null
-    before=$(ls "$art" | wc -l)
-    cpu0=$(child_cpu)
-    # -timeout: one input taking 10 s is a hang; -rss_limit_mb: the default 2 GiB, named
-    ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \
-    UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
-        "$bin" -max_total_time="$time_s" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-        -artifact_prefix="$art/" "$work" >"$log" 2>&1
-    rc=$?
-    cpu=$(($(child_cpu) - cpu0))
-    edges=$(grep -o 'cov: [0-9]*' "$log" | tail -n 1 | cut -d' ' -f2)
-    execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | cut -d' ' -f2)
-    after=$(ls "$art" | wc -l)
-    if [ $rc -ne 0 ] || [ "$after" -gt "$before" ]; then
-        state="CRASHED (exit $rc; $log, $art/)"
-        crashed=1
-    else
-        state=ok
-    fi
-    echo "$t: edges ${edges:-?}, execs ${execs:-?}, CPU ${cpu} s, $state"
+    spent=0
+    while :; do
+        before=$(ls "$art" | wc -l)
+        cpu0=$(child_cpu)
+        t0=$(date +%s)
+        # -timeout: one input taking 10 s is a hang; -rss_limit_mb: the default 2 GiB, named
+        ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \
+        UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
+            "$bin" -max_total_time="$time_s" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+            -artifact_prefix="$art/" "$work" >"$log" 2>&1
+        rc=$?
+        cpu=$(($(child_cpu) - cpu0))
+        wall=$(($(date +%s) - t0))
+        spent=$((spent + cpu))
+        edges=$(grep -o 'cov: [0-9]*' "$log" | tail -n 1 | cut -d' ' -f2)
+        execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | cut -d' ' -f2)
+        after=$(ls "$art" | wc -l)
+        if [ $rc -ne 0 ] || [ "$after" -gt "$before" ]; then
+            state="CRASHED (exit $rc; $log, $art/)"
+            crashed=1
+        else
+            state=ok
+        fi
+        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$commit" "$t" "$wall" \
+            "$cpu" "${edges:-?}" "${execs:-?}" "$state" >>"$ledger"
+        echo "$t: edges ${edges:-?}, execs ${execs:-?}, CPU ${cpu} s, $state"
+        [ "$state" = ok ] && [ "$spent" -lt "$cpu_goal" ] || break
+    done
 done
+echo "totals over $ledger (all runs so far):"
+awk -F'\t' 'NR > 1 { n[$3]++; c[$3] += $5; x[$3] += $7; e[$3] = $6; if ($8 != "ok") k[$3]++ }
+    END { for (t in n) printf "  %s: %d runs, CPU %.2f h, execs %d, edges %s (last run), %d crashed\n",
+              t, n[t], c[t] / 3600, x[t], e[t], k[t] }' "$ledger" | sort
 exit $crashed
