@@ -298,8 +298,11 @@ TG_TEST(stop_and_first_batch)
 
 /* ---------------------------------------------------------------- errors of every stage */
 
-/* A pass that must fail with a message containing `needle`. */
-static void failing_pass(const cfg_t *c, check_t *k, const char *needle, const char *what)
+/* A pass that must fail with a message containing `needle`, with the fault rule f (may be NULL)
+ * in force: added after the reference store has read the rows (its plain reads meet the rules
+ * too), removed at the end. */
+static void failing_pass(const cfg_t *c, check_t *k, const char *needle, const char *what,
+                         const tg_io_fault_t *f)
 {
     tg_run_t r;
     int rc = open_run(&r, ds, c);
@@ -308,6 +311,12 @@ static void failing_pass(const cfg_t *c, check_t *k, const char *needle, const c
         return;
     }
     tg_store_t *ref = ref_store(ds, 0);
+    if (!ref) {
+        TG_FAIL("%s: the reference store: %s", what, tg_errmsg());
+        tg_run_close(&r);
+        return;
+    }
+    if (f) TG_CHECK_OK(tg_io_fault_add(f));
     tg_pass_stats_t st;
     tg_err_clear();
     rc = run_pass(&r, ref, k, 0, &st, 1);
@@ -325,6 +334,7 @@ static void failing_pass(const cfg_t *c, check_t *k, const char *needle, const c
         TG_CHECK(run_pass(&r, ref, &k2, 0, &st, 1) < 0);
         check_free(&k2);
     }
+    tg_io_fault_clear();
     tg_store_release(ref);
     tg_run_close(&r);
 }
@@ -342,11 +352,9 @@ TG_TEST(extractor_read_error)
                            .lo = 64 * 16 * 4,
                            .hi = 80 * 16 * 4,
                            .err = EIO};
-        TG_CHECK_OK(tg_io_fault_add(&f));
         check_t k;
         check_init(&k);
-        failing_pass(&c, &k, "features.bin", e == 1 ? "EIO, 1 extractor" : "EIO, 3 extractors");
-        tg_io_fault_clear();
+        failing_pass(&c, &k, "features.bin", e == 1 ? "EIO, 1 extractor" : "EIO, 3 extractors", &f);
         check_free(&k);
     }
 }
@@ -361,11 +369,9 @@ TG_TEST(sampler_read_error)
                        .hi = 1 << 30,
                        .err = EIO,
                        .after = 20};
-    TG_CHECK_OK(tg_io_fault_add(&f));
     check_t k;
     check_init(&k);
-    failing_pass(&c, &k, "indices.bin", "EIO on indices.bin");
-    tg_io_fault_clear();
+    failing_pass(&c, &k, "indices.bin", "EIO on indices.bin", &f);
     check_free(&k);
 }
 
@@ -383,14 +389,12 @@ TG_TEST(short_read)
                            .hi = 1 << 30,
                            .short_read = 1,
                            .after = 3};
-        TG_CHECK_OK(tg_io_fault_add(&f));
         check_t k;
         check_init(&k);
         char needle[64];
         snprintf(needle, sizeof needle, "%s: unexpected end of file at offset", files[i]);
         failing_pass(&c, &k, needle,
-                     files[i] == files[0] ? "short feature read" : "short index read");
-        tg_io_fault_clear();
+                     files[i] == files[0] ? "short feature read" : "short index read", &f);
         check_free(&k);
     }
 }
@@ -403,7 +407,7 @@ TG_TEST(trainer_error)
     check_t k;
     check_init(&k);
     k.fail_at = 2;
-    failing_pass(&c, &k, "the step of batch 2 fails", "trainer error at step 2");
+    failing_pass(&c, &k, "the step of batch 2 fails", "trainer error at step 2", NULL);
     TG_CHECK_EQ_U64(k.steps, 3);
     check_free(&k);
 }

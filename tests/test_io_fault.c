@@ -182,6 +182,52 @@ TG_TEST(short_read)
     tg_io_file_close(files[1]);
 }
 
+/* Read rules reach util's plain reads (tg_pread_full: the memory store, derived and spill files)
+ * with the same words: an EIO names the file and offset; an unlimited short read fails where the
+ * bytes stop, saying the file is longer (a short read); a single one is continued; the end of a
+ * file is still told apart from a short read. */
+TG_TEST(plain_reads)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    TG_CHECK(fd >= 0);
+    if (fd < 0) return;
+    uint8_t *buf = malloc(1 << 20);
+    const uint64_t X = (1u << 20) + 777;
+    tg_io_fault_clear();
+    TG_CHECK_OK(tg_io_fault_parse("EIO@1050353,file=data.bin,count=1"));
+    TG_CHECK_ERR(tg_pread_full(fd, buf, 1 << 20, 1u << 19, path),
+                 "data.bin: read at offset 524288");
+    TG_CHECK(strstr(tg_errmsg(), "Input/output error") != NULL);
+    TG_CHECK_OK(tg_pread_full(fd, buf, 1 << 20, 1u << 19, path)); /* count = 1: used up */
+    TG_CHECK(tio_bytes_ok(buf, 1u << 19, 1 << 20));
+    TG_CHECK_OK(tg_pread_full(fd, buf, 4096, 0, "other.bin")); /* file= does not match */
+
+    tg_io_fault_clear();
+    tg_io_fault_t sh = {
+        .op = TG_IO_FAULT_READ, .file = "data.bin", .lo = X, .hi = X + 1, .short_read = 1};
+    TG_CHECK_OK(tg_io_fault_add(&sh));
+    TG_CHECK_ERR(tg_pread_full(fd, buf, 8192, X - 100, path),
+                 "unexpected end of file at offset 1049353");
+    TG_CHECK(strstr(tg_errmsg(), "a short read") != NULL);
+    TG_CHECK_OK(tg_pread_full(fd, buf, 8192, X + 1, path)); /* past the byte: whole */
+    TG_CHECK(tio_bytes_ok(buf, X + 1, 8192));
+
+    tg_io_fault_clear();
+    sh.count = 1;
+    TG_CHECK_OK(tg_io_fault_add(&sh));
+    uint64_t h0 = tg_io_fault_hits();
+    TG_CHECK_OK(tg_pread_full(fd, buf, 8192, X - 100, path)); /* continued after the stop */
+    TG_CHECK(tio_bytes_ok(buf, X - 100, 8192));
+    TG_CHECK(tg_io_fault_hits() == h0 + 1);
+
+    tg_io_fault_clear();
+    TG_CHECK_ERR(tg_pread_full(fd, buf, 100, fsize - 50, path),
+                 "unexpected end of file at offset 2097152");
+    TG_CHECK(strstr(tg_errmsg(), "short read") == NULL); /* a real end of file */
+    free(buf);
+    close(fd);
+}
+
 /* after = 2, count = 1: the third matching read fails, the others succeed. */
 TG_TEST(after_and_count)
 {
@@ -364,6 +410,7 @@ int main(void)
     TG_RUN(open_fallback);
     TG_RUN(ring_fallback);
     TG_RUN(short_read);
+    TG_RUN(plain_reads);
     free(path);
     free(env_path);
     return tio_end(dir, have_uring);

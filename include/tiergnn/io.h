@@ -247,6 +247,9 @@ int tg_io_pool_read_batch(tg_io_pool_t *p, tg_io_req_t *reqs, size_t n);
  * makes the read at LO come back empty: the request fails with "unexpected end of file", the
  * file and the offset where the bytes stopped.
  *
+ * Read rules also apply to util's tg_pread_full (tg_pread_set_fault_hook), the plain reads of the
+ * memory store, derived files and spill files; the pages of a mapping are beyond any hook.
+ *
  * The environment variable TIERGNN_IO_FAULT is parsed with tg_io_fault_parse() the first time a
  * file is opened or a queue created; when it set rules, the process prints at exit how many
  * operations they faulted and how many they looked at ("TIERGNN_IO_FAULT: N operations faulted,
@@ -281,6 +284,10 @@ int tg_io_fault_parse(const char *spec);
 void tg_io_fault_clear(void);
 /* How many operations the rules have failed or cut short since the process started. */
 uint64_t tg_io_fault_hits(void);
+/* Reads TIERGNN_IO_FAULT now rather than at the first open or queue (the CLI calls it first
+ * thing, so that reads made before any io/ file, e.g. the memory store's, meet the rules).
+ * Returns 0, or the parse error naming the bad part. */
+int tg_io_fault_env(void);
 
 /* ---------------------------------------------------------------- device probe */
 

@@ -242,9 +242,17 @@ int tg_mkdir_p(const char *path);
  * without O_TMPFILE (or named != 0) gets a unique "DIR/.tiergnn-<what>-XXXXXX", unlinked at once.
  * name (len bytes) receives a description for messages. Returns the descriptor or -errno. */
 int tg_tmpfile_open(const char *dir, const char *what, int named, char *name, size_t len);
-/* Full pwrite / pread loops. Short read at EOF returns -EIO with a message naming path+offset. */
+/* Full pwrite / pread loops. Short read at EOF returns -EIO with a message naming path+offset
+ * (and "a short read" when the file is longer than the offset the bytes stopped at). */
 int tg_pwrite_full(int fd, const void *buf, size_t len, uint64_t off, const char *path);
 int tg_pread_full(int fd, void *buf, size_t len, uint64_t off, const char *path);
+/* A fault hook for tg_pread_full's reads: returns a positive errno to fail the read of
+ * [off, off + *len) of path, or 0 after lowering *len to the bytes the read may return (0: as
+ * at the end of the file). io/ installs its fault rules here (tg_io_fault_add, TIERGNN_IO_FAULT),
+ * so that the plain reads of the memory store, derived files and spill files meet the same
+ * rules as io/'s queues. NULL removes it. */
+typedef int (*tg_read_fault_fn)(const char *path, uint64_t off, uint64_t *len);
+void tg_pread_set_fault_hook(tg_read_fault_fn fn);
 
 #ifdef __cplusplus
 }

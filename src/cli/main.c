@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "tiergnn/io.h"
 #include "tiergnn/util.h"
 
 typedef struct {
@@ -16,7 +17,8 @@ static const command_t commands[] = {
     {"import", tg_cmd_import, "import a dataset (--from ogb|npy|edgelist)"},
     {"info", tg_cmd_info, "print counts, degree statistics and sizes of a dataset"},
     {"verify", tg_cmd_verify, "check sizes, checksums, id ranges and indptr of a dataset"},
-    {"partition", tg_cmd_partition, "min-edge-cut partitions, the dataset rewritten in their order"},
+    {"partition", tg_cmd_partition,
+     "min-edge-cut partitions, the dataset rewritten in their order"},
     {"clean", tg_cmd_clean, "remove the files strategies derived from a dataset (derived/)"},
     {"train", tg_cmd_train, "train a GNN on a dataset"},
     {"eval", tg_cmd_eval, "evaluate a checkpoint on a split"},
@@ -54,6 +56,12 @@ int main(int argc, char **argv)
     }
     if (i >= argc) {
         usage(stderr);
+        return 2;
+    }
+    /* TIERGNN_IO_FAULT's rules, before any read: the plain reads a command makes before its
+     * first io/ file meet them too */
+    if (tg_io_fault_env()) {
+        fprintf(stderr, "tiergnn: %s\n", tg_errmsg());
         return 2;
     }
     for (size_t k = 0; k < sizeof commands / sizeof commands[0]; k++)

@@ -63,6 +63,8 @@ int tg_io_fault_add(const tg_io_fault_t *f)
     r->f.file = r->file;
     atomic_store(&nrules, n + 1);
     pthread_mutex_unlock(&mu);
+    /* read rules reach util's plain reads too (the memory store, derived and spill files) */
+    if (f->op == TG_IO_FAULT_READ) tg_pread_set_fault_hook(tg_io_fault_check_read);
     return 0;
 }
 
@@ -191,6 +193,11 @@ int tg_io_fault_env_load(void)
     pthread_once(&env_once, env_load);
     if (env_rc < 0) return tg_err(env_rc, "%s", env_msg);
     return 0;
+}
+
+int tg_io_fault_env(void)
+{
+    return tg_io_fault_env_load();
 }
 
 /* Counts a matching operation against rule r and says whether it fires. Caller holds mu. */

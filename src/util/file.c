@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -44,21 +45,45 @@ int tg_pwrite_full(int fd, const void *buf, size_t len, uint64_t off, const char
     return 0;
 }
 
+static _Atomic(tg_read_fault_fn) read_fault_hook;
+
+void tg_pread_set_fault_hook(tg_read_fault_fn fn)
+{
+    atomic_store_explicit(&read_fault_hook, fn, memory_order_release);
+}
+
+/* The read returned nothing at off: the end of the file, or a short read if the file is longer
+ * (the disk or a fault rule stopped it). */
+static int read_ended(int fd, uint64_t off, size_t len, const char *path)
+{
+    struct stat st;
+    if (fstat(fd, &st) == 0 && (uint64_t)st.st_size > off)
+        return tg_err(-EIO,
+                      "%s: unexpected end of file at offset %llu (%zu more bytes expected): the "
+                      "read returned nothing though the file is %llu bytes long (a short read)",
+                      path, (unsigned long long)off, len, (unsigned long long)st.st_size);
+    return tg_err(-EIO, "%s: unexpected end of file at offset %llu (%zu more bytes expected)", path,
+                  (unsigned long long)off, len);
+}
+
 int tg_pread_full(int fd, void *buf, size_t len, uint64_t off, const char *path)
 {
     char *p = buf;
+    tg_read_fault_fn hook = atomic_load_explicit(&read_fault_hook, memory_order_acquire);
     while (len > 0) {
-        ssize_t n = pread(fd, p, len, (off_t)off);
+        uint64_t want = len;
+        int fault = hook ? hook(path, off, &want) : 0;
+        if (fault) /* not retried, even as EINTR: the rule decides how many reads fail */
+            return tg_err(-fault, "%s: read at offset %llu failed: %s", path,
+                          (unsigned long long)off, strerror(fault));
+        ssize_t n = want ? pread(fd, p, (size_t)want, (off_t)off) : 0;
         if (n < 0) {
             if (errno == EINTR) continue;
             int e = errno;
             return tg_err(-e, "%s: read at offset %llu failed: %s", path, (unsigned long long)off,
                           strerror(e));
         }
-        if (n == 0)
-            return tg_err(-EIO,
-                          "%s: unexpected end of file at offset %llu (%zu more bytes expected)",
-                          path, (unsigned long long)off, len);
+        if (n == 0) return read_ended(fd, off, len, path);
         p += n;
         len -= (size_t)n;
         off += (uint64_t)n;
