@@ -258,8 +258,9 @@ copy_ds() { # SRC DST [derived]: the dataset files, and derived/ when asked
 # ---------------------------------------------------------------- the cases
 # Each sets CELL (the table's word) and NOTE (the details line).
 
-# An I/O error or a short read through io/'s fault hook. KIND: eio (the K-th read of the file,
-# K drawn from the reads the uninterrupted run made), short (every read of a random byte stops
+# An I/O error or a short read through the fault hook (io/'s queues and util's tg_pread_full; a
+# mapping's page faults have none). KIND: eio (the K-th read of the file, K drawn from the reads
+# the uninterrupted run made), short (every read of a random byte stops
 # there: the first request that needs it fails), short1 (one such read: the queue reads the
 # rest). TARGET: features (features.bin), indices (indices.bin), derived (the files of derived/,
 # named or unnamed: io/ opens an unnamed one as /proc/self/fd/N).
@@ -291,7 +292,7 @@ case_io() {
     if [ "$RC" -eq 0 ]; then
         if [ "$f" = 0 ]; then
             CELL=ok-ran:unfired
-            NOTE+=": the fault never fired ($m reads of $file through io/ in the uninterrupted run)"
+            NOTE+=": the fault never fired ($m reads of $file through io/ and pread in the uninterrupted run)"
             same_ckpt "$C/run" || { CELL=FAIL:silent-wrong; NOTE+="; $WHY"; }
         elif same_ckpt "$C/run"; then
             CELL=ok-ran:absorbed
@@ -905,7 +906,7 @@ for S in $STRATEGIES; do
             [ "$RC" -eq 0 ] || rm -f "$BASE/pred.i32"
         fi
     fi
-    summary="$S ($SARGS; cgroup $LIMIT): uninterrupted run ${BASE_MS} ms; reads through io/:"
+    summary="$S ($SARGS; cgroup $LIMIT): uninterrupted run ${BASE_MS} ms; reads through io/ and pread:"
     summary+=" features.bin $M_FEAT, indices.bin $M_IDX, derived/ $M_DER; checkpoint writes"
     summary+=" $N_CKPT; writes in derived/ $N_DERIVED ($W_DER bytes)"
     echo "== $summary"
