@@ -222,6 +222,119 @@ TG_TEST(failed_rewrite_then_repair)
     tg_dataset_close(ds);
 }
 
+/* Writes len bytes at payload offset off of a derived file; with forge, rewrites the payload's
+ * CRC-32 and the header's, so that only the checks of the content are left to refuse it. */
+static void poke(const char *path, uint64_t off, const void *b, size_t len, int forge)
+{
+    size_t n = 0;
+    unsigned char *f = read_file(path, &n);
+    if (!f || off + len > n - TG_DERIVED_PAYLOAD_OFFSET) {
+        TG_FAIL("%s: cannot poke at %llu", path, (unsigned long long)off);
+        free(f);
+        return;
+    }
+    memcpy(f + TG_DERIVED_PAYLOAD_OFFSET + off, b, len);
+    if (forge) {
+        uint32_t c = tg_crc32(0, f + TG_DERIVED_PAYLOAD_OFFSET, n - TG_DERIVED_PAYLOAD_OFFSET);
+        memcpy(f + 24, &c, 4);
+        c = tg_crc32(0, f, TG_DERIVED_PAYLOAD_OFFSET - 4);
+        memcpy(f + TG_DERIVED_PAYLOAD_OFFSET - 4, &c, 4);
+    }
+    int fd = open(path, O_WRONLY | O_TRUNC);
+    TG_CHECK(fd >= 0 && write(fd, f, n) == (ssize_t)n);
+    if (fd >= 0) close(fd);
+    free(f);
+}
+
+/* A damaged map (part-*) is refused by tg_part_open, naming the entry, and rebuilt by
+ * tg_part_build, forged CRC or not: an old or new id past the nodes (tg_part_old_ids handed it to
+ * hier, which indexed the labels with it; tg_part_build's read_map wrote past its new indptr with
+ * it: fuzz_part), two ids swapped (a bijection, not the partition's), other record bytes (the
+ * payload CRC). */
+TG_TEST(damaged_map_refused_and_rebuilt)
+{
+    tg_dataset_t *ds = open_ds();
+    tg_part_build_opts_t o;
+    opts(&o, 3, TG_PART_STREAM, 4096);
+    char params[256], map[4500];
+    TG_CHECK(tg_part_params(&o.assign, TG_PART_STREAM, params, sizeof params) == 0);
+    TG_CHECK(tg_part_build(ds, &o, NULL) == 0);
+    TG_CHECK(tg_derived_path(ds, NULL, "part", params, map, sizeof map) == 0);
+    uint64_t N = ds->meta.num_nodes, o2n = 64 + 4 * 8, n2o = o2n + N * 4;
+    uint32_t big = (uint32_t)N, huge = 1u << 30, x[2];
+    struct {
+        uint64_t off;
+        const void *b;
+        size_t len;
+        int forge;
+        const char *needle;
+    } cases[] = {
+        {o2n + 5 * 4, &big, 4, 0, "old_of_new[5]"},
+        {o2n + 5 * 4, &big, 4, 1, "old_of_new[5]"},
+        {n2o + 7 * 4, &huge, 4, 1, "new_of_old[7]"},
+        {o2n, x, 8, 1, "old_of_new[1]"},     /* the first two ids of part 0 swapped */
+        {16 + 2 * 8, &big, 4, 0, "bad CRC"}, /* the record's edge cut */
+    };
+    tg_part_t *p = NULL;
+    TG_CHECK(tg_part_open(&p, ds, params) == 0);
+    uint64_t first[2];
+    TG_CHECK(p && tg_part_old_ids(p, 0, 2, first) == 0);
+    x[0] = (uint32_t)first[1], x[1] = (uint32_t)first[0];
+    tg_part_close(p);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        poke(map, cases[i].off, cases[i].b, cases[i].len, cases[i].forge);
+        p = NULL;
+        CHECK_FAIL(tg_part_open(&p, ds, params), -ESTALE, cases[i].needle);
+        tg_part_close(p);
+        tg_part_build_stats_t st;
+        TG_CHECK(tg_part_build(ds, &o, &st) == 0);
+        TG_CHECK(st.built_map && !st.built_feat && !st.built_adj);
+        check_rewrite(ds, params);
+    }
+    tg_dataset_close(ds);
+}
+
+/* partadj's entries are checked as they are read: an indptr entry past the edges or below the
+ * one before it, a list entry past the nodes (fuzz_part). */
+TG_TEST(partadj_reads_checked)
+{
+    tg_dataset_t *ds = open_ds();
+    tg_part_build_opts_t o;
+    opts(&o, 3, TG_PART_STREAM, 4096);
+    char params[256], adj[4500];
+    TG_CHECK(tg_part_params(&o.assign, TG_PART_STREAM, params, sizeof params) == 0);
+    TG_CHECK(tg_part_build(ds, &o, NULL) == 0);
+    TG_CHECK(tg_derived_path(ds, NULL, "partadj", params, adj, sizeof adj) == 0);
+    uint64_t N = ds->meta.num_nodes, E = ds->meta.num_edges, past = E + 1, zero = 0;
+    uint64_t *ip = malloc((N + 1) * 8), base = (N + 1) * 8 / 4096 * 4096 + 4096;
+    uint32_t big = (uint32_t)N, raw[4];
+    tg_part_t *p = NULL;
+    TG_CHECK(tg_part_open(&p, ds, params) == 0 && tg_part_indptr(p, 0, N + 1, ip) == 0);
+    tg_part_close(p);
+    poke(adj, 10 * 8, &past, 8, 0);
+    TG_CHECK(tg_part_open(&p, ds, params) == 0);
+    CHECK_FAIL(tg_part_indptr(p, 0, N + 1, ip), -EINVAL, "indptr[10]");
+    CHECK_FAIL(tg_part_indptr(p, 10, 1, ip), -EINVAL, "at most the edges");
+    tg_part_close(p);
+    poke(adj, 10 * 8, &zero, 8, 1);
+    TG_CHECK(tg_part_open(&p, ds, params) == 0);
+    CHECK_FAIL(tg_part_indptr(p, 5, 10, ip), -EINVAL, "at least the entry before it");
+    tg_part_close(p);
+    poke(adj, N * 8, &zero, 8, 1);
+    TG_CHECK(tg_part_open(&p, ds, params) == 0);
+    CHECK_FAIL(tg_part_indptr(p, N, 1, ip), -EINVAL, "the edges");
+    tg_part_close(p);
+    poke(adj, base + 3 * 4, &big, 4, 1);
+    TG_CHECK(tg_part_open(&p, ds, params) == 0);
+    CHECK_FAIL(tg_part_indices(p, 1, 4, raw), -EINVAL, "list entry 3");
+    CHECK_FAIL(tg_part_indices(p, E - 1, 2, raw), -EINVAL, "past the");
+    TG_CHECK(tg_part_indices(p, 4, 4, raw) == 0);
+    tg_part_close(p);
+    TG_CHECK(unlink(adj) == 0); /* the next build writes it again */
+    free(ip);
+    tg_dataset_close(ds);
+}
+
 TG_TEST(cli)
 {
     char *out = NULL;
@@ -292,6 +405,8 @@ int main(void)
     TG_RUN(rewrite_is_relabelled_original);
     TG_RUN(errors_leave_nothing_trusted);
     TG_RUN(failed_rewrite_then_repair);
+    TG_RUN(damaged_map_refused_and_rebuilt);
+    TG_RUN(partadj_reads_checked);
     TG_RUN(cli);
     if (!tg_test_failures) tg_rmtree(tmp);
     return tg_test_done();

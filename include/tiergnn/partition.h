@@ -146,17 +146,37 @@ typedef struct tg_part {
     uint64_t old_of_new_off; /* payload offsets in map */
     uint64_t new_of_old_off;
     uint64_t indices_off; /* payload offset in adj of the first list entry */
+    uint64_t num_edges;   /* the dataset's: partadj's list entries */
     tg_derived_file_t *map, *feat, *adj;
 } tg_part_t;
 
 /* Opens the files of params, -ENOENT / -ESTALE (tg_derived_open's) when one is missing or no
- * longer valid. */
+ * longer valid. The map (part-*) is checked whole here, in one sequential pass (its payload
+ * CRC-32, and that old_of_new and new_of_old are inverse permutations of node ids that keep every
+ * part contiguous and the old order inside it): -ESTALE naming the entry when it is damaged
+ * (tg_part_build then rebuilds it). partfeat and partadj are too large for that: partadj's
+ * entries are checked as they are read (tg_part_indptr, tg_part_indices, or the check functions
+ * on bytes read otherwise); partfeat's rows are bytes, checked by their CRC under --verify. */
 int tg_part_open(tg_part_t **out, const tg_dataset_t *ds, const char *params);
 void tg_part_close(tg_part_t *p);
 /* The part of new id v (binary search over pp). */
 uint32_t tg_part_of(const tg_part_t *p, uint64_t v);
-/* old_of_new[first .. first + n) as u64 into out. */
+/* old_of_new[first .. first + n) as u64 into out; -EINVAL naming the entry for an id >= N (the
+ * file changed under the handle). */
 int tg_part_old_ids(const tg_part_t *p, uint64_t first, uint64_t n, uint64_t *out);
+/* new_of_old[first .. first + n) as u64 into out, checked the same way. */
+int tg_part_new_ids(const tg_part_t *p, uint64_t first, uint64_t n, uint64_t *out);
+/* partadj's indptr[first .. first + n) (first + n <= N + 1) into out, checked: every entry at
+ * most E and not below the one before it in the range, indptr[0] = 0, indptr[N] = E; -EINVAL
+ * naming the file, the entry and its payload offset otherwise. */
+int tg_part_indptr(const tg_part_t *p, uint64_t first, uint64_t n, uint64_t *out);
+/* That check alone, on indptr[first .. first + n) read by the caller. */
+int tg_part_check_indptr(const tg_part_t *p, uint64_t first, uint64_t n, const uint64_t *ip);
+/* partadj's list entries [e, e + n) as stored (index_bytes each) into buf, each checked to name
+ * a node (< N): -EINVAL naming the entry otherwise. */
+int tg_part_indices(const tg_part_t *p, uint64_t e, uint64_t n, void *buf);
+/* That check alone, on entries [e, e + n) read by the caller. */
+int tg_part_check_indices(const tg_part_t *p, uint64_t e, uint64_t n, const void *raw);
 
 #ifdef __cplusplus
 }

@@ -410,19 +410,22 @@ static int to_new_ids(tg_strategy_t *s, uint64_t *ids, uint64_t n)
     for (uint64_t i = 0; i < n; i++)
         pos[2 * i] = ids[i], pos[2 * i + 1] = i;
     qsort(pos, n, 2 * sizeof *pos, cmp_u64);
-    size_t w = s->part->id_bytes;
-    uint64_t chunk = (4u << 20) / w;
-    void *buf = malloc(chunk * w);
+    const tg_part_t *p = s->part;
+    uint64_t chunk = (4u << 20) / 8;
+    uint64_t *buf = malloc(chunk * 8);
     int rc = buf ? 0 : tg_err(-ENOMEM, "hier: out of memory");
     uint64_t k = 0;
     for (uint64_t lo = 0; rc == 0 && lo < s->N && k < n; lo += chunk) {
         uint64_t hi = TG_MIN(s->N, lo + chunk);
         if (pos[2 * k] >= hi) continue;
-        rc = rd(s, s->part->map, buf, (hi - lo) * w, s->part->new_of_old_off + lo * w);
-        for (; rc == 0 && k < n && pos[2 * k] < hi; k++) {
-            uint64_t v = pos[2 * k] - lo;
-            ids[pos[2 * k + 1]] = w == 4 ? ((uint32_t *)buf)[v] : ((uint64_t *)buf)[v];
-        }
+        /* new ids checked to be nodes: they index the bitmaps and the parts */
+        rc = tg_part_new_ids(p, lo, hi - lo, buf);
+        (void)posix_fadvise(p->map->fd,
+                            (off_t)(p->map->payload_off + p->new_of_old_off + lo * p->id_bytes),
+                            (off_t)((hi - lo) * p->id_bytes), POSIX_FADV_DONTNEED);
+        s->read_bytes += (hi - lo) * p->id_bytes, s->reads++;
+        for (; rc == 0 && k < n && pos[2 * k] < hi; k++)
+            ids[pos[2 * k + 1]] = buf[pos[2 * k] - lo];
     }
     free(buf);
     free(pos);
@@ -546,7 +549,9 @@ static int each_static_list(tg_strategy_t *s, const char *what, list_fn fn, void
     int rc = 0;
     for (uint64_t i = 0; i < s->S && rc == 0; i++) {
         uint64_t be[2];
-        if ((rc = rd(s, p->adj, be, 16, s->s_new[i] * 8)) < 0) break;
+        if ((rc = rd(s, p->adj, be, 16, s->s_new[i] * 8)) < 0 ||
+            (rc = tg_part_check_indptr(p, s->s_new[i], 2, be)) < 0)
+            break;
         uint64_t len = be[1] - be[0];
         if (be[1] < be[0] || len > s->static_edges - seen) {
             rc = tg_err(-EINVAL, "%s: the static nodes' lists hold more than indptr.bin says",
@@ -560,13 +565,7 @@ static int each_static_list(tg_strategy_t *s, const char *what, list_fn fn, void
             if (n)
                 rc = rd(s, p->adj, s->lbuf, n * p->index_bytes,
                         p->indices_off + (be[0] + done) * p->index_bytes);
-            for (uint64_t j = 0; rc == 0 && j < n; j++) {
-                uint64_t u = rd_id(s, s->lbuf, j);
-                if (u >= s->N)
-                    rc = tg_err(-EINVAL, "%s: list entry %llu names node %llu of %llu",
-                                p->adj->path, (unsigned long long)(be[0] + done + j),
-                                (unsigned long long)u, (unsigned long long)s->N);
-            }
+            if (rc == 0) rc = tg_part_check_indices(p, be[0] + done, n, s->lbuf);
             if (rc == 0) rc = fn(s, ctx, (uint32_t)i, s->lbuf, n);
             done += n;
         } while (rc == 0 && done < len);
@@ -762,8 +761,14 @@ static int setup_fixed(tg_strategy_t *s)
         free(ipb);
         return tg_err(-ENOMEM, "hier: out of memory");
     }
-    for (uint32_t k = 0; k <= P && rc == 0; k++)
+    for (uint32_t k = 0; k <= P && rc == 0; k++) {
         rc = rd(s, p->adj, ipb + k, 8, p->pp[k] * 8);
+        if (rc == 0) rc = tg_part_check_indptr(p, p->pp[k], 1, ipb + k);
+        if (rc == 0 && k && ipb[k] < ipb[k - 1])
+            rc = tg_err(-EINVAL, "%s: indptr[%llu] = %llu, below indptr[%llu] = %llu", p->adj->path,
+                        (unsigned long long)p->pp[k], (unsigned long long)ipb[k],
+                        (unsigned long long)p->pp[k - 1], (unsigned long long)ipb[k - 1]);
+    }
     uint64_t max_part = 0;
     for (uint32_t k = 0; k < P && rc == 0; k++) {
         s->psize[k] = p->pp[k + 1] - p->pp[k];
@@ -1187,7 +1192,9 @@ static int load(tg_strategy_t *s, mega_t *m, uint64_t index)
     for (uint64_t i = 0; i < n && rc == 0; i++) {
         uint32_t k = parts[i];
         uint64_t lo = p->pp[k], cnt = p->pp[k + 1] - lo;
-        if ((rc = rd(s, p->adj, s->ipbuf, (cnt + 1) * 8, lo * 8)) < 0) break;
+        if ((rc = rd(s, p->adj, s->ipbuf, (cnt + 1) * 8, lo * 8)) < 0 ||
+            (rc = tg_part_check_indptr(p, lo, cnt + 1, s->ipbuf)) < 0)
+            break;
         uint64_t bs = 0, bn = 0; /* the list buffer holds entries [bs, bs + bn) */
         for (uint64_t v = 0; v < cnt && rc == 0; v++) {
             m->indptr[base[i] + v] = m->ne;
@@ -1195,15 +1202,11 @@ static int load(tg_strategy_t *s, mega_t *m, uint64_t index)
                 if (e >= bs + bn) {
                     bs = e;
                     bn = TG_MIN(s->ipbuf[cnt] - e, LIST_READ / ib);
-                    if ((rc = rd(s, p->adj, s->lbuf, bn * ib, p->indices_off + e * ib)) < 0) break;
+                    if ((rc = rd(s, p->adj, s->lbuf, bn * ib, p->indices_off + e * ib)) < 0 ||
+                        (rc = tg_part_check_indices(p, bs, bn, s->lbuf)) < 0)
+                        break;
                 }
                 uint64_t u = rd_id(s, s->lbuf, e - bs);
-                if (u >= s->N) {
-                    rc = tg_err(-EINVAL, "%s: list entry %llu names node %llu of %llu",
-                                p->adj->path, (unsigned long long)e, (unsigned long long)u,
-                                (unsigned long long)s->N);
-                    break;
-                }
                 int st;
                 uint32_t l = local_of(s, m, u, 1, base, &st);
                 m->deg_full++;
