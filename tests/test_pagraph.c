@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "engine/engine-impl.h"
+#include "tiergnn/derived.h"
 #include "tiergnn/outdeg.h"
 
 static char root[4000], ds[4200];
@@ -134,6 +135,30 @@ TG_TEST(derived_file_reused_and_rebuilt)
     TG_CHECK_EQ_U64(b.used, 0);
     tg_budget_init(&b, 1000); /* too small for the counts: refused with the amount */
     TG_CHECK_ERR(tg_outdeg_open(&od, d, file, &b), "out-degree");
+    /* a header that says the payload is 4 bytes shorter, the file cut to match (CRCs forged):
+     * stale, rebuilt (it was trusted, and every read of the last count failed: fuzz_outdeg) */
+    char path[4600];
+    TG_CHECK_OK(tg_derived_path(d, dir, TG_OUTDEG_KIND, TG_OUTDEG_PARAMS, path, sizeof path));
+    size_t n = 0;
+    unsigned char *f = (unsigned char *)tg_test_read_all(path, &n);
+    TG_CHECK(f && n == 4096 + N * 4);
+    if (f && n == 4096 + N * 4) {
+        n -= 4;
+        uint64_t len = n - 4096;
+        memcpy(f + 16, &len, 8);
+        uint32_t c = tg_crc32(0, f + 4096, len);
+        memcpy(f + 24, &c, 4);
+        c = tg_crc32(0, f, 4092);
+        memcpy(f + 4092, &c, 4);
+        FILE *w = fopen(path, "wb");
+        TG_CHECK(w && fwrite(f, 1, n, w) == n && fclose(w) == 0);
+    }
+    free(f);
+    TG_CHECK_OK(tg_outdeg_open(&od, d, dir, NULL));
+    check_outdeg(od, copy, "rebuilt after a short payload");
+    tg_outdeg_close(od);
+    struct stat st;
+    TG_CHECK(stat(path, &st) == 0 && st.st_size == 4096 + N * 4);
     tg_dataset_close(d);
 }
 

@@ -145,6 +145,16 @@ static int find_or_build(const tg_dataset_t *ds, const char *root, uint64_t mem,
                          tg_budget_t *budget, tg_derived_file_t **f)
 {
     int rc = tg_derived_open(f, ds, root, TG_OUTDEG_KIND, TG_OUTDEG_PARAMS, 0);
+    /* the header's payload size is only checked against the file's: a header rewritten with
+     * another size would pass, and every read past it then fail (fuzz_outdeg) */
+    if (rc == 0 && (*f)->payload_len != ds->meta.num_nodes * sizeof(uint32_t)) {
+        rc =
+            tg_err(-ESTALE, "%s: stale, %llu payload bytes, expected %llu (4 per node); rebuild it",
+                   (*f)->path, (unsigned long long)(*f)->payload_len,
+                   (unsigned long long)(ds->meta.num_nodes * sizeof(uint32_t)));
+        tg_derived_close(*f);
+        *f = NULL;
+    }
     if (rc == 0 || rc == -EINVAL) return rc;
     if (rc != -ENOENT && rc != -ESTALE) {
         tg_log_info("out-degrees: cannot read the derived file (%s); counting in RAM instead",
