@@ -304,10 +304,10 @@ static void poke_forged(const char *path, uint64_t off, const void *b, size_t le
     free(f);
 }
 
-/* Damaged partition files (fuzz_part): a new id past the nodes in the map is refused and the map
- * rebuilt by the run's prepare step (tg_part_build indexed its new indptr with it: a heap
- * overflow); an indptr entry of partadj below the one before it is refused naming it (hier
- * trained on other lists than the graph's without a word). */
+/* Damaged partition files (fuzz_part): new ids past the nodes in the map are refused and the map
+ * rebuilt by the run's prepare step (hier indexed its bitmaps with them); an indptr entry of
+ * partadj below the one before it is refused naming it (hier trained on other lists than the
+ * graph's without a word). */
 TG_TEST(damaged_partition_files)
 {
     TG_CHECK_OK(one_pass("before"));
@@ -330,8 +330,11 @@ TG_TEST(damaged_partition_files)
     /* the map: rebuilt */
     struct stat a, b;
     TG_CHECK(stat(map, &a) == 0);
-    uint32_t huge = 1u << 30;
-    poke_forged(map, n2o + 3 * 4, &huge, 4);
+    uint32_t *huge = malloc(N * 4); /* every new id: the training and static nodes' too */
+    for (uint32_t i = 0; huge && i < N; i++)
+        huge[i] = 1u << 30;
+    if (huge) poke_forged(map, n2o, huge, N * 4);
+    free(huge);
     TG_CHECK_OK(one_pass("map rebuilt"));
     TG_CHECK(stat(map, &b) == 0 && b.st_ino != a.st_ino);
     /* partadj: refused, then the file as it was */
