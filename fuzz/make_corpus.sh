@@ -106,3 +106,21 @@ printf '\000' | seed fuzz_ncache valid
 printf '\000\000\000\040\000' | seed fuzz_ncache payload-bit
 printf '\001\000\100\040\003' | seed fuzz_ncache address-bit-crc-forged
 printf '\003\005\000\040' | seed fuzz_ncache truncated-crc-fixed
+
+# ---- fuzz_part: byte 0 = fix-ups, file (part, partfeat, partadj, partstat), verify, train; then
+# an edit program over that file
+printf '\000' | seed fuzz_part map-valid
+printf '\040' | seed fuzz_part map-valid-train
+printf '\001\004\032\004\377' | seed fuzz_part map-old-id-minus-1-crc-forged
+printf '\064' | seed fuzz_part partfeat-verify-train
+printf '\010\003\001\002\005\000\000\000\000\000\000\000' | seed fuzz_part partadj-indptr1-is-5
+printf '\011\005\000\020' | seed fuzz_part partadj-truncated-crc-fixed
+printf '\014' | seed fuzz_part partstat-valid
+printf '\015\000\010\020\003' | seed fuzz_part partstat-pair-bit-crc-forged
+
+# ---- fuzz_outdeg: byte 0 = fix-ups, verify, k of the top; then an edit program over the counts
+printf '\000' | seed fuzz_outdeg valid-top1
+printf '\030' | seed fuzz_outdeg valid-top20
+printf '\001\004\000\004\377' | seed fuzz_outdeg count-minus-1-crc-forged
+printf '\044\000\000\020\007' | seed fuzz_outdeg count-bit-verify-top40
+printf '\003\005\010\020' | seed fuzz_outdeg truncated-crc-fixed
