@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "tiergnn/data.h"
+#include "tiergnn/derived.h"
 #include "tiergnn/util.h"
 
 /* The largest file an edit program may grow a file to. */
@@ -256,6 +257,34 @@ static inline void fz_edit(fz_buf_t *b, unsigned kind, fz_in_t *in)
         b->gone = 1;
         break;
     }
+}
+
+/* The fix-ups of an edited derived/ file (the targets of derived files: byte 0 of the input):
+ * bit 0 of flags rewrites the payload's CRC-32 in the header, bit 0 or 1 the header's own CRC-32,
+ * so that edits reach the checks behind them. Returns 1 when the payload's CRC was forged. */
+static inline int fz_derived_fixups(fz_buf_t *f, unsigned flags)
+{
+    int forged = 0;
+    if (f->len >= TG_DERIVED_PAYLOAD_OFFSET && (flags & 1)) {
+        uint32_t c =
+            tg_crc32(0, f->p + TG_DERIVED_PAYLOAD_OFFSET, f->len - TG_DERIVED_PAYLOAD_OFFSET);
+        memcpy(f->p + 24, &c, 4);
+        forged = 1;
+    }
+    if (f->len >= TG_DERIVED_PAYLOAD_OFFSET && (flags & 3)) {
+        uint32_t c = tg_crc32(0, f->p, TG_DERIVED_PAYLOAD_OFFSET - 4);
+        memcpy(f->p + TG_DERIVED_PAYLOAD_OFFSET - 4, &c, 4);
+    }
+    return forged;
+}
+
+/* The edited file written to path (removed when the edit removed it). */
+static inline void fz_buf_put(const fz_buf_t *f, const char *path)
+{
+    if (f->gone)
+        unlink(path);
+    else
+        fz_write(path, f->p, f->len);
 }
 
 #endif

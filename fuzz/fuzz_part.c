@@ -231,24 +231,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fz_buf_set(&f, base[sel], base_len[sel]);
     while (in.n)
         fz_edit(&f, (unsigned)fz_take(&in, 1), &in);
-    int forged = 0;
-    if (f.len >= TG_DERIVED_PAYLOAD_OFFSET && (flags & 1)) {
-        uint32_t c =
-            tg_crc32(0, f.p + TG_DERIVED_PAYLOAD_OFFSET, f.len - TG_DERIVED_PAYLOAD_OFFSET);
-        memcpy(f.p + 24, &c, 4);
-        forged = 1;
-    }
-    if (f.len >= TG_DERIVED_PAYLOAD_OFFSET && (flags & 3)) {
-        uint32_t c = tg_crc32(0, f.p, TG_DERIVED_PAYLOAD_OFFSET - 4);
-        memcpy(f.p + TG_DERIVED_PAYLOAD_OFFSET - 4, &c, 4);
-    }
+    int forged = fz_derived_fixups(&f, flags);
     /* the picked file as edited, the others as built (a run before may have rebuilt them) */
     for (int i = 0; i < NFILES; i++)
         if (i != (int)sel) fz_write(path[i], base[i], base_len[i]);
-    if (f.gone)
-        unlink(path[sel]);
-    else
-        fz_write(path[sel], f.p, f.len);
+    fz_buf_put(&f, path[sel]);
     int same = !f.gone && f.len == base_len[sel] && !memcmp(f.p, base[sel], base_len[sel]);
     fz_buf_free(&f);
 

@@ -58,19 +58,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fz_buf_set(&f, base, base_len);
     while (in.n)
         fz_edit(&f, (unsigned)fz_take(&in, 1), &in);
-    if (f.len >= TG_DERIVED_PAYLOAD_OFFSET && (flags & 1)) {
-        uint32_t c =
-            tg_crc32(0, f.p + TG_DERIVED_PAYLOAD_OFFSET, f.len - TG_DERIVED_PAYLOAD_OFFSET);
-        memcpy(f.p + 24, &c, 4);
-    }
-    if (f.len >= TG_DERIVED_PAYLOAD_OFFSET && (flags & 3)) {
-        uint32_t c = tg_crc32(0, f.p, TG_DERIVED_PAYLOAD_OFFSET - 4);
-        memcpy(f.p + TG_DERIVED_PAYLOAD_OFFSET - 4, &c, 4);
-    }
-    if (f.gone)
-        unlink(path);
-    else
-        fz_write(path, f.p, f.len);
+    fz_derived_fixups(&f, flags);
+    fz_buf_put(&f, path);
     int same = !f.gone && f.len == base_len && !memcmp(f.p, base, base_len);
     fz_buf_free(&f);
 
