@@ -3,12 +3,14 @@
 # ../shared/tools/membudget (a cgroup limit of SOAK_MEM, page cache included, started cold) while
 # this script samples, every SOAK_INTERVAL seconds, the process's resident set (VmRSS), its open
 # file descriptors, its threads and the cgroup's memory.current. Then SIGINT stops the run (which
-# must exit 130 with its checkpoint written), and the samples after the first epoch are judged:
+# must exit 130 with its checkpoint written), and the epochs after the first that ran whole are
+# judged, in thirds:
 #
-#   flat   the largest RSS of the last third of those samples is at most the largest of the
-#          first third plus max(1%, 8 MiB); the most open descriptors of the last third are at
-#          most those of the first third; the cgroup never passed its limit and nothing was
-#          killed. Threads are reported (they come and go with a run's phases), not judged.
+#   flat   the median of the last third's epoch medians of RSS is at most the first third's plus
+#          max(1%, 8 MiB); the most open descriptors of the last third are at most those of the
+#          first third; the cgroup never passed its limit and nothing was killed. The largest
+#          samples and the threads are reported (a sample catches an epoch's transient peaks by
+#          chance; threads come and go with a run's phases), not judged.
 #
 # The strategies run one after the other (SOAK_PARALLEL=1: all at once, each under its own
 # cgroup; slower epochs, the same question). Usage (make soak sets these from its variables):
@@ -21,7 +23,8 @@
 # build/soak): STRATEGY/samples.tsv (t_s epoch rss_kib fds threads cgroup_bytes:
 # memory.current or memory.usage_in_bytes, page cache included), STRATEGY/train.log,
 # STRATEGY/per-epoch.tsv and summary.md (one row per strategy; also printed). Exit status 1 when
-# a strategy is not flat or its run failed.
+# a strategy is not flat or its run failed. SOAK_JUDGE_ONLY=1 judges the runs already in
+# SOAK_WORK again without running anything.
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 TIERGNN=${TIERGNN:-$root/build/tiergnn}
@@ -103,39 +106,57 @@ judge() {
         END { print "epochs_done\tfrom_s\tto_s\tmax_rss_kib\tmax_fds\tmax_cgroup_bytes";
               for (e = 0; e <= n; e++) if (e in r) printf "%d\t%d\t%d\t%d\t%d\t%d\n", e, t0[e], t1[e], r[e], f[e], c[e] }' \
         "$dir/samples.tsv" >"$dir/per-epoch.tsv"
-    # after the first epoch: samples whose epoch count is >= 1, in three thirds by position
+    # The epochs after the first that ran whole (the last one was cut by SIGINT), in thirds: the
+    # median RSS of each epoch (its working level: a leak raises it) compared third against
+    # third; the largest samples are reported too, but a 5 s sample catches an epoch's transient
+    # peaks by chance, so they are not judged.
     awk -F'\t' -v s="$s" -v rc="$rc" -v limit="${limit:-0}" -v peak="${peak:-?}" -v epochs="$epochs" '
-        NR > 1 && $2 >= 1 { n++; t[n] = $1; r[n] = $3; f[n] = $4; h[n] = $5 }
+        function sort(a, n,    i, j, x) { for (i = 2; i <= n; i++) { x = a[i]; for (j = i - 1; j >= 1 && a[j] > x; j--) a[j + 1] = a[j]; a[j + 1] = x } }
+        function median(a, lo, hi,    b, i, n) { n = 0; for (i = lo; i <= hi; i++) b[++n] = a[i]; sort(b, n); return b[int((n + 1) / 2)] }
+        NR > 1 && $2 >= 1 { n++; e[n] = $2; t[n] = $1; r[n] = $3; f[n] = $4; h[n] = $5; last = $2 }
         END {
-            if (n < 6) { printf "| %s | %d | %s | too few samples after epoch 1 (%d) | | | | | | NOT JUDGED |\n", s, epochs, rc, n; exit 3 }
-            a = int(n / 3); r1 = f1 = h1 = r3 = f3 = h3 = 0
-            for (i = 1; i <= a; i++) { if (r[i] > r1) r1 = r[i]; if (f[i] > f1) f1 = f[i]; if (h[i] > h1) h1 = h[i] }
-            for (i = n - a + 1; i <= n; i++) { if (r[i] > r3) r3 = r[i]; if (f[i] > f3) f3 = f[i]; if (h[i] > h3) h3 = h[i] }
-            # least-squares slope of RSS against time, MiB per hour
-            for (i = 1; i <= n; i++) { st += t[i]; sr += r[i] }
-            mt = st / n; mr = sr / n
-            for (i = 1; i <= n; i++) { num += (t[i] - mt) * (r[i] - mr); den += (t[i] - mt) ^ 2 }
+            for (i = 1; i <= n; i++) if (e[i] < last) {
+                k = e[i]; c[k]++; v[k, c[k]] = r[i]; tm[k] += t[i]
+                if (r[i] > mx[k]) mx[k] = r[i]; if (f[i] > fx[k]) fx[k] = f[i]; if (h[i] > hx[k]) hx[k] = h[i]
+            }
+            E = 0
+            for (k = 1; k < last; k++) if (c[k]) {
+                E++; delete w; for (i = 1; i <= c[k]; i++) w[i] = v[k, i]
+                sort(w, c[k]); md[E] = w[int((c[k] + 1) / 2)]; tx[E] = tm[k] / c[k]; mxe[E] = mx[k]; fxe[E] = fx[k]; hxe[E] = hx[k]
+            }
+            if (E < 3) { printf "| %s | %d | %s | too few whole epochs after the first (%d) | | | | | | | NOT JUDGED |\n", s, epochs, rc, E; exit 3 }
+            a = int(E / 3); m1 = median(md, 1, a); m3 = median(md, E - a + 1, E)
+            r1 = f1 = h1 = r3 = f3 = h3 = 0
+            for (j = 1; j <= a; j++) { if (mxe[j] > r1) r1 = mxe[j]; if (fxe[j] > f1) f1 = fxe[j]; if (hxe[j] > h1) h1 = hxe[j] }
+            for (j = E - a + 1; j <= E; j++) { if (mxe[j] > r3) r3 = mxe[j]; if (fxe[j] > f3) f3 = fxe[j]; if (hxe[j] > h3) h3 = hxe[j] }
+            # least-squares slope of the epoch medians against time, MiB per hour
+            for (j = 1; j <= E; j++) { st += tx[j]; sr += md[j] }
+            mt = st / E; mr = sr / E
+            for (j = 1; j <= E; j++) { num += (tx[j] - mt) * (md[j] - mr); den += (tx[j] - mt) ^ 2 }
             slope = den > 0 ? num / den * 3600 / 1024 : 0
-            tol = r1 / 100; if (tol < 8192) tol = 8192
-            ok = (r3 <= r1 + tol) && (f3 <= f1) && (rc == 130 || rc == 0) && peak != "?" && (limit == 0 || peak + 0 <= limit + 0)
-            printf "| %s | %d | %s | %.1f -> %.1f MiB (%+.1f MiB/h) | %d -> %d | %d -> %d | %.0f MiB | %.0f MiB | %d | %s |\n",
-                s, epochs, rc, r1 / 1024, r3 / 1024, slope, f1, f3, h1, h3, limit / 1048576, (peak + 0) / 1048576, n,
+            tol = m1 / 100; if (tol < 8192) tol = 8192
+            ok = (m3 <= m1 + tol) && (f3 <= f1) && (rc == 130 || rc == 0) && peak != "?" && (limit == 0 || peak + 0 <= limit + 0)
+            printf "| %s | %d | %s | %.1f -> %.1f MiB (%+.1f MiB/h) | %.1f -> %.1f MiB | %d -> %d | %d -> %d | %.0f MiB | %.0f MiB | %d | %s |\n",
+                s, epochs, rc, m1 / 1024, m3 / 1024, slope, r1 / 1024, r3 / 1024, f1, f3, h1, h3, limit / 1048576, (peak + 0) / 1048576, E,
                 ok ? "flat" : "NOT FLAT"
             exit ok ? 0 : 1
         }' "$dir/samples.tsv"
 }
 
-echo "soak: $STRATS on $DS under a $MEM cgroup, $SECS s each, sampling every $EVERY s" >&2
-if [ "${SOAK_PARALLEL:-0}" = 1 ]; then
+if [ "${SOAK_JUDGE_ONLY:-0}" = 1 ]; then
+    : # the runs are in SOAK_WORK already: judge them again
+elif [ "${SOAK_PARALLEL:-0}" = 1 ]; then
+    echo "soak: $STRATS on $DS under a $MEM cgroup, $SECS s each, sampling every $EVERY s" >&2
     for s in $STRATS; do soak_one "$s" & done
     wait
 else
+    echo "soak: $STRATS on $DS under a $MEM cgroup, $SECS s each, sampling every $EVERY s" >&2
     for s in $STRATS; do soak_one "$s"; done
 fi
 status=0
 {
-    echo "| strategy | epochs | exit | RSS, max of first third -> last third after epoch 1 (slope) | open fds | threads | limit | cgroup peak | samples | verdict |"
-    echo "|---|--:|--:|---|---|---|--:|--:|--:|---|"
+    echo "| strategy | epochs | exit | RSS, epoch medians: first -> last third (slope) | RSS, largest sample: first -> last third | open fds | threads | limit | cgroup peak | epochs judged | verdict |"
+    echo "|---|--:|--:|---|---|---|---|--:|--:|--:|---|"
     for s in $STRATS; do judge "$s" || status=1; done
 } | tee "$WORK/summary.md"
 grep -q 'NOT' "$WORK/summary.md" && status=1
