@@ -11,6 +11,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <time.h>
 
 #include "tiergnn/extract.h"
 #include "tiergnn/store.h"
@@ -43,6 +44,7 @@ typedef struct {
     uint32_t dim;
     tg_feat_dtype_t dtype;
     int featbuf, normalize, tier, E;
+    int overlap; /* two chunks per worker in flight (with featbuf) */
     uint32_t chunk;
     int64_t gap;
     uint64_t cache_bytes; /* feature buffer size (0 = whole file) */
@@ -76,7 +78,9 @@ static int rig_open(rig_t *g, const char *path, const cfg_t *c)
     po.io_gap = c->gap;
     po.chunk_rows = c->chunk;
     po.featbuf = c->featbuf;
+    po.overlap = c->overlap;
     if ((rc = tg_extract_plan(&g->pl, &po)) < 0) return rc;
+    TG_CHECK(g->pl.overlap == (c->featbuf && c->overlap));
     tg_tier_t *tiers[1];
     if (c->tier) {
         g->hot = malloc(N * sizeof *g->hot);
@@ -211,10 +215,10 @@ static void rows_case(const char *path, const cfg_t *c, tg_rng_t *r)
         if (rc < 0) TG_FAIL("group: %s", tg_errmsg());
         uint64_t bad = group_bad_rows(&G, c->dim, c->normalize);
         if (bad)
-            TG_FAIL("%llu wrong rows (dim %u %s norm %d featbuf %d tier %d chunk %u gap %lld, "
-                    "%d batches)",
+            TG_FAIL("%llu wrong rows (dim %u %s norm %d featbuf %d overlap %d tier %d chunk %u "
+                    "gap %lld, %d batches)",
                     (unsigned long long)bad, c->dim, c->dtype == TG_F16 ? "f16" : "f32",
-                    c->normalize, c->featbuf, c->tier, c->chunk, (long long)c->gap, nb);
+                    c->normalize, c->featbuf, c->overlap, c->tier, c->chunk, (long long)c->gap, nb);
         TG_CHECK(rec.fails == 0);
         TG_CHECK(rec.scratch == 0); /* every scratch byte reported was given back */
         group_free(&G);
@@ -236,13 +240,16 @@ TG_TEST(rows_equal_the_file)
         char name[64];
         snprintf(name, sizeof name, "rows-%u-%d.bin", files[fi].dim, (int)files[fi].dtype);
         char *path = write_features(name, files[fi].dim, files[fi].dtype);
-        for (int featbuf = 0; featbuf < 2; featbuf++)
+        /* mode 0: staging rows, 1: a feature buffer, 2: a feature buffer and two chunks in
+         * flight per worker */
+        for (int mode = 0; mode < 3; mode++)
             for (int tier = 0; tier < 2; tier++)
                 for (size_t ci = 0; ci < 4; ci++)
                     for (int gap = 0; gap < 2; gap++) {
                         cfg_t c = {.dim = files[fi].dim,
                                    .dtype = files[fi].dtype,
-                                   .featbuf = featbuf,
+                                   .featbuf = mode > 0,
+                                   .overlap = mode == 2,
                                    .tier = tier,
                                    .chunk = chunks[ci],
                                    .gap = gap ? 2048 : 0,
@@ -260,8 +267,14 @@ TG_TEST(rows_equal_the_file)
 TG_TEST(tier_counters_exact)
 {
     char *path = write_features("count.bin", 16, TG_F32);
-    for (int featbuf = 0; featbuf < 2; featbuf++) {
-        cfg_t c = {.dim = 16, .dtype = TG_F32, .featbuf = featbuf, .tier = 1, .chunk = 50};
+    for (int mode = 0; mode < 3; mode++) {
+        int featbuf = mode > 0;
+        cfg_t c = {.dim = 16,
+                   .dtype = TG_F32,
+                   .featbuf = featbuf,
+                   .overlap = mode == 2,
+                   .tier = 1,
+                   .chunk = 50};
         rig_t g;
         TG_CHECK_OK(rig_open(&g, path, &c));
         if (!g.ex) {
@@ -270,7 +283,7 @@ TG_TEST(tier_counters_exact)
         }
         TG_CHECK_EQ_U64(tg_tier_static_count(g.tier), g.nhot);
         tg_rng_t r;
-        tg_rng_seed2(&r, 5, (uint64_t)featbuf);
+        tg_rng_seed2(&r, 5, (uint64_t)mode);
         group_t G;
         group_make(&G, &r, 2, 0, 16);
         uint64_t in_tier, u = group_unique(&G, &in_tier);
@@ -340,16 +353,20 @@ static void *worker_main(void *arg)
 TG_TEST(workers_share_a_small_buffer)
 {
     char *path = write_features("threads.bin", 128, TG_F32);
-    for (int tier = 0; tier < 2; tier++) {
+    /* with overlap each worker holds two chunks: rows one worker's next chunk has yet to read are
+     * waited for by others while it waits for theirs (try_wait keeps it reaping) */
+    for (int mode = 0; mode < 4; mode++) {
+        int tier = mode & 1, overlap = mode >> 1;
         cfg_t c = {.dim = 128,
                    .dtype = TG_F32,
                    .featbuf = 1,
+                   .overlap = overlap,
                    .tier = tier,
                    .E = 3,
                    .chunk = 64,
                    .gap = 4096,
                    .normalize = 1,
-                   .cache_bytes = 1}; /* the minimum: 3 x 64 slots, constant eviction */
+                   .cache_bytes = 1}; /* the minimum: 3 (x 2) x 64 slots, constant eviction */
         rig_t g;
         TG_CHECK_OK(rig_open(&g, path, &c));
         if (!g.ex) {
@@ -357,7 +374,8 @@ TG_TEST(workers_share_a_small_buffer)
             continue;
         }
         uint32_t slots = tg_featbuf_num_slots(tg_extract_featbuf(g.ex));
-        TG_CHECK(slots >= 3 * 64 && slots < 2 * 3 * 64);
+        uint32_t least = (overlap ? 2 : 1) * 3 * 64;
+        TG_CHECK(slots >= least && slots < 2 * least);
         atomic_int bad = 0, errors = 0;
         pthread_t th[3];
         thr_t a[3];
@@ -412,9 +430,17 @@ static void failing_group(rig_t *g, uint64_t v, const char *needle, const char *
 TG_TEST(read_errors)
 {
     char *path = write_features("eio.bin", 16, TG_F32);
-    for (int featbuf = 0; featbuf < 2; featbuf++)
+    /* mode 2: two chunks of 2 rows in flight when the read fails (and a third to come) */
+    static const char *what[3] = {"EIO, staging", "EIO, featbuf", "EIO, featbuf, overlap"};
+    for (int mode = 0; mode < 3; mode++)
         for (int gap = 0; gap < 2; gap++) {
-            cfg_t c = {.dim = 16, .dtype = TG_F32, .featbuf = featbuf, .gap = gap ? 2048 : 0};
+            int featbuf = mode > 0;
+            cfg_t c = {.dim = 16,
+                       .dtype = TG_F32,
+                       .featbuf = featbuf,
+                       .overlap = mode == 2,
+                       .chunk = mode == 2 ? 2 : 0,
+                       .gap = gap ? 2048 : 0};
             rig_t g;
             TG_CHECK_OK(rig_open(&g, path, &c));
             if (!g.ex) {
@@ -428,7 +454,7 @@ TG_TEST(read_errors)
                                .hi = v * 64 + 1,
                                .err = EIO};
             TG_CHECK_OK(tg_io_fault_add(&f));
-            failing_group(&g, v, "Input/output error", featbuf ? "EIO, featbuf" : "EIO, staging");
+            failing_group(&g, v, "Input/output error", what[mode]);
             tg_io_fault_clear();
             /* the same worker reads the row now */
             uint64_t nodes[2] = {v, 3};
@@ -445,16 +471,21 @@ TG_TEST(read_errors)
 
 TG_TEST(short_read)
 {
-    for (int featbuf = 0; featbuf < 2; featbuf++) {
+    static const char *what[3] = {"short, staging", "short, featbuf", "short, featbuf, overlap"};
+    for (int mode = 0; mode < 3; mode++) {
         char *path = write_features("short.bin", 16, TG_F32);
-        cfg_t c = {.dim = 16, .dtype = TG_F32, .featbuf = featbuf, .gap = 2048};
+        cfg_t c = {.dim = 16,
+                   .dtype = TG_F32,
+                   .featbuf = mode > 0,
+                   .overlap = mode == 2,
+                   .chunk = mode == 2 ? 2 : 0,
+                   .gap = 2048};
         rig_t g;
         TG_CHECK_OK(rig_open(&g, path, &c));
         if (g.ex) {
             /* rows from node 2500 on are gone */
             TG_CHECK(truncate(path, 2500 * 64 + 10) == 0);
-            failing_group(&g, 2600, "unexpected end of file",
-                          featbuf ? "short, featbuf" : "short, staging");
+            failing_group(&g, 2600, "unexpected end of file", what[mode]);
         }
         rig_close(&g);
         free(path);
@@ -503,6 +534,73 @@ TG_TEST(abort_and_bad_input)
     po.feat_dim = 0;
     TG_CHECK_ERR(tg_extract_plan(&pl, &po), "width 0");
     tg_io_file_close(f);
+    free(path);
+}
+
+/* Stops a group from another thread after a while: with two chunks in flight per worker the
+ * stop lands between chunks while reads of the next one are out. */
+typedef struct {
+    atomic_int *stop;
+    long usec;
+} stopper_t;
+
+static void *stopper_main(void *arg)
+{
+    stopper_t *t = arg;
+    struct timespec ts = {0, t->usec * 1000};
+    nanosleep(&ts, NULL);
+    atomic_store(t->stop, 1);
+    return NULL;
+}
+
+TG_TEST(abort_midway_with_two_chunks_in_flight)
+{
+    char *path = write_features("midway.bin", 16, TG_F32);
+    uint64_t *nodes = malloc(N * sizeof *nodes);
+    float *X = malloc((size_t)N * 16 * sizeof *X);
+    for (uint64_t v = 0; v < N; v++)
+        nodes[v] = (v * 7919) % N; /* every row once, not in order */
+    for (int round = 0; round < 6; round++) {
+        cfg_t c = {.dim = 16,
+                   .dtype = TG_F32,
+                   .featbuf = 1,
+                   .overlap = 1,
+                   .chunk = 3,
+                   .gap = round % 2 ? 2048 : 0,
+                   .cache_bytes = round < 3 ? 1 : 0};
+        rig_t g;
+        TG_CHECK_OK(rig_open(&g, path, &c));
+        if (!g.ex) {
+            rig_close(&g);
+            continue;
+        }
+        atomic_int stop = 0;
+        rec_t rec = {0};
+        tg_extract_hooks_t hk = {.fail = rec_fail, .abort = &stop, .ctx = &rec};
+        tg_extract_batch_t b = {.id = 9, .nodes = nodes, .n = N, .X = X};
+        stopper_t st = {&stop, 200L * (round + 1)};
+        pthread_t th;
+        pthread_create(&th, NULL, stopper_main, &st);
+        int rc = tg_extract_group(tg_extract_worker(g.ex, 0), &b, 1, &hk);
+        pthread_join(th, NULL);
+        TG_CHECK(rc == 0 || rc == -ECANCELED);
+        fprintf(stderr, "  round %d: %s\n", round, rc ? "stopped midway" : "finished first");
+        TG_CHECK(rec.fails == 0);
+        TG_CHECK_OK(tg_featbuf_check(tg_extract_featbuf(g.ex)));
+        /* the worker carries on: the whole file, every row right */
+        TG_CHECK_OK(tg_extract_group(tg_extract_worker(g.ex, 0), &b, 1, NULL));
+        uint64_t bad = 0;
+        for (uint64_t i = 0; i < N; i++) {
+            float want[16];
+            expect_row(want, nodes[i], 16, 0);
+            bad += memcmp(X + i * 16, want, sizeof want) != 0;
+        }
+        TG_CHECK_EQ_U64(bad, 0);
+        TG_CHECK_OK(tg_featbuf_check(tg_extract_featbuf(g.ex)));
+        rig_close(&g);
+    }
+    free(nodes);
+    free(X);
     free(path);
 }
 
@@ -740,6 +838,7 @@ int main(void)
     TG_RUN(read_errors);
     TG_RUN(short_read);
     TG_RUN(abort_and_bad_input);
+    TG_RUN(abort_midway_with_two_chunks_in_flight);
     TG_RUN(plan_under_tight_budgets);
     TG_RUN(create_within_budget);
     TG_RUN(static_tier);

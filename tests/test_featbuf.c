@@ -548,6 +548,44 @@ TG_TEST(wait_for_other_batch)
     tg_featbuf_destroy(fb);
 }
 
+/* try_wait: -EAGAIN without a message while another batch's row is loading, then what wait
+ * gives; its own loads outstanding are refused as by wait. */
+TG_TEST(try_wait)
+{
+    tg_featbuf_t *fb;
+    tg_featbuf_opts_t o = opts(50, 8, 2, 2, 0, TG_FEATBUF_MAP_AUTO);
+    TG_CHECK_OK(tg_featbuf_create(&fb, &o, NULL));
+    tg_featbuf_batch_t *ha, *hb;
+    TG_CHECK_OK(tg_featbuf_batch_create(fb, &ha));
+    TG_CHECK_OK(tg_featbuf_batch_create(fb, &hb));
+    uint64_t a[] = {1, 2}, b[] = {2, 3};
+    TG_CHECK(tg_featbuf_acquire(ha, a, 2, 0) == 2);
+    TG_CHECK_ERR(tg_featbuf_try_wait(ha), "own loads outstanding");
+    TG_CHECK(tg_featbuf_acquire(hb, b, 2, 0) == 1); /* 3; 2 is A's */
+    size_t nl;
+    const tg_featbuf_load_t *lb = tg_featbuf_batch_loads(hb, &nl);
+    fake_read(fb, lb[0].node, lb[0].slot, 0);
+    TG_CHECK_OK(tg_featbuf_complete(hb, 0, 0));
+    tg_err_clear();
+    TG_CHECK(tg_featbuf_try_wait(hb) == -EAGAIN);
+    TG_CHECK(!strcmp(tg_errmsg(), "")); /* not an error: nothing recorded */
+    const tg_featbuf_load_t *la = tg_featbuf_batch_loads(ha, &nl);
+    for (size_t k = 0; k < nl; k++) {
+        fake_read(fb, la[k].node, la[k].slot, 0);
+        TG_CHECK_OK(tg_featbuf_complete(ha, k, 0));
+    }
+    TG_CHECK_OK(tg_featbuf_try_wait(hb));
+    TG_CHECK_OK(tg_featbuf_try_wait(hb)); /* ready stays ready */
+    TG_CHECK_OK(tg_featbuf_try_wait(ha));
+    TG_CHECK_OK(tg_featbuf_release(ha));
+    TG_CHECK_OK(tg_featbuf_release(hb));
+    TG_CHECK_ERR(tg_featbuf_try_wait(hb), "not acquired");
+    TG_CHECK_OK(tg_featbuf_check(fb));
+    tg_featbuf_batch_destroy(ha);
+    tg_featbuf_batch_destroy(hb);
+    tg_featbuf_destroy(fb);
+}
+
 /* ---------------------------------------------------------------- failed reads */
 
 TG_TEST(failed_read)
@@ -1207,6 +1245,7 @@ static void run_suite(void)
     TG_RUN(shared_row_read_once);
     TG_RUN(lru_eviction);
     TG_RUN(wait_for_other_batch);
+    TG_RUN(try_wait);
     TG_RUN(failed_read);
     TG_RUN(gather_f16_padded);
     TG_RUN(admission_fifo_and_shutdown);

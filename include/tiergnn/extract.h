@@ -46,8 +46,8 @@
  * tg_feat_rows_f32 (f16 widened, normalised when asked) into its first position in X and
  * copied to the other positions it takes: the RAM tiers' rows while the chunk's reads are in
  * flight, each read row as its read completes, the rows other extractors loaded at the end, so
- * that the disk does not wait for the conversions. Without a feature buffer the misses are read into
- * the worker's staging rows, chunk by chunk.
+ * that the disk does not wait for the conversions. Without a feature buffer the misses are read
+ * into the worker's staging rows, chunk by chunk.
  *
  * Tiers: a tier is a RAM source of rows (raw, in the file's dtype) with its own counters. The
  * static tier holds a fixed node set (e.g. PaGraph's highest out-degree nodes), filled at
@@ -111,7 +111,11 @@ typedef struct tg_extract_plan_opts {
      * best depth shared by the workers and capped for merged reads (GIDS's accumulator asks
      * for its N_access); a tight avail still lowers it like the probe's. */
     unsigned depth_hint;
-    int64_t io_gap;         /* hole bytes read through to merge rows; < 0 = from the probe */
+    int64_t io_gap; /* hole bytes read through to merge rows; < 0 = from the probe */
+    /* With a feature buffer: 1 = each worker holds two chunks, acquiring the next one and queuing
+     * its reads while the current one's last reads drain, so that the disk does not idle
+     * between chunks (the buffer's minimum and the io/ bookkeeping double). */
+    int overlap;
     uint32_t chunk_rows;    /* rows per chunk; 0 = automatic (default, halved under avail) */
     int featbuf;            /* 1 = a feature buffer in front of the disk */
     const char *probe_path; /* a file on the device to probe (features.bin); NULL = no probe */
@@ -134,6 +138,7 @@ typedef struct tg_extract_plan {
     size_t row_bytes;
     uint32_t align; /* feature-buffer slot alignment: rows land in slots with O_DIRECT */
     int featbuf;
+    int overlap; /* two chunks per worker in flight (opts.overlap with a feature buffer) */
     tg_feat_dtype_t dtype;
     uint64_t num_nodes;
     uint32_t feat_dim;
@@ -158,7 +163,7 @@ uint64_t tg_extract_plan_bytes(const tg_extract_plan_t *pl);
  * (returns buf), for --mem refusals. */
 const char *tg_extract_plan_describe(const tg_extract_plan_t *pl, char *buf, size_t len);
 /* The feature-buffer options the plan implies (max_batch_nodes = chunk, max_batches = workers,
- * slot alignment); size fields left 0. */
+ * twice that with overlap; slot alignment); size fields left 0. */
 void tg_extract_plan_featbuf_opts(const tg_extract_plan_t *pl, tg_featbuf_opts_t *fo);
 
 /* ---------------------------------------------------------------- tiers */

@@ -249,6 +249,11 @@ size_t tg_featbuf_batch_pending(const tg_featbuf_batch_t *h);
  * (waiting then could deadlock two extractors that wait for each other's rows) or is not
  * acquired. After an error the batch must be released; acquiring it again retries the rows. */
 int tg_featbuf_wait(tg_featbuf_batch_t *h);
+/* tg_featbuf_wait without sleeping: -EAGAIN (no message) while a row another batch loads is still
+ * loading; otherwise what tg_featbuf_wait returns. For a reader holding two handles: it may
+ * sleep in tg_featbuf_wait only once neither has loads of its own outstanding, or two readers
+ * could each wait for a row the other has yet to read. */
+int tg_featbuf_try_wait(tg_featbuf_batch_t *h);
 
 /* Drops the batch's references: slots whose count reaches 0 go to the tail of the standby list,
  * still mapped and valid (failed ones become free). -EBUSY (nothing done) if loads of this handle

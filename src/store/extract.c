@@ -79,7 +79,7 @@ void tg_extract_plan_featbuf_opts(const tg_extract_plan_t *pl, tg_featbuf_opts_t
     fo->feat_dim = pl->feat_dim;
     fo->dtype = pl->dtype;
     fo->max_batch_nodes = pl->chunk;
-    fo->max_batches = (uint32_t)pl->extractors;
+    fo->max_batches = (uint32_t)pl->extractors * (pl->overlap ? 2u : 1u);
     fo->slot_align = pl->align;
 }
 
@@ -102,6 +102,7 @@ static void plan_for(const tg_extract_plan_opts_t *o, uint32_t chunk, unsigned m
     pl->feat_dim = o->feat_dim;
     pl->dtype = o->dtype;
     pl->featbuf = o->featbuf;
+    pl->overlap = o->featbuf && o->overlap;
     pl->probed = probe_ok && !(o->io_depth && o->io_gap >= 0);
     pl->row_bytes = (size_t)o->feat_dim * tg_feat_dtype_size(o->dtype);
     if (o->io_depth) {
@@ -131,12 +132,14 @@ static void plan_for(const tg_extract_plan_opts_t *o, uint32_t chunk, unsigned m
     pl->align = pl->row_bytes % 512 == 0 ? 512 : 0;
     pl->stage_bytes = (uint64_t)E * ((uint64_t)pl->depth * pl->max_read +
                                      (pl->gap ? (uint64_t)pl->depth * pl->span : 0));
-    pl->transient_bytes = (uint64_t)E * chunk * TG_EXTRACT_IO_BOOKKEEPING;
+    /* with overlap two chunks' reads are queued at once */
+    unsigned held = pl->overlap ? 2u : 1u;
+    pl->transient_bytes = (uint64_t)E * held * chunk * TG_EXTRACT_IO_BOOKKEEPING;
     if (o->featbuf) {
         tg_featbuf_opts_t fo;
         tg_extract_plan_featbuf_opts(pl, &fo);
         pl->handle_bytes =
-            (uint64_t)E * ((uint64_t)chunk * HANDLE_BYTES_PER_ROW + HANDLE_BYTES_FIXED);
+            (uint64_t)E * held * ((uint64_t)chunk * HANDLE_BYTES_PER_ROW + HANDLE_BYTES_FIXED);
         pl->featbuf_min = tg_featbuf_bytes_for(&fo, tg_featbuf_min_slots(&fo)) + pl->handle_bytes;
     } else {
         pl->rows_bytes = (uint64_t)E * chunk * row_stride(pl);
@@ -210,28 +213,41 @@ const char *tg_extract_plan_describe(const tg_extract_plan_t *pl, char *buf, siz
 
 /* ---------------------------------------------------------------- extraction and workers */
 
-struct tg_extract_worker {
-    tg_extract_t *ex;
-    int id;
-    tg_io_t *io; /* NULL after the queue broke: recreated at the next group */
-    tg_featbuf_batch_t *h;
-    tg_io_req_t *reqs;             /* (2 * chunk): single rows and merged runs */
+/* One chunk in a worker's hands: its unique nodes, the RAM tiers' answer, its feature-buffer
+ * handle and loads, its reads. A worker has one, or two with plan.overlap: the next chunk is
+ * acquired and its reads queued while the current one's last reads drain. */
+typedef struct chunk {
+    tg_featbuf_batch_t *h;         /* NULL without a feature buffer */
+    tg_io_req_t *reqs;             /* (2 * chunk): single rows, then merged runs */
     uint32_t *run_first, *run_len; /* (chunk) merged run r covers loads [first, first + len) */
-    char *stage;                   /* depth x span merge buffers, 4 KiB aligned */
-    uint32_t *free_stage;          /* (depth) free merge buffers */
-    uint64_t staged_bytes;         /* reserved for stage */
     const void **src;              /* (chunk) raw row of each unique node of the chunk */
     uint64_t *miss;                /* (chunk) nodes the RAM tiers did not hold */
     uint32_t *miss_at;             /* (chunk) their index in the chunk */
-    tg_featbuf_load_t *own;        /* (chunk) without a buffer: the loads, into rows */
-    unsigned char *rows;           /* without a buffer: chunk staging rows, 4 KiB aligned */
+    uint8_t *scat;                 /* (chunk) miss k went into X as its read completed */
+    /* the chunk in flight: unique nodes [c0, c0 + n) of group G, nm of them misses */
+    const struct group *G;
+    size_t c0, n, nm;
+    int held;       /* h is acquired: release it at the end */
+    int tiers_done; /* the RAM tiers' rows went into X (while the reads ran) */
+    const tg_featbuf_load_t *ld;
+    size_t nl, nruns, rnext; /* the loads; merged runs, of which rnext are submitted */
+    size_t left;             /* requests submitted and not reaped yet */
+} chunk_t;
+
+struct tg_extract_worker {
+    tg_extract_t *ex;
+    int id;
+    tg_io_t *io;          /* NULL after the queue broke: recreated at the next group */
+    chunk_t cx[2];        /* cx[1] only with plan.overlap */
+    int ncx;              /* 1 or 2 */
+    char *stage;          /* depth x span merge buffers, 4 KiB aligned */
+    uint32_t *free_stage; /* (depth) free merge buffers */
+    size_t nfree;
+    uint64_t staged_bytes;  /* reserved for stage */
+    tg_featbuf_load_t *own; /* (chunk) without a buffer: the loads, into rows */
+    unsigned char *rows;    /* without a buffer: chunk staging rows, 4 KiB aligned */
     uint64_t rows_reserved;
-    /* The chunk being read: the rows the RAM tiers served are converted while its reads are in
-     * flight (idle_scatter), so that the disk does not wait for that work between chunks. */
-    const struct group *idle_G;
-    size_t idle_c0, idle_n, idle_nm;
-    int idle_done;
-    uint8_t *scat; /* (chunk) miss k went into X as its read completed */
+    int failed; /* a read of the group failed: nothing more is submitted */
 };
 
 struct tg_extract {
@@ -260,20 +276,26 @@ static int worker_io(tg_extract_worker_t *w)
     return tg_io_create(&w->io, &io);
 }
 
+static void chunk_free(chunk_t *c)
+{
+    tg_featbuf_batch_destroy(c->h);
+    free(c->reqs);
+    free(c->run_first);
+    free(c->run_len);
+    free(c->src);
+    free(c->miss);
+    free(c->miss_at);
+    free(c->scat);
+}
+
 static void worker_free(tg_extract_worker_t *w)
 {
     tg_extract_t *ex = w->ex;
-    tg_featbuf_batch_destroy(w->h);
+    for (int i = 0; i < 2; i++)
+        chunk_free(&w->cx[i]);
     tg_io_destroy(w->io);
-    free(w->reqs);
-    free(w->run_first);
-    free(w->run_len);
     free(w->free_stage);
     free(w->stage);
-    free(w->src);
-    free(w->miss);
-    free(w->miss_at);
-    free(w->scat);
     free(w->own);
     free(w->rows);
     if (ex && ex->budget && w->staged_bytes + w->rows_reserved)
@@ -302,17 +324,22 @@ static int worker_init(tg_extract_t *ex, tg_extract_worker_t *w, int id)
     w->id = id;
     int rc;
     if ((rc = worker_io(w)) < 0) return rc;
-    w->reqs = malloc(2 * chunk * sizeof *w->reqs);
-    w->run_first = malloc(chunk * sizeof *w->run_first);
-    w->run_len = malloc(chunk * sizeof *w->run_len);
+    w->ncx = pl->overlap ? 2 : 1;
     w->free_stage = malloc((size_t)pl->depth * sizeof *w->free_stage);
-    w->src = malloc(chunk * sizeof *w->src);
-    w->miss = malloc(chunk * sizeof *w->miss);
-    w->miss_at = malloc(chunk * sizeof *w->miss_at);
-    w->scat = malloc(chunk);
-    if (!w->reqs || !w->run_first || !w->run_len || !w->free_stage || !w->src || !w->miss ||
-        !w->miss_at || !w->scat)
-        return tg_err(-ENOMEM, "%s: out of memory for extractor %d", ex->who, id);
+    if (!w->free_stage) return tg_err(-ENOMEM, "%s: out of memory for extractor %d", ex->who, id);
+    for (int i = 0; i < w->ncx; i++) {
+        chunk_t *c = &w->cx[i];
+        c->reqs = malloc(2 * chunk * sizeof *c->reqs);
+        c->run_first = malloc(chunk * sizeof *c->run_first);
+        c->run_len = malloc(chunk * sizeof *c->run_len);
+        c->src = malloc(chunk * sizeof *c->src);
+        c->miss = malloc(chunk * sizeof *c->miss);
+        c->miss_at = malloc(chunk * sizeof *c->miss_at);
+        c->scat = malloc(chunk);
+        if (!c->reqs || !c->run_first || !c->run_len || !c->src || !c->miss || !c->miss_at ||
+            !c->scat)
+            return tg_err(-ENOMEM, "%s: out of memory for extractor %d", ex->who, id);
+    }
     if (pl->gap && (rc = reserve_alloc(ex, (void **)&w->stage, (uint64_t)pl->depth * pl->span,
                                        &w->staged_bytes, "merged-read buffers")) < 0)
         return rc;
@@ -358,7 +385,8 @@ static int featbuf_create(tg_extract_t *ex, const tg_extract_opts_t *o)
                              tg_fmt_bytes(limit, a, sizeof a));
     }
     for (int i = 0; i < ex->nw; i++)
-        if ((rc = tg_featbuf_batch_create(ex->fb, &ex->w[i].h)) < 0) return rc;
+        for (int k = 0; k < ex->w[i].ncx; k++)
+            if ((rc = tg_featbuf_batch_create(ex->fb, &ex->w[i].cx[k].h)) < 0) return rc;
     return 0;
 }
 
@@ -434,172 +462,6 @@ void tg_extract_shutdown(tg_extract_t *ex)
     if (ex && ex->fb) tg_featbuf_shutdown(ex->fb);
 }
 
-/* ---------------------------------------------------------------- reading a chunk's misses */
-
-static void hook_fail(const tg_extract_hooks_t *hk, int rc)
-{
-    if (hk && hk->fail) hk->fail(hk->ctx, rc, tg_errmsg());
-}
-
-static void *load_dst(const tg_extract_worker_t *w, const tg_featbuf_load_t *l)
-{
-    const tg_extract_t *ex = w->ex;
-    return ex->fb ? tg_featbuf_row(ex->fb, l->slot)
-                  : w->rows + (size_t)l->slot * row_stride(&ex->plan);
-}
-
-static void complete(tg_extract_worker_t *w, size_t k, int res)
-{
-    if (w->h) tg_featbuf_complete(w->h, k, res);
-}
-
-static void complete_all(tg_extract_worker_t *w, int rc)
-{
-    if (w->h) tg_featbuf_complete_all(w->h, rc);
-}
-
-/* The queue broke (a failed submit or reap): destroying it waits for the reads the kernel still
- * owns, so no slot is given up while a read may land in it; then every outstanding load fails.
- * The worker makes a new queue at its next group. */
-static int queue_broke(tg_extract_worker_t *w, const tg_extract_hooks_t *hk, int rc)
-{
-    hook_fail(hk, rc);
-    tg_io_destroy(w->io);
-    w->io = NULL;
-    complete_all(w, rc);
-    return rc;
-}
-
-/* Splits the loads (sorted by node) into single-row requests reqs[0, *nd) and merged runs
- * (run_first/run_len [0, *nruns)): rows separated by holes of at most gap bytes whose aligned
- * read fits one merge buffer. */
-static void plan_reads(tg_extract_worker_t *w, const tg_featbuf_load_t *ld, size_t nl, size_t *nd,
-                       size_t *nruns)
-{
-    const tg_extract_plan_t *pl = &w->ex->plan;
-    size_t row = pl->row_bytes;
-    uint64_t align = tg_io_file_align(w->ex->feat);
-    *nd = *nruns = 0;
-    for (size_t i = 0; i < nl;) {
-        size_t j = i + 1;
-        uint64_t start = ld[i].node * row, end = start + row;
-        if (pl->gap)
-            while (j < nl) {
-                uint64_t o = ld[j].node * row;
-                if (o < end || o - end > pl->gap || o + row - start + 2 * align > pl->span) break;
-                end = o + row;
-                j++;
-            }
-        if (j - i == 1) {
-            w->reqs[(*nd)++] = (tg_io_req_t){.file = w->ex->feat,
-                                             .off = start,
-                                             .len = row,
-                                             .dst = load_dst(w, &ld[i]),
-                                             .user = (void *)(uintptr_t)(i << 1)};
-        } else {
-            w->run_first[*nruns] = (uint32_t)i;
-            w->run_len[*nruns] = (uint32_t)(j - i);
-            (*nruns)++;
-        }
-        i = j;
-    }
-}
-
-/* The request of merged run r into merge buffer bidx: aligned, so that the read lands in the
- * buffer directly, but not past the end of the file (a short read there would be an error). */
-static tg_io_req_t run_request(const tg_extract_worker_t *w, const tg_featbuf_load_t *ld, size_t r,
-                               uint32_t bidx)
-{
-    const tg_extract_plan_t *pl = &w->ex->plan;
-    size_t row = pl->row_bytes;
-    uint64_t align = tg_io_file_align(w->ex->feat);
-    const tg_featbuf_load_t *a = &ld[w->run_first[r]];
-    const tg_featbuf_load_t *z = &ld[w->run_first[r] + w->run_len[r] - 1];
-    uint64_t off = a->node * row / align * align;
-    uint64_t end = (z->node * row + row + align - 1) / align * align;
-    end = TG_MIN(end, tg_io_file_size(w->ex->feat));
-    return (tg_io_req_t){.file = w->ex->feat,
-                         .off = off,
-                         .len = (size_t)(end - off),
-                         .dst = w->stage + (size_t)bidx * pl->span,
-                         .user = (void *)(uintptr_t)((r << 1) | 1)};
-}
-
-static void idle_scatter(tg_extract_worker_t *w);
-static void load_scatter(tg_extract_worker_t *w, const tg_featbuf_load_t *l);
-
-/* Reads the loads of a chunk and completes every one of them, whatever happens. Rows alone (or
- * adjacent: io/ merges those) are read straight into their places; rows separated by holes of
- * at most plan.gap bytes are read as one run into a merge buffer and copied to their places.
- * Returns 0 or the first failure, whose message is given to hooks->fail before the failed rows
- * are completed: a batch waiting for one of them then reports the I/O error (file and offset)
- * and not only its consequence. */
-static int read_loads(tg_extract_worker_t *w, const tg_featbuf_load_t *ld, size_t nl,
-                      uint64_t batch, const tg_extract_hooks_t *hk)
-{
-    tg_extract_t *ex = w->ex;
-    const tg_extract_plan_t *pl = &ex->plan;
-    size_t row = pl->row_bytes;
-    int rc = 0;
-    if (!w->io && (rc = worker_io(w)) < 0) {
-        hook_fail(hk, rc);
-        complete_all(w, rc);
-        return rc;
-    }
-    size_t nd, nruns;
-    plan_reads(w, ld, nl, &nd, &nruns);
-    tg_io_req_t *runreq = w->reqs + nl;
-    size_t nfree = 0, rnext = 0;
-    for (uint32_t b = 0; b < pl->depth && w->stage; b++)
-        w->free_stage[nfree++] = b;
-    if (nd && (rc = tg_io_submit(w->io, w->reqs, nd)) < 0) return queue_broke(w, hk, rc);
-    int failed = 0;
-    for (;;) {
-        /* Runs get a merge buffer each as buffers come free, submitted together. */
-        size_t k = 0;
-        while (!failed && rnext + k < nruns && nfree > 0) {
-            runreq[rnext + k] = run_request(w, ld, rnext + k, w->free_stage[--nfree]);
-            k++;
-        }
-        if (k && (rc = tg_io_submit(w->io, runreq + rnext, k)) < 0) return queue_broke(w, hk, rc);
-        rnext += k;
-        if (tg_io_inflight(w->io) == 0) break;
-        if (!failed) idle_scatter(w); /* once per chunk, while its reads run */
-        tg_io_req_t *done[REAP_MAX];
-        int got = tg_io_reap(w->io, done, REAP_MAX, 1);
-        if (got < 0) return queue_broke(w, hk, got);
-        for (int i = 0; i < got; i++) {
-            tg_io_req_t *q = done[i];
-            uintptr_t u = (uintptr_t)q->user;
-            size_t first = (u & 1) ? w->run_first[u >> 1] : (u >> 1);
-            if (q->res < 0 && !failed) {
-                char msg[900];
-                snprintf(msg, sizeof msg, "%s", tg_errmsg());
-                rc = tg_err(q->res, "batch %llu: reading the features of node %llu: %s",
-                            (unsigned long long)batch, (unsigned long long)ld[first].node, msg);
-                hook_fail(hk, rc);
-                failed = 1;
-            }
-            if (!(u & 1)) {
-                complete(w, first, q->res);
-                if (q->res == 0 && !failed) load_scatter(w, &ld[first]);
-                continue;
-            }
-            const char *base = q->dst;
-            for (uint32_t t = 0; t < w->run_len[u >> 1]; t++) {
-                const tg_featbuf_load_t *l = &ld[first + t];
-                if (q->res == 0) memcpy(load_dst(w, l), base + (l->node * row - q->off), row);
-                complete(w, first + t, q->res);
-                if (q->res == 0 && !failed) load_scatter(w, l);
-            }
-            w->free_stage[nfree++] = (uint32_t)((base - w->stage) / pl->span);
-        }
-    }
-    /* After a failure the runs not yet submitted fail too. */
-    if (failed) complete_all(w, rc);
-    return rc;
-}
-
 /* ---------------------------------------------------------------- one group */
 
 /* keys[i] = node << 32 | position, sorted by node: LSD radix sort on the node bits (two 16-bit
@@ -628,16 +490,28 @@ typedef struct group {
     const uint32_t *start; /* unique node u's keys are [start[u], start[u + 1]) */
 } group_t;
 
-/* Converts unique node u's row (w->src[u], raw) of the chunk at c0 once into its first place in
- * the group's matrices (widened, normalised) and copies it to the other places; *j is the batch
- * of the last place (places are visited in sorted order, so it moves little). */
-static void scatter_node(const tg_extract_worker_t *w, const group_t *G, size_t c0, size_t u,
-                         int *j)
+static void hook_fail(const tg_extract_hooks_t *hk, int rc)
+{
+    if (hk && hk->fail) hk->fail(hk->ctx, rc, tg_errmsg());
+}
+
+static void *load_dst(const tg_extract_worker_t *w, const tg_featbuf_load_t *l)
 {
     const tg_extract_t *ex = w->ex;
+    return ex->fb ? tg_featbuf_row(ex->fb, l->slot)
+                  : w->rows + (size_t)l->slot * row_stride(&ex->plan);
+}
+
+/* Converts unique node u's row (c->src[u], raw) of chunk c once into its first place in the
+ * group's matrices (widened, normalised) and copies it to the other places; *j is the batch of
+ * the last place (places are visited in sorted order, so it moves little). */
+static void scatter_node(const tg_extract_worker_t *w, const chunk_t *c, size_t u, int *j)
+{
+    const tg_extract_t *ex = w->ex;
+    const group_t *G = c->G;
     size_t dim = ex->plan.feat_dim;
     const float *first = NULL;
-    for (uint32_t k = G->start[c0 + u]; k < G->start[c0 + u + 1]; k++) {
+    for (uint32_t k = G->start[c->c0 + u]; k < G->start[c->c0 + u + 1]; k++) {
         uint64_t gi = G->keys[k] & 0xffffffffu;
         while (gi < G->off[*j])
             (*j)--;
@@ -645,7 +519,7 @@ static void scatter_node(const tg_extract_worker_t *w, const group_t *G, size_t 
             (*j)++;
         float *dst = G->b[*j].X + (size_t)(gi - G->off[*j]) * dim;
         if (!first) {
-            tg_feat_rows_f32(dst, w->src[u], 0, 1, dim, ex->plan.dtype, ex->normalize);
+            tg_feat_rows_f32(dst, c->src[u], 0, 1, dim, ex->plan.dtype, ex->normalize);
             first = dst;
         } else {
             memcpy(dst, first, dim * sizeof(float));
@@ -656,158 +530,379 @@ static void scatter_node(const tg_extract_worker_t *w, const group_t *G, size_t 
 /* Which rows of a chunk scatter_rows converts. */
 enum { SCATTER_ALL, SCATTER_TIERS, SCATTER_MISSES };
 
-/* Converts the rows of the chunk's n unique nodes (the RAM tiers' only, the nm misses' only
- * (w->miss_at, ascending) less those load_scatter converted, or all) into the group's
- * matrices. */
-static void scatter_rows(const tg_extract_worker_t *w, const group_t *G, size_t c0, size_t n,
-                         size_t nm, int which)
+/* Converts the rows of chunk c's unique nodes (the RAM tiers' only, the misses' only (miss_at,
+ * ascending) less those load_scatter converted, or all) into the group's matrices. */
+static void scatter_rows(const tg_extract_worker_t *w, const chunk_t *c, int which)
 {
     int j = 0;
     if (which == SCATTER_MISSES) {
-        for (size_t k = 0; k < nm; k++)
-            if (!w->scat[k]) scatter_node(w, G, c0, w->miss_at[k], &j);
+        for (size_t k = 0; k < c->nm; k++)
+            if (!c->scat[k]) scatter_node(w, c, c->miss_at[k], &j);
         return;
     }
     size_t k = 0;
-    for (size_t u = 0; u < n; u++) {
-        if (k < nm && w->miss_at[k] == u) {
-            int skip = which == SCATTER_TIERS || w->scat[k];
+    for (size_t u = 0; u < c->n; u++) {
+        if (k < c->nm && c->miss_at[k] == u) {
+            int skip = which == SCATTER_TIERS || c->scat[k];
             k++;
             if (skip) continue;
         }
-        scatter_node(w, G, c0, u, &j);
+        scatter_node(w, c, u, &j);
     }
 }
 
-/* read_loads' work as one of the chunk's own reads completes: its row goes into X at once,
- * while the other reads are in flight (the slot stays held by the handle until the chunk's
- * release). l->pos is the row's index among the chunk's misses. */
-static void load_scatter(tg_extract_worker_t *w, const tg_featbuf_load_t *l)
+/* A read row of chunk c goes into X as its read completes, while the other reads are in flight
+ * (the slot stays held by the handle until the chunk's release). l->pos is the row's index
+ * among the chunk's misses. */
+static void load_scatter(tg_extract_worker_t *w, chunk_t *c, const tg_featbuf_load_t *l)
 {
-    if (!w->idle_G) return;
-    uint32_t u = w->miss_at[l->pos];
+    uint32_t u = c->miss_at[l->pos];
     int j = 0;
-    w->src[u] = load_dst(w, l);
-    scatter_node(w, w->idle_G, w->idle_c0, u, &j);
-    w->scat[l->pos] = 1;
+    c->src[u] = load_dst(w, l);
+    scatter_node(w, c, u, &j);
+    c->scat[l->pos] = 1;
 }
 
-/* read_loads' work while the chunk's reads are in flight: the rows the RAM tiers served. */
-static void idle_scatter(tg_extract_worker_t *w)
-{
-    if (!w->idle_G || w->idle_done) return;
-    scatter_rows(w, w->idle_G, w->idle_c0, w->idle_n, w->idle_nm, SCATTER_TIERS);
-    w->idle_done = 1;
-}
-
-/* Asks the RAM tiers for ids[0..n) in order; fills w->src for the rows they hold and lists the
- * others in w->miss / w->miss_at. Returns the number of misses. */
-static size_t ask_tiers(tg_extract_worker_t *w, const uint64_t *ids, size_t n)
+/* Asks the RAM tiers for ids[0..n) in order; fills c->src for the rows they hold and lists the
+ * others in c->miss / c->miss_at. Returns the number of misses. */
+static size_t ask_tiers(tg_extract_worker_t *w, chunk_t *c, const uint64_t *ids, size_t n)
 {
     tg_extract_t *ex = w->ex;
     size_t left = n;
     for (size_t u = 0; u < n; u++)
-        w->src[u] = NULL;
+        c->src[u] = NULL;
     for (int t = 0; t < ex->ntiers && left; t++) {
         tg_tier_t *T = ex->tiers[t];
         uint64_t hits = 0;
         for (size_t u = 0; u < n; u++)
-            if (!w->src[u] && (w->src[u] = tg_tier_find(T, ids[u]))) hits++;
+            if (!c->src[u] && (c->src[u] = tg_tier_find(T, ids[u]))) hits++;
         atomic_fetch_add_explicit(&T->lookups, left, memory_order_relaxed);
         atomic_fetch_add_explicit(&T->hits, hits, memory_order_relaxed);
         left -= hits;
     }
     size_t nm = 0;
     for (size_t u = 0; u < n; u++)
-        if (!w->src[u]) {
-            w->miss[nm] = ids[u];
-            w->miss_at[nm++] = (uint32_t)u;
+        if (!c->src[u]) {
+            c->miss[nm] = ids[u];
+            c->miss_at[nm++] = (uint32_t)u;
         }
     return nm;
 }
 
-/* Misses through the feature buffer: acquire (hits, rows others load), read own loads, wait.
- * *held says whether the handle is acquired (release it after the scatter, or the failure). */
-static int via_featbuf(tg_extract_worker_t *w, const uint64_t *ids, size_t nm, uint64_t batch,
-                       const tg_extract_hooks_t *hk, int *held)
+/* ---------------------------------------------------------------- reading a chunk's misses */
+
+/* A request's user word: index << 2 | chunk (0 or 1 of the worker's) << 1 | merged run. */
+static void *req_user(const tg_extract_worker_t *w, const chunk_t *c, size_t i, int run)
 {
-    tg_extract_t *ex = w->ex;
-    int rc = tg_featbuf_acquire(w->h, ids, nm, TG_FEATBUF_SORT_LOADS);
-    *held = rc >= 0;
-    if (rc < 0) {
-        if (rc != -ECANCELED) {
-            tg_err_prefix(rc, "batch %llu", (unsigned long long)batch);
-            hook_fail(hk, rc);
+    return (void *)(uintptr_t)(i << 2 | (size_t)(c - w->cx) << 1 | (size_t)run);
+}
+
+/* Splits chunk c's loads (sorted by node) into single-row requests c->reqs[0, nd) (returned)
+ * and merged runs (run_first/run_len [0, c->nruns)): rows separated by holes of at most gap
+ * bytes whose aligned read fits one merge buffer. */
+static size_t plan_reads(tg_extract_worker_t *w, chunk_t *c)
+{
+    const tg_extract_plan_t *pl = &w->ex->plan;
+    const tg_featbuf_load_t *ld = c->ld;
+    size_t row = pl->row_bytes, nd = 0;
+    uint64_t align = tg_io_file_align(w->ex->feat);
+    c->nruns = 0;
+    for (size_t i = 0; i < c->nl;) {
+        size_t j = i + 1;
+        uint64_t start = ld[i].node * row, end = start + row;
+        if (pl->gap)
+            while (j < c->nl) {
+                uint64_t o = ld[j].node * row;
+                if (o < end || o - end > pl->gap || o + row - start + 2 * align > pl->span) break;
+                end = o + row;
+                j++;
+            }
+        if (j - i == 1) {
+            c->reqs[nd++] = (tg_io_req_t){.file = w->ex->feat,
+                                          .off = start,
+                                          .len = row,
+                                          .dst = load_dst(w, &ld[i]),
+                                          .user = req_user(w, c, i, 0)};
+        } else {
+            c->run_first[c->nruns] = (uint32_t)i;
+            c->run_len[c->nruns] = (uint32_t)(j - i);
+            c->nruns++;
         }
-        return rc;
+        i = j;
     }
-    size_t nl;
-    const tg_featbuf_load_t *ld = tg_featbuf_batch_loads(w->h, &nl);
-    atomic_fetch_add_explicit(&ex->fb_lookups, nm, memory_order_relaxed);
-    atomic_fetch_add_explicit(&ex->fb_hits, nm - nl, memory_order_relaxed);
-    atomic_fetch_add_explicit(&ex->file_lookups, nl, memory_order_relaxed);
-    rc = read_loads(w, ld, nl, batch, hk);
-    if (rc == 0) {
-        atomic_fetch_add_explicit(&ex->file_hits, nl, memory_order_relaxed);
-        rc = tg_featbuf_wait(w->h);
-        /* a row another worker failed to load: that worker recorded the error */
-        if (rc < 0 && rc != -ECANCELED) {
-            tg_err_prefix(rc, "batch %llu", (unsigned long long)batch);
-            hook_fail(hk, rc);
-        }
-    }
-    if (rc == 0) {
-        size_t ns;
-        const uint32_t *slots = tg_featbuf_batch_slots(w->h, &ns);
-        for (size_t k = 0; k < nm; k++)
-            w->src[w->miss_at[k]] = tg_featbuf_row(ex->fb, slots[k]);
-    }
+    return nd;
+}
+
+/* The request of chunk c's merged run r into merge buffer bidx: aligned, so that the read lands
+ * in the buffer directly, but not past the end of the file (a short read there would be an
+ * error). */
+static tg_io_req_t run_request(const tg_extract_worker_t *w, const chunk_t *c, size_t r,
+                               uint32_t bidx)
+{
+    const tg_extract_plan_t *pl = &w->ex->plan;
+    size_t row = pl->row_bytes;
+    uint64_t align = tg_io_file_align(w->ex->feat);
+    const tg_featbuf_load_t *a = &c->ld[c->run_first[r]];
+    const tg_featbuf_load_t *z = &c->ld[c->run_first[r] + c->run_len[r] - 1];
+    uint64_t off = a->node * row / align * align;
+    uint64_t end = (z->node * row + row + align - 1) / align * align;
+    end = TG_MIN(end, tg_io_file_size(w->ex->feat));
+    return (tg_io_req_t){.file = w->ex->feat,
+                         .off = off,
+                         .len = (size_t)(end - off),
+                         .dst = w->stage + (size_t)bidx * pl->span,
+                         .user = req_user(w, c, r, 1)};
+}
+
+/* The queue broke (a failed submit or reap): destroying it waits for the reads the kernel still
+ * owns, so no slot is given up while a read may land in it; the group then fails (the loads of
+ * the chunks in hand are completed with the error by the caller). The worker makes a new queue
+ * at its next group. */
+static int queue_broke(tg_extract_worker_t *w, const tg_extract_hooks_t *hk, int rc)
+{
+    hook_fail(hk, rc);
+    tg_io_destroy(w->io);
+    w->io = NULL;
+    for (int i = 0; i < w->ncx; i++)
+        w->cx[i].left = 0;
     return rc;
 }
 
-/* Misses without a buffer: read into the worker's staging rows. */
-static int via_staging(tg_extract_worker_t *w, size_t nm, uint64_t batch,
-                       const tg_extract_hooks_t *hk)
+static void complete(chunk_t *c, size_t k, int res)
 {
-    tg_extract_t *ex = w->ex;
-    for (size_t k = 0; k < nm; k++) {
-        w->own[k] =
-            (tg_featbuf_load_t){.node = w->miss[k], .slot = (uint32_t)k, .pos = (uint32_t)k};
-        w->src[w->miss_at[k]] = load_dst(w, &w->own[k]);
-    }
-    atomic_fetch_add_explicit(&ex->file_lookups, nm, memory_order_relaxed);
-    int rc = read_loads(w, w->own, nm, batch, hk);
-    if (rc == 0) atomic_fetch_add_explicit(&ex->file_hits, nm, memory_order_relaxed);
-    return rc;
+    if (c->h) tg_featbuf_complete(c->h, k, res);
 }
 
-/* Unique nodes ids[0..n) (the group's c0 ..) through the tiers into the matrices. */
-static int run_chunk(tg_extract_worker_t *w, const group_t *G, const uint64_t *ids, size_t c0,
-                     size_t n, const tg_extract_hooks_t *hk)
+/* Unique nodes ids[0..n) (the group's c0 ..) into chunk c: the RAM tiers asked, the rest acquired
+ * in the feature buffer (hits, rows other extractors are loading) or given staging rows, and the
+ * single-row reads of its loads queued (its merged runs go out as merge buffers come free). */
+static int chunk_begin(tg_extract_worker_t *w, chunk_t *c, const group_t *G, const uint64_t *ids,
+                       size_t c0, size_t n, const tg_extract_hooks_t *hk)
 {
     tg_extract_t *ex = w->ex;
     uint64_t batch = G->b[0].id;
-    size_t nm = ask_tiers(w, ids, n);
-    int rc = 0, held = 0;
-    w->idle_G = G;
-    w->idle_c0 = c0;
-    w->idle_n = n;
-    w->idle_nm = nm;
-    w->idle_done = 0;
-    memset(w->scat, 0, nm);
-    if (nm && ex->fb)
-        rc = via_featbuf(w, w->miss, nm, batch, hk, &held);
-    else if (nm)
-        rc = via_staging(w, nm, batch, hk);
+    c->G = G;
+    c->c0 = c0;
+    c->n = n;
+    c->held = c->tiers_done = 0;
+    c->ld = NULL;
+    c->nl = c->nruns = c->rnext = c->left = 0;
+    c->nm = ask_tiers(w, c, ids, n);
+    memset(c->scat, 0, c->nm);
+    if (!c->nm) return 0;
+    int rc;
+    if (ex->fb) {
+        /* never blocks for slots: the buffer has room for every handle's chunk at once */
+        if ((rc = tg_featbuf_acquire(c->h, c->miss, c->nm, TG_FEATBUF_SORT_LOADS)) < 0) {
+            if (rc != -ECANCELED) {
+                tg_err_prefix(rc, "batch %llu", (unsigned long long)batch);
+                hook_fail(hk, rc);
+            }
+            return rc;
+        }
+        c->held = 1;
+        c->ld = tg_featbuf_batch_loads(c->h, &c->nl);
+        atomic_fetch_add_explicit(&ex->fb_lookups, c->nm, memory_order_relaxed);
+        atomic_fetch_add_explicit(&ex->fb_hits, c->nm - c->nl, memory_order_relaxed);
+    } else {
+        for (size_t k = 0; k < c->nm; k++) {
+            w->own[k] =
+                (tg_featbuf_load_t){.node = c->miss[k], .slot = (uint32_t)k, .pos = (uint32_t)k};
+            c->src[c->miss_at[k]] = load_dst(w, &w->own[k]);
+        }
+        c->ld = w->own;
+        c->nl = c->nm;
+    }
+    atomic_fetch_add_explicit(&ex->file_lookups, c->nl, memory_order_relaxed);
+    if (!c->nl) return 0;
+    if (!w->io && (rc = worker_io(w)) < 0) {
+        hook_fail(hk, rc);
+        return rc;
+    }
+    size_t nd = plan_reads(w, c);
+    if (nd && (rc = tg_io_submit(w->io, c->reqs, nd)) < 0) return queue_broke(w, hk, rc);
+    c->left = nd;
+    return 0;
+}
+
+/* Submits the merged runs of the chunks in hand (oldest first) as merge buffers come free. */
+static int pump(tg_extract_worker_t *w, uint64_t first, uint64_t next, const tg_extract_hooks_t *hk)
+{
+    for (uint64_t i = first; i < next && w->nfree; i++) {
+        chunk_t *c = &w->cx[i % (uint64_t)w->ncx];
+        tg_io_req_t *runreq = c->reqs + c->nl;
+        size_t k = 0;
+        while (c->rnext + k < c->nruns && w->nfree > 0) {
+            runreq[c->rnext + k] = run_request(w, c, c->rnext + k, w->free_stage[--w->nfree]);
+            k++;
+        }
+        int rc;
+        if (k && (rc = tg_io_submit(w->io, runreq + c->rnext, k)) < 0)
+            return queue_broke(w, hk, rc);
+        c->rnext += k;
+        c->left += k;
+    }
+    return 0;
+}
+
+/* Waits for at least one read and hands each completed one to its chunk: its rows are completed
+ * in the buffer and converted into X (merged runs copied out of their merge buffer first). The
+ * first failed read is recorded in *frc (and given to hooks->fail) before its rows are
+ * completed, so that a batch waiting for one of them reports the I/O error (file and offset)
+ * and not only its consequence; from then on nothing is converted. */
+static int reap(tg_extract_worker_t *w, int *frc, const tg_extract_hooks_t *hk)
+{
+    tg_extract_t *ex = w->ex;
+    size_t row = ex->plan.row_bytes;
+    tg_io_req_t *done[REAP_MAX];
+    int got = tg_io_reap(w->io, done, REAP_MAX, 1);
+    if (got < 0) return queue_broke(w, hk, got);
+    uint64_t ok = 0;
+    for (int i = 0; i < got; i++) {
+        tg_io_req_t *q = done[i];
+        uintptr_t u = (uintptr_t)q->user;
+        chunk_t *c = &w->cx[(u >> 1) & 1];
+        size_t idx = u >> 2, first = (u & 1) ? c->run_first[idx] : idx;
+        size_t len = (u & 1) ? c->run_len[idx] : 1;
+        c->left--;
+        if (q->res < 0 && !*frc) {
+            char msg[900];
+            snprintf(msg, sizeof msg, "%s", tg_errmsg());
+            *frc = tg_err(q->res, "batch %llu: reading the features of node %llu: %s",
+                          (unsigned long long)c->G->b[0].id, (unsigned long long)c->ld[first].node,
+                          msg);
+            hook_fail(hk, *frc);
+        }
+        for (size_t t = 0; t < len; t++) {
+            const tg_featbuf_load_t *l = &c->ld[first + t];
+            if ((u & 1) && q->res == 0)
+                memcpy(load_dst(w, l), (const char *)q->dst + (l->node * row - q->off), row);
+            complete(c, first + t, q->res);
+            if (q->res == 0) ok++;
+            if (q->res == 0 && !*frc) load_scatter(w, c, l);
+        }
+        if (u & 1)
+            w->free_stage[w->nfree++] = (uint32_t)(((char *)q->dst - w->stage) / ex->plan.span);
+    }
+    atomic_fetch_add_explicit(&ex->file_hits, ok, memory_order_relaxed);
+    return 0;
+}
+
+/* Chunk c, whose own reads are done: the rows other extractors load, then every row not in X yet,
+ * and the handle released. -EAGAIN (nothing done) when a row another extractor loads is not there
+ * yet and busy says another chunk in hand has reads of its own to finish: sleeping now could
+ * leave an extractor waiting for one of those. */
+static int chunk_end(tg_extract_worker_t *w, chunk_t *c, int busy, const tg_extract_hooks_t *hk)
+{
+    tg_extract_t *ex = w->ex;
+    int rc = 0;
+    if (c->held) {
+        rc = busy ? tg_featbuf_try_wait(c->h) : tg_featbuf_wait(c->h);
+        if (rc == -EAGAIN) return rc;
+        /* a row another worker failed to load: that worker recorded the error */
+        if (rc < 0 && rc != -ECANCELED) {
+            tg_err_prefix(rc, "batch %llu", (unsigned long long)c->G->b[0].id);
+            hook_fail(hk, rc);
+        }
+        if (rc == 0) {
+            size_t ns;
+            const uint32_t *slots = tg_featbuf_batch_slots(c->h, &ns);
+            for (size_t k = 0; k < c->nm; k++)
+                c->src[c->miss_at[k]] = tg_featbuf_row(ex->fb, slots[k]);
+        }
+    }
     /* the tiers' rows went into X while the reads ran, unless nothing was read */
-    if (rc == 0) scatter_rows(w, G, c0, n, nm, w->idle_done ? SCATTER_MISSES : SCATTER_ALL);
-    w->idle_G = NULL;
-    if (held) {
-        int rr = tg_featbuf_release(w->h);
+    if (rc == 0) scatter_rows(w, c, c->tiers_done ? SCATTER_MISSES : SCATTER_ALL);
+    if (c->held) {
+        int rr = tg_featbuf_release(c->h);
+        c->held = 0;
         if (rc == 0 && rr < 0) {
             rc = rr;
             hook_fail(hk, rc);
         }
+    }
+    return rc;
+}
+
+/* Chunk c has reads of its own not completed (queued, in flight or not submitted yet). */
+static int chunk_busy(const chunk_t *c)
+{
+    return c->left > 0 || c->rnext < c->nruns;
+}
+
+/* The group's nu unique nodes ids, in chunks (descending: the last chunk first), through the
+ * tiers into the matrices. With two chunks per worker the next one is begun once the oldest has
+ * every read queued and at most a queue's depth of them outstanding: its tail drains while the
+ * next chunk's reads start, and the acquire and the conversions of one chunk run while the
+ * other's reads are in flight. */
+static int run_chunks(tg_extract_worker_t *w, const group_t *G, const uint64_t *ids, uint64_t nu,
+                      int descending, const tg_extract_hooks_t *hk)
+{
+    tg_extract_t *ex = w->ex;
+    uint32_t chunk = ex->plan.chunk;
+    uint64_t nchunks = (nu + chunk - 1) / chunk, first = 0, next = 0, ncx = (uint64_t)w->ncx;
+    int rc = 0, frc = 0;
+    w->nfree = 0;
+    for (uint32_t b = 0; b < ex->plan.depth && w->stage; b++)
+        w->free_stage[w->nfree++] = b;
+    /* chunks [first, next) are in hand, chunk i in w->cx[i % ncx] */
+    while (first < nchunks && rc == 0 && !frc) {
+        while (next < nchunks && next - first < ncx &&
+               (next == first || (!chunk_busy(&w->cx[first % ncx]) ||
+                                  (w->cx[first % ncx].rnext == w->cx[first % ncx].nruns &&
+                                   w->cx[first % ncx].left <= ex->plan.depth)))) {
+            if (hk && hk->abort && atomic_load(hk->abort)) {
+                rc = tg_err(-ECANCELED, "batch %llu: extraction stopped",
+                            (unsigned long long)G->b[0].id);
+                break;
+            }
+            uint64_t c0 = (descending ? nchunks - 1 - next : next) * chunk;
+            size_t n = (size_t)TG_MIN((uint64_t)chunk, nu - c0);
+            rc = chunk_begin(w, &w->cx[next % ncx], G, ids + c0, (size_t)c0, n, hk);
+            next++;
+            if (rc < 0) break;
+        }
+        if (rc < 0) break;
+        chunk_t *c = &w->cx[first % ncx];
+        if (!chunk_busy(c)) {
+            int busy = next - first > 1 && chunk_busy(&w->cx[(first + 1) % ncx]);
+            rc = chunk_end(w, c, busy, hk);
+            if (rc == 0) first++;
+            if (rc != -EAGAIN) continue;
+            rc = 0; /* reap the other chunk's reads, then ask again */
+        }
+        if ((rc = pump(w, first, next, hk)) < 0) break;
+        /* the RAM tiers' rows of a chunk whose reads are out go into X meanwhile (one chunk's
+         * per turn, so that completions are reaped in between) */
+        for (uint64_t i = first; i < next; i++) {
+            chunk_t *d = &w->cx[i % ncx];
+            if (!d->tiers_done && d->left > 0) {
+                scatter_rows(w, d, SCATTER_TIERS);
+                d->tiers_done = 1;
+                break;
+            }
+        }
+        if (!w->io || tg_io_inflight(w->io) == 0) {
+            /* cannot happen: a busy chunk has reads in flight or merge buffers to submit */
+            rc = tg_err(-EIO, "%s: extractor %d has chunks waiting and no read in flight", ex->who,
+                        w->id);
+            hook_fail(hk, rc);
+            break;
+        }
+        rc = reap(w, &frc, hk);
+    }
+    if (rc == 0) rc = frc;
+    if (rc == 0) return 0;
+    /* Failed or stopped: the reads in flight land before any slot is given up, then every load
+     * of the chunks in hand is completed with the error (the runs never submitted included). */
+    while (w->io && tg_io_inflight(w->io) > 0)
+        if (reap(w, &frc, hk) < 0) break;
+    for (uint64_t i = first; i < next; i++) {
+        chunk_t *c = &w->cx[i % ncx];
+        if (!c->held) continue;
+        tg_featbuf_complete_all(c->h, rc);
+        tg_featbuf_release(c->h);
+        c->held = 0;
     }
     return rc;
 }
@@ -874,19 +969,8 @@ int tg_extract_group(tg_extract_worker_t *w, const tg_extract_batch_t *b, int nb
     start[nu] = (uint32_t)total;
     G.keys = keys;
     G.start = start;
-    uint32_t chunk = ex->plan.chunk;
-    uint64_t nchunks = (nu + chunk - 1) / chunk;
     int descending = (first / (uint64_t)nb) & 1;
-    int rc = 0;
-    for (uint64_t ci = 0; ci < nchunks && rc == 0; ci++) {
-        if (hk && hk->abort && atomic_load(hk->abort)) {
-            rc = tg_err(-ECANCELED, "batch %llu: extraction stopped", (unsigned long long)first);
-            break;
-        }
-        uint64_t c0 = (descending ? nchunks - 1 - ci : ci) * chunk;
-        size_t n = (size_t)TG_MIN((uint64_t)chunk, nu - c0);
-        rc = run_chunk(w, &G, ids + c0, (size_t)c0, n, hk);
-    }
+    int rc = run_chunks(w, &G, ids, nu, descending, hk);
     free(keys);
     free(start);
     if (hk && hk->scratch) hk->scratch(hk->ctx, -bytes);

@@ -1010,7 +1010,9 @@ static int load_error(int code, uint64_t node, const char *whose)
                   (unsigned long long)node, whose, strerror(-code));
 }
 
-int tg_featbuf_wait(tg_featbuf_batch_t *h)
+/* tg_featbuf_wait, or with block = 0 tg_featbuf_try_wait: -EAGAIN instead of sleeping while a
+ * row another batch loads is still loading. */
+static int wait_rows(tg_featbuf_batch_t *h, int block)
 {
     tg_featbuf_t *fb = h->fb;
     if (h->state == H_READY) return 0;
@@ -1029,6 +1031,10 @@ int tg_featbuf_wait(tg_featbuf_batch_t *h)
     for (size_t w = 0; w < h->num_waits && rc == 0; w++) {
         const fb_slot_t *x = &fb->slots[h->slots[h->waits[w]]];
         while (x->state == TG_FEATBUF_LOADING && !fb->shutdown) {
+            if (!block) {
+                pthread_mutex_unlock(&fb->mu);
+                return -EAGAIN;
+            }
             fb->done_waiters++;
             pthread_cond_wait(&fb->cv_done, &fb->mu);
             fb->done_waiters--;
@@ -1044,6 +1050,16 @@ int tg_featbuf_wait(tg_featbuf_batch_t *h)
     if (rc == 0) h->state = H_READY;
     pthread_mutex_unlock(&fb->mu);
     return rc;
+}
+
+int tg_featbuf_wait(tg_featbuf_batch_t *h)
+{
+    return wait_rows(h, 1);
+}
+
+int tg_featbuf_try_wait(tg_featbuf_batch_t *h)
+{
+    return wait_rows(h, 0);
 }
 
 int tg_featbuf_release(tg_featbuf_batch_t *h)

@@ -55,7 +55,7 @@
 
 typedef struct {
     tg_xpass_cfg_t x;
-    int64_t window, constant_buffer, feature_buffer;
+    int64_t window, constant_buffer, feature_buffer, chunk_overlap;
 } gi_cfg_t;
 
 #define GI_OPT(n, k, d, lo, hi, a, f, m, h)                                                        \
@@ -77,6 +77,11 @@ static const tg_strategy_opt_t gi_opts[] = {
     GI_OPT("feature-buffer", TG_SOPT_SIZE, 0, 0, INT64_MAX, 0, feature_buffer, "SIZE",
            "feature buffer size when there is no --mem (default 0: an eighth of the RAM, at "
            "most the feature file)"),
+    GI_OPT("chunk-overlap", TG_SOPT_INT, 1, 0, 1, 0, chunk_overlap, "0|1",
+           "1: an extractor acquires its next chunk and queues its reads while the current "
+           "chunk's last reads drain, so the accumulator's depth holds across chunks (two "
+           "chunks' handles in the feature buffer's minimum); 0: one chunk at a time "
+           "(default 1)"),
 };
 
 struct tg_strategy {
@@ -114,9 +119,10 @@ static uint64_t gi_min_bytes(const tg_dataset_t *ds, const tg_strategy_opts_t *s
 {
     char path[4096];
     tg_extract_plan_opts_t po;
-    tg_xpass_plan_opts(ds, &((const gi_cfg_t *)so->cfg)->x, so->sampler_threads, path, sizeof path,
-                       &po);
+    const gi_cfg_t *c = so->cfg;
+    tg_xpass_plan_opts(ds, &c->x, so->sampler_threads, path, sizeof path, &po);
     po.featbuf = 1;
+    po.overlap = (int)c->chunk_overlap;
     return tg_xpass_min_bytes(ds, &po, so->sampler_threads, 0, NULL, why, len);
 }
 
@@ -271,6 +277,9 @@ static int gi_setup(tg_strategy_t *s, const tg_pass_t *p)
     tg_extract_plan_opts_t po;
     tg_xpass_plan_opts(r->ds, &s->c->x, r->sopts.sampler_threads, path, sizeof path, &po);
     po.featbuf = 1;
+    /* the accumulator across chunk boundaries: the next chunk's reads go out while this one's
+     * drain, and its acquire runs while reads are in flight (store/extract) */
+    po.overlap = (int)s->c->chunk_overlap;
     /* The accumulator's target: with no --io-depth, every extractor may keep N_access reads in
      * flight, so that the device sees its best depth whenever any extractor reads (between its
      * chunks another may not be reading); a tight budget lowers it like the probe's depth. */
