@@ -15,7 +15,10 @@
 # until this call has spent S CPU seconds on it: on a loaded machine (nice -n 19) wall seconds
 # are not CPU seconds. Every run appends a row to FUZZ_BUILD/ledger.tsv (date, commit, target,
 # wall s, CPU s, edges, execs, state); the totals per target over the ledger are printed at the
-# end, which is what docs/RELIABILITY.md's figures come from.
+# end, which is what docs/RELIABILITY.md's figures come from. Ctrl-C (or SIGTERM to the fuzzer)
+# ends the call with the run recorded as "interrupted". Do not pause a fuzzer (SIGSTOP, a frozen
+# cgroup) to free the machine for a benchmark: libFuzzer's -timeout counts wall time, so the
+# input in hand on resume is written out as a timeout; stop the call and start it again instead.
 set -u
 build=${FUZZ_BUILD:-build-fuzz}
 time_s=${FUZZ_TIME:-60}
@@ -60,7 +63,10 @@ for t in "$@"; do
         edges=$(grep -o 'cov: [0-9]*' "$log" | tail -n 1 | cut -d' ' -f2)
         execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | cut -d' ' -f2)
         after=$(ls "$art" | wc -l)
-        if [ $rc -ne 0 ] || [ "$after" -gt "$before" ]; then
+        # 72: libFuzzer's exit on SIGINT / SIGTERM (-interrupted_exitcode): stopped, not crashed
+        if [ $rc -eq 72 ]; then
+            state=interrupted
+        elif [ $rc -ne 0 ] || [ "$after" -gt "$before" ]; then
             state="CRASHED (exit $rc; $log, $art/)"
             crashed=1
         else
@@ -69,11 +75,12 @@ for t in "$@"; do
         printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$commit" "$t" "$wall" \
             "$cpu" "${edges:-?}" "${execs:-?}" "$state" >>"$ledger"
         echo "$t: edges ${edges:-?}, execs ${execs:-?}, CPU ${cpu} s, $state"
+        [ "$state" = interrupted ] && break 2
         [ "$state" = ok ] && [ "$spent" -lt "$cpu_goal" ] || break
     done
 done
 echo "totals over $ledger (all runs so far):"
-awk -F'\t' 'NR > 1 { n[$3]++; c[$3] += $5; x[$3] += $7; e[$3] = $6; if ($8 != "ok") k[$3]++ }
+awk -F'\t' 'NR > 1 { n[$3]++; c[$3] += $5; x[$3] += $7; e[$3] = $6; if ($8 ~ /^CRASHED/) k[$3]++ }
     END { for (t in n) printf "  %s: %d runs, CPU %.2f h, execs %d, edges %s (last run), %d crashed\n",
               t, n[t], c[t] / 3600, x[t], e[t], k[t] }' "$ledger" | sort
 exit $crashed
