@@ -47,7 +47,12 @@
  * copied to the other positions it takes: the RAM tiers' rows while the chunk's reads are in
  * flight, each read row as its read completes, the rows other extractors loaded at the end, so
  * that the disk does not wait for the conversions. Without a feature buffer the misses are read
- * into the worker's staging rows, chunk by chunk.
+ * into the worker's staging rows, chunk by chunk. With plan.overlap (a feature buffer only) a
+ * worker holds two chunks: once the current one has every read submitted and at most plan.depth
+ * of them outstanding, the next one is looked up, acquired and its reads queued, so that the
+ * disk does not idle while a chunk ends and the next begins; the feature buffer's minimum counts
+ * two handles per worker, and a worker sleeps for rows other extractors load only when neither
+ * of its chunks has reads of its own outstanding (tg_featbuf_try_wait).
  *
  * Tiers: a tier is a RAM source of rows (raw, in the file's dtype) with its own counters. The
  * static tier holds a fixed node set (e.g. PaGraph's highest out-degree nodes), filled at

@@ -202,7 +202,7 @@ const char *tg_extract_plan_describe(const tg_extract_plan_t *pl, char *buf, siz
         snprintf(buf, len,
                  "feature-read staging of %d extractor(s) %s, feature buffer of at least %d x %u "
                  "rows %s",
-                 pl->extractors, a, pl->extractors, pl->chunk,
+                 pl->extractors, a, pl->extractors * (pl->overlap ? 2 : 1), pl->chunk,
                  tg_fmt_bytes(pl->featbuf_min, b, sizeof b));
     else
         snprintf(buf, len, "feature-read staging of %d extractor(s) %s, staging rows %d x %u %s",
