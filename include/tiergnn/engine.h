@@ -198,6 +198,9 @@ typedef struct tg_train_opts {
     FILE *json;                /* JSON lines (NULL: none) */
     int progress;              /* live progress bar on stderr when it is a terminal */
     int verify;                /* compare every dataset file's CRC-32 with meta.txt first */
+    /* check every feature row read from a disk against its CRC-32 (tiergnn/rowcrc.h): a file
+     * changed after verification ends the run with an error naming it */
+    int verify_reads;
     /* The strategy's own options (its table: tg_strategy_info), e.g. {"extractors", "3"}; an
      * option of another strategy is ignored with a note (scripts pass one set to all). */
     const tg_strategy_arg_t *strategy_args;

@@ -207,6 +207,9 @@ typedef struct tg_tier_static_opts {
     uint32_t feat_dim;
     tg_feat_dtype_t dtype;
     tg_io_stats_t *stats; /* the fill's reads count here; NULL = not counted */
+    /* --verify-reads: every row read is checked against its checksum (tiergnn/rowcrc.h; ids
+     * of the file's order); NULL = not checked */
+    const struct tg_rowcrc *rowcrc;
 } tg_tier_static_opts_t;
 
 /* Bytes a static tier of n distinct nodes would reserve (rows + lookup table). */
@@ -257,6 +260,10 @@ typedef struct tg_extract_opts {
     tg_featbuf_policy_t policy;
     uint32_t window;
     uint32_t future_positions;
+    /* --verify-reads: every row read from feat is checked against its checksum
+     * (tiergnn/rowcrc.h; ids of feat's order) as its read completes; a mismatch fails the
+     * read like an I/O error (the message names the file, offset and node). NULL = none. */
+    const struct tg_rowcrc *rowcrc;
 } tg_extract_opts_t;
 
 /* Creates plan->extractors workers (io/ queue over feat, request arrays, merge buffers) and,

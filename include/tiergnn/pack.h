@@ -131,6 +131,10 @@ typedef struct tg_pack_opts {
     atomic_int *abort;       /* NULL = never; polled: -ECANCELED soon after it turns non-zero */
     const char *progress;    /* label of a progress bar over the feature bytes, NULL = none */
     tg_io_stats_t *io_stats; /* the read queue counts here too (NULL = its own) */
+    /* --verify-reads: every row dispatched is checked against its checksum (tiergnn/rowcrc.h)
+     * on the reader thread once its partition is read; a mismatch fails the pack like a read
+     * error. NULL = not checked. */
+    const struct tg_rowcrc *rowcrc;
 } tg_pack_opts_t;
 
 typedef struct tg_pack_stats {

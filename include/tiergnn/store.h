@@ -58,6 +58,11 @@ struct tg_store {
 typedef struct tg_store_opts {
     int normalize;       /* L1 row normalisation (see above) */
     tg_budget_t *budget; /* optional: the store's memory is reserved here */
+    /* --verify-reads: every row read from features.bin is checked against its checksum
+     * (tiergnn/rowcrc.h) before it is converted; a mismatch fails the open or the gather with
+     * a message naming the file, offset and node. NULL = not checked. Borrowed: it must
+     * outlive the store. */
+    const struct tg_rowcrc *rowcrc;
 } tg_store_opts_t;
 
 static inline int tg_store_gather(tg_store_t *st, const uint64_t *nodes, size_t n, float *out)

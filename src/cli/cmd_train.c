@@ -70,6 +70,10 @@ static const char train_usage[] =
     "                                 cgroup's limit if any, else none); the split is printed\n"
     "  --verify                       check every dataset file's CRC-32 against meta.txt first\n"
     "                                 (sizes are always checked)\n"
+    "  --verify-reads                 check every feature row read from a disk against its\n"
+    "                                 CRC-32 (derived/rowcrc, built once by a pass over\n"
+    "                                 features.bin, 4 bytes per node of --mem): a file changed\n"
+    "                                 after verification ends the run with an error\n"
     "  (each strategy's own options are listed below; an option of another strategy than the\n"
     "   one that runs is ignored with a note)\n"
     "\n"
@@ -81,7 +85,7 @@ static const char train_usage[] =
     "sampler=,layer-sizes=,"                                                                       \
     "batch-size=,epochs=,optimizer=,lr=,weight-decay=,momentum=,normalize-features,eval-every=,"   \
     "eval-fanouts=,eval-chunk=,checkpoint-every=,out=,resume,seed=,threads=,sampler-threads=,"     \
-    "strategy=,mem=,json,verify,batches-per-epoch=,eval-max-nodes=,help"
+    "strategy=,mem=,json,verify,verify-reads,batches-per-epoch=,eval-max-nodes=,help"
 
 static int prob_flag(const tg_args_t *a, const char *name, double def, float *out)
 {
@@ -173,6 +177,7 @@ static int parse_train(tg_args_t *a, tg_train_opts_t *o)
     o->json = tg_args_has(a, "json") ? stdout : NULL;
     o->progress = 1;
     o->verify = tg_args_has(a, "verify");
+    o->verify_reads = tg_args_has(a, "verify-reads");
     static tg_strategy_arg_t sargs[TG_ARGS_MAX];
     if ((rc = tg_cli_strategy_args(a, sargs, TG_ARGS_MAX, &o->num_strategy_args)) < 0) return rc;
     o->strategy_args = sargs;

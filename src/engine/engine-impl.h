@@ -7,6 +7,7 @@
 
 #include "tiergnn/engine.h"
 #include "tiergnn/io.h"
+#include "tiergnn/rowcrc.h"
 #include "tiergnn/store.h"
 
 /* ================================================================ strategies
@@ -219,6 +220,9 @@ struct tg_run {
     void *scfg;                   /* the strategy's parsed options (sopts.cfg) */
     _Atomic uint64_t index_bytes; /* bytes of adjacency entries the samplers asked for */
     uint32_t row_bytes;           /* one feature row in the file */
+    /* --verify-reads: the row checksums every strategy checks its disk reads against (passed
+     * to its stores, extraction and tiers; NULL = not checked); reserved against budget */
+    tg_rowcrc_t *rowcrc;
     /* The run's sampler (NULL = node-wise), set by train / eval / infer from the options or the
      * checkpoint: its passes sample with it, and layer-wise GCN passes take its full-neighbour
      * blocks (ladies: the exact P = D^-1 (A + I) its training estimated). */
@@ -247,6 +251,7 @@ typedef struct tg_run_opts {
     uint64_t auto_extra;  /* the automatic choice: model, activations, batches (estimated) */
     int threads;          /* compute threads */
     int verify;           /* compare every file's CRC-32 with meta.txt before anything else */
+    int verify_reads;     /* check every feature row read against its CRC-32 (rowcrc) */
 } tg_run_opts_t;
 
 /* Opens the dataset (sizes always checked against meta.txt, checksums with verify), labels and

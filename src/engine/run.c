@@ -82,7 +82,8 @@ int tg_run_open_opts(tg_run_t *r, const tg_run_opts_t *o)
     /* Derived files the strategy reads are built (or found valid) before it opens. */
     if (r->strat_i->prepare && (rc = r->strat_i->prepare(r->ds, &r->sopts)) < 0) goto err;
     /* The minimum working set, checked before anything large is loaded. */
-    uint64_t need = r->strat_i->min_bytes(r->ds, &r->sopts, why, sizeof why) + common;
+    uint64_t crc_bytes = o->verify_reads ? m->num_nodes * sizeof(uint32_t) : 0;
+    uint64_t need = r->strat_i->min_bytes(r->ds, &r->sopts, why, sizeof why) + common + crc_bytes;
     if (mem_bytes && need > mem_bytes) {
         char a[32], b[32], c[32], d[32];
         rc = tg_err(-ENOMEM,
@@ -107,6 +108,8 @@ int tg_run_open_opts(tg_run_t *r, const tg_run_opts_t *o)
     for (int s = 0; s < 3; s++)
         if ((rc = tg_dataset_load_split(r->ds, ids[s], &r->split[s], &r->split_n[s])) < 0) goto err;
     r->row_bytes = (uint32_t)(m->feat_dim * tg_feat_dtype_size(m->feat_dtype));
+    /* before the strategy: its stores and tiers read rows while they open */
+    if (o->verify_reads && (rc = tg_rowcrc_open(&r->rowcrc, r->ds, NULL, &r->budget)) < 0) goto err;
     tg_adj_t *raw = NULL;
     if ((rc = r->strat_i->open(&r->strat, r, &r->sopts)) < 0) goto err;
     /* Every strategy's samplers read through this wrapper: the index bytes they use. */
@@ -153,6 +156,7 @@ void tg_run_close(tg_run_t *r)
     tg_store_release(r->store);
     tg_adj_destroy(r->adj);
     if (r->strat_i) r->strat_i->close(r->strat);
+    tg_rowcrc_close(r->rowcrc);
     free(r->scfg);
     for (int s = 0; s < 3; s++)
         free(r->split[s]);

@@ -384,6 +384,7 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
     }
     ro.threads = o.threads;
     ro.verify = o.verify;
+    ro.verify_reads = o.verify_reads;
     if ((rc = tg_run_open_opts(&r, &ro)) < 0) goto out;
     res->strategy = r.strat_i->info.name;
     r.sampler = o.sampler == &tg_sampler_node ? NULL : o.sampler;

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tiergnn/rowcrc.h"
 #include "tiergnn/store.h"
 
 #define FEAT_SPAN ((size_t)64 << 10)     /* largest read of rows merged across holes */
@@ -258,6 +259,7 @@ struct tg_extract {
     tg_io_stats_t *stats;
     tg_tier_t **tiers;
     int ntiers;
+    const tg_rowcrc_t *rowcrc;
     char who[32];
     tg_featbuf_t *fb;
     tg_extract_worker_t *w;
@@ -408,6 +410,7 @@ int tg_extract_create(tg_extract_t **out, const tg_extract_opts_t *o)
     ex->normalize = o->normalize;
     ex->budget = o->budget;
     ex->stats = o->stats;
+    ex->rowcrc = o->rowcrc;
     snprintf(ex->who, sizeof ex->who, "%s", o->who ? o->who : "extract");
     int rc = -ENOMEM;
     ex->nw = pl->extractors;
@@ -765,21 +768,30 @@ static int reap(tg_extract_worker_t *w, int *frc, const tg_extract_hooks_t *hk)
         size_t idx = u >> 2, first = (u & 1) ? c->run_first[idx] : idx;
         size_t len = (u & 1) ? c->run_len[idx] : 1;
         c->left--;
-        if (q->res < 0 && !*frc) {
+        int res = q->res;
+        uint64_t fnode = c->ld[first].node; /* the node a failure names */
+        /* --verify-reads: a row that is not what was verified fails its read like an I/O error */
+        for (size_t t = 0; t < len && res == 0 && ex->rowcrc; t++) {
+            uint64_t node = c->ld[first + t].node;
+            const void *src = (u & 1) ? (const char *)q->dst + (node * row - q->off)
+                                      : load_dst(w, &c->ld[first + t]);
+            res = tg_rowcrc_check(ex->rowcrc, node, src, tg_io_file_path(ex->feat), node * row);
+            if (res < 0) fnode = node;
+        }
+        if (res < 0 && !*frc) {
             char msg[900];
             snprintf(msg, sizeof msg, "%s", tg_errmsg());
-            *frc = tg_err(q->res, "batch %llu: reading the features of node %llu: %s",
-                          (unsigned long long)c->G->b[0].id, (unsigned long long)c->ld[first].node,
-                          msg);
+            *frc = tg_err(res, "batch %llu: reading the features of node %llu: %s",
+                          (unsigned long long)c->G->b[0].id, (unsigned long long)fnode, msg);
             hook_fail(hk, *frc);
         }
         for (size_t t = 0; t < len; t++) {
             const tg_featbuf_load_t *l = &c->ld[first + t];
-            if ((u & 1) && q->res == 0)
+            if ((u & 1) && res == 0)
                 memcpy(load_dst(w, l), (const char *)q->dst + (l->node * row - q->off), row);
-            complete(c, first + t, q->res);
-            if (q->res == 0) ok++;
-            if (q->res == 0 && !*frc) load_scatter(w, c, l);
+            complete(c, first + t, res);
+            if (res == 0) ok++;
+            if (res == 0 && !*frc) load_scatter(w, c, l);
         }
         if (u & 1)
             w->free_stage[w->nfree++] = (uint32_t)(((char *)q->dst - w->stage) / ex->plan.span);

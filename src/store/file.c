@@ -9,12 +9,14 @@
 #include <unistd.h>
 
 #include "tiergnn/data.h"
+#include "tiergnn/rowcrc.h"
 
 typedef struct {
     int fd;
     char path[4096];
     tg_feat_dtype_t dtype;
     int normalize;
+    const tg_rowcrc_t *rowcrc;
 } file_store_t;
 
 static int file_gather(tg_store_t *st, const uint64_t *nodes, size_t n, float *out)
@@ -31,6 +33,7 @@ static int file_gather(tg_store_t *st, const uint64_t *nodes, size_t n, float *o
         /* The raw row lands at the end of its f32 place and is widened in place. */
         unsigned char *raw = (unsigned char *)(row + d) - row_bytes;
         int rc = tg_pread_full(f->fd, raw, row_bytes, v * row_bytes, f->path);
+        if (rc == 0) rc = tg_rowcrc_check(f->rowcrc, v, raw, f->path, v * row_bytes);
         if (rc < 0) return rc;
         tg_feat_rows_f32(row, raw, 0, 1, d, f->dtype, f->normalize);
     }
@@ -72,6 +75,7 @@ int tg_store_file_open(tg_store_t **out, const struct tg_dataset *ds, const tg_s
     }
     f->dtype = ds->meta.feat_dtype;
     f->normalize = opts && opts->normalize;
+    f->rowcrc = opts ? opts->rowcrc : NULL;
     st->iface = &file_iface;
     st->num_nodes = ds->meta.num_nodes;
     st->dim = ds->meta.feat_dim;

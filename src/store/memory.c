@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "tiergnn/data.h"
+#include "tiergnn/rowcrc.h"
 
 typedef struct {
     float *x; /* (num_nodes, dim) */
@@ -47,7 +48,8 @@ static const tg_store_i mem_iface = {"memory", mem_gather, mem_release};
 /* Reads every row of features.bin into x (num_nodes x dim f32) in pieces, so that a huge file is
  * never one giant read: f32 rows straight into x, f16 rows through a 4 MiB scratch buffer;
  * both are converted (and normalised) by tg_feat_rows_f32 piece by piece. */
-static int load_rows(const struct tg_dataset *ds, float *x, int normalize)
+static int load_rows(const struct tg_dataset *ds, float *x, int normalize,
+                     const tg_rowcrc_t *rowcrc)
 {
     const tg_meta_t *m = &ds->meta;
     size_t d = m->feat_dim, row = d * tg_feat_dtype_size(m->feat_dtype);
@@ -64,7 +66,8 @@ static int load_rows(const struct tg_dataset *ds, float *x, int normalize)
         float *dst = x + first * d;
         void *raw = f16 ? scratch : (void *)dst;
         if ((rc = tg_pread_full(fd, raw, (size_t)(cnt * row), first * row, path)) == 0)
-            tg_feat_rows_f32(dst, raw, row, (size_t)cnt, d, m->feat_dtype, normalize);
+            rc = tg_rowcrc_check_rows(rowcrc, first, cnt, raw, path, first * row);
+        if (rc == 0) tg_feat_rows_f32(dst, raw, row, (size_t)cnt, d, m->feat_dtype, normalize);
     }
     free(scratch);
     close(fd);
@@ -91,7 +94,7 @@ int tg_store_memory_open(tg_store_t **out, const struct tg_dataset *ds, const tg
                     (unsigned long long)bytes);
         goto err;
     }
-    if ((rc = load_rows(ds, x, opts && opts->normalize)) < 0) goto err;
+    if ((rc = load_rows(ds, x, opts && opts->normalize, opts ? opts->rowcrc : NULL)) < 0) goto err;
     m->x = x;
     m->budget = budget;
     st->iface = &mem_iface;

@@ -5,12 +5,14 @@
 
 #include "tiergnn/data.h"
 #include "tiergnn/graph.h" /* tg_mmap_file_t: the mapped file with its SIGBUS guard */
+#include "tiergnn/rowcrc.h"
 #include "tiergnn/store.h"
 
 typedef struct {
     tg_mmap_file_t *file;
     tg_feat_dtype_t dtype;
     int normalize;
+    const tg_rowcrc_t *rowcrc;
 } mmap_store_t;
 
 typedef struct {
@@ -33,8 +35,13 @@ static int gather_fn(void *arg)
                           (unsigned long long)c->nodes[i], (unsigned long long)st->num_nodes);
     const unsigned char *base = tg_mmap_file_data(m->file);
     size_t row = d * tg_feat_dtype_size(m->dtype);
-    for (size_t i = 0; i < c->n; i++)
-        tg_feat_rows_f32(c->out + i * d, base + c->nodes[i] * row, 0, 1, d, m->dtype, 0);
+    for (size_t i = 0; i < c->n; i++) {
+        const unsigned char *src = base + c->nodes[i] * row;
+        int rc = tg_rowcrc_check(m->rowcrc, c->nodes[i], src, tg_mmap_file_path(m->file),
+                                 c->nodes[i] * row);
+        if (rc < 0) return rc;
+        tg_feat_rows_f32(c->out + i * d, src, 0, 1, d, m->dtype, 0);
+    }
     return 0;
 }
 
@@ -85,6 +92,7 @@ int tg_store_mmap_open(tg_store_t **out, const struct tg_dataset *ds, const tg_s
     }
     m->dtype = meta->feat_dtype;
     m->normalize = opts && opts->normalize;
+    m->rowcrc = opts ? opts->rowcrc : NULL;
     st->iface = &mmap_iface;
     st->num_nodes = meta->num_nodes;
     st->dim = meta->feat_dim;

@@ -18,6 +18,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "tiergnn/rowcrc.h"
+
 #define READ_DEPTH 8u              /* disk reads in flight: enough for sequential bandwidth */
 #define READ_MAX ((size_t)1 << 20) /* one disk read */
 #define READ_REQ ((size_t)8 << 20) /* one request; the abort flag is polled between them */
@@ -316,6 +318,12 @@ static int read_slot(pack_t *pk, slot_t *s)
         if (k < 0) return k;
         for (int i = 0; i < k; i++)
             if (done[i]->res < 0) return done[i]->res; /* tg_errmsg: file and offset */
+    }
+    /* --verify-reads: the rows this partition hands out are what was verified */
+    for (size_t k = 0; rc == 0 && pk->o->rowcrc && k < s->n; k++) {
+        uint64_t v = s->t[k].node, off = v * pk->rb;
+        rc = tg_rowcrc_check(pk->o->rowcrc, v, s->buf + (off - s->rd_off),
+                             tg_io_file_path(pk->feat), off);
     }
     return rc;
 }

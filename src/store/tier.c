@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "tiergnn/extract.h"
+#include "tiergnn/rowcrc.h"
 
 /* The fill reads the sorted rows in merged runs: rows whose holes are at most FILL_GAP bytes
  * are read together, holes included, up to FILL_SPAN bytes a read, FILL_RUNS reads a submit
@@ -174,10 +175,14 @@ static int fill_rows(const tg_tier_static_opts_t *o, static_t *s, const uint64_t
                 }
             break;
         }
-        for (unsigned r = 0; r < nr; r++)
-            for (uint64_t k = first[r]; k < end[r]; k++)
-                memcpy(s->rows + (size_t)k * row,
-                       (const char *)req[r].dst + (ids[k] * row - req[r].off), row);
+        for (unsigned r = 0; r < nr && rc == 0; r++)
+            for (uint64_t k = first[r]; k < end[r] && rc == 0; k++) {
+                const char *src = (const char *)req[r].dst + (ids[k] * row - req[r].off);
+                rc =
+                    tg_rowcrc_check(o->rowcrc, ids[k], src, tg_io_file_path(o->feat), ids[k] * row);
+                memcpy(s->rows + (size_t)k * row, src, row);
+            }
+        if (rc < 0) break;
     }
     free(buf);
     if (budget) tg_budget_release(budget, bytes);

@@ -564,7 +564,8 @@ static int gen_layout_pack(tg_strategy_t *s, gen_t *g, const uint32_t *trace, at
                          .budget = &r->budget,
                          .abort = abort,
                          .progress = progress,
-                         .io_stats = &s->pack_stats};
+                         .io_stats = &s->pack_stats,
+                         .rowcrc = r->rowcrc};
     rc = tg_pack(&po, &g->pst);
     g->pack_s = tg_now() - t2;
     if (rc < 0) goto out;
@@ -727,11 +728,13 @@ static void src_free(void *ctx, tg_loader_item_t *it)
 }
 
 /* Reads rows of the packed file into X: row k of the list is packed-file row rows[k] (or
- * first + k when rows is NULL), ascending, and goes to X row pos[k]. Rows within the merge gap
- * of each other are read as one request; requests fill the staging buffer, which is read (io/,
- * O_DIRECT) and then converted into X, round after round. */
+ * first + k when rows is NULL), ascending, and goes to X row pos[k] (the row of node
+ * nodes[pos[k]]). Rows within the merge gap of each other are read as one request; requests fill
+ * the staging buffer, which is read (io/, O_DIRECT) and then converted into X, round after
+ * round. With --verify-reads each row is checked against its node's checksum first. */
 static int read_rows(tg_strategy_t *s, tg_pipe_t *P, const gen_t *g, uint64_t batch, float *X,
-                     const uint64_t *rows, uint64_t first, const uint32_t *pos, uint64_t n)
+                     const uint64_t *nodes, const uint64_t *rows, uint64_t first,
+                     const uint32_t *pos, uint64_t n)
 {
     const size_t row = s->row_bytes, dim = s->dim;
     const tg_feat_dtype_t dt = s->r->ds->meta.feat_dtype;
@@ -764,9 +767,13 @@ static int read_rows(tg_strategy_t *s, tg_pipe_t *P, const gen_t *g, uint64_t ba
         for (uint32_t q = 0; q < nreq; q++) {
             const unsigned char *base = s->req[q].dst;
             uint64_t a = ROW(s->span[q][0]);
-            for (uint64_t k = s->span[q][0]; k < s->span[q][1]; k++)
-                tg_feat_rows_f32(X + (size_t)pos[k] * dim, base + (ROW(k) - a) * row, 0, 1, dim, dt,
-                                 s->normalize);
+            for (uint64_t k = s->span[q][0]; k < s->span[q][1]; k++) {
+                const unsigned char *src = base + (ROW(k) - a) * row;
+                if (s->r->rowcrc && (rc = tg_rowcrc_check(s->r->rowcrc, nodes[pos[k]], src,
+                                                          g->pack_name, ROW(k) * row)) < 0)
+                    return tg_err_prefix(rc, "diskgnn: batch %llu", (unsigned long long)batch);
+                tg_feat_rows_f32(X + (size_t)pos[k] * dim, src, 0, 1, dim, dt, s->normalize);
+            }
         }
         s->file_rows += i - i0;
     }
@@ -816,8 +823,10 @@ static int dg_work(void *ctx, tg_pipe_t *P, int worker, const tg_batch_t *const 
                             NULL);
     s->hot_hits += h->n_hot;
     s->lookups += nn;
-    int rc = read_rows(s, P, g, bb[0]->id, X, NULL, h->chunk_first, v.chunk_pos, h->n_chunk);
-    if (rc == 0) rc = read_rows(s, P, g, bb[0]->id, X, v.cache_row, 0, v.cache_pos, h->n_cache);
+    const uint64_t *nodes = bb[0]->nodes;
+    int rc = read_rows(s, P, g, bb[0]->id, X, nodes, NULL, h->chunk_first, v.chunk_pos, h->n_chunk);
+    if (rc == 0)
+        rc = read_rows(s, P, g, bb[0]->id, X, nodes, v.cache_row, 0, v.cache_pos, h->n_cache);
     if (rc < 0 && rc != -ECANCELED) return tg_pipe_fail(P, rc, NULL);
     return rc;
 }

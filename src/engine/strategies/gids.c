@@ -208,7 +208,8 @@ static int constant_buffer(tg_strategy_t *s, const tg_pass_t *p, uint64_t k)
                                 .num_nodes = m->num_nodes,
                                 .feat_dim = m->feat_dim,
                                 .dtype = m->feat_dtype,
-                                .stats = &s->stats};
+                                .stats = &s->stats,
+                                .rowcrc = s->r->rowcrc};
     if (rc == 0) rc = tg_tier_static_create(&s->hot, &to, ids, k, bg);
     if (ids) tg_budget_release(bg, k * CB_LIST_BYTES);
     free(ids);
@@ -342,7 +343,8 @@ static int gi_setup(tg_strategy_t *s, const tg_pass_t *p)
         .who = "gids",
         .policy = s->window ? TG_FEATBUF_WINDOW : TG_FEATBUF_LRU,
         .window = s->window,
-        .future_positions = (uint32_t)positions};
+        .future_positions = (uint32_t)positions,
+        .rowcrc = r->rowcrc};
     if ((rc = tg_extract_create(&s->ex, &eo)) < 0) {
         tg_tier_destroy(s->hot), s->hot = NULL;
         return rc;

@@ -419,7 +419,8 @@ static int gx_setup(tg_strategy_t *s, const tg_pass_t *p)
                             .budget = &r->budget,
                             .stats = &s->stats,
                             .keep_bytes = keep,
-                            .who = "ginex"};
+                            .who = "ginex",
+                            .rowcrc = r->rowcrc};
     if ((rc = tg_extract_create(&s->ex, &eo)) < 0) return rc;
     tg_xpass_runtime_dir(r->ds, s->spill_dir, sizeof s->spill_dir);
     tg_spill_opts_t so = {.buf_bytes = GX_SPILL_BUF, .budget = &r->budget};

@@ -176,7 +176,7 @@ static int gd_open(tg_strategy_t **out, tg_run_t *r, const tg_strategy_opts_t *s
     s->disk = r->adj;
     if (rc < 0) goto err;
     /* Layer-wise passes (full-neighbour evaluation, inference) read rows with pread. */
-    tg_store_opts_t so = {.normalize = o->normalize, .budget = &r->budget};
+    tg_store_opts_t so = {.normalize = o->normalize, .budget = &r->budget, .rowcrc = r->rowcrc};
     if ((rc = tg_store_file_open(&r->store, r->ds, &so)) < 0) goto err;
     tg_dataset_path(r->ds, TG_FILE_FEATURES, s->feat_path, sizeof s->feat_path);
     if ((rc = tg_io_file_open(&s->feat, s->feat_path, 0)) < 0) goto err;
@@ -227,7 +227,8 @@ static int whole_file_tier(tg_strategy_t *s, const tg_extract_plan_opts_t *fpo,
                                 .num_nodes = N,
                                 .feat_dim = m->feat_dim,
                                 .dtype = m->feat_dtype,
-                                .stats = &s->stats};
+                                .stats = &s->stats,
+                                .rowcrc = r->rowcrc};
     int rc = tg_tier_static_create(&s->all, &to, ids, N, &r->budget);
     tg_budget_release(&r->budget, ids_bytes);
     free(ids);
@@ -267,7 +268,8 @@ static int gd_setup(tg_strategy_t *s)
                             .cache_bytes = s->o.cache_bytes,
                             .tiers = &s->all,
                             .ntiers = all,
-                            .who = "gnndrive"};
+                            .who = "gnndrive",
+                            .rowcrc = r->rowcrc};
     if ((rc = tg_extract_create(&s->ex, &eo)) < 0) {
         tg_tier_destroy(s->all);
         s->all = NULL;

@@ -527,7 +527,8 @@ static int setup_eval(tg_strategy_t *s)
                             .normalize = r->sopts.normalize,
                             .budget = &r->budget,
                             .stats = &s->stats,
-                            .who = "hier"};
+                            .who = "hier",
+                            .rowcrc = r->rowcrc};
     if ((rc = tg_extract_create(&s->ex, &eo)) < 0) return tg_err_prefix(rc, "hier");
     return 0;
 }
@@ -854,6 +855,10 @@ static int setup_fixed(tg_strategy_t *s)
         for (uint64_t i = 0; i < S && rc == 0; i++) {
             uint64_t v = s->s_new[i];
             rc = rd(s, p->feat, s->s_feat + i * s->row, s->row, v * s->row);
+            /* --verify-reads: partfeat's rows are copies of features.bin's, by original id */
+            if (rc == 0)
+                rc = tg_rowcrc_check(s->r->rowcrc, s->s_old[i], s->s_feat + i * s->row,
+                                     p->feat->path, p->feat->payload_off + v * s->row);
             s->is_static[v >> 6] |= 1ull << (v & 63);
         }
         if (rc < 0) return rc;
@@ -1185,6 +1190,11 @@ static int load(tg_strategy_t *s, mega_t *m, uint64_t index)
         uint64_t lo = p->pp[parts[i]], hi = p->pp[parts[j - 1] + 1];
         rc = rd(s, p->feat, m->feat + base[i] * s->row, (hi - lo) * s->row, lo * s->row);
         if (rc == 0) rc = tg_part_old_ids(p, lo, hi - lo, m->old_ids + base[i]);
+        /* --verify-reads: partfeat's rows are copies of features.bin's, by original id */
+        for (uint64_t t = 0; t < hi - lo && rc == 0 && s->r->rowcrc; t++)
+            rc = tg_rowcrc_check(s->r->rowcrc, m->old_ids[base[i] + t],
+                                 m->feat + (base[i] + t) * s->row, p->feat->path,
+                                 p->feat->payload_off + (lo + t) * s->row);
         s->read_bytes += (hi - lo) * p->id_bytes, s->reads++;
         i = j;
     }

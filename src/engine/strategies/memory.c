@@ -37,7 +37,7 @@ static int memory_open(tg_strategy_t **out, tg_run_t *r, const tg_strategy_opts_
         tg_budget_release(&r->budget, adj_bytes);
         return rc;
     }
-    tg_store_opts_t so = {.normalize = o->normalize, .budget = &r->budget};
+    tg_store_opts_t so = {.normalize = o->normalize, .budget = &r->budget, .rowcrc = r->rowcrc};
     if ((rc = tg_store_memory_open(&r->store, r->ds, &so)) < 0) return rc;
     tg_strategy_t *s = calloc(1, sizeof *s);
     if (!s) return tg_err(-ENOMEM, "strategy memory: out of memory");

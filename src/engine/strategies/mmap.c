@@ -50,7 +50,7 @@ static int mmap_open(tg_strategy_t **out, tg_run_t *r, const tg_strategy_opts_t 
     *out = NULL;
     int rc = tg_adj_mmap_open(&r->adj, r->ds, &r->budget);
     if (rc < 0) return rc;
-    tg_store_opts_t so = {.normalize = o->normalize, .budget = &r->budget};
+    tg_store_opts_t so = {.normalize = o->normalize, .budget = &r->budget, .rowcrc = r->rowcrc};
     if ((rc = tg_store_mmap_open(&r->store, r->ds, &so)) < 0) return rc;
     tg_strategy_t *s = calloc(1, sizeof *s);
     if (!s) return tg_err(-ENOMEM, "strategy mmap: out of memory");

@@ -93,7 +93,7 @@ static int pg_open(tg_strategy_t **out, tg_run_t *r, const tg_strategy_opts_t *s
     tg_io_stats_init(&s->stats);
     char path[4096];
     tg_dataset_path(r->ds, TG_FILE_FEATURES, path, sizeof path);
-    tg_store_opts_t sto = {.normalize = so->normalize, .budget = &r->budget};
+    tg_store_opts_t sto = {.normalize = so->normalize, .budget = &r->budget, .rowcrc = r->rowcrc};
     int rc = tg_xpass_adj_open(r, tg_xpass_adj_queues(so->sampler_threads), &s->stats);
     s->disk = r->adj;
     if (rc == 0) rc = tg_store_file_open(&r->store, r->ds, &sto);
@@ -133,7 +133,8 @@ static int hot_create(tg_strategy_t *s, tg_outdeg_t *od, uint64_t k, uint64_t *h
                                 .feat = s->feat,
                                 .num_nodes = m->num_nodes,
                                 .feat_dim = m->feat_dim,
-                                .dtype = m->feat_dtype};
+                                .dtype = m->feat_dtype,
+                                .rowcrc = s->r->rowcrc};
     if (rc == 0) rc = tg_tier_static_create(&s->hot, &to, ids, k, bg);
     if (ids) tg_budget_release(bg, k * HOT_LIST_BYTES);
     free(ids);
@@ -175,7 +176,8 @@ static int pg_setup(tg_strategy_t *s)
                             .stats = &s->stats,
                             .tiers = &s->hot,
                             .ntiers = s->hot != NULL,
-                            .who = "pagraph"};
+                            .who = "pagraph",
+                            .rowcrc = s->r->rowcrc};
     if (rc == 0) rc = tg_extract_create(&s->ex, &eo);
     if (rc < 0) {
         tg_tier_destroy(s->hot), s->hot = NULL;

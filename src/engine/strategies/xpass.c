@@ -238,7 +238,8 @@ int tg_xpass_open_disk(tg_run_t *r, unsigned queues, tg_io_stats_t *stats, tg_io
     *feat = NULL;
     int rc = tg_xpass_adj_open(r, queues, stats);
     if (rc < 0) return rc;
-    tg_store_opts_t sto = {.normalize = r->sopts.normalize, .budget = &r->budget};
+    tg_store_opts_t sto = {
+        .normalize = r->sopts.normalize, .budget = &r->budget, .rowcrc = r->rowcrc};
     if ((rc = tg_store_file_open(&r->store, r->ds, &sto)) < 0) return rc;
     char path[4096];
     tg_dataset_path(r->ds, TG_FILE_FEATURES, path, sizeof path);
