@@ -17,7 +17,9 @@
  * that differs from the one meta.txt records: the sums are always those of the file the dataset
  * was made with, never of a file already changed. `tiergnn verify` builds them as a by-product
  * (it reads features.bin anyway). Like every derived file they stay valid while meta.txt's
- * checksums match, so a later change of features.bin alone is what the checks then see.
+ * checksums match, so a later change of features.bin alone is what the checks then see; the
+ * derived file's payload CRC is checked at every open, so a changed sum is rebuilt, never
+ * reported as a changed row.
  *
  * Memory: N x 4 bytes in RAM while the handle lives, reserved against the budget (400 MB for 100M
  * nodes: 0.8% of their features at 128 f32 per row). The build holds a 16 MiB read buffer and io/

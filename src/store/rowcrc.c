@@ -74,7 +74,9 @@ static int compute(const tg_dataset_t *ds, uint32_t *dst, tg_derived_writer_t *w
  * message says why) or another error of the directory. */
 static int find(const tg_dataset_t *ds, const char *root, tg_derived_file_t **f)
 {
-    int rc = tg_derived_open(f, ds, root, TG_ROWCRC_KIND, TG_ROWCRC_PARAMS, 0);
+    /* the payload's own CRC too (4 bytes a node: cheap): a changed sum would otherwise be
+     * reported as a changed row of features.bin, which `tiergnn verify` then finds intact */
+    int rc = tg_derived_open(f, ds, root, TG_ROWCRC_KIND, TG_ROWCRC_PARAMS, TG_DERIVED_VERIFY);
     uint64_t want = ds->meta.num_nodes * sizeof(uint32_t);
     if (rc == 0 && (*f)->payload_len != want) {
         rc = tg_err(-ESTALE, "%s: stale, %llu payload bytes, expected %llu (4 per node); rebuilt",

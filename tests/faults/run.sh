@@ -36,8 +36,8 @@ ROUNDS=${FAULT_ROUNDS:-3}
 MEMBUDGET=${FAULT_MEMBUDGET:-$root/../shared/tools/membudget}
 ALL_CASES="eio-feat eio-idx eio-derived short-feat short-idx short-derived short1-feat
   enospc-ckpt enospc-rundir enospc-derived enospc-infer trunc-between trunc-between-verify
-  trunc-during trunc-during-verify flip-between flip-between-verify flip-during
-  flip-during-verify trunc-derived flip-derived flip-derived-verify kill-run kill-ckpt
+  trunc-during trunc-during-verify flip-between flip-between-verify flip-between-reads
+  flip-during flip-during-verify flip-during-reads trunc-derived flip-derived flip-derived-verify kill-run kill-ckpt
   kill-derived sigint sigint2"
 CASES=$(tr -s ' \n' '  ' <<<"${FAULT_CASES:-$ALL_CASES}")
 
@@ -479,11 +479,17 @@ case_enospc_infer() {
     umount_tmpfs "$C/mnt"
 }
 
-# Changes features.bin of a copy of the dataset: MODE trunc | flip, WHEN between | during.
+# Changes features.bin of a copy of the dataset: MODE trunc | flip, WHEN between | during;
+# the run with --verify (the files' CRC-32 first) or --verify-reads (every row read checked
+# against derived/rowcrc, written by `verify --row-checksums` before the change).
 case_change() {
     local mode=$1 when=$2 verify=${3:-} size at delay=0 was_alive=1 x
     copy_ds "$DS" "$C/ds" derived
     local feat=$C/ds/features.bin
+    if [ "$verify" = --verify-reads ]; then
+        "$TIERGNN" verify "$C/ds" --row-checksums >"$C/rowcrc.log" 2>&1 ||
+            { CELL=FAIL:setup; NOTE="verify --row-checksums failed: $(tail -n 1 "$C/rowcrc.log")"; return; }
+    fi
     size=$(file_size "$feat")
     rand "$size"
     at=$R
@@ -513,7 +519,7 @@ case_change() {
         change
         tg_wait "$C/a"
     fi
-    [ -n "$verify" ] && NOTE+=", --verify"
+    [ -n "$verify" ] && NOTE+=", $verify"
     bad_end 0 "$C/a" || { CELL="FAIL:$(fail_word)"; NOTE+=": $WHY"; return; }
     if [ "$RC" -ne 0 ]; then
         if [ "$mode" = flip ] && [ -z "$verify" ] && [ "$NERR" -eq 1 ]; then
@@ -555,6 +561,20 @@ case_change() {
         else
             CELL=FAIL:silent-wrong
             NOTE+=": exit 0, $WHY"
+        fi
+        return
+    fi
+    if [ "$verify" = --verify-reads ]; then
+        # every row read was checked: a clean exit must have read no changed row
+        if [ "$was_alive" = 0 ]; then
+            CELL=ok-ran:ended-before
+            NOTE+=": the run had ended before the change"
+        elif same_ckpt "$C/run"; then
+            CELL=ok-ran:unaffected
+            NOTE+=": exit 0 with the same checkpoints ($S read the changed row from no disk after the change)"
+        else
+            CELL=FAIL:silent-wrong
+            NOTE+=": exit 0 with --verify-reads, $WHY"
         fi
         return
     fi
@@ -795,8 +815,10 @@ run_case() {
     trunc-during-verify) case_change trunc during --verify ;;
     flip-between) case_change flip between ;;
     flip-between-verify) case_change flip between --verify ;;
+    flip-between-reads) case_change flip between --verify-reads ;;
     flip-during) case_change flip during ;;
     flip-during-verify) case_change flip during --verify ;;
+    flip-during-reads) case_change flip during --verify-reads ;;
     trunc-derived) case_derived_change trunc ;;
     flip-derived) case_derived_change flip ;;
     flip-derived-verify) case_derived_change flip --verify ;;
