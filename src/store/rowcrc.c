@@ -122,8 +122,7 @@ int tg_rowcrc_prepare(const tg_dataset_t *ds, const char *root)
     tg_derived_close(f);
     if (rc == 0) return 0;
     if (rc != -ENOENT && rc != -ESTALE) {
-        tg_log_info("row checksums: cannot read the derived file (%s); nothing kept",
-                    tg_errmsg());
+        tg_log_info("row checksums: cannot read the derived file (%s); nothing kept", tg_errmsg());
         return 2;
     }
     if (rc == -ESTALE) tg_log_info("row checksums: %s", tg_errmsg());
