@@ -25,8 +25,9 @@
  * nodes: 0.8% of their features at 128 f32 per row). The build holds a 16 MiB read buffer and io/
  * staging besides.
  *
- * Cost: one CRC-32 of every row read from a disk (zlib's, about 1-2 GB/s per core), on the thread
- * that read it. Rows already checked and kept in RAM (caches, buffers) are not checked again.
+ * Cost: one CRC-32 of every row read from a disk (tg_data_crc32: 13 GB/s on 512-byte rows here), on
+ * the thread that read it. Rows already checked and kept in RAM (caches, buffers) are not checked
+ * again.
  *
  * Errors: 0 or -errno with tg_err(). A mismatch is -EIO: "FILE: offset OFF: the row of node V
  * does not match its checksum in derived/rowcrc (the file changed after it was verified; run

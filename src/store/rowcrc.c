@@ -50,7 +50,7 @@ static int compute(const tg_dataset_t *ds, uint32_t *dst, tg_derived_writer_t *w
             break;
         }
         for (uint64_t i = 0; i < n; i++) {
-            sums[i] = tg_crc32(0, (const char *)buf + i * row, row);
+            sums[i] = tg_data_crc32(0, (const char *)buf + i * row, row);
             whole = first + i == 0 ? sums[i] : crc32_combine_op(whole, sums[i], op);
         }
         if (dst) memcpy(dst + first, sums, (size_t)n * sizeof *sums);
@@ -224,7 +224,7 @@ int tg_rowcrc_check(const tg_rowcrc_t *rc, uint64_t row, const void *raw, const 
         return tg_err(-EINVAL, "%s: offset %llu: row %llu has no checksum (%llu rows)", path,
                       (unsigned long long)off, (unsigned long long)row,
                       (unsigned long long)rc->num_nodes);
-    uint32_t got = tg_crc32(0, raw, rc->row_bytes);
+    uint32_t got = tg_data_crc32(0, raw, rc->row_bytes);
     if (got == rc->crc[row]) return 0;
     char where[64] = "";
     if (rc->map) snprintf(where, sizeof where, " (row %llu of the file)", (unsigned long long)row);
