@@ -224,6 +224,11 @@ TG_TEST(strategies_stop_on_a_changed_row)
     tg_meta_t m;
     TG_CHECK_OK(tg_meta_read(&m, d));
     uint64_t size = m.files[TG_FILE_FEATURES].size;
+    /* a --mem refusal counts the sums and says so */
+    snprintf(run, sizeof run, "%s/small", base);
+    TG_CHECK(tg_test_cli(&out, TRAIN, d, "gnndrive", "--mem 1M", run, "--verify-reads") != 0);
+    TG_CHECK(out && strstr(out, "row checksums of --verify-reads 11.72 KiB"));
+    free(out);
     /* unchanged: the same checkpoint with and without --verify-reads */
     for (int i = 0; i < 2; i++) {
         const char *const *s = strategies[i == 0 ? 0 : 2];

@@ -86,6 +86,11 @@ int tg_run_open_opts(tg_run_t *r, const tg_run_opts_t *o)
     uint64_t need = r->strat_i->min_bytes(r->ds, &r->sopts, why, sizeof why) + common + crc_bytes;
     if (mem_bytes && need > mem_bytes) {
         char a[32], b[32], c[32], d[32];
+        if (crc_bytes) {
+            size_t k = strlen(why);
+            snprintf(why + k, sizeof why - k, "; row checksums of --verify-reads %s",
+                     tg_fmt_bytes(crc_bytes, a, sizeof a));
+        }
         rc = tg_err(-ENOMEM,
                     "--mem %s is too small for strategy %s on %s: its minimum working set is %s "
                     "(labels and splits %s, seed order and masks %s, %s); give --mem %lluM or "
