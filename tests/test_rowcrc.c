@@ -47,6 +47,18 @@ static void read_row(const tg_dataset_t *ds, uint64_t v, void *row, size_t rb)
     if (fd >= 0) close(fd);
 }
 
+/* A copy of the good dataset without derived/ at base/d (its path into d), one byte changed at
+ * flip_at (>= 0), opened; NULL after a failed check. */
+static tg_dataset_t *open_copy(const char *base, char *d, size_t len, int64_t flip_at)
+{
+    snprintf(d, len, "%s/d", base);
+    copy_dataset(d, 0);
+    if (flip_at >= 0) flip(d, (uint64_t)flip_at);
+    tg_dataset_t *ds = NULL;
+    TG_CHECK_OK(tg_dataset_open(&ds, d, TG_OPEN_CHECK_SIZES));
+    return ds;
+}
+
 static int rowcrc_files(const char *dir)
 {
     char d[4400];
@@ -58,10 +70,7 @@ TG_TEST(build_check_reuse)
 {
     const char *base = tg_test_tmpdir("rowcrc-build");
     char d[4200];
-    snprintf(d, sizeof d, "%s/d", base);
-    copy_dataset(d, 0);
-    tg_dataset_t *ds = NULL;
-    TG_CHECK_OK(tg_dataset_open(&ds, d, TG_OPEN_CHECK_SIZES));
+    tg_dataset_t *ds = open_copy(base, d, sizeof d, -1);
     if (!ds) return;
     uint64_t N = ds->meta.num_nodes;
     size_t rb = ds->meta.feat_dim * tg_feat_dtype_size(ds->meta.feat_dtype);
@@ -122,11 +131,7 @@ TG_TEST(refuses_changed_file)
 {
     const char *base = tg_test_tmpdir("rowcrc-changed");
     char d[4200];
-    snprintf(d, sizeof d, "%s/d", base);
-    copy_dataset(d, 0);
-    flip(d, 12345);
-    tg_dataset_t *ds = NULL;
-    TG_CHECK_OK(tg_dataset_open(&ds, d, TG_OPEN_CHECK_SIZES));
+    tg_dataset_t *ds = open_copy(base, d, sizeof d, 12345);
     if (!ds) return;
     tg_rowcrc_t *rc = NULL;
     TG_CHECK_ERR(tg_rowcrc_open(&rc, ds, NULL, NULL), "meta.txt records");
@@ -148,10 +153,7 @@ TG_TEST(stale_and_unwritable)
 {
     const char *base = tg_test_tmpdir("rowcrc-stale");
     char d[4200], path[4600];
-    snprintf(d, sizeof d, "%s/d", base);
-    copy_dataset(d, 0);
-    tg_dataset_t *ds = NULL;
-    TG_CHECK_OK(tg_dataset_open(&ds, d, TG_OPEN_CHECK_SIZES));
+    tg_dataset_t *ds = open_copy(base, d, sizeof d, -1);
     if (!ds) return;
     uint64_t N = ds->meta.num_nodes;
     TG_CHECK_EQ_U64(tg_rowcrc_prepare(ds, NULL), 1);
