@@ -8,6 +8,7 @@
 #include "tg_test.h"
 #include "tiergnn/data.h"
 #include "tiergnn/derived.h"
+#include "tiergnn/io.h"
 #include "tiergnn/rowcrc.h"
 
 #include <fcntl.h>
@@ -140,6 +141,16 @@ TG_TEST(refuses_changed_file)
     TG_CHECK_ERR(tg_rowcrc_prepare(ds, NULL), "checksum mismatch");
     /* nothing written, not even a temporary file */
     TG_CHECK_EQ_U64(rowcrc_files(d), 0);
+    tg_dataset_close(ds);
+    /* a read error while summing: named, and nothing written */
+    ds = open_copy(base, d, sizeof d, -1);
+    if (!ds) return;
+    TG_CHECK_OK(tg_io_fault_parse("EIO@4096-8192,file=features.bin"));
+    TG_CHECK_ERR(tg_rowcrc_open(&rc, ds, NULL, NULL), "Input/output error");
+    TG_CHECK(strstr(tg_errmsg(), "features.bin") && strstr(tg_errmsg(), "row checksums"));
+    tg_io_fault_clear();
+    TG_CHECK_EQ_U64(rowcrc_files(d), 0);
+    flip(d, 12345);
     /* the CLI: verify names the file first; train --verify-reads refuses */
     char *out = NULL;
     TG_CHECK(tg_test_cli(&out, "--quiet verify %s --row-checksums", d) != 0);

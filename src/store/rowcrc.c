@@ -42,7 +42,8 @@ static int compute(const tg_dataset_t *ds, uint32_t *dst, tg_derived_writer_t *w
     if (rc == 0) rc = tg_io_create(&io, &io_o);
     uLong op = crc32_combine_gen64((z_off64_t)row), whole = 0;
     tg_progress_t pg;
-    if (rc == 0) tg_progress_begin(&pg, "row checksums", bytes, "B");
+    int shown = rc == 0;
+    if (shown) tg_progress_begin(&pg, "row checksums", bytes, "B");
     for (uint64_t first = 0; rc == 0 && first < N; first += per) {
         uint64_t n = TG_MIN(per, N - first);
         if ((rc = tg_io_read(io, f, first * row, (size_t)(n * row), buf)) < 0) {
@@ -57,7 +58,7 @@ static int compute(const tg_dataset_t *ds, uint32_t *dst, tg_derived_writer_t *w
         if (w && !*wfail && tg_derived_append(w, sums, (size_t)n * sizeof *sums) < 0) *wfail = 1;
         tg_progress_update(&pg, (first + n) * row, NULL);
     }
-    if (f) tg_progress_end(&pg);
+    if (shown) tg_progress_end(&pg);
     if (rc == 0 && (uint32_t)whole != m->files[TG_FILE_FEATURES].crc32)
         rc = tg_err(-EIO,
                     "%s: CRC-32 0x%08x, but meta.txt records 0x%08x: the file changed after the "
