@@ -249,6 +249,8 @@ typedef struct tg_eval_opts {
     uint64_t max_nodes;   /* evaluate a fixed random sample of N nodes of the split (0 = all) */
     const tg_strategy_arg_t *strategy_args; /* as in tg_train_opts_t */
     int num_strategy_args;
+    int verify;       /* as in tg_train_opts_t: every file's CRC-32 first */
+    int verify_reads; /* as in tg_train_opts_t: every feature row read from a disk */
 } tg_eval_opts_t;
 
 typedef struct tg_eval_result {
@@ -281,6 +283,8 @@ typedef struct tg_infer_opts {
     const char *strategy;                   /* NULL / "auto", or a name of the strategy table */
     const tg_strategy_arg_t *strategy_args; /* as in tg_train_opts_t */
     int num_strategy_args;
+    int verify;       /* as in tg_train_opts_t: every file's CRC-32 first */
+    int verify_reads; /* as in tg_train_opts_t: every feature row read from a disk */
 } tg_infer_opts_t;
 
 int tg_infer(const char *dataset, const char *rundir, const char *out_path,

@@ -25,7 +25,10 @@ static const char eval_usage[] =
     "  --json                     print one JSON object instead of a sentence\n"
     "  --sampler node|ladies      the sampler training used (default: the checkpoint's); a\n"
     "  --layer-sizes S0,S1,..     different one is refused: a model is evaluated the way it\n"
-    "                             was trained (a ladies GCN with P = D^-1 (A + I))\n";
+    "                             was trained (a ladies GCN with P = D^-1 (A + I))\n"
+    "  --verify                   check every dataset file's CRC-32 against meta.txt first\n"
+    "  --verify-reads             check every feature row read from a disk against its CRC-32\n"
+    "                             (derived/rowcrc, as train --verify-reads)\n";
 
 /* --sampler / --layer-sizes, when given, must be what the checkpoint was trained with: the
  * sampler decides GCN's operator (tiergnn/graph.h), so evaluation takes it from the
@@ -75,7 +78,7 @@ int tg_cmd_eval(int argc, char **argv)
     char spec[4096];
     if (tg_cli_strategy_spec(spec, sizeof spec,
                              "checkpoint=,split=,last,threads=,eval-chunk=,max-nodes=,mem=,"
-                             "strategy=,json,sampler=,layer-sizes=,help") < 0 ||
+                             "strategy=,json,sampler=,layer-sizes=,verify,verify-reads,help") < 0 ||
         tg_args_parse(&a, argc, argv, spec) < 0)
         return tg_cli_fail();
     if (tg_args_has(&a, "help")) {
@@ -104,7 +107,9 @@ int tg_cmd_eval(int argc, char **argv)
         tg_err(-EINVAL, "--split '%s': expected valid, test or train", split);
         return tg_cli_fail();
     }
-    tg_eval_opts_t o = {.which_last = tg_args_has(&a, "last")};
+    tg_eval_opts_t o = {.which_last = tg_args_has(&a, "last"),
+                        .verify = tg_args_has(&a, "verify"),
+                        .verify_reads = tg_args_has(&a, "verify-reads")};
     if (check_sampler(&a, rundir, o.which_last) < 0) return tg_cli_fail();
     uint64_t t;
     if (tg_args_u64(&a, "threads", (uint64_t)tg_cli_default_threads(), &t) < 0 ||

@@ -23,7 +23,10 @@ static const char infer_usage[] =
     "  --mem SIZE          memory budget: graph and features are kept in RAM only if\n"
     "                      they fit in SIZE, else read from disk (default: RAM/4 decides)\n"
     "  --threads T         compute threads (default: the online CPUs)\n"
-    "  --strategy NAME     auto (default) or a strategy below, with its options\n";
+    "  --strategy NAME     auto (default) or a strategy below, with its options\n"
+    "  --verify            check every dataset file's CRC-32 against meta.txt first\n"
+    "  --verify-reads      check every feature row read from a disk against its CRC-32\n"
+    "                      (derived/rowcrc, as train --verify-reads)\n";
 
 int tg_cmd_infer(int argc, char **argv)
 {
@@ -31,7 +34,7 @@ int tg_cmd_infer(int argc, char **argv)
     char spec[4096];
     if (tg_cli_strategy_spec(spec, sizeof spec,
                              "checkpoint=,out=,embeddings,last,chunk-nodes=,mem=,threads=,"
-                             "strategy=,help") < 0 ||
+                             "strategy=,verify,verify-reads,help") < 0 ||
         tg_args_parse(&a, argc, argv, spec) < 0)
         return tg_cli_fail();
     if (tg_args_has(&a, "help")) {
@@ -51,7 +54,9 @@ int tg_cmd_infer(int argc, char **argv)
     }
     tg_infer_opts_t o = {.embeddings = tg_args_has(&a, "embeddings"),
                          .which_last = tg_args_has(&a, "last"),
-                         .progress = 1};
+                         .progress = 1,
+                         .verify = tg_args_has(&a, "verify"),
+                         .verify_reads = tg_args_has(&a, "verify-reads")};
     static tg_strategy_arg_t sargs[TG_ARGS_MAX];
     if (tg_cli_strategy_name(&a, &o.strategy) < 0 ||
         tg_cli_strategy_args(&a, sargs, TG_ARGS_MAX, &o.num_strategy_args) < 0)

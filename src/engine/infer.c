@@ -5,16 +5,25 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Opens RUNDIR's checkpoint, the dataset it must belong to (through `strategy`, "auto" picking
- * memory when graph and features fit mem_bytes), and the model. */
-static int open_saved(const char *dataset, const char *rundir, int which_last, const char *strategy,
-                      const tg_strategy_arg_t *args, int nargs, uint64_t mem_bytes, int threads,
-                      tg_run_t *r, tg_model_t **m, tg_ckpt_info_t *info, char *path,
-                      size_t path_len)
+/* How a saved run is opened: which checkpoint, through which strategy ("auto" picking memory
+ * when graph and features fit mem_bytes), and what is checked (--verify, --verify-reads). */
+typedef struct saved_opts {
+    int which_last;
+    const char *strategy;
+    const tg_strategy_arg_t *args;
+    int nargs;
+    uint64_t mem_bytes;
+    int threads;
+    int verify, verify_reads;
+} saved_opts_t;
+
+/* Opens RUNDIR's checkpoint, the dataset it must belong to, and the model. */
+static int open_saved(const char *dataset, const char *rundir, const saved_opts_t *so, tg_run_t *r,
+                      tg_model_t **m, tg_ckpt_info_t *info, char *path, size_t path_len)
 {
-    snprintf(path, path_len, "%s/%s", rundir, which_last ? TG_CKPT_NAME : TG_CKPT_BEST_NAME);
+    snprintf(path, path_len, "%s/%s", rundir, so->which_last ? TG_CKPT_NAME : TG_CKPT_BEST_NAME);
     if (access(path, F_OK) != 0) {
-        if (!which_last)
+        if (!so->which_last)
             return tg_err(-ENOENT,
                           "%s: no best model in this run directory (was the run "
                           "evaluated at least once?)",
@@ -26,15 +35,17 @@ static int open_saved(const char *dataset, const char *rundir, int which_last, c
     tg_run_opts_t ro;
     memset(&ro, 0, sizeof ro);
     ro.dataset = dataset;
-    ro.strategy = strategy;
+    ro.strategy = so->strategy;
     tg_strategy_opts_default(&ro.sopts);
     ro.sopts.normalize = info->normalize_features;
-    ro.sopts.threads = threads;
+    ro.sopts.threads = so->threads;
     ro.sopts.sampler_threads = -1; /* the default: the threads, fewer if --mem needs it */
-    ro.args = args;
-    ro.nargs = nargs;
-    ro.mem_bytes = mem_bytes;
-    ro.threads = threads;
+    ro.args = so->args;
+    ro.nargs = so->nargs;
+    ro.mem_bytes = so->mem_bytes;
+    ro.threads = so->threads;
+    ro.verify = so->verify;
+    ro.verify_reads = so->verify_reads;
     if ((rc = tg_run_open_opts(r, &ro)) < 0) return rc;
     if ((rc = tg_ckpt_check_dataset(info, r->ds, path)) < 0) goto err;
     /* the run evaluates with the sampler it trained with ("": node-wise) */
@@ -81,9 +92,17 @@ int tg_eval(const char *dataset, const char *rundir, tg_file_id_t split, const t
     tg_ckpt_info_t info;
     char path[4096];
     int threads = o && o->threads > 0 ? o->threads : 1;
-    int rc = open_saved(dataset, rundir, o ? o->which_last : 0, o ? o->strategy : NULL,
-                        o ? o->strategy_args : NULL, o ? o->num_strategy_args : 0,
-                        o ? o->mem_bytes : 0, threads, &r, &m, &info, path, sizeof path);
+    saved_opts_t so = {.threads = threads};
+    if (o) {
+        so.which_last = o->which_last;
+        so.strategy = o->strategy;
+        so.args = o->strategy_args;
+        so.nargs = o->num_strategy_args;
+        so.mem_bytes = o->mem_bytes;
+        so.verify = o->verify;
+        so.verify_reads = o->verify_reads;
+    }
+    int rc = open_saved(dataset, rundir, &so, &r, &m, &info, path, sizeof path);
     if (rc < 0) return rc;
     int want[3] = {0, 0, 0};
     want[tg_split_index(split)] = 1;
@@ -199,9 +218,15 @@ int tg_infer(const char *dataset, const char *rundir, const char *out_path,
         if (rc < 0) return rc;
         strategy = si->info.name;
     }
-    if ((rc = open_saved(dataset, rundir, o->which_last, strategy, o->strategy_args,
-                         o->num_strategy_args, o->mem_bytes, threads, &r, &m, &info, ckpath,
-                         sizeof ckpath)) < 0)
+    saved_opts_t so = {.which_last = o->which_last,
+                       .strategy = strategy,
+                       .args = o->strategy_args,
+                       .nargs = o->num_strategy_args,
+                       .mem_bytes = o->mem_bytes,
+                       .threads = threads,
+                       .verify = o->verify,
+                       .verify_reads = o->verify_reads};
+    if ((rc = open_saved(dataset, rundir, &so, &r, &m, &info, ckpath, sizeof ckpath)) < 0)
         return rc;
     const tg_model_config_t *cfg = tg_model_config(m);
     infer_ctx_t c;
