@@ -94,6 +94,8 @@ printf '\120' | seed fuzz_ogb gzip-split-s1
 printf '\200\000%b\000%b' '0.5,1,2\n3,4,5\n6,7,8\n9,10,11\n' '0,1\n1,0\n0,0\n1,1\n' |
     seed fuzz_ogb multi-label-threads
 printf '\000\000\000\000\000\000\001' | seed fuzz_ogb no-train-file
+# the input of c0e4543's timeout (a 1.7 G num-node-list count over a 4-row tree), kept as a regression
+printf '\000\0000.1=\254\221,2\0123,4,5\0126@,\007\000\0001666666667\000\000\000\000,\000\376\000\000\000' | seed fuzz_ogb regress-c0e4543-huge-node-count
 
 # ---- fuzz_rank: byte 0 = fix-ups, then an edit program over the rank file
 printf '\000' | seed fuzz_rank valid
