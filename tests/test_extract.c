@@ -799,6 +799,59 @@ TG_TEST(static_tier)
     free(path);
 }
 
+/* A tier over rows the caller holds (hier's static cache for evaluation): rows in the caller's
+ * order, found by node; only the table is charged; a repeated or out-of-range node refused. */
+TG_TEST(borrowed_tier)
+{
+    uint64_t sizes[2] = {100, 1500}; /* a hash, then the direct table (as static_tier) */
+    for (int k = 0; k < 2; k++) {
+        uint64_t n = sizes[k];
+        uint64_t *nodes = malloc(n * sizeof *nodes);
+        uint32_t *rows = malloc(n * 2 * sizeof *rows);
+        for (uint64_t i = 0; i < n; i++) {
+            nodes[i] = (i * 1999 + 7) % N; /* scattered, distinct, in no order */
+            rows[2 * i] = (uint32_t)nodes[i], rows[2 * i + 1] = ~(uint32_t)nodes[i];
+        }
+        tg_budget_t b;
+        tg_budget_init(&b, 0);
+        tg_tier_t *t = NULL;
+        TG_CHECK_OK(tg_tier_borrow_create(&t, "lent", rows, 8, nodes, n, N, &b));
+        if (t) {
+            TG_CHECK(!strcmp(t->name, "lent") && tg_tier_static_count(t) == n);
+            TG_CHECK_EQ_U64(b.used, tg_tier_static_bytes(N, 2, TG_F32, n) - n * 8);
+            uint64_t held = 0;
+            for (uint64_t v = 0; v < N; v++) {
+                const uint32_t *row = tg_tier_find(t, v);
+                if (!row) continue;
+                held++;
+                if (row[0] != v || row[1] != ~(uint32_t)v) {
+                    TG_FAIL("node %llu: wrong row", (unsigned long long)v);
+                    break;
+                }
+            }
+            TG_CHECK_EQ_U64(held, n);
+        }
+        tg_tier_destroy(t);
+        TG_CHECK_EQ_U64(b.used, 0); /* the rows are still the caller's */
+        TG_CHECK(rows[2 * (n - 1)] == (uint32_t)nodes[n - 1]);
+        uint64_t last = nodes[n - 1];
+        nodes[n - 1] = nodes[3];
+        TG_CHECK_ERR(tg_tier_borrow_create(&t, "lent", rows, 8, nodes, n, N, &b), "given twice");
+        TG_CHECK(t == NULL && b.used == 0);
+        nodes[n - 1] = N;
+        TG_CHECK_ERR(tg_tier_borrow_create(&t, "lent", rows, 8, nodes, n, N, &b), "out of range");
+        tg_budget_t small;
+        tg_budget_init(&small, 100);
+        nodes[n - 1] = last;
+        TG_CHECK_ERR(tg_tier_borrow_create(&t, "lent", rows, 8, nodes, n, N, &small), "lent");
+        TG_CHECK_EQ_U64(small.used, 0);
+        tg_budget_destroy(&small);
+        tg_budget_destroy(&b);
+        free(nodes);
+        free(rows);
+    }
+}
+
 TG_TEST(rows_f32_in_place)
 {
     enum { D = 37 };
@@ -842,6 +895,7 @@ int main(void)
     TG_RUN(plan_under_tight_budgets);
     TG_RUN(create_within_budget);
     TG_RUN(static_tier);
+    TG_RUN(borrowed_tier);
     int rc = tg_test_done();
     if (rc == 0) tg_rmtree(dir);
     return rc;

@@ -4,7 +4,8 @@
  * part reaches), and for a static node its in-neighbours in the mega-batch - and every row of X
  * is the feature file's; the epoch has the batches epoch_batches says, over every training node
  * once per pass; the degree figures add up; the budget holds and a budget too small for two
- * mega-batches is refused naming --mem. Resume after every batch: test_strategy. */
+ * mega-batches is refused naming --mem; evaluation passes take the static cache's rows too.
+ * Resume after every batch: test_strategy. */
 #include "test_engine_common.h"
 
 #include "engine/engine-impl.h"
@@ -185,6 +186,45 @@ static void train_pass(tg_run_t *r, uint64_t epoch, const char *what, uint64_t p
     free(c.in_m);
 }
 
+static int rows_step(void *ctx, const tg_batch_t *b, const float *X)
+{
+    check_t *c = ctx;
+    int eq = batch_rows_equal(c->ref, b, X, DIM, &c->Xref);
+    if (eq < 0) return eq;
+    c->bad_rows += !eq;
+    c->steps++;
+    return 0;
+}
+
+/* An evaluation pass (the original graph, sampled over the whole of it) after training set the
+ * static cache up: its rows come from that cache where it holds them (tier "hier-static"), the
+ * rest from the feature file, every row the file's. */
+static void eval_pass(tg_run_t *r)
+{
+    static const int64_t f[2] = {5, 5};
+    check_t c = {0};
+    TG_CHECK_OK(tg_store_memory_open(&c.ref, r->ds, &(tg_store_opts_t){0}));
+    tg_pass_t p = {.seeds = r->split[1],
+                   .num_seeds = r->split_n[1],
+                   .batch_size = 32,
+                   .seed = 9,
+                   .num_layers = 2,
+                   .fanouts = f,
+                   .step = rows_step,
+                   .ctx = &c};
+    tg_pass_stats_t st;
+    TG_CHECK_OK(tg_run_pass(r, &p, &st));
+    TG_CHECK(c.steps > 0 && c.bad_rows == 0);
+    TG_CHECK(st.ntiers >= 2 && !strcmp(st.tiers[0].name, "hier-static"));
+    if (st.ntiers >= 2) {
+        fprintf(stderr, "  evaluation: %llu of %llu rows from the static cache\n",
+                (unsigned long long)st.tiers[0].hits, (unsigned long long)st.tiers[0].lookups);
+        TG_CHECK(st.tiers[0].hits > 0 && st.tiers[0].hits < st.tiers[0].lookups);
+    }
+    tg_store_release(c.ref);
+    free(c.Xref);
+}
+
 TG_TEST(megabatch_subgraph_and_rows)
 {
     tg_run_t r;
@@ -195,6 +235,7 @@ TG_TEST(megabatch_subgraph_and_rows)
     expectations();
     train_pass(&r, 0, "one part per mega-batch", 1, 1);
     train_pass(&r, 1, "the next epoch (another shuffle)", 1, 1);
+    eval_pass(&r);
     tg_run_close(&r);
     /* two passes: every training node twice; several parts per mega-batch */
     if (open_run(&r, 0, "3", "2") < 0) {

@@ -222,6 +222,13 @@ uint64_t tg_tier_static_bytes(uint64_t num_nodes, uint32_t feat_dim, tg_feat_dty
  * or the read error with io/'s message (file and offset). */
 int tg_tier_static_create(tg_tier_t **out, const tg_tier_static_opts_t *o, const uint64_t *nodes,
                           uint64_t n, tg_budget_t *budget);
+/* A static tier over rows its creator holds: row i (row_bytes raw bytes at rows + i x
+ * row_bytes) is node nodes[i]; the nodes must be distinct and below num_nodes (-EINVAL naming
+ * one that is not). Only the lookup table (as above) is the tier's, reserved against budget;
+ * the rows must stay unchanged until the tier is destroyed. */
+int tg_tier_borrow_create(tg_tier_t **out, const char *name, const void *rows, size_t row_bytes,
+                          const uint64_t *nodes, uint64_t n, uint64_t num_nodes,
+                          tg_budget_t *budget);
 /* NULL is fine. Returns its bytes to the budget it was created with. */
 void tg_tier_destroy(tg_tier_t *t);
 static inline const void *tg_tier_find(const tg_tier_t *t, uint64_t node)

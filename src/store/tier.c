@@ -1,7 +1,8 @@
 /* The static RAM tier (see "tiers" in tiergnn/extract.h): the raw rows of a fixed node set,
  * read once with large sorted reads through io/ and never changed afterwards, so lookups take
- * no lock. Rows are kept in node order; a node's row index comes from a direct u32[num_nodes]
- * table or an open-addressing hash, whichever costs fewer bytes. */
+ * no lock; or rows its creator already holds (borrowed: only the lookup is the tier's). Rows are
+ * kept in node order; a node's row index comes from a direct u32[num_nodes] table or an
+ * open-addressing hash, whichever costs fewer bytes. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,7 +26,8 @@
 
 typedef struct {
     uint64_t count;      /* distinct nodes held */
-    unsigned char *rows; /* (count, row_bytes), in node order */
+    unsigned char *rows; /* (count, row_bytes), in node order; or the caller's (borrowed) */
+    int borrowed;        /* rows are the caller's: not freed */
     uint32_t *direct;    /* (num_nodes) row index or NO_ROW; or NULL */
     uint64_t *hkey;      /* (mask + 1) node or NO_KEY */
     uint32_t *hrow;      /* (mask + 1) row index */
@@ -81,7 +83,7 @@ static void static_destroy(tg_tier_t *t)
 {
     static_t *s = t->impl;
     if (s) {
-        free(s->rows);
+        if (!s->borrowed) free(s->rows);
         free(s->direct);
         free(s->hkey);
         free(s->hrow);
@@ -190,15 +192,19 @@ static int fill_rows(const tg_tier_static_opts_t *o, static_t *s, const uint64_t
     return rc;
 }
 
+/* Row i holds node ids[i]; ids must be distinct (a repeated one is -EINVAL, naming it). */
 static int build_index(tg_tier_t *t, static_t *s, const uint64_t *ids, uint64_t num_nodes,
                        int direct)
 {
+    uint64_t i = 0;
     if (direct) {
         s->direct = malloc((size_t)num_nodes * sizeof *s->direct + 1);
         if (!s->direct) return tg_err(-ENOMEM, "static tier %s: out of memory", t->name);
         memset(s->direct, 0xff, (size_t)num_nodes * sizeof *s->direct);
-        for (uint64_t i = 0; i < s->count; i++)
+        for (; i < s->count; i++) {
+            if (s->direct[ids[i]] != NO_ROW) goto twice;
             s->direct[ids[i]] = (uint32_t)i;
+        }
         return 0;
     }
     uint64_t cap = hash_cap(s->count);
@@ -207,14 +213,19 @@ static int build_index(tg_tier_t *t, static_t *s, const uint64_t *ids, uint64_t 
     s->hrow = malloc((size_t)cap * sizeof *s->hrow);
     if (!s->hkey || !s->hrow) return tg_err(-ENOMEM, "static tier %s: out of memory", t->name);
     memset(s->hkey, 0xff, (size_t)cap * sizeof *s->hkey);
-    for (uint64_t i = 0; i < s->count; i++) {
+    for (; i < s->count; i++) {
         uint64_t h = hash_slot(ids[i], s->mask);
-        while (s->hkey[h] != NO_KEY)
+        while (s->hkey[h] != NO_KEY) {
+            if (s->hkey[h] == ids[i]) goto twice;
             h = (h + 1) & s->mask;
+        }
         s->hkey[h] = ids[i];
         s->hrow[h] = (uint32_t)i;
     }
     return 0;
+twice:
+    return tg_err(-EINVAL, "static tier %s: node %llu is given twice", t->name,
+                  (unsigned long long)ids[i]);
 }
 
 int tg_tier_static_create(tg_tier_t **out, const tg_tier_static_opts_t *o, const uint64_t *nodes,
@@ -271,6 +282,47 @@ int tg_tier_static_create(tg_tier_t **out, const tg_tier_static_opts_t *o, const
     return 0;
 err:
     free(ids);
+    static_destroy(t);
+    return rc;
+}
+
+int tg_tier_borrow_create(tg_tier_t **out, const char *name, const void *rows, size_t row_bytes,
+                          const uint64_t *nodes, uint64_t n, uint64_t num_nodes,
+                          tg_budget_t *budget)
+{
+    *out = NULL;
+    if (!name) name = "borrowed";
+    if (row_bytes == 0 || n >= NO_ROW || (n && !rows))
+        return tg_err(-EINVAL, "static tier %s: needs rows, a row width and < 2^32 rows", name);
+    for (uint64_t i = 0; i < n; i++)
+        if (nodes[i] >= num_nodes)
+            return tg_err(-EINVAL, "static tier %s: node %llu out of range (%llu nodes)", name,
+                          (unsigned long long)nodes[i], (unsigned long long)num_nodes);
+    tg_tier_t *t = calloc(1, sizeof *t);
+    static_t *s = calloc(1, sizeof *s);
+    if (!t || !s) {
+        free(t);
+        free(s);
+        return tg_err(-ENOMEM, "static tier %s: out of memory", name);
+    }
+    t->iface = &static_iface;
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->row_bytes = row_bytes;
+    t->impl = s;
+    s->borrowed = 1;
+    s->rows = (unsigned char *)(uintptr_t)rows; /* never written through */
+    s->count = n;
+    int direct, rc = 0;
+    uint64_t bytes = table_bytes(num_nodes, n, &direct);
+    char what[64];
+    snprintf(what, sizeof what, "static tier %s", name);
+    if (budget && (rc = tg_budget_reserve(budget, bytes, what)) < 0) goto err;
+    t->mem_bytes = bytes;
+    s->budget = budget;
+    if ((rc = build_index(t, s, nodes, num_nodes, direct)) < 0) goto err;
+    *out = t;
+    return 0;
+err:
     static_destroy(t);
     return rc;
 }

@@ -113,7 +113,8 @@ struct tg_strategy {
     tg_io_stats_t stats;
     tg_io_file_t *feat;
     tg_adj_t *disk;
-    tg_extract_t *ex; /* evaluation passes */
+    tg_extract_t *ex;     /* evaluation passes */
+    tg_tier_t *eval_tier; /* their first tier: the static cache's rows, by original id */
     char params[256];
     tg_part_t *part;
     uint32_t P;
@@ -326,6 +327,8 @@ static void teardown(tg_strategy_t *s)
     megas_release(s);
     tg_extract_destroy(s->ex);
     s->ex = NULL;
+    tg_tier_destroy(s->eval_tier); /* after the extraction that asks it, before s_feat */
+    s->eval_tier = NULL;
     free(s->train_new), free(s->tp), free(s->s_new), free(s->s_old), free(s->s_ip);
     free(s->s_lists), free(s->s_feat), free(s->s_rank), free(s->s_local), free(s->s_cur);
     free(s->ps_off), free(s->pspairs), free(s->s_join), free(s->s_jrank);
@@ -511,7 +514,8 @@ static void megas_release(tg_strategy_t *s)
     s->mega_held = 0;
 }
 
-/* Evaluation passes: the smallest extraction plan over the original feature file. */
+/* Evaluation passes: the smallest extraction plan over the original feature file, with the
+ * static cache's rows (once loaded) as a RAM tier before it. */
 static int setup_eval(tg_strategy_t *s)
 {
     if (s->ex) return 0;
@@ -528,7 +532,9 @@ static int setup_eval(tg_strategy_t *s)
                             .budget = &r->budget,
                             .stats = &s->stats,
                             .who = "hier",
-                            .rowcrc = r->rowcrc};
+                            .rowcrc = r->rowcrc,
+                            .tiers = &s->eval_tier,
+                            .ntiers = s->eval_tier ? 1 : 0};
     if ((rc = tg_extract_create(&s->ex, &eo)) < 0) return tg_err_prefix(rc, "hier");
     return 0;
 }
@@ -749,8 +755,7 @@ static int setup_fixed(tg_strategy_t *s)
     tg_budget_t *bg = &r->budget;
     tg_part_t *p = s->part;
     uint32_t P = s->P;
-    int rc;
-    if ((rc = setup_eval(s)) < 0) return rc;
+    int rc = 0;
     s->ntrain = r->split_n[0];
     uint64_t S = c->static_ratio > 0 ? (uint64_t)((double)s->N * c->static_ratio + 0.5) : 0;
     S = TG_MIN(S, s->N);
@@ -871,7 +876,16 @@ static int setup_fixed(tg_strategy_t *s)
         /* the lists: the static-to-static half in RAM, the rest by part on disk */
         if ((rc = each_static_list(s, NULL, keep_static, NULL)) < 0) return rc;
         if ((rc = open_pstat(s)) < 0) return rc;
+        /* evaluation passes sample the whole graph: the static rows, the most often sampled
+         * (highest degree), come from RAM there too (an extraction made before, for an
+         * evaluation first, has no tier: made again) */
+        if ((rc = tg_tier_borrow_create(&s->eval_tier, "hier-static", s->s_feat, s->row, s->s_old,
+                                        S, s->N, bg)) < 0)
+            return tg_err_prefix(rc, "hier");
+        tg_extract_destroy(s->ex);
+        s->ex = NULL;
     }
+    if ((rc = setup_eval(s)) < 0) return rc;
     s->fixed_ready = 1;
     return 0;
 }
