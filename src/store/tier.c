@@ -228,6 +228,30 @@ twice:
                   (unsigned long long)ids[i]);
 }
 
+/* A tier with no rows or table yet, after the nodes are checked to be below num_nodes. */
+static int tier_new(tg_tier_t **out, const char *name, size_t row_bytes, const uint64_t *nodes,
+                    uint64_t n, uint64_t num_nodes)
+{
+    *out = NULL;
+    for (uint64_t i = 0; i < n; i++)
+        if (nodes[i] >= num_nodes)
+            return tg_err(-EINVAL, "static tier %s: node %llu out of range (%llu nodes)", name,
+                          (unsigned long long)nodes[i], (unsigned long long)num_nodes);
+    tg_tier_t *t = calloc(1, sizeof *t);
+    static_t *s = calloc(1, sizeof *s);
+    if (!t || !s) {
+        free(t);
+        free(s);
+        return tg_err(-ENOMEM, "static tier %s: out of memory", name);
+    }
+    t->iface = &static_iface;
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->row_bytes = row_bytes;
+    t->impl = s;
+    *out = t;
+    return 0;
+}
+
 int tg_tier_static_create(tg_tier_t **out, const tg_tier_static_opts_t *o, const uint64_t *nodes,
                           uint64_t n, tg_budget_t *budget)
 {
@@ -236,25 +260,16 @@ int tg_tier_static_create(tg_tier_t **out, const tg_tier_static_opts_t *o, const
     if (!o->feat || o->feat_dim == 0 || n >= NO_ROW)
         return tg_err(-EINVAL, "static tier %s: needs a feature file, a width and < 2^32 rows",
                       name);
-    for (uint64_t i = 0; i < n; i++)
-        if (nodes[i] >= o->num_nodes)
-            return tg_err(-EINVAL, "static tier %s: node %llu out of range (%llu nodes)", name,
-                          (unsigned long long)nodes[i], (unsigned long long)o->num_nodes);
     size_t row = (size_t)o->feat_dim * tg_feat_dtype_size(o->dtype);
+    tg_tier_t *t;
+    int rc = tier_new(&t, name, row, nodes, n, o->num_nodes);
+    if (rc < 0) return rc;
+    static_t *s = t->impl;
     uint64_t *ids = malloc((size_t)n * sizeof *ids + 1);
-    tg_tier_t *t = calloc(1, sizeof *t);
-    static_t *s = calloc(1, sizeof *s);
-    int rc = 0;
-    if (!ids || !t || !s) {
-        free(ids);
-        free(t);
-        free(s);
+    if (!ids) {
+        static_destroy(t);
         return tg_err(-ENOMEM, "static tier %s: out of memory", name);
     }
-    t->iface = &static_iface;
-    snprintf(t->name, sizeof t->name, "%s", name);
-    t->row_bytes = row;
-    t->impl = s;
     if (n) memcpy(ids, nodes, (size_t)n * sizeof *ids);
     qsort(ids, (size_t)n, sizeof *ids, cmp_u64);
     for (uint64_t i = 0; i < n; i++)
@@ -294,25 +309,14 @@ int tg_tier_borrow_create(tg_tier_t **out, const char *name, const void *rows, s
     if (!name) name = "borrowed";
     if (row_bytes == 0 || n >= NO_ROW || (n && !rows))
         return tg_err(-EINVAL, "static tier %s: needs rows, a row width and < 2^32 rows", name);
-    for (uint64_t i = 0; i < n; i++)
-        if (nodes[i] >= num_nodes)
-            return tg_err(-EINVAL, "static tier %s: node %llu out of range (%llu nodes)", name,
-                          (unsigned long long)nodes[i], (unsigned long long)num_nodes);
-    tg_tier_t *t = calloc(1, sizeof *t);
-    static_t *s = calloc(1, sizeof *s);
-    if (!t || !s) {
-        free(t);
-        free(s);
-        return tg_err(-ENOMEM, "static tier %s: out of memory", name);
-    }
-    t->iface = &static_iface;
-    snprintf(t->name, sizeof t->name, "%s", name);
-    t->row_bytes = row_bytes;
-    t->impl = s;
+    tg_tier_t *t;
+    int rc = tier_new(&t, name, row_bytes, nodes, n, num_nodes);
+    if (rc < 0) return rc;
+    static_t *s = t->impl;
     s->borrowed = 1;
     s->rows = (unsigned char *)(uintptr_t)rows; /* never written through */
     s->count = n;
-    int direct, rc = 0;
+    int direct;
     uint64_t bytes = table_bytes(num_nodes, n, &direct);
     char what[64];
     snprintf(what, sizeof what, "static tier %s", name);
