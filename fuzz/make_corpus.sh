@@ -119,6 +119,8 @@ printf '\010\003\001\002\005\000\000\000\000\000\000\000' | seed fuzz_part parta
 printf '\011\005\000\020' | seed fuzz_part partadj-truncated-crc-fixed
 printf '\014' | seed fuzz_part partstat-valid
 printf '\015\000\010\020\003' | seed fuzz_part partstat-pair-bit-crc-forged
+# the crash of session 17: a control byte in a part file's header params, the header CRC forged
+printf '3..\000\003\003\001U\001\012' | seed fuzz_part regress-header-params-newline
 
 # ---- fuzz_outdeg: byte 0 = fix-ups, verify, k of the top; then an edit program over the counts
 printf '\000' | seed fuzz_outdeg valid-top1

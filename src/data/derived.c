@@ -145,6 +145,17 @@ static int hdr_decode(const unsigned char *b, hdr_t *h, char *why, size_t wl)
     memcpy(h->kind, b + OFF_KIND, TG_DERIVED_KIND_MAX + 1);
     memcpy(h->params, b + OFF_PARAMS, pl);
     h->params[pl] = 0;
+    /* the writer takes printable kinds and params only (tg_derived_create): other bytes (a
+     * header rewritten with its CRC) make the file another's, and stay out of messages */
+    size_t kl = strlen(h->kind);
+    for (size_t i = 0; i < kl + pl; i++) {
+        unsigned char c = i < kl ? (unsigned char)h->kind[i] : b[OFF_PARAMS + i - kl];
+        if (c < 0x20 || c > 0x7e) {
+            snprintf(why, wl, "header fields out of range (byte 0x%02x in its %s)", c,
+                     i < kl ? "kind" : "params");
+            return -ESTALE;
+        }
+    }
     return 0;
 }
 
