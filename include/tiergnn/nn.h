@@ -177,7 +177,11 @@ typedef struct tg_optim {
     float *v;   /* (n) Adam second moment; NULL for SGD */
 } tg_optim_t;
 
-/* Allocates zeroed state for n parameters. tg_optim_destroy frees it (safe on a zeroed struct). */
+/* 0 when cfg's values are an optimiser's (a known type, lr and weight decay finite and >= 0,
+ * Adam's betas in [0, 1) and eps > 0, SGD's momentum in [0, 1)), else -EINVAL naming the field. */
+int tg_optim_config_check(const tg_optim_config_t *cfg);
+/* Allocates zeroed state for n parameters (cfg checked as above). tg_optim_destroy frees it (safe
+ * on a zeroed struct). */
 int tg_optim_init(tg_optim_t *o, const tg_optim_config_t *cfg, size_t n);
 void tg_optim_destroy(tg_optim_t *o);
 /* One update p -= ... from gradient g (both (n)); g is not modified. Elementwise, so the pool

@@ -35,9 +35,8 @@ int tg_optim_type_parse(const char *s, tg_optim_type_t *out)
     return 0;
 }
 
-int tg_optim_init(tg_optim_t *o, const tg_optim_config_t *cfg, size_t n)
+int tg_optim_config_check(const tg_optim_config_t *cfg)
 {
-    memset(o, 0, sizeof *o);
     if (cfg->type != TG_OPTIM_ADAM && cfg->type != TG_OPTIM_SGD)
         return tg_err(-EINVAL, "optimiser: unknown type %d", (int)cfg->type);
     if (!(cfg->lr >= 0.0f) || !isfinite(cfg->lr))
@@ -57,6 +56,14 @@ int tg_optim_init(tg_optim_t *o, const tg_optim_config_t *cfg, size_t n)
         return tg_err(-EINVAL, "optimiser: SGD momentum %g must be in [0, 1)",
                       (double)cfg->momentum);
     }
+    return 0;
+}
+
+int tg_optim_init(tg_optim_t *o, const tg_optim_config_t *cfg, size_t n)
+{
+    memset(o, 0, sizeof *o);
+    int rc = tg_optim_config_check(cfg);
+    if (rc < 0) return rc;
     o->cfg = *cfg;
     o->n = n;
     size_t bytes = (n ? n : 1) * sizeof(float);
