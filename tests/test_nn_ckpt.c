@@ -175,13 +175,14 @@ TG_TEST(another_model_is_named)
 }
 
 /* Optimiser values no optimiser takes (fuzz_ckpt, session 18: a NaN weight decay behind a good
- * CRC) are refused by every loader, also the one --resume uses (into the run's own model, whose
- * optimiser is not built from the header); the model is left as it was. */
+ * CRC), and an unknown optimiser type, are refused by every loader, also the one --resume uses
+ * (into the run's own model, whose optimiser is not built from the header); the model is left as it
+ * was. */
 TG_TEST(bad_optimiser_values)
 {
     tg_model_config_t c = cfg_of(TG_MODEL_GIN);
     const float bad[] = {NAN, -1.0f, INFINITY};
-    for (int k = 0; k < 6; k++) {
+    for (int k = 0; k < 7; k++) {
         tg_model_t *a, *into, *out = NULL;
         TG_CHECK_OK(tg_model_create(&a, &c, 1));
         tg_optim_config_t oc;
@@ -197,9 +198,12 @@ TG_TEST(bad_optimiser_values)
         } else if (k == 4) {
             a->opt.cfg.beta2 = 1.0f;
             want = "x.ckpt: corrupt checkpoint header: optimiser: Adam betas";
-        } else {
+        } else if (k == 5) {
             a->opt.cfg.eps = 0.0f;
             want = "x.ckpt: corrupt checkpoint header: optimiser: Adam eps";
+        } else {
+            a->opt.cfg.type = (tg_optim_type_t)7;
+            want = "x.ckpt: corrupt checkpoint header: optimiser: unknown type 7";
         }
         FILE *f = tmpfile();
         TG_CHECK_OK(tg_model_save(a, f, "x.ckpt"));

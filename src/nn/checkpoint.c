@@ -176,11 +176,11 @@ static int decode_header(ck_header_t *h, unsigned char *buf, uint32_t ver, const
     if (k->input_dropout < 0.0f) /* written resolved: negative is no model's rate */
         return tg_err(-EINVAL, "%s: corrupt checkpoint header (input dropout %g)", name,
                       (double)k->input_dropout);
-    if (h->has_m > 1 || h->has_v > 1 || (o->type != TG_OPTIM_ADAM && o->type != TG_OPTIM_SGD))
+    if (h->has_m > 1 || h->has_v > 1)
         return tg_err(-EINVAL, "%s: corrupt checkpoint header (optimiser fields)", name);
-    /* Here, not only where a model is created from the header: --resume loads into the run's
-     * own model, and a value no optimiser takes (a NaN weight decay) passed there, to a file
-     * that eval then refused. */
+    /* The optimiser's type and values, here and not only where a model is created from the
+     * header: --resume loads into the run's own model, and a value no optimiser takes (a NaN
+     * weight decay) passed there, to a file that eval then refused. */
     if ((rc = tg_optim_config_check(o)) < 0)
         return tg_err_prefix(rc, "%s: corrupt checkpoint header", name);
     if (h->nparams > ((uint64_t)1 << 40))
