@@ -4,7 +4,9 @@
 #   make fuzz   builds the libFuzzer targets (clang) and runs each for FUZZ_TIME seconds
 #   make faults runs the fault and kill matrix over every strategy (docs/RELIABILITY.md)
 #   make soak   trains for an hour per strategy under a cgroup, sampling RSS and open fds
-.PHONY: all deps build build-asan demo check test bench fuzz faults soak format clean
+#   make fresh-check  runs `make check` and `make demo` on a fresh Debian 12 chroot without a
+#               cgroup, from a clone of HEAD (tests/fresh/run.sh; root; docs/RELIABILITY.md)
+.PHONY: all deps build build-asan demo check test bench fuzz faults soak fresh-check format clean
 
 DEBIAN_PACKAGES := cmake make gcc clang pkg-config liburing-dev libopenblas-dev zlib1g-dev libmetis-dev
 JOBS ?= $(shell nproc)
@@ -44,6 +46,9 @@ check: build build-asan
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+fresh-check:
+	tests/fresh/run.sh
 
 # The demo trains the same model twice on the same generated graph: in RAM (memory strategy, no
 # limit), then out of core with DiskGNN (diskgnn: the fastest out-of-core strategy on this

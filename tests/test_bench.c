@@ -510,6 +510,7 @@ static void write_fake_train(const char *path)
     tg_test_write_file(
         path,
         "#!/bin/sh\n"
+        "[ \"$1\" = --version ] && { echo 'tiergnn 0.1.0 (a stand-in for the tests)'; exit 0; }\n"
         "case \"$*\" in\n"
         "  *'--strategy bad '*) echo 'loading...' >&2; echo \"tiergnn: unknown strategy 'bad', "
         "expected: memory\" >&2; exit 2 ;;\n"
@@ -653,13 +654,15 @@ TG_TEST(default_strategies)
 }
 
 /* A real run in a cgroup far too small for the process: the kernel's out-of-memory killer ends
- * it, and the bench says so (status, exit 137, the cgroup's limit and peak, the message). */
+ * it, and the bench says so (status, exit 137, the cgroup's limit and peak, the message). Skipped
+ * where membudget cannot set a limit (no cgroup mounted or writable, MEMBUDGET_NO_CGROUP=1): the
+ * run would then train unlimited and prove nothing. */
 TG_TEST(oom_killed_run)
 {
-    char mb[4300];
+    char mb[4300], why[4600];
     snprintf(mb, sizeof mb, "%s/tools/membudget", TG_SHARED_DIR);
-    if (access(mb, X_OK) != 0) {
-        fprintf(stderr, "  skipped: no %s\n", mb);
+    if (!tg_test_cgroup_limit_works(why, sizeof why)) {
+        fprintf(stderr, "  skipped: %s\n", why);
         return;
     }
     char out[4300];
@@ -673,16 +676,14 @@ TG_TEST(oom_killed_run)
     o.epochs = 1;
     o.out_dir = out;
     o.membudget = mb;
+    o.exe = TG_CLI_PATH;
     o.probe_time_s = 0.2;
     o.gemm_time_s = 0.1;
     o.train_args = args;
     o.num_train_args = 4;
     tg_bench_result_t res;
     TG_CHECK_OK(tg_bench(&o, &res));
-    if (!res.cgroup_limited) {
-        fprintf(stderr, "  skipped: membudget cannot set a limit here\n");
-        return;
-    }
+    TG_CHECK(res.cgroup_limited);
     TG_CHECK(res.runs == 1 && res.failed == 1 && res.oom_killed == 1);
     TG_CHECK_EQ_U64(res.cgroup_limit, 1 << 20);
     int n;
@@ -708,6 +709,83 @@ TG_TEST(oom_killed_run)
             NULL);
         free(md);
     }
+}
+
+/* The bench runs only tiergnn: no binary given, a program that answers --version otherwise, one
+ * that does not answer, this test program itself (which would bench itself again), and a bench
+ * started inside such a question are all refused before any run, naming the binary. */
+TG_TEST(refuses_other_binaries)
+{
+    char out[4300], exe[4300], self[4300];
+    snprintf(out, sizeof out, "%s/notcli", g_dir);
+    ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
+    TG_CHECK(sl > 0);
+    self[sl > 0 ? sl : 0] = 0;
+    tg_bench_opts_t o;
+    tg_bench_opts_default(&o);
+    o.dataset = g_ds;
+    o.strategies = "memory";
+    o.mem_bytes = 64 << 20;
+    o.epochs = 1;
+    o.out_dir = out;
+    o.membudget = "none";
+    tg_bench_result_t res;
+    TG_CHECK_ERR(tg_bench(&o, &res), "no tiergnn binary given");
+    snprintf(exe, sizeof exe, "%s/python3.sh", g_dir);
+    tg_test_write_file(exe, "#!/bin/sh\necho 'Python 3.11.2'\n");
+    chmod(exe, 0755);
+    o.exe = exe;
+    TG_CHECK_ERR(tg_bench(&o, &res), "printed 'Python 3.11.2' and exited with status 0");
+    /* this program: the constructor of tests/support stops the copy at once (exit 3) */
+    o.exe = self;
+    TG_CHECK_ERR(tg_bench(&o, &res), "is not a tiergnn binary");
+    o.exe = "/nonexistent/tiergnn";
+    TG_CHECK_ERR(tg_bench(&o, &res), "/nonexistent/tiergnn is not an executable file");
+    /* a bench inside the version question refuses, so the question never nests */
+    setenv("TIERGNN_BENCH_VERSION_PROBE", "1", 1);
+    o.exe = TG_CLI_PATH;
+    TG_CHECK_ERR(tg_bench(&o, &res), "TIERGNN_BENCH_VERSION_PROBE is set");
+    unsetenv("TIERGNN_BENCH_VERSION_PROBE");
+    /* nothing ran: no run folder */
+    char p[4400];
+    snprintf(p, sizeof p, "%s/memory", out);
+    TG_CHECK(access(p, F_OK) != 0);
+    /* a binary that never answers is killed with what it started (it costs 5 s) */
+    {
+        char pidf[4400];
+        snprintf(exe, sizeof exe, "%s/hangs.sh", g_dir);
+        snprintf(pidf, sizeof pidf, "%s/hangs.pid", g_dir);
+        char script[9000];
+        snprintf(script, sizeof script, "#!/bin/sh\nsleep 600 &\necho $! > '%s'\nwait\n", pidf);
+        tg_test_write_file(exe, script);
+        chmod(exe, 0755);
+        o.exe = exe;
+        double t0 = tg_now();
+        TG_CHECK_ERR(tg_bench(&o, &res), "did not answer within 5 s (killed)");
+        TG_CHECK(tg_now() - t0 < 30);
+        char *pid = tg_test_read_all(pidf, NULL);
+        if (pid) {
+            /* gone, or a zombie waiting for init: not running */
+            char stat_path[128], *st = NULL;
+            snprintf(stat_path, sizeof stat_path, "/proc/%d/stat", atoi(pid));
+            size_t n = 0;
+            usleep(100000);
+            if (tg_read_file(stat_path, &st, &n) == 0) {
+                const char *rp = strrchr(st, ')');
+                if (rp && rp[1] == ' ' && rp[2] != 'Z')
+                    TG_FAIL("the hanging binary's child %d is still running", atoi(pid));
+            }
+            free(st);
+        }
+        free(pid);
+    }
+    /* the real one is taken */
+    o.exe = TG_CLI_PATH;
+    o.model.hidden = 8;
+    o.probe_time_s = 0.2;
+    o.gemm_time_s = 0.1;
+    TG_CHECK_OK(tg_bench(&o, &res));
+    TG_CHECK(res.runs == 1 && res.failed == 0);
 }
 
 /* The Belady count over a footprint's trace at a few cache sizes. */
@@ -863,6 +941,7 @@ int main(void)
     TG_RUN(item_options);
     TG_RUN(aggregation_and_signals);
     TG_RUN(oom_killed_run);
+    TG_RUN(refuses_other_binaries);
     TG_RUN(footprint);
     int rc = tg_test_done();
     if (!rc) tg_rmtree(g_dir);

@@ -95,6 +95,7 @@ static int run_self(const char *core, char *out, size_t cap)
         dup2(p[1], 2);
         close(p[0]);
         setenv("OPENBLAS_CORETYPE", core, 1);
+        setenv("TG_TEST_REEXEC", "1", 1); /* this program again, on purpose */
         execl("/proc/self/exe", "test_blas", "--probe", (char *)NULL);
         _exit(127);
     }

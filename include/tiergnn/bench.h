@@ -124,7 +124,9 @@ typedef struct tg_bench_opts {
     uint64_t epochs;     /* >= 1 */
     const char *out_dir; /* RUNDIR; RUNDIR/<strategy> must not exist unless overwrite */
     int overwrite;       /* remove existing RUNDIR/<strategy> folders first */
-    const char *exe;     /* the tiergnn binary; NULL = /proc/self/exe */
+    /* The tiergnn binary every run starts (required; the CLI gives its own path). It must answer
+     * `--version` with "tiergnn VERSION": a program embedding the library never runs itself. */
+    const char *exe;
     /* ../shared/tools/membudget: a path; NULL = look for it (docs/BENCH.md says where);
      * "none" = run without a cgroup limit */
     const char *membudget;

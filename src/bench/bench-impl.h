@@ -39,8 +39,10 @@ int tg_bench_sb_write(tg_bench_sbuf_t *b, const char *path);
  * descendants). */
 int tg_bench_spawn_wait(char *const argv[], const char *out_path, const char *err_path, int *status,
                         struct rusage *ru, double *wall_s);
-/* The running binary's path: the runs use the same build. */
-int tg_bench_self_exe(char *buf, size_t len);
+/* Refuses (a negative code, a message naming exe) unless exe is an executable file that answers
+ * `--version` with "tiergnn VERSION" and status 0 within 5 s; also refuses inside such a
+ * question (spawn.c says why). Scratch files go to scratch_dir and are removed. */
+int tg_bench_check_exe(const char *exe, const char *scratch_dir);
 /* ../shared/tools/membudget relative to the current directory, then relative to exe's directory
  * and up to three of its parents. Returns 1 with the path in buf, 0 when not found. */
 int tg_bench_find_membudget(const char *exe, char *buf, size_t len);

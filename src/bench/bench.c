@@ -371,12 +371,11 @@ int tg_bench(const tg_bench_opts_t *o, tg_bench_result_t *res)
     tg_io_probe_t probe;
     if ((rc = tg_dataset_open(&ds, o->dataset, TG_OPEN_CHECK_SIZES)) < 0) return rc;
     c.ds = ds;
-    if ((rc = tg_mkdir_p(o->out_dir)) < 0 || (rc = prepare_runs(o, &runs, &nruns)) < 0) goto out;
-    /* The binary the runs use: the one running now, unless told otherwise. */
-    if (o->exe)
-        snprintf(c.exe, sizeof c.exe, "%s", o->exe);
-    else if ((rc = tg_bench_self_exe(c.exe, sizeof c.exe)) < 0)
+    /* The binary the runs use: tiergnn, said explicitly, never this process by default. */
+    if ((rc = tg_mkdir_p(o->out_dir)) < 0 || (rc = tg_bench_check_exe(o->exe, o->out_dir)) < 0 ||
+        (rc = prepare_runs(o, &runs, &nruns)) < 0)
         goto out;
+    snprintf(c.exe, sizeof c.exe, "%s", o->exe);
     if ((rc = setup_cgroup(&c, o)) < 0) goto out;
     char t1[32];
     if (c.cg_on) {

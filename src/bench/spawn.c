@@ -1,7 +1,9 @@
 /* The bench's process side: running a command with its output in files, finding and checking
  * membudget, the out-of-memory counter of our cgroup, and dropping the dataset from the page
  * cache so that every run starts cold. */
+#include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,26 +25,44 @@ static int is_file(const char *path)
 
 /* ================================================================ processes */
 
-int tg_bench_spawn_wait(char *const argv[], const char *out_path, const char *err_path, int *status,
-                        struct rusage *ru, double *wall_s)
+/* Starts argv (argv[0] a path) with stdin from /dev/null and stdout / stderr into the files,
+ * with envp; in a process group of its own when own_group (so a timeout can end it and whatever
+ * it started). */
+static int spawn_to_files(char *const argv[], char *const envp[], const char *out_path,
+                          const char *err_path, int own_group, pid_t *pid)
 {
     posix_spawn_file_actions_t fa;
+    posix_spawnattr_t at;
     int rc = posix_spawn_file_actions_init(&fa);
     if (rc) return tg_err(-rc, "posix_spawn_file_actions_init: %s", strerror(rc));
+    if ((rc = posix_spawnattr_init(&at)) != 0) {
+        posix_spawn_file_actions_destroy(&fa);
+        return tg_err(-rc, "posix_spawnattr_init: %s", strerror(rc));
+    }
+    if (own_group && !(rc = posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP)))
+        rc = posix_spawnattr_setpgroup(&at, 0);
     if (!rc) rc = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     if (!rc)
         rc = posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (!rc)
         rc = posix_spawn_file_actions_addopen(&fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (rc) {
-        posix_spawn_file_actions_destroy(&fa);
-        return tg_err(-rc, "preparing to run %s: %s", argv[0], strerror(rc));
+        rc = tg_err(-rc, "preparing to run %s: %s", argv[0], strerror(rc));
+    } else if ((rc = posix_spawn(pid, argv[0], &fa, &at, argv, envp)) != 0) {
+        rc = tg_err(-rc, "cannot run %s: %s", argv[0], strerror(rc));
     }
+    posix_spawnattr_destroy(&at);
+    posix_spawn_file_actions_destroy(&fa);
+    return rc;
+}
+
+int tg_bench_spawn_wait(char *const argv[], const char *out_path, const char *err_path, int *status,
+                        struct rusage *ru, double *wall_s)
+{
     pid_t pid;
     double t0 = tg_now();
-    rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc) return tg_err(-rc, "cannot run %s: %s", argv[0], strerror(rc));
+    int rc = spawn_to_files(argv, environ, out_path, err_path, 0, &pid);
+    if (rc < 0) return rc;
     for (;;) {
         pid_t w = wait4(pid, status, 0, ru);
         if (w == pid) break;
@@ -54,12 +74,89 @@ int tg_bench_spawn_wait(char *const argv[], const char *out_path, const char *er
     return 0;
 }
 
-int tg_bench_self_exe(char *buf, size_t len)
+/* ================================================================ is it tiergnn?
+ *
+ * The bench runs `EXE train ...` once per strategy. A program that embeds the library and hands
+ * its own path as EXE (a test program did) would run itself again, and that copy would bench
+ * again: a fork bomb wherever no cgroup limit stops the first copy. So EXE must answer
+ * `--version` with "tiergnn VERSION" within a few seconds before anything runs, and the program
+ * asked carries TG_BENCH_PROBE_ENV in its environment: a bench started inside it (the way a
+ * program that is not tiergnn would answer) refuses at once, so the question never nests. */
+#define TG_BENCH_PROBE_ENV "TIERGNN_BENCH_VERSION_PROBE"
+#define TG_BENCH_PROBE_TIMEOUT_S 5.0
+
+/* environ plus NAME=1, in a NULL-terminated array the caller frees (the strings are not
+ * copied). */
+static char **env_with(const char *name_eq_1)
 {
-    ssize_t n = readlink("/proc/self/exe", buf, len - 1);
-    if (n < 0) return tg_err(-errno, "cannot read /proc/self/exe: %s", strerror(errno));
-    if ((size_t)n >= len - 1) return tg_err(-ENAMETOOLONG, "/proc/self/exe: path too long");
-    buf[n] = 0;
+    size_t n = 0;
+    while (environ[n])
+        n++;
+    char **env = calloc(n + 2, sizeof *env);
+    if (!env) return NULL;
+    size_t k = 0, nl = strcspn(name_eq_1, "=");
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(environ[i], name_eq_1, nl + 1)) env[k++] = environ[i];
+    env[k++] = (char *)name_eq_1;
+    return env;
+}
+
+/* Waits for pid at most timeout_s; past it kills its process group. 0 with *st, or -ETIMEDOUT. */
+static int wait_timeout(pid_t pid, double timeout_s, int *st)
+{
+    double end = tg_now() + timeout_s;
+    for (;;) {
+        pid_t w = waitpid(pid, st, WNOHANG);
+        if (w == pid) return 0;
+        if (w < 0 && errno != EINTR) return tg_err(-errno, "waitpid: %s", strerror(errno));
+        if (tg_now() >= end) {
+            kill(-pid, SIGKILL);
+            while (waitpid(pid, st, 0) < 0 && errno == EINTR) {
+            }
+            return -ETIMEDOUT;
+        }
+        usleep(5000);
+    }
+}
+
+int tg_bench_check_exe(const char *exe, const char *scratch_dir)
+{
+    if (getenv(TG_BENCH_PROBE_ENV))
+        return tg_err(-EPERM,
+                      "bench: refused: a bench started this process to ask its '--version' (%s "
+                      "is set), so the binary that bench was given is not tiergnn",
+                      TG_BENCH_PROBE_ENV);
+    if (!exe || !*exe)
+        return tg_err(-EINVAL, "bench: no tiergnn binary given to run the strategies (exe)");
+    if (!is_file(exe) || access(exe, X_OK))
+        return tg_err(-ENOENT, "bench: %s is not an executable file (the tiergnn binary)", exe);
+    char out[4200], err[4200];
+    snprintf(out, sizeof out, "%s/.version-check.out", scratch_dir);
+    snprintf(err, sizeof err, "%s/.version-check.err", scratch_dir);
+    char **env = env_with(TG_BENCH_PROBE_ENV "=1");
+    if (!env) return tg_err(-ENOMEM, "bench: out of memory");
+    char *argv[] = {(char *)exe, "--version", NULL};
+    pid_t pid;
+    int st = 0, rc = spawn_to_files(argv, env, out, err, 1, &pid);
+    free(env);
+    if (rc < 0) return rc;
+    rc = wait_timeout(pid, TG_BENCH_PROBE_TIMEOUT_S, &st);
+    char line[256];
+    tg_bench_last_line(out, NULL, line, sizeof line);
+    unlink(out);
+    unlink(err);
+    if (rc == -ETIMEDOUT)
+        return tg_err(rc,
+                      "bench: %s is not a tiergnn binary: '--version' did not answer within "
+                      "%.0f s (killed)",
+                      exe, TG_BENCH_PROBE_TIMEOUT_S);
+    if (rc < 0) return rc;
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || strncmp(line, "tiergnn ", 8))
+        return tg_err(-EINVAL,
+                      "bench: %s is not a tiergnn binary: '--version' printed '%s' and %s %d, "
+                      "expected 'tiergnn VERSION' and exit status 0",
+                      exe, line, WIFEXITED(st) ? "exited with status" : "was killed by signal",
+                      WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
     return 0;
 }
 

@@ -1,8 +1,10 @@
 /* tiergnn bench: flag parsing; the bench itself is tg_bench (src/bench/). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "tiergnn/bench.h"
@@ -165,6 +167,18 @@ int tg_cmd_bench(int argc, char **argv)
         targs[nt++] = argv[i];
     o.train_args = targs;
     o.num_train_args = nt;
+
+    /* the runs are this binary: tiergnn itself */
+    char self[4096];
+    ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (sl <= 0 || sl >= (ssize_t)sizeof self - 1) {
+        tg_err(sl < 0 ? -errno : -ENAMETOOLONG, "bench: cannot read /proc/self/exe: %s",
+               sl < 0 ? strerror(errno) : "path too long");
+        free(targs);
+        return tg_cli_fail();
+    }
+    self[sl] = 0;
+    o.exe = self;
 
     tg_bench_result_t res;
     int rc = tg_bench(&o, &res);

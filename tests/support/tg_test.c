@@ -19,8 +19,73 @@ const char *tg_test_current = "";
  * size the reads of their real runs. */
 __attribute__((constructor)) static void tg_test_init(void)
 {
+    tg_test_not_own_descendant();
     tg_test_blas_gate();
     setenv("XDG_CACHE_HOME", TG_TEST_TMP "/xdg-cache", 1);
+}
+
+/* Our parent's pid from /proc/PID/stat ("pid (comm) state ppid ..."; comm may hold spaces and
+ * parentheses, so the fields are read after the last ')'). 0 when it cannot be read. */
+static pid_t parent_of(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *rp = strrchr(buf, ')');
+    int ppid = 0;
+    if (!rp || sscanf(rp + 1, " %*c %d", &ppid) != 1) return 0;
+    return (pid_t)ppid;
+}
+
+void tg_test_not_own_descendant(void)
+{
+    struct stat self, st;
+    if (getenv("TG_TEST_REEXEC") || stat("/proc/self/exe", &self) != 0) return;
+    pid_t p = getppid();
+    for (int depth = 0; p > 1 && depth < 64; depth++, p = parent_of(p)) {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d/exe", (int)p);
+        if (stat(path, &st) == 0 && st.st_dev == self.st_dev && st.st_ino == self.st_ino) {
+            fprintf(stderr,
+                    "test program refused to start: process %d above it is this same program "
+                    "(a test ran a test program as a child, e.g. as bench's tiergnn binary; "
+                    "only TG_CLI_PATH or a script may be run)\n",
+                    (int)p);
+            _exit(3);
+        }
+    }
+}
+
+int tg_test_cgroup_limit_works(char *why, size_t len)
+{
+    char mb[4200], cmd[4400], line[512] = "";
+    const char *shared = getenv("TG_SHARED_DIR");
+    snprintf(mb, sizeof mb, "%s/tools/membudget", shared ? shared : TG_SHARED_DIR);
+    if (access(mb, X_OK) != 0) {
+        snprintf(why, len, "no %s", mb);
+        return 0;
+    }
+    snprintf(cmd, sizeof cmd, "'%s' 64M -- true 2>&1", mb);
+    FILE *p = popen(cmd, "r");
+    if (!p) {
+        snprintf(why, len, "cannot run %s", mb);
+        return 0;
+    }
+    int ok = 0;
+    while (fgets(line, sizeof line, p))
+        if (!strncmp(line, "membudget: limit=", 17)) ok = 1;
+    int st = pclose(p);
+    line[strcspn(line, "\n")] = 0;
+    if (!ok || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        snprintf(why, len, "%s cannot set a cgroup memory limit here: %s", mb,
+                 line[0] ? line : "no message");
+        return 0;
+    }
+    return 1;
 }
 
 int tg_test_done(void)

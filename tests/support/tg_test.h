@@ -94,6 +94,14 @@ int tg_test_same_file(const char *a, const char *b);
 /* Entries of dir other than "." and "..", -1 if it cannot be opened; with verbose, each is
  * printed as "left behind: dir/name". */
 int tg_test_count_entries(const char *dir, int verbose);
+/* Runs before every test's main (the constructor in tg_test.c): exits 3 with a message when a
+ * process above this one is this same test program, so a test that runs a test program as a
+ * child (the fork bomb a bench of /proc/self/exe made) fails at once instead of multiplying. A
+ * deliberate re-exec sets TG_TEST_REEXEC=1 in the child's environment. */
+void tg_test_not_own_descendant(void);
+/* Whether ../shared/tools/membudget (TG_SHARED_DIR) can set a cgroup memory limit here: 1, or 0
+ * with why (no membudget, no writable cgroup, MEMBUDGET_NO_CGROUP=1) for the test's skip line. */
+int tg_test_cgroup_limit_works(char *why, size_t len);
 /* Writes a small text file (creating it). */
 void tg_test_write_file(const char *path, const char *text);
 /* Writes a gzip-compressed text file. */
