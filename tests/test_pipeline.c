@@ -22,7 +22,7 @@ typedef struct {
     int groups, max_group, more_limit;
 } src_t;
 
-static int s_next(void *ctx, tg_pipe_t *P, tg_loader_item_t **out)
+static int s_next(void *ctx, tg_pipe_t *P, tg_sloader_item_t **out)
 {
     src_t *s = ctx;
     *out = NULL;
@@ -37,7 +37,7 @@ static int s_next(void *ctx, tg_pipe_t *P, tg_loader_item_t **out)
     if (s->next >= s->count) return 0;
     if ((int)s->next == s->fail_at)
         return tg_err(-EIO, "test source: batch %llu is unreadable", (unsigned long long)s->next);
-    tg_loader_item_t *it = calloc(1, sizeof *it);
+    tg_sloader_item_t *it = calloc(1, sizeof *it);
     if (!it) return -ENOMEM;
     it->batch.id = s->next++;
     it->batch.num_nodes = 3;
@@ -45,7 +45,7 @@ static int s_next(void *ctx, tg_pipe_t *P, tg_loader_item_t **out)
     return 1;
 }
 
-static void s_free(void *ctx, tg_loader_item_t *it)
+static void s_free(void *ctx, tg_sloader_item_t *it)
 {
     (void)ctx;
     free(it);

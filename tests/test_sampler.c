@@ -267,23 +267,23 @@ static uint32_t epoch_digest(tg_adj_t *adj, int threads, uint64_t seed, uint64_t
         order[i] = i;
     tg_sampler_shuffle_epoch(order, n, seed, epoch);
     int64_t fan[2] = {4, 7};
-    tg_loader_opts_t o = {.adj = adj,
-                          .num_layers = 2,
-                          .fanouts = fan,
-                          .seeds = order,
-                          .num_seeds = n,
-                          .batch_size = 13,
-                          .seed = seed,
-                          .epoch = epoch,
-                          .num_threads = threads,
-                          .prefetch = 1};
-    tg_loader_t *ld;
+    tg_sloader_opts_t o = {.adj = adj,
+                           .num_layers = 2,
+                           .fanouts = fan,
+                           .seeds = order,
+                           .num_seeds = n,
+                           .batch_size = 13,
+                           .seed = seed,
+                           .epoch = epoch,
+                           .num_threads = threads,
+                           .prefetch = 1};
+    tg_sloader_t *ld;
     uint32_t crc = 0;
     *nb = 0;
-    TG_CHECK_OK(tg_loader_start(&ld, &o));
-    tg_loader_item_t *it;
+    TG_CHECK_OK(tg_sloader_start(&ld, &o));
+    tg_sloader_item_t *it;
     int rc;
-    while ((rc = tg_loader_next(ld, &it)) > 0) {
+    while ((rc = tg_sloader_next(ld, &it)) > 0) {
         tg_batch_t *b = &it->batch;
         TG_CHECK_EQ_U64(b->id, *nb);
         (*nb)++;
@@ -292,10 +292,10 @@ static uint32_t epoch_digest(tg_adj_t *adj, int threads, uint64_t seed, uint64_t
             crc = tg_crc32(crc, b->blocks[l].indptr, (b->blocks[l].num_dst + 1) * sizeof(uint64_t));
             crc = tg_crc32(crc, b->blocks[l].indices, b->blocks[l].num_edges * sizeof(uint32_t));
         }
-        tg_loader_item_free(ld, it);
+        tg_sloader_item_free(ld, it);
     }
     TG_CHECK(rc == 0);
-    tg_loader_stop(ld);
+    tg_sloader_stop(ld);
     free(order);
     return crc;
 }
@@ -326,25 +326,25 @@ TG_TEST(loader_stop_midway)
     for (uint64_t i = 0; i < n; i++)
         order[i] = i;
     int64_t fan[2] = {3, 3};
-    tg_loader_opts_t o = {.adj = adj,
-                          .num_layers = 2,
-                          .fanouts = fan,
-                          .seeds = order,
-                          .num_seeds = n,
-                          .batch_size = 5,
-                          .seed = 1,
-                          .num_threads = 3};
-    tg_loader_t *ld;
-    TG_CHECK_OK(tg_loader_start(&ld, &o));
-    tg_loader_item_t *it;
-    TG_CHECK(tg_loader_next(ld, &it) == 1);
-    tg_loader_item_free(ld, it);
-    tg_loader_stop(ld);
+    tg_sloader_opts_t o = {.adj = adj,
+                           .num_layers = 2,
+                           .fanouts = fan,
+                           .seeds = order,
+                           .num_seeds = n,
+                           .batch_size = 5,
+                           .seed = 1,
+                           .num_threads = 3};
+    tg_sloader_t *ld;
+    TG_CHECK_OK(tg_sloader_start(&ld, &o));
+    tg_sloader_item_t *it;
+    TG_CHECK(tg_sloader_next(ld, &it) == 1);
+    tg_sloader_item_free(ld, it);
+    tg_sloader_stop(ld);
     free(order);
     tg_adj_destroy(adj);
 }
 
-static int failing_hook(void *ctx, tg_loader_item_t *it)
+static int failing_hook(void *ctx, tg_sloader_item_t *it)
 {
     (void)ctx;
     if (it->batch.id == 2) return tg_err(-EIO, "hook failed on purpose");
@@ -392,23 +392,23 @@ TG_TEST(errors)
     TG_CHECK_OK(tg_adj_memory_create(&a3, 2, 2, ok_ip, ok_ix, 0));
     uint64_t many[6] = {0, 1, 0, 1, 0, 1};
     for (int th = 0; th <= 2; th++) {
-        tg_loader_opts_t o = {.adj = a3,
-                              .num_layers = 1,
-                              .fanouts = fan,
-                              .seeds = many,
-                              .num_seeds = 6,
-                              .batch_size = 1,
-                              .num_threads = th,
-                              .hook = failing_hook};
-        tg_loader_t *ld;
-        TG_CHECK_OK(tg_loader_start(&ld, &o));
-        tg_loader_item_t *it;
-        TG_CHECK(tg_loader_next(ld, &it) == 1);
-        tg_loader_item_free(ld, it);
-        TG_CHECK(tg_loader_next(ld, &it) == 1);
-        tg_loader_item_free(ld, it);
-        TG_CHECK_ERR(tg_loader_next(ld, &it), "batch 2: hook failed on purpose");
-        tg_loader_stop(ld);
+        tg_sloader_opts_t o = {.adj = a3,
+                               .num_layers = 1,
+                               .fanouts = fan,
+                               .seeds = many,
+                               .num_seeds = 6,
+                               .batch_size = 1,
+                               .num_threads = th,
+                               .hook = failing_hook};
+        tg_sloader_t *ld;
+        TG_CHECK_OK(tg_sloader_start(&ld, &o));
+        tg_sloader_item_t *it;
+        TG_CHECK(tg_sloader_next(ld, &it) == 1);
+        tg_sloader_item_free(ld, it);
+        TG_CHECK(tg_sloader_next(ld, &it) == 1);
+        tg_sloader_item_free(ld, it);
+        TG_CHECK_ERR(tg_sloader_next(ld, &it), "batch 2: hook failed on purpose");
+        tg_sloader_stop(ld);
     }
     tg_adj_destroy(a3);
     tg_adj_destroy(adj);

@@ -93,7 +93,7 @@ typedef struct {
     uint64_t fail_at;      /* the hook fails on this batch (UINT64_MAX: never) */
 } count_ctx_t;
 
-static int count_hook(void *ctx, tg_loader_item_t *it)
+static int count_hook(void *ctx, tg_sloader_item_t *it)
 {
     count_ctx_t *c = ctx;
     if (it->batch.id == c->fail_at) return tg_err(-EIO, "hook failed on purpose");
@@ -111,22 +111,22 @@ static void count_free(void *ctx, void *payload)
     atomic_fetch_sub(&((count_ctx_t *)ctx)->live, 1);
 }
 
-static tg_loader_opts_t plan_loader(const graph_t *g, const tg_plan_t *p, int L, const int64_t *fan,
-                                    int threads, count_ctx_t *c)
+static tg_sloader_opts_t plan_loader(const graph_t *g, const tg_plan_t *p, int L,
+                                     const int64_t *fan, int threads, count_ctx_t *c)
 {
-    return (tg_loader_opts_t){.adj = g->adj,
-                              .num_layers = L,
-                              .fanouts = fan,
-                              .seeds = p->seeds,
-                              .num_seeds = p->num_seeds,
-                              .batch_size = p->batch_size,
-                              .seed = p->seed,
-                              .epoch = p->epoch,
-                              .num_threads = threads,
-                              .prefetch = 2,
-                              .hook = count_hook,
-                              .hook_free = count_free,
-                              .ctx = c};
+    return (tg_sloader_opts_t){.adj = g->adj,
+                               .num_layers = L,
+                               .fanouts = fan,
+                               .seeds = p->seeds,
+                               .num_seeds = p->num_seeds,
+                               .batch_size = p->batch_size,
+                               .seed = p->seed,
+                               .epoch = p->epoch,
+                               .num_threads = threads,
+                               .prefetch = 2,
+                               .hook = count_hook,
+                               .hook_free = count_free,
+                               .ctx = c};
 }
 
 /* A sampled plan (fanouts fan[0..2)) at `epoch`. */
@@ -149,17 +149,17 @@ static void check_loader(const graph_t *g, const tg_plan_t *p, const old_plan_t 
                          const int64_t *fan, int threads, uint64_t first, const char *what)
 {
     count_ctx_t c = {.fail_at = UINT64_MAX};
-    tg_loader_opts_t o = plan_loader(g, p, L, fan, threads, &c);
+    tg_sloader_opts_t o = plan_loader(g, p, L, fan, threads, &c);
     o.first_batch = first;
-    tg_loader_t *ld;
+    tg_sloader_t *ld;
     tg_sampler_t *s;
     TG_CHECK_OK(tg_sampler_create(&s, g->adj, L, fan));
-    TG_CHECK_OK(tg_loader_start(&ld, &o));
-    TG_CHECK_EQ_U64(tg_loader_num_batches(ld), op->epoch_batches);
-    tg_loader_item_t *it;
+    TG_CHECK_OK(tg_sloader_start(&ld, &o));
+    TG_CHECK_EQ_U64(tg_sloader_num_batches(ld), op->epoch_batches);
+    tg_sloader_item_t *it;
     uint64_t b = first;
     int rc;
-    while ((rc = tg_loader_next(ld, &it)) > 0) {
+    while ((rc = tg_sloader_next(ld, &it)) > 0) {
         tg_batch_t ref;
         old_batch(s, op->order, op->pass_seeds, op->bsz, p->seed, p->epoch, b, &ref);
         TG_CHECK_EQ_U64(it->batch.id, b);
@@ -168,12 +168,12 @@ static void check_loader(const graph_t *g, const tg_plan_t *p, const old_plan_t 
                  (unsigned long long)first, (unsigned long long)b);
         tad_batches_equal(&it->batch, &ref, w);
         tg_batch_free(&ref);
-        tg_loader_item_free(ld, it);
+        tg_sloader_item_free(ld, it);
         b++;
     }
     TG_CHECK(rc == 0);
     TG_CHECK_EQ_U64(b, op->epoch_batches);
-    tg_loader_stop(ld);
+    tg_sloader_stop(ld);
     TG_CHECK_EQ_U64(atomic_load(&c.live), 0);
     tg_sampler_destroy(s);
 }
@@ -323,25 +323,25 @@ TG_TEST(lookahead_order_and_bounds)
         for (size_t ki = 0; ki < 4; ki++) {
             size_t k = ks[ki];
             count_ctx_t c = {.fail_at = UINT64_MAX};
-            tg_loader_opts_t o = plan_loader(&g, &p, 2, fan, t, &c);
+            tg_sloader_opts_t o = plan_loader(&g, &p, 2, fan, t, &c);
             uint64_t first = t == 2 ? 5 : 0; /* a resumed pass too */
             o.first_batch = first;
             tg_source_t *src;
             TG_CHECK_OK(tg_source_start(&src, &o, k));
             uint64_t nb = tg_source_num_batches(src);
             TG_CHECK_EQ_U64(nb, p.num_batches);
-            const tg_loader_item_t *ahead;
+            const tg_sloader_item_t *ahead;
             TG_CHECK_ERR(tg_source_peek(src, k + 1, &ahead), "window holds");
             for (uint64_t b = first; b < nb; b++) {
                 TG_CHECK_EQ_U64(tg_source_next_id(src), b);
-                const tg_loader_item_t *seen[9];
+                const tg_sloader_item_t *seen[9];
                 for (size_t i = 0; i <= k; i++) {
                     int rc = tg_source_peek(src, i, &ahead);
                     TG_CHECK(rc == (b + i < nb ? 1 : 0));
                     if (rc == 1) TG_CHECK_EQ_U64(ahead->batch.id, b + i);
                     seen[i] = rc == 1 ? ahead : NULL;
                 }
-                tg_loader_item_t *it;
+                tg_sloader_item_t *it;
                 TG_CHECK(tg_source_next(src, &it) == 1);
                 TG_CHECK(it == seen[0]); /* the peeked batch is the one handed out */
                 tg_batch_t ref;
@@ -353,7 +353,7 @@ TG_TEST(lookahead_order_and_bounds)
                 tg_batch_free(&ref);
                 tg_source_item_free(src, it);
             }
-            tg_loader_item_t *it;
+            tg_sloader_item_t *it;
             TG_CHECK(tg_source_next(src, &it) == 0);
             TG_CHECK(tg_source_peek(src, 0, &ahead) == 0);
             /* window + each worker's queue and the batch it waits to queue + the caller's */
@@ -367,29 +367,29 @@ TG_TEST(lookahead_order_and_bounds)
     /* a loader error: the batches before it are handed out, peeks beyond it fail */
     for (int t = 0; t <= 2; t += 2) {
         count_ctx_t c = {.fail_at = 4};
-        tg_loader_opts_t o = plan_loader(&g, &p, 2, fan, t, &c);
+        tg_sloader_opts_t o = plan_loader(&g, &p, 2, fan, t, &c);
         tg_source_t *src;
         TG_CHECK_OK(tg_source_start(&src, &o, 6));
-        const tg_loader_item_t *ahead;
+        const tg_sloader_item_t *ahead;
         TG_CHECK_ERR(tg_source_peek(src, 6, &ahead), "batch 4: hook failed on purpose");
         TG_CHECK(tg_source_peek(src, 3, &ahead) == 1 && ahead->batch.id == 3);
         for (uint64_t b = 0; b < 4; b++) {
-            tg_loader_item_t *it;
+            tg_sloader_item_t *it;
             TG_CHECK(tg_source_next(src, &it) == 1);
             TG_CHECK_EQ_U64(it->batch.id, b);
             tg_source_item_free(src, it);
         }
-        tg_loader_item_t *it;
+        tg_sloader_item_t *it;
         TG_CHECK_ERR(tg_source_next(src, &it), "batch 4: hook failed on purpose");
         tg_source_stop(src); /* mid-epoch, with nothing in the window */
         TG_CHECK_EQ_U64(atomic_load(&c.live), 0);
     }
     /* stopping with a full window frees it */
     count_ctx_t c = {.fail_at = UINT64_MAX};
-    tg_loader_opts_t o = plan_loader(&g, &p, 2, fan, 3, &c);
+    tg_sloader_opts_t o = plan_loader(&g, &p, 2, fan, 3, &c);
     tg_source_t *src;
     TG_CHECK_OK(tg_source_start(&src, &o, 5));
-    const tg_loader_item_t *ahead;
+    const tg_sloader_item_t *ahead;
     TG_CHECK(tg_source_peek(src, 5, &ahead) == 1);
     tg_source_stop(src);
     TG_CHECK_EQ_U64(atomic_load(&c.live), 0);
@@ -513,9 +513,9 @@ TG_TEST(spill_sampled_epoch)
     tg_plan_t p;
     make_plan(&g, 64, fan, 9, 0, &p);
     count_ctx_t c = {.fail_at = UINT64_MAX};
-    tg_loader_opts_t o = plan_loader(&g, &p, 2, fan, 2, &c);
-    tg_loader_t *ld;
-    TG_CHECK_OK(tg_loader_start(&ld, &o));
+    tg_sloader_opts_t o = plan_loader(&g, &p, 2, fan, 2, &c);
+    tg_sloader_t *ld;
+    TG_CHECK_OK(tg_sloader_start(&ld, &o));
     tg_sampler_t *s;
     TG_CHECK_OK(tg_sampler_create(&s, g.adj, 2, fan));
     tg_spill_t *sp;
@@ -540,7 +540,7 @@ TG_TEST(spill_sampled_epoch)
     TG_CHECK_EQ_U64(atomic_load(&c.live), 0);
     tg_spill_close(sp);
     tg_sampler_destroy(s);
-    tg_loader_stop(ld);
+    tg_sloader_stop(ld);
     tg_plan_destroy(&p);
     close_graph(&g);
 }

@@ -326,7 +326,8 @@ void tg_plan_eval(tg_plan_t *p, const uint64_t *nodes, uint64_t n, uint64_t batc
                   uint64_t seed, int split);
 void tg_plan_eval_subset(uint64_t *ids, size_t n, uint64_t seed, int split);
 
-/* ================================================================ concurrent loader
+/* ================================================================ concurrent sampling loader
+ * (tg_sloader)
  *
  * Samples the batches of one epoch on worker threads, ahead of the consumer, and hands them out
  * strictly in batch-id order. Batch b is the epoch plan's (tg_plan_view over the options' seed
@@ -335,24 +336,24 @@ void tg_plan_eval_subset(uint64_t *ids, size_t n, uint64_t seed, int split);
  * same for any T and any timing; no reorder buffer is needed and a slow batch only delays its own
  * queue. An optional hook runs on the worker after sampling (a strategy gathers features there).
  *
- *     tg_loader_opts_t o = {.adj = adj, .num_layers = 2, .fanouts = fan, .seeds = order,
+ *     tg_sloader_opts_t o = {.adj = adj, .num_layers = 2, .fanouts = fan, .seeds = order,
  *                           .num_seeds = n, .batch_size = 1024, .seed = seed, .epoch = e,
  *                           .num_threads = 2, .prefetch = 2};
- *     tg_loader_t *ld; tg_loader_start(&ld, &o);
- *     tg_loader_item_t *it;
- *     while ((rc = tg_loader_next(ld, &it)) > 0) { ... use it->batch ...; tg_loader_item_free(ld,
- * it); } tg_loader_stop(ld);            // also fine mid-epoch: joins workers, frees queued items
+ *     tg_sloader_t *ld; tg_sloader_start(&ld, &o);
+ *     tg_sloader_item_t *it;
+ *     while ((rc = tg_sloader_next(ld, &it)) > 0) { ... use it->batch ...; tg_sloader_item_free(ld,
+ * it); } tg_sloader_stop(ld);            // also fine mid-epoch: joins workers, frees queued items
  *
- * With num_threads == 0 batches are sampled inline in tg_loader_next (no threads at all).
+ * With num_threads == 0 batches are sampled inline in tg_sloader_next (no threads at all).
  */
-typedef struct tg_loader_item {
+typedef struct tg_sloader_item {
     tg_batch_t batch; /* batch.id = position in the epoch */
     void *payload;    /* what the hook produced (e.g. the gathered feature matrix) */
     double sample_s;  /* seconds spent sampling this batch */
     double hook_s;    /* seconds spent in the hook */
-} tg_loader_item_t;
+} tg_sloader_item_t;
 
-typedef struct tg_loader_opts {
+typedef struct tg_sloader_opts {
     tg_adj_t *adj;
     int num_layers;
     const int64_t *fanouts;
@@ -360,11 +361,11 @@ typedef struct tg_loader_opts {
     uint64_t num_seeds;
     uint64_t batch_size; /* seeds per batch (the last batch may be smaller); >= 1 */
     uint64_t seed, epoch;
-    int num_threads; /* sampler threads; 0 = sample inline in tg_loader_next */
+    int num_threads; /* sampler threads; 0 = sample inline in tg_sloader_next */
     size_t prefetch; /* batches each worker may have ready (default 2 if 0) */
     /* Optional: runs after sampling on the same thread; fills it->payload. */
-    int (*hook)(void *ctx, tg_loader_item_t *it);
-    /* Optional: frees a payload (items discarded by tg_loader_stop or tg_loader_item_free). */
+    int (*hook)(void *ctx, tg_sloader_item_t *it);
+    /* Optional: frees a payload (items discarded by tg_sloader_stop or tg_sloader_item_free). */
     void (*hook_free)(void *ctx, void *payload);
     void *ctx;
     /* Optional: the first batch to hand out (0 = from the start). Batches before it are skipped,
@@ -373,20 +374,20 @@ typedef struct tg_loader_opts {
     uint64_t first_batch;
     /* Optional: the sampler (NULL = node-wise, tg_sampler_node). */
     const tg_sampler_i *sampler;
-} tg_loader_opts_t;
+} tg_sloader_opts_t;
 
-typedef struct tg_loader tg_loader_t;
+typedef struct tg_sloader tg_sloader_t;
 
-int tg_loader_start(tg_loader_t **out, const tg_loader_opts_t *o);
+int tg_sloader_start(tg_sloader_t **out, const tg_sloader_opts_t *o);
 /* Number of batches in the epoch (those before first_batch included). */
-uint64_t tg_loader_num_batches(const tg_loader_t *l);
+uint64_t tg_sloader_num_batches(const tg_sloader_t *l);
 /* Hands out the next batch in id order: returns 1 with *it set, 0 at the end of the epoch, or a
  * negative error code (a worker's error, with its message). The item is the caller's until
- * tg_loader_item_free. */
-int tg_loader_next(tg_loader_t *l, tg_loader_item_t **it);
-void tg_loader_item_free(tg_loader_t *l, tg_loader_item_t *it);
+ * tg_sloader_item_free. */
+int tg_sloader_next(tg_sloader_t *l, tg_sloader_item_t **it);
+void tg_sloader_item_free(tg_sloader_t *l, tg_sloader_item_t *it);
 /* Stops the workers (even mid-epoch), frees queued items and the loader. */
-void tg_loader_stop(tg_loader_t *l);
+void tg_sloader_stop(tg_sloader_t *l);
 
 /* ================================================================ look-ahead batch source
  *
@@ -398,10 +399,10 @@ void tg_loader_stop(tg_loader_t *l);
  *     tg_source_t *src;
  *     tg_source_start(&src, &loader_opts, k);
  *     for (;;) {
- *         const tg_loader_item_t *ahead;
+ *         const tg_sloader_item_t *ahead;
  *         for (size_t i = 1; i <= k && tg_source_peek(src, i, &ahead) > 0; i++)
  *             ... look at ahead->batch (batch next+i) ...
- *         tg_loader_item_t *it;
+ *         tg_sloader_item_t *it;
  *         if ((rc = tg_source_next(src, &it)) <= 0) break;  // 0: end of the epoch
  *         ... train it->batch ...; tg_source_item_free(src, it);
  *     }
@@ -417,13 +418,13 @@ typedef struct tg_source tg_source_t;
 
 /* Starts a loader with options o (see above; its hook runs on every batch as usual) and a
  * window of lookahead batches beyond the next one (0 = none, a plain loader). */
-int tg_source_start(tg_source_t **out, const tg_loader_opts_t *o, size_t lookahead);
+int tg_source_start(tg_source_t **out, const tg_sloader_opts_t *o, size_t lookahead);
 /* The batch next+i (0 <= i <= lookahead), sampling up to it: returns 1 with *it (lent until the
  * batch is taken and freed), 0 if the epoch ends before it, or a negative error code. */
-int tg_source_peek(tg_source_t *s, size_t i, const tg_loader_item_t **it);
+int tg_source_peek(tg_source_t *s, size_t i, const tg_sloader_item_t **it);
 /* Takes batch next: 1 with *it (the caller's until tg_source_item_free), 0 at the end. */
-int tg_source_next(tg_source_t *s, tg_loader_item_t **it);
-void tg_source_item_free(tg_source_t *s, tg_loader_item_t *it);
+int tg_source_next(tg_source_t *s, tg_sloader_item_t **it);
+void tg_source_item_free(tg_source_t *s, tg_sloader_item_t *it);
 /* The id of the batch tg_source_next hands out next; the epoch's batch count. */
 uint64_t tg_source_next_id(const tg_source_t *s);
 uint64_t tg_source_num_batches(const tg_source_t *s);
@@ -484,7 +485,7 @@ int tg_spill_write(tg_spill_t *s, const tg_batch_t *b);
 /* Takes up to max batches from a loader and writes them; *written (may be NULL) gets the count
  * (fewer than max: the loader reached the end of its epoch). Returns 0 or an error (the loader's
  * or a write's). Payloads are not written (the loader's hook still runs). */
-int tg_spill_fill(tg_spill_t *s, tg_loader_t *l, uint64_t max, uint64_t *written);
+int tg_spill_fill(tg_spill_t *s, tg_sloader_t *l, uint64_t max, uint64_t *written);
 /* Flushes what is written and starts reading at the first record (again, if called while
  * reading). */
 int tg_spill_rewind(tg_spill_t *s);

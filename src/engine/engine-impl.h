@@ -58,7 +58,7 @@ typedef struct tg_pass {
     uint64_t first_batch; /* batches before it were run earlier (resume): skipped */
     int num_layers;
     const int64_t *fanouts;      /* per layer, in the sampler's sense (tiergnn/graph.h) */
-    const tg_sampler_i *sampler; /* NULL = node-wise; tg_pass_loader_opts passes it on */
+    const tg_sampler_i *sampler; /* NULL = node-wise; tg_pass_sloader_opts passes it on */
     int allow_out_of_order; /* training passes: the strategy may use its out_of_order setting */
     int training;           /* a training epoch (not an evaluation of a split) */
     /* The training pass that follows this one, for strategies with TG_STRAT_NEXT_PASS (they
@@ -294,8 +294,8 @@ typedef int (*tg_gather_fn)(void *ctx, const tg_batch_t *b, float *X);
 
 /* The loader options of a pass (its seeds, batches, fanouts, resume point) over adj; hooks
  * are left unset. */
-tg_loader_opts_t tg_pass_loader_opts(const tg_pass_t *p, tg_adj_t *adj, int sampler_threads,
-                                     size_t prefetch);
+tg_sloader_opts_t tg_pass_sloader_opts(const tg_pass_t *p, tg_adj_t *adj, int sampler_threads,
+                                       size_t prefetch);
 
 /* A pass on the pipeline (engine/pipeline.h) whose sampler threads gather each batch's rows right
  * after sampling (prefetch batches ahead per thread); the trainer runs the steps in id order. The

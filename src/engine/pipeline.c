@@ -6,7 +6,7 @@
 #include <string.h>
 
 typedef struct {
-    tg_loader_item_t *it;
+    tg_sloader_item_t *it;
     float *X;       /* (num_nodes, dim); in gather mode it is it->payload (the loader frees it) */
     size_t x_bytes; /* worker mode: counted in x_bytes while X exists */
     int counted;    /* worker mode: holds one of the matrix places (x_max) */
@@ -15,9 +15,9 @@ typedef struct {
 struct tg_pipe {
     const tg_pipe_opts_t *o;
     const tg_pass_t *p;
-    tg_loader_t *ld;
+    tg_sloader_t *ld;
     int gather_mode;
-    /* the loader side: tg_loader_next is serialised; pulled counts batches handed to workers */
+    /* the loader side: tg_sloader_next is serialised; pulled counts batches handed to workers */
     pthread_mutex_t ld_mu;
     uint64_t pulled;
     int stop_pull;
@@ -82,19 +82,19 @@ static void x_give_back(tg_pipe_t *P, int n)
 }
 
 /* The batch source: the pass's loader, or the strategy's own (opts.source). */
-static int src_next(tg_pipe_t *P, tg_loader_item_t **it)
+static int src_next(tg_pipe_t *P, tg_sloader_item_t **it)
 {
     const tg_pipe_source_t *s = P->o->source;
-    return s ? s->next(s->ctx, P, it) : tg_loader_next(P->ld, it);
+    return s ? s->next(s->ctx, P, it) : tg_sloader_next(P->ld, it);
 }
 
-static void src_free(tg_pipe_t *P, tg_loader_item_t *it)
+static void src_free(tg_pipe_t *P, tg_sloader_item_t *it)
 {
     const tg_pipe_source_t *s = P->o->source;
     if (s)
         s->item_free(s->ctx, it);
     else
-        tg_loader_item_free(P->ld, it);
+        tg_sloader_item_free(P->ld, it);
 }
 
 static void item_free(tg_pipe_t *P, item_t *t)
@@ -199,7 +199,7 @@ static void gather_free(void *ctx, void *payload)
     free(hdr);
 }
 
-static int gather_hook(void *ctx, tg_loader_item_t *it)
+static int gather_hook(void *ctx, tg_sloader_item_t *it)
 {
     tg_pipe_t *P = ctx;
     const tg_batch_t *b = &it->batch;
@@ -228,7 +228,7 @@ typedef struct {
 /* Pulls the next `group` consecutive batches (fewer when opts.group_more says the group is full)
  * and takes their matrix places, under one lock so that places go in id order. Returns the
  * count (0: the pass is over or stopping); *ended: no batch is left to pull. */
-static int pull_group(tg_pipe_t *P, tg_loader_item_t **its, int group, int *ended)
+static int pull_group(tg_pipe_t *P, tg_sloader_item_t **its, int group, int *ended)
 {
     int ng = 0, rc = 0;
     *ended = 1;
@@ -279,7 +279,7 @@ static void *worker_main(void *arg)
     tg_pipe_t *P = a->P;
     const tg_pipe_opts_t *o = P->o;
     for (;;) {
-        tg_loader_item_t *its[TG_PIPE_MAX_GROUP];
+        tg_sloader_item_t *its[TG_PIPE_MAX_GROUP];
         int ended;
         int ng = pull_group(P, its, o->group, &ended);
         if (ng == 0) break;
@@ -347,13 +347,13 @@ static int next_item(tg_pipe_t *P, item_t **out)
 {
     if (!P->gather_mode) return window_get(P, out);
     *out = NULL;
-    tg_loader_item_t *it;
-    int rc = tg_loader_next(P->ld, &it);
+    tg_sloader_item_t *it;
+    int rc = tg_sloader_next(P->ld, &it);
     if (rc < 0) return tg_pipe_fail(P, rc, NULL);
     if (rc == 0) return 1; /* end of the pass */
     item_t *t = calloc(1, sizeof *t);
     if (!t) {
-        tg_loader_item_free(P->ld, it);
+        tg_sloader_item_free(P->ld, it);
         return tg_pipe_fail(P, tg_err(-ENOMEM, "out of memory"), NULL);
     }
     t->it = it;
@@ -474,15 +474,15 @@ int tg_pipe_run(const tg_pipe_opts_t *o, tg_pass_stats_t *st)
         total =
             o->source->num_batches > p->first_batch ? o->source->num_batches - p->first_batch : 0;
     } else {
-        tg_loader_opts_t lo =
-            tg_pass_loader_opts(p, o->adj, o->sampler_threads, o->prefetch ? o->prefetch : 2);
+        tg_sloader_opts_t lo =
+            tg_pass_sloader_opts(p, o->adj, o->sampler_threads, o->prefetch ? o->prefetch : 2);
         if (P.gather_mode) {
             lo.hook = gather_hook;
             lo.hook_free = gather_free;
             lo.ctx = &P;
         }
-        if ((rc = tg_loader_start(&P.ld, &lo)) < 0) goto out;
-        total = tg_loader_num_batches(P.ld) - p->first_batch;
+        if ((rc = tg_sloader_start(&P.ld, &lo)) < 0) goto out;
+        total = tg_sloader_num_batches(P.ld) - p->first_batch;
     }
     int e;
     if ((e = pthread_create(&rel, NULL, releaser_main, &P)) != 0) {
@@ -519,7 +519,7 @@ out:
             item_free(&P, P.ring[i]);
     if (P.relq) tg_queue_close(P.relq);
     if (rel_started) pthread_join(rel, NULL);
-    tg_loader_stop(P.ld);
+    tg_sloader_stop(P.ld);
     if (rc == 0) rc = tg_errbox_raise(&P.err);
     st->sample_s = (double)atomic_load(&P.sample_ns) * 1e-9;
     st->gather_s = (double)atomic_load(&P.gather_ns) * 1e-9;

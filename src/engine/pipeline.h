@@ -1,6 +1,7 @@
 /* engine/pipeline - the thread pipeline every strategy's pass runs on.
  *
- *     sampler threads (tg_loader_t: batches in id order, optionally gathered on the sampler thread)
+ *     sampler threads (tg_sloader_t: batches in id order, optionally gathered on the sampler
+ * thread)
  *       -> workers: 0..W threads, each taking `group` consecutive batches at a time, their matrix
  *          places in id order, and filling their input matrices X (a strategy's extraction)
  *       -> training window: a reorder window that hands batches out in id order, or a FIFO
@@ -66,8 +67,8 @@ typedef int (*tg_pipe_work_fn)(void *ctx, tg_pipe_t *P, int worker, const tg_bat
  * its message; it runs on a worker under the pipeline's loader lock, and should return
  * -ECANCELED soon once tg_pipe_aborted(P). item_free frees an item next returned. */
 typedef struct tg_pipe_source {
-    int (*next)(void *ctx, tg_pipe_t *P, tg_loader_item_t **it);
-    void (*item_free)(void *ctx, tg_loader_item_t *it);
+    int (*next)(void *ctx, tg_pipe_t *P, tg_sloader_item_t **it);
+    void (*item_free)(void *ctx, tg_sloader_item_t *it);
     uint64_t num_batches; /* the pass's batches, those before first_batch included */
     void *ctx;
 } tg_pipe_source_t;

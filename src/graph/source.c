@@ -7,16 +7,16 @@
 #include <string.h>
 
 struct tg_source {
-    tg_loader_t *ld;
-    tg_loader_item_t **ring; /* (cap) */
-    size_t cap, head, len;   /* ring[head .. head+len) hold batches next .. next+len-1 */
-    uint64_t next;           /* id of ring[head] */
+    tg_sloader_t *ld;
+    tg_sloader_item_t **ring; /* (cap) */
+    size_t cap, head, len;    /* ring[head .. head+len) hold batches next .. next+len-1 */
+    uint64_t next;            /* id of ring[head] */
     int rc; /* the loader's error, once seen: reported after the batches before it */
     char msg[512];
     int ended; /* the loader has no more batches */
 };
 
-int tg_source_start(tg_source_t **out, const tg_loader_opts_t *o, size_t lookahead)
+int tg_source_start(tg_source_t **out, const tg_sloader_opts_t *o, size_t lookahead)
 {
     *out = NULL;
     if (lookahead > (1u << 20))
@@ -30,7 +30,7 @@ int tg_source_start(tg_source_t **out, const tg_loader_opts_t *o, size_t lookahe
         free(s);
         return tg_err(-ENOMEM, "batch source: out of memory for a window of %zu", lookahead);
     }
-    int rc = tg_loader_start(&s->ld, o);
+    int rc = tg_sloader_start(&s->ld, o);
     if (rc < 0) {
         free(s->ring);
         free(s);
@@ -46,8 +46,8 @@ int tg_source_start(tg_source_t **out, const tg_loader_opts_t *o, size_t lookahe
 static void fill(tg_source_t *s, size_t want)
 {
     while (s->len < want && !s->ended && s->rc == 0) {
-        tg_loader_item_t *it;
-        int rc = tg_loader_next(s->ld, &it);
+        tg_sloader_item_t *it;
+        int rc = tg_sloader_next(s->ld, &it);
         if (rc > 0) {
             s->ring[(s->head + s->len) % s->cap] = it;
             s->len++;
@@ -60,7 +60,7 @@ static void fill(tg_source_t *s, size_t want)
     }
 }
 
-int tg_source_peek(tg_source_t *s, size_t i, const tg_loader_item_t **it)
+int tg_source_peek(tg_source_t *s, size_t i, const tg_sloader_item_t **it)
 {
     *it = NULL;
     if (i >= s->cap)
@@ -74,7 +74,7 @@ int tg_source_peek(tg_source_t *s, size_t i, const tg_loader_item_t **it)
     return 0;
 }
 
-int tg_source_next(tg_source_t *s, tg_loader_item_t **it)
+int tg_source_next(tg_source_t *s, tg_sloader_item_t **it)
 {
     *it = NULL;
     fill(s, 1);
@@ -87,9 +87,9 @@ int tg_source_next(tg_source_t *s, tg_loader_item_t **it)
     return 1;
 }
 
-void tg_source_item_free(tg_source_t *s, tg_loader_item_t *it)
+void tg_source_item_free(tg_source_t *s, tg_sloader_item_t *it)
 {
-    tg_loader_item_free(s->ld, it);
+    tg_sloader_item_free(s->ld, it);
 }
 
 uint64_t tg_source_next_id(const tg_source_t *s)
@@ -99,15 +99,15 @@ uint64_t tg_source_next_id(const tg_source_t *s)
 
 uint64_t tg_source_num_batches(const tg_source_t *s)
 {
-    return tg_loader_num_batches(s->ld);
+    return tg_sloader_num_batches(s->ld);
 }
 
 void tg_source_stop(tg_source_t *s)
 {
     if (!s) return;
     for (size_t i = 0; i < s->len; i++)
-        tg_loader_item_free(s->ld, s->ring[(s->head + i) % s->cap]);
-    tg_loader_stop(s->ld);
+        tg_sloader_item_free(s->ld, s->ring[(s->head + i) % s->cap]);
+    tg_sloader_stop(s->ld);
     free(s->ring);
     free(s);
 }

@@ -231,15 +231,15 @@ int tg_spill_write(tg_spill_t *s, const tg_batch_t *b)
     return 0;
 }
 
-int tg_spill_fill(tg_spill_t *s, tg_loader_t *l, uint64_t max, uint64_t *written)
+int tg_spill_fill(tg_spill_t *s, tg_sloader_t *l, uint64_t max, uint64_t *written)
 {
     uint64_t n = 0;
     int rc = 0;
     while (n < max) {
-        tg_loader_item_t *it;
-        if ((rc = tg_loader_next(l, &it)) <= 0) break;
+        tg_sloader_item_t *it;
+        if ((rc = tg_sloader_next(l, &it)) <= 0) break;
         rc = tg_spill_write(s, &it->batch);
-        tg_loader_item_free(l, it);
+        tg_sloader_item_free(l, it);
         if (rc < 0) break;
         n++;
     }

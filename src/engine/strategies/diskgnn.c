@@ -307,14 +307,14 @@ static int gen_sample(tg_strategy_t *s, gen_t *g, const atomic_int *abort, uint3
     /* its own count of the index bytes: the run's counting wrapper would add them to the epoch
      * the trainer is running; the pass that trains these batches adds them to its own */
     tg_adj_t *view = NULL;
-    tg_loader_t *ld = NULL;
+    tg_sloader_t *ld = NULL;
     if ((rc = tg_adj_counting_view(&view, src, esz, &g->index_bytes)) < 0) goto out;
-    tg_loader_opts_t lo = tg_pass_loader_opts(&kp, view, r->sopts.sampler_threads, 2);
-    if ((rc = tg_loader_start(&ld, &lo)) < 0) goto out;
+    tg_sloader_opts_t lo = tg_pass_sloader_opts(&kp, view, r->sopts.sampler_threads, 2);
+    if ((rc = tg_sloader_start(&ld, &lo)) < 0) goto out;
     /* the trace at about the last generation's size: growing it by half again would reserve
      * a third more than it needs */
     if (s->trace_hint && (rc = grow_u32(s, trace, cap, s->trace_hint, held)) < 0) goto out;
-    g->num_batches = tg_loader_num_batches(ld);
+    g->num_batches = tg_sloader_num_batches(ld);
     g->count = g->num_batches > kp.first_batch ? g->num_batches - kp.first_batch : 0;
     uint64_t bytes = g->count * sizeof(double) + 2 * (g->count + 1) * sizeof(uint64_t);
     if ((rc = tg_budget_reserve(&r->budget, bytes, "diskgnn: batch offsets")) < 0) goto out;
@@ -332,8 +332,8 @@ static int gen_sample(tg_strategy_t *s, gen_t *g, const atomic_int *abort, uint3
             rc = -ECANCELED;
             goto out;
         }
-        tg_loader_item_t *it;
-        rc = tg_loader_next(ld, &it);
+        tg_sloader_item_t *it;
+        rc = tg_sloader_next(ld, &it);
         if (rc == 0) rc = tg_err(-EIO, "diskgnn: the sampler ended before the pass did");
         if (rc < 0) goto out;
         const tg_batch_t *b = &it->batch;
@@ -346,13 +346,13 @@ static int gen_sample(tg_strategy_t *s, gen_t *g, const atomic_int *abort, uint3
                 t[i] = (uint32_t)b->nodes[i];
             g->moff[j + 1] = g->moff[j] + b->num_nodes;
         }
-        tg_loader_item_free(ld, it);
+        tg_sloader_item_free(ld, it);
         if (rc < 0) goto out;
     }
     rc = tg_spill_rewind(g->spill);
     s->trace_hint = g->moff[g->count] + g->moff[g->count] / 32;
 out:
-    if (ld) tg_loader_stop(ld);
+    if (ld) tg_sloader_stop(ld);
     tg_adj_destroy(view);
     tg_adj_destroy(raw);
     if (idx) {
@@ -671,14 +671,14 @@ static int insp_start(tg_strategy_t *s, const tg_pass_t *next)
 
 /* The pipeline's source: the generation's batches in order, read back from its spill file, each
  * with its map (its rows' numbers in the packed file) for the worker that follows. */
-static int src_next(void *ctx, tg_pipe_t *P, tg_loader_item_t **out)
+static int src_next(void *ctx, tg_pipe_t *P, tg_sloader_item_t **out)
 {
     tg_strategy_t *s = ctx;
     gen_t *g = s->run;
     *out = NULL;
     if (tg_pipe_aborted(P)) return -ECANCELED;
     if (s->pos >= g->count) return 0;
-    tg_loader_item_t *it = calloc(1, sizeof *it);
+    tg_sloader_item_t *it = calloc(1, sizeof *it);
     if (!it) return tg_err(-ENOMEM, "diskgnn: out of memory");
     int rc = tg_spill_read(g->spill, &it->batch);
     if (rc == 0)
@@ -719,7 +719,7 @@ static int src_next(void *ctx, tg_pipe_t *P, tg_loader_item_t **out)
     return 1;
 }
 
-static void src_free(void *ctx, tg_loader_item_t *it)
+static void src_free(void *ctx, tg_sloader_item_t *it)
 {
     (void)ctx;
     if (!it) return;

@@ -451,7 +451,7 @@ static int look_ahead(tg_strategy_t *s)
             return 0;
         }
         *held = s->win_est;
-        const tg_loader_item_t *it;
+        const tg_sloader_item_t *it;
         int rc = tg_source_peek(s->src, (size_t)(s->ann_next - next), &it);
         if (rc <= 0) return rc;
         uint64_t own = batch_bytes(&it->batch);
@@ -463,7 +463,7 @@ static int look_ahead(tg_strategy_t *s)
     return 0;
 }
 
-static int src_next(void *ctx, tg_pipe_t *P, tg_loader_item_t **out)
+static int src_next(void *ctx, tg_pipe_t *P, tg_sloader_item_t **out)
 {
     tg_strategy_t *s = ctx;
     *out = NULL;
@@ -480,7 +480,7 @@ static int src_next(void *ctx, tg_pipe_t *P, tg_loader_item_t **out)
     return rc;
 }
 
-static void src_free(void *ctx, tg_loader_item_t *it)
+static void src_free(void *ctx, tg_sloader_item_t *it)
 {
     tg_strategy_t *s = ctx;
     tg_source_item_free(s->src, it);
@@ -588,8 +588,8 @@ static int gi_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
     tg_xpass_ncache_take(s->disk, NULL);
     tg_featbuf_stats_t fs;
     tg_featbuf_stats(s->fb, &fs, 1);
-    tg_loader_opts_t lo = tg_pass_loader_opts(p, r->adj, r->sopts.sampler_threads,
-                                              (size_t)TG_MAX(s->c->x.queue_depth, 1));
+    tg_sloader_opts_t lo = tg_pass_sloader_opts(p, r->adj, r->sopts.sampler_threads,
+                                                (size_t)TG_MAX(s->c->x.queue_depth, 1));
     if ((rc = tg_source_start(&s->src, &lo, s->window)) < 0) return rc;
     s->num_batches = tg_source_num_batches(s->src);
     if (!(s->in_trace = calloc(s->num_batches ? s->num_batches : 1, 1))) {

@@ -1,7 +1,7 @@
 /* Strategy "ginex": Ginex's inspector-executor pipeline (Park et al., "Ginex", section 3) on the
  * CPU, with the same sampler, batches and model as every other strategy.
  *
- *   inspector thread:  sampler threads (tg_loader) -> superbatch of S batches written to a spill
+ *   inspector thread:  sampler threads (tg_sloader) -> superbatch of S batches written to a spill
  *                      file (ids and blocks) + its access trace -> changesets (store/changeset:
  *                      the initial state and, per iteration, the rows to insert and evict, from
  *                      Belady's MIN over the superbatch) -> ready
@@ -135,7 +135,7 @@ struct tg_strategy {
     pthread_cond_t cv;
     pthread_t insp;
     int insp_started;
-    tg_loader_t *ld;
+    tg_sloader_t *ld;
     const tg_pass_t *p;
     uint64_t num_batches;
     int stop;    /* the pass is over: the inspector returns */
@@ -243,17 +243,17 @@ static int choose_split(tg_strategy_t *s, const tg_pass_t *p, uint64_t caches, u
     double t0 = tg_now();
     /* the raw disk adjacency: the run's counting wrapper would add the profile's index bytes to
      * the epoch's */
-    tg_loader_opts_t lo = tg_pass_loader_opts(p, s->disk, r->sopts.sampler_threads, 1);
-    tg_loader_t *ld;
-    int rc = tg_loader_start(&ld, &lo);
+    tg_sloader_opts_t lo = tg_pass_sloader_opts(p, s->disk, r->sopts.sampler_threads, 1);
+    tg_sloader_t *ld;
+    int rc = tg_sloader_start(&ld, &lo);
     if (rc < 0) return rc;
     tg_io_counts_t c0, c1;
     tg_io_stats_take(&s->stats, &c0);
     uint64_t off[GX_PROFILE + 1] = {0}, cap = 0, held = 0;
     uint32_t *trace = NULL, P = 0;
     while (P < GX_PROFILE) {
-        tg_loader_item_t *it;
-        if ((rc = tg_loader_next(ld, &it)) <= 0) break;
+        tg_sloader_item_t *it;
+        if ((rc = tg_sloader_next(ld, &it)) <= 0) break;
         const tg_batch_t *b = &it->batch;
         rc = grow_u32(s, &trace, &cap, off[P] + b->num_nodes, &held);
         if (rc == 0) {
@@ -262,10 +262,10 @@ static int choose_split(tg_strategy_t *s, const tg_pass_t *p, uint64_t caches, u
             off[P + 1] = off[P] + b->num_nodes;
             P++;
         }
-        tg_loader_item_free(ld, it);
+        tg_sloader_item_free(ld, it);
         if (rc < 0) break;
     }
-    tg_loader_stop(ld);
+    tg_sloader_stop(ld);
     tg_io_stats_take(&s->stats, &c1);
     (void)c0;
     if (rc >= 0 && P) {
@@ -490,8 +490,8 @@ static int plan_superbatch(tg_strategy_t *s, sb_t *b, uint32_t count, uint32_t *
     }
     off[0] = 0;
     for (uint32_t j = 0; j < count; j++) {
-        tg_loader_item_t *it;
-        rc = tg_loader_next(s->ld, &it);
+        tg_sloader_item_t *it;
+        rc = tg_sloader_next(s->ld, &it);
         if (rc == 0) rc = tg_err(-EIO, "ginex: the sampler ended before the superbatch did");
         if (rc < 0) return rc;
         const tg_batch_t *bt = &it->batch;
@@ -504,7 +504,7 @@ static int plan_superbatch(tg_strategy_t *s, sb_t *b, uint32_t count, uint32_t *
                 t[i] = (uint32_t)bt->nodes[i];
             off[j + 1] = off[j] + bt->num_nodes;
         }
-        tg_loader_item_free(s->ld, it);
+        tg_sloader_item_free(s->ld, it);
         if (rc < 0) return rc;
     }
     if ((rc = tg_spill_rewind(b->spill)) < 0) return rc;
@@ -663,7 +663,7 @@ static int cache_init(tg_strategy_t *s, tg_pipe_t *P, sb_t *b)
 
 /* The pipeline's source: the batches of the superbatches, in order, read back from their spill
  * files; at a superbatch's first batch, the cache moves to its initial state. */
-static int src_next(void *ctx, tg_pipe_t *P, tg_loader_item_t **out)
+static int src_next(void *ctx, tg_pipe_t *P, tg_sloader_item_t **out)
 {
     tg_strategy_t *s = ctx;
     *out = NULL;
@@ -704,7 +704,7 @@ static int src_next(void *ctx, tg_pipe_t *P, tg_loader_item_t **out)
         if (rc < 0) return rc;
     }
     s->cur_i++;
-    tg_loader_item_t *it = calloc(1, sizeof *it);
+    tg_sloader_item_t *it = calloc(1, sizeof *it);
     if (!it) return tg_err(-ENOMEM, "ginex: out of memory");
     int rc = tg_spill_read(s->cur->spill, &it->batch);
     if (rc == 0)
@@ -728,7 +728,7 @@ static int src_next(void *ctx, tg_pipe_t *P, tg_loader_item_t **out)
     return 1;
 }
 
-static void src_free(void *ctx, tg_loader_item_t *it)
+static void src_free(void *ctx, tg_sloader_item_t *it)
 {
     (void)ctx;
     if (!it) return;
@@ -851,15 +851,15 @@ static int gx_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
         for (uint64_t slot = 0; slot < s->entries; slot++)
             if (s->owner[slot] != GX_NONE) s->prev[s->nprev++] = s->owner[slot];
     }
-    tg_loader_opts_t lo = tg_pass_loader_opts(p, r->adj, r->sopts.sampler_threads,
-                                              (size_t)TG_MAX(c->x.queue_depth, 1));
-    if ((rc = tg_loader_start(&s->ld, &lo)) < 0) return rc;
-    s->num_batches = tg_loader_num_batches(s->ld);
+    tg_sloader_opts_t lo = tg_pass_sloader_opts(p, r->adj, r->sopts.sampler_threads,
+                                                (size_t)TG_MAX(c->x.queue_depth, 1));
+    if ((rc = tg_sloader_start(&s->ld, &lo)) < 0) return rc;
+    s->num_batches = tg_sloader_num_batches(s->ld);
     tg_xpass_begin(s->ex, &s->stats);
     tg_xpass_ncache_take(s->disk, NULL);
     int e = pthread_create(&s->insp, NULL, inspector_main, s);
     if (e != 0) {
-        tg_loader_stop(s->ld);
+        tg_sloader_stop(s->ld);
         s->ld = NULL;
         return tg_err(-e, "ginex: cannot start the inspector thread");
     }
@@ -880,7 +880,7 @@ static int gx_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
     rc = tg_pipe_run(&po, st);
     gx_on_error(s); /* the inspector stops planning */
     pthread_join(s->insp, NULL);
-    tg_loader_stop(s->ld);
+    tg_sloader_stop(s->ld);
     s->ld = NULL;
     for (int k = 0; k < 2; k++) {
         sb_clear(&s->sb[k]);

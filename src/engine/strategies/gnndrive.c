@@ -3,7 +3,7 @@
  *     sampler threads -> extracting queue -> extractor threads -> training queue -> trainer
  *                                                                  -> releasing queue -> releaser
  *
- * Samplers: a tg_loader_t over the disk-resident adjacency (indptr in RAM, indices read through
+ * Samplers: a tg_sloader_t over the disk-resident adjacency (indptr in RAM, indices read through
  * io/ with O_DIRECT); its per-thread bounded queues are the extracting queue and hand batches out
  * in id order. Extractors (threads, each with a store/extract worker: its own io_uring queue
  * over features.bin, opened once) take the next batches and move their rows with

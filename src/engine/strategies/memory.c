@@ -1,4 +1,4 @@
-/* Strategy "memory": graph and features in RAM. Sampler threads (tg_loader_t) sample each batch
+/* Strategy "memory": graph and features in RAM. Sampler threads (tg_sloader_t) sample each batch
  * and gather its rows from the in-memory store right after, ahead of the trainer; the trainer
  * runs the steps in batch-id order. The reference every other strategy must match. */
 #include "../engine-impl.h"

@@ -1,7 +1,7 @@
 /* Strategy "mmap": the papers' tuned PyG+ baseline. indices.bin and features.bin are mapped
  * read-only with readahead off (MADV_RANDOM), so every touched page is read on its own by a page
  * fault and kept in the page cache, which only a cgroup limit bounds. Only indptr is reserved
- * against --mem. Sampler threads (tg_loader_t) sample; each gathers its batch's rows with a pool
+ * against --mem. Sampler threads (tg_sloader_t) sample; each gathers its batch's rows with a pool
  * of gather_threads threads, so that many page faults are outstanding at once. The pool is shared
  * by the sampler threads one batch at a time (tg_pool_for is not reentrant). */
 #include "../engine-impl.h"

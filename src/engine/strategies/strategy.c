@@ -363,21 +363,21 @@ void tg_proc_io_delta(const tg_proc_io_t *a, const tg_proc_io_t *b, tg_pass_stat
 
 /* ---------------------------------------------------------------- the gather pass */
 
-tg_loader_opts_t tg_pass_loader_opts(const tg_pass_t *p, tg_adj_t *adj, int sampler_threads,
-                                     size_t prefetch)
+tg_sloader_opts_t tg_pass_sloader_opts(const tg_pass_t *p, tg_adj_t *adj, int sampler_threads,
+                                       size_t prefetch)
 {
-    return (tg_loader_opts_t){.adj = adj,
-                              .num_layers = p->num_layers,
-                              .fanouts = p->fanouts,
-                              .seeds = p->seeds,
-                              .num_seeds = p->num_seeds,
-                              .batch_size = p->batch_size,
-                              .seed = p->seed,
-                              .epoch = p->epoch,
-                              .num_threads = sampler_threads,
-                              .prefetch = prefetch,
-                              .first_batch = p->first_batch,
-                              .sampler = p->sampler};
+    return (tg_sloader_opts_t){.adj = adj,
+                               .num_layers = p->num_layers,
+                               .fanouts = p->fanouts,
+                               .seeds = p->seeds,
+                               .num_seeds = p->num_seeds,
+                               .batch_size = p->batch_size,
+                               .seed = p->seed,
+                               .epoch = p->epoch,
+                               .num_threads = sampler_threads,
+                               .prefetch = prefetch,
+                               .first_batch = p->first_batch,
+                               .sampler = p->sampler};
 }
 
 int tg_gather_pass_in_flight(int sampler_threads, size_t prefetch)

@@ -1,4 +1,4 @@
-/* Concurrent, deterministic batch loader (see tiergnn/graph.h).
+/* Concurrent, deterministic sampling loader, tg_sloader (see tiergnn/graph.h).
  *
  * Worker t owns batches F+t, F+t+T, F+t+2T... (F = first_batch) and its own bounded queue; the
  * consumer pops batch b from queue (b - F) mod T. Content depends only on (seed, epoch, batch id),
@@ -11,8 +11,8 @@
 
 typedef struct worker worker_t;
 
-struct tg_loader {
-    tg_loader_opts_t o;
+struct tg_sloader {
+    tg_sloader_opts_t o;
     tg_plan_t plan; /* a view over o.seeds: what batch b is */
     uint64_t num_batches, next;
     int nthreads;
@@ -23,7 +23,7 @@ struct tg_loader {
 };
 
 struct worker {
-    tg_loader_t *l;
+    tg_sloader_t *l;
     int tid;
     pthread_t th;
     int started;
@@ -34,12 +34,12 @@ struct worker {
 /* A worker's failure travels through its queue as an item with this payload, so the consumer
  * sees it exactly at the batch that failed. */
 typedef struct {
-    tg_loader_item_t item;
+    tg_sloader_item_t item;
     int rc;
     char msg[512];
 } slot_t;
 
-static void item_release(tg_loader_t *l, tg_loader_item_t *it)
+static void item_release(tg_sloader_t *l, tg_sloader_item_t *it)
 {
     if (!it) return;
     if (it->payload && l->o.hook_free) l->o.hook_free(l->o.ctx, it->payload);
@@ -48,11 +48,11 @@ static void item_release(tg_loader_t *l, tg_loader_item_t *it)
 }
 
 /* Samples batch b into a new slot (never NULL unless out of memory). */
-static slot_t *make_batch(tg_loader_t *l, tg_sampler_t *s, uint64_t b)
+static slot_t *make_batch(tg_sloader_t *l, tg_sampler_t *s, uint64_t b)
 {
     slot_t *sl = calloc(1, sizeof *sl);
     if (!sl) return NULL;
-    const tg_loader_opts_t *o = &l->o;
+    const tg_sloader_opts_t *o = &l->o;
     const uint64_t *seeds;
     tg_rng_t r;
     uint64_t cnt = tg_plan_batch(&l->plan, b, &seeds, &r);
@@ -77,7 +77,7 @@ static slot_t *make_batch(tg_loader_t *l, tg_sampler_t *s, uint64_t b)
 static void *worker_main(void *arg)
 {
     worker_t *w = arg;
-    tg_loader_t *l = w->l;
+    tg_sloader_t *l = w->l;
     for (uint64_t b = l->o.first_batch + (uint64_t)w->tid; b < l->num_batches;
          b += (uint64_t)l->nthreads) {
         if (atomic_load(&l->stop)) break;
@@ -98,12 +98,12 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-uint64_t tg_loader_num_batches(const tg_loader_t *l)
+uint64_t tg_sloader_num_batches(const tg_sloader_t *l)
 {
     return l->num_batches;
 }
 
-int tg_loader_start(tg_loader_t **out, const tg_loader_opts_t *o)
+int tg_sloader_start(tg_sloader_t **out, const tg_sloader_opts_t *o)
 {
     *out = NULL;
     if (!o->adj || !o->fanouts || (!o->seeds && o->num_seeds))
@@ -111,7 +111,7 @@ int tg_loader_start(tg_loader_t **out, const tg_loader_opts_t *o)
     if (o->batch_size == 0) return tg_err(-EINVAL, "loader: batch size must be at least 1");
     if (o->num_threads < 0 || o->num_threads > 256)
         return tg_err(-EINVAL, "loader: %d sampler threads, expected 0..256", o->num_threads);
-    tg_loader_t *l = calloc(1, sizeof *l);
+    tg_sloader_t *l = calloc(1, sizeof *l);
     if (!l) return tg_err(-ENOMEM, "loader: out of memory");
     l->o = *o;
     if (!l->o.prefetch) l->o.prefetch = 2;
@@ -158,11 +158,11 @@ int tg_loader_start(tg_loader_t **out, const tg_loader_opts_t *o)
     *out = l;
     return 0;
 err:
-    tg_loader_stop(l);
+    tg_sloader_stop(l);
     return rc;
 }
 
-int tg_loader_next(tg_loader_t *l, tg_loader_item_t **it)
+int tg_sloader_next(tg_sloader_t *l, tg_sloader_item_t **it)
 {
     *it = NULL;
     if (l->failed) return tg_err(-EINVAL, "loader: next batch requested after an error");
@@ -194,12 +194,12 @@ int tg_loader_next(tg_loader_t *l, tg_loader_item_t **it)
     return 1;
 }
 
-void tg_loader_item_free(tg_loader_t *l, tg_loader_item_t *it)
+void tg_sloader_item_free(tg_sloader_t *l, tg_sloader_item_t *it)
 {
     item_release(l, it);
 }
 
-void tg_loader_stop(tg_loader_t *l)
+void tg_sloader_stop(tg_sloader_t *l)
 {
     if (!l) return;
     atomic_store(&l->stop, 1);
