@@ -67,9 +67,11 @@ static inline int tio_bytes_ok(const uint8_t *p, uint64_t off, size_t len)
     return 1;
 }
 
-/* 1 if files in dir can be opened with O_DIRECT (0: tests needing it skip). */
+/* 1 if files in dir can be opened with O_DIRECT (0: tests needing it skip). A raw open, not
+ * through io/, so the io layer's one fallback warning stays for the tests that count it. */
 static inline int tio_have_odirect(const char *dir)
 {
+    if (tg_test_io_absent("odirect")) return 0;
     char path[4200];
     snprintf(path, sizeof path, "%s/.odirect-check", dir);
     int fd = open(path, O_RDWR | O_CREAT | O_DIRECT, 0644);
@@ -81,6 +83,7 @@ static inline int tio_have_odirect(const char *dir)
 /* 1 if this process may create an io_uring. */
 static inline int tio_have_uring(void)
 {
+    if (tg_test_io_absent("uring")) return 0;
     struct io_uring ring;
     if (io_uring_queue_init(4, &ring, 0) < 0) return 0;
     io_uring_queue_exit(&ring);
@@ -93,7 +96,8 @@ static inline const char *tio_begin(const char *name, int *have_uring)
 {
     const char *dir = tg_test_tmpdir(name);
     if (!tio_have_odirect(dir)) {
-        fprintf(stderr, "SKIP: %s does not support O_DIRECT\n", dir);
+        fprintf(stderr, "SKIP: %s does not support O_DIRECT%s\n", dir,
+                tg_test_io_absent("odirect") ? " (TG_TEST_IO_ABSENT=odirect)" : "");
         exit(TG_SKIP);
     }
     *have_uring = tio_have_uring();
@@ -108,7 +112,8 @@ static inline int tio_end(const char *dir, int have_uring)
     if (rc) return rc;
     tg_rmtree(dir);
     if (!have_uring) {
-        fprintf(stderr, "SKIP: io_uring unavailable; only the pread backend was tested\n");
+        fprintf(stderr, "SKIP: io_uring unavailable%s; only the pread backend was tested\n",
+                tg_test_io_absent("uring") ? " (TG_TEST_IO_ABSENT=uring)" : "");
         return TG_SKIP;
     }
     return 0;

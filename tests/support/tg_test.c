@@ -20,6 +20,7 @@ const char *tg_test_current = "";
 __attribute__((constructor)) static void tg_test_init(void)
 {
     tg_test_not_own_descendant();
+    tg_test_io_absent_init();
     tg_test_blas_gate();
     setenv("XDG_CACHE_HOME", TG_TEST_TMP "/xdg-cache", 1);
 }
@@ -58,6 +59,36 @@ void tg_test_not_own_descendant(void)
             _exit(3);
         }
     }
+}
+
+int tg_test_io_absent(const char *what)
+{
+    const char *v = getenv("TG_TEST_IO_ABSENT");
+    size_t n = strlen(what);
+    for (const char *p = v; p && *p;) {
+        size_t len = strcspn(p, ",");
+        if (len == n && !strncmp(p, what, n)) return 1;
+        p += len + (p[len] == ',');
+    }
+    return 0;
+}
+
+void tg_test_io_absent_init(void)
+{
+    char rules[1024] = "";
+    const char *old = getenv("TIERGNN_IO_FAULT");
+    if (old) snprintf(rules, sizeof rules, "%s", old);
+    static const struct {
+        const char *what, *rule;
+    } absent[] = {{"odirect", "EINVAL@0,op=open"}, {"uring", "ENOSYS@0,op=ring"}};
+    int any = 0;
+    for (size_t i = 0; i < sizeof absent / sizeof absent[0]; i++) {
+        if (!tg_test_io_absent(absent[i].what)) continue;
+        size_t len = strlen(rules);
+        snprintf(rules + len, sizeof rules - len, "%s%s", len ? ";" : "", absent[i].rule);
+        any = 1;
+    }
+    if (any) setenv("TIERGNN_IO_FAULT", rules, 1);
 }
 
 int tg_test_cgroup_limit_works(char *why, size_t len)

@@ -99,6 +99,15 @@ int tg_test_count_entries(const char *dir, int verbose);
  * child (the fork bomb a bench of /proc/self/exe made) fails at once instead of multiplying. A
  * deliberate re-exec sets TG_TEST_REEXEC=1 in the child's environment. */
 void tg_test_not_own_descendant(void);
+/* TG_TEST_IO_ABSENT="odirect", "uring" or "odirect,uring" makes a test run as on a machine
+ * without O_DIRECT (every O_DIRECT open refused with EINVAL, as tmpfs did before Linux 6.6) or
+ * without io_uring (ENOSYS: an old kernel, io_uring_disabled, seccomp): the constructor turns it
+ * into TIERGNN_IO_FAULT rules, which the io layer and the CLIs the test starts obey, and the
+ * capability checks (tests/test_io_common.h) report the same absence, so what needs the missing
+ * part skips saying so. CTest runs the I/O tests so as test_X@no-odirect and test_X@no-uring. */
+void tg_test_io_absent_init(void);
+/* 1 when `what` ("odirect", "uring") is listed in TG_TEST_IO_ABSENT. */
+int tg_test_io_absent(const char *what);
 /* Whether ../shared/tools/membudget (TG_SHARED_DIR) can set a cgroup memory limit here: 1, or 0
  * with why (no membudget, no writable cgroup, MEMBUDGET_NO_CGROUP=1) for the test's skip line. */
 int tg_test_cgroup_limit_works(char *why, size_t len);
