@@ -504,7 +504,7 @@ int tg_spill_fd(const tg_spill_t *s);
 /* Closes (and so frees) the file, releases the buffer. NULL is fine. */
 void tg_spill_close(tg_spill_t *s);
 
-/* ================================================================ out-of-core adjacency (issue 4)
+/* ================================================================ out-of-core adjacency
  *
  * Owner: the out-of-core storage work (src/graph/adj_disk.c, src/graph/adj_mmap.c). Both
  * implement tg_adj_i with indptr in RAM (N+1 u64, reserved against the given budget as
