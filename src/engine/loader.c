@@ -1,0 +1,844 @@
+/* The pull-model loader (tiergnn/loader.h): a strategy's pass runs on the loader's thread; its
+ * step callback copies each batch of this rank's share, with X and the seeds' labels, into a free
+ * slot and queues it; tg_loader_next takes the queued slots in order and lends them until
+ * tg_loader_release. Closing or a new epoch sets `abort`, and the step callback answers
+ * TG_PASS_STOP at the strategy's next batch boundary.
+ *
+ * Lock order: one mutex (tg_loader.mu) guards the slots' states, the queue, the counters and
+ * the pass's flags; nothing else is locked while it is held, but for the budget's own mutex
+ * (tg_budget_reserve in slot_fit is called without mu). */
+#include "tiergnn/loader.h"
+
+#include "engine-impl.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Margin on the measured batch, as the training run's budget plan takes (engine/budget.c). */
+#define SIZE_MARGIN 1.15
+#define PROFILE_BATCHES 2
+#define OVERHEAD_SLACK ((uint64_t)8 << 20)
+#define MAX_HELD 64
+
+typedef enum { SLOT_FREE = 0, SLOT_FILLING, SLOT_READY, SLOT_HELD } slot_state_t;
+
+typedef struct slot {
+    tg_loader_batch_t pub; /* first: the pointer tg_loader_next lends is the slot's */
+    tg_block_t blocks[TG_MAX_LAYERS];
+    void *arena;       /* the batch's arrays, X and y (arena_layout) */
+    size_t cap;        /* bytes of arena */
+    uint64_t reserved; /* bytes of the budget this slot holds */
+    slot_state_t state;
+} slot_t;
+
+struct tg_loader {
+    tg_run_t r;
+    int run_open;
+    tg_loader_opts_t o; /* the caller's; o.seeds points at seeds below */
+    int64_t fanouts[TG_MAX_LAYERS];
+    const char *split_name;
+    uint64_t *seeds;       /* the caller's seeds, copied (NULL: a split of the run) */
+    const uint64_t *order; /* the seeds the plan orders */
+    uint64_t num_order;
+    int training;              /* a training pass: the seeds are the training split */
+    int next_pass;             /* the strategy prepares the next epoch (TG_STRAT_NEXT_PASS) */
+    tg_plan_t plan, next_plan; /* the epoch's and the next one's (tg_plan_init or views) */
+    uint8_t *mask;             /* whole-graph mode: which nodes are seeds */
+    uint64_t reserved;         /* budget bytes besides the slots' */
+    uint64_t slot_bytes;       /* each slot's share of the budget at open */
+    slot_t *slots;
+    int nslots;
+    int *queue; /* ready slots in hand-over order: a ring of nslots */
+    int qhead, qlen, nheld;
+
+    /* the epoch */
+    uint64_t epoch, epoch_batches, start, end; /* the share: batch ids [start, end) */
+    tg_pass_t pass, next;
+    pthread_t thr;
+    int thr_live;
+    pthread_mutex_t mu;
+    pthread_cond_t cv_prod; /* a slot became free, or abort */
+    pthread_cond_t cv_cons; /* a slot became ready, or the pass ended */
+    int abort, done;
+    tg_errbox_t box;
+    uint64_t produced, yielded, index0;
+    tg_loader_stats_t st;
+};
+
+void tg_loader_opts_default(tg_loader_opts_t *o)
+{
+    memset(o, 0, sizeof *o);
+    o->strategy = "auto";
+    o->num_layers = 2;
+    for (int l = 0; l < TG_MAX_LAYERS; l++)
+        o->fanouts[l] = 10;
+    o->batch_size = 1024;
+    o->shuffle = 1;
+    o->world_size = 1;
+    o->max_held = 2;
+    o->threads = 1;
+    o->sampler_threads = -1;
+}
+
+/* ---------------------------------------------------------------- options */
+
+static int check_opts(const tg_loader_opts_t *o, const tg_sampler_i **sampler)
+{
+    *sampler = NULL;
+    if (!o->dataset || !*o->dataset) return tg_err(-EINVAL, "loader: dataset is required");
+    if (o->sampler && strcmp(o->sampler, "node") != 0) {
+        *sampler = tg_sampler_find(o->sampler);
+        if (!*sampler)
+            return tg_err(-EINVAL, "loader: sampler '%s' unknown, expected node or ladies",
+                          o->sampler);
+    }
+    if (o->num_layers < 1 || o->num_layers > TG_MAX_LAYERS)
+        return tg_err(-EINVAL, "loader: num_layers %d out of range, expected 1..%d", o->num_layers,
+                      TG_MAX_LAYERS);
+    for (int l = 0; l < o->num_layers; l++) {
+        if (o->fanouts[l] < TG_FANOUT_ALL)
+            return tg_err(-EINVAL, "loader: fanouts[%d] = %lld, expected -1 (all) or >= 0", l,
+                          (long long)o->fanouts[l]);
+        if (*sampler && o->fanouts[l] < 1)
+            return tg_err(-EINVAL,
+                          "loader: fanouts[%d] = %lld, sampler %s expects >= 1 nodes "
+                          "per layer",
+                          l, (long long)o->fanouts[l], (*sampler)->name);
+    }
+    if (o->seeds && o->num_seeds == 0)
+        return tg_err(-EINVAL, "loader: seeds given with num_seeds 0, expected >= 1 seeds");
+    if (o->seeds && o->split)
+        return tg_err(-EINVAL, "loader: both seeds and split '%s' given, expected one", o->split);
+    if (o->split && strcmp(o->split, "train") && strcmp(o->split, "valid") &&
+        strcmp(o->split, "test"))
+        return tg_err(-EINVAL, "loader: split '%s' unknown, expected train, valid or test",
+                      o->split);
+    if (o->world_size < 1 || o->world_size > 65536)
+        return tg_err(-EINVAL, "loader: world_size %d out of range, expected 1..65536",
+                      o->world_size);
+    if (o->rank < 0 || o->rank >= o->world_size)
+        return tg_err(-EINVAL, "loader: rank %d out of range, expected 0..%d for world_size %d",
+                      o->rank, o->world_size - 1, o->world_size);
+    if (o->max_held < 1 || o->max_held > MAX_HELD)
+        return tg_err(-EINVAL, "loader: max_held %d out of range, expected 1..%d", o->max_held,
+                      MAX_HELD);
+    if (o->threads < 1 || o->threads > 1024)
+        return tg_err(-EINVAL, "loader: threads %d out of range, expected 1..1024", o->threads);
+    if (o->sampler_threads < -1 || o->sampler_threads > 256)
+        return tg_err(-EINVAL,
+                      "loader: sampler_threads %d out of range, expected 0..256 (-1: "
+                      "threads)",
+                      o->sampler_threads);
+    if ((o->shuffle | o->drop_last | o->normalize | o->verify | o->verify_reads) & ~1)
+        return tg_err(-EINVAL, "loader: shuffle, drop_last, normalize, verify and verify_reads "
+                               "take 0 or 1");
+    return 0;
+}
+
+/* The seeds the loader orders: a split of the run, or the caller's (checked, copied). */
+static int seeds_setup(tg_loader_t *L)
+{
+    tg_run_t *r = &L->r;
+    if (!L->o.seeds) {
+        int s = !strcmp(L->split_name, "train") ? 0 : !strcmp(L->split_name, "valid") ? 1 : 2;
+        if (r->split_n[s] == 0)
+            return tg_err(-EINVAL, "loader: split '%s' of %s is empty", L->split_name,
+                          L->o.dataset);
+        L->order = r->split[s];
+        L->num_order = r->split_n[s];
+        L->training = s == 0;
+        return 0;
+    }
+    uint64_t n = L->o.num_seeds, N = r->ds->meta.num_nodes;
+    for (uint64_t i = 0; i < n; i++)
+        if (L->o.seeds[i] >= N)
+            return tg_err(-EINVAL, "loader: seeds[%llu] = %llu is not a node of %s (%llu nodes)",
+                          (unsigned long long)i, (unsigned long long)L->o.seeds[i], L->o.dataset,
+                          (unsigned long long)N);
+    int rc = tg_budget_reserve(&r->budget, n * sizeof *L->seeds, "the loader's seeds");
+    if (rc < 0) return rc;
+    L->reserved += n * sizeof *L->seeds;
+    if (!(L->seeds = malloc(n * sizeof *L->seeds)))
+        return tg_err(-ENOMEM, "loader: out of memory for %llu seeds", (unsigned long long)n);
+    memcpy(L->seeds, L->o.seeds, n * sizeof *L->seeds);
+    L->o.seeds = L->seeds;
+    L->order = L->seeds;
+    L->num_order = n;
+    return 0;
+}
+
+/* The epoch plans: shuffled (tg_plan_init, as training) or views of the seeds in order. */
+static int plans_setup(tg_loader_t *L)
+{
+    tg_run_t *r = &L->r;
+    L->next_pass = L->training && (r->strat_i->info.caps & TG_STRAT_NEXT_PASS);
+    if (!L->o.shuffle) return 0; /* views, made per epoch */
+    tg_plan_opts_t po = {.num_nodes = r->ds->meta.num_nodes,
+                         .train = L->order,
+                         .num_train = L->num_order,
+                         .batch_size = L->o.batch_size,
+                         .num_layers = L->o.num_layers,
+                         .fanouts = L->fanouts,
+                         .seed = L->o.seed,
+                         .max_batches = L->o.max_batches};
+    int whole = tg_plan_whole_graph(po.batch_size, po.num_train, po.num_layers, po.fanouts);
+    uint64_t order = (whole ? po.num_nodes : po.num_train) * sizeof(uint64_t);
+    uint64_t bytes = order * (L->next_pass && !whole ? 2 : 1) + (whole ? po.num_nodes : 0);
+    int rc = tg_budget_reserve(&r->budget, bytes, "the loader's seed order");
+    if (rc < 0) return rc;
+    L->reserved += bytes;
+    if ((rc = tg_plan_init(&L->plan, &po)) < 0) return rc;
+    if (whole) {
+        L->next_pass = 0;
+        if (!(L->mask = calloc(po.num_nodes, 1)))
+            return tg_err(-ENOMEM, "loader: out of memory for the seeds' mask");
+        for (uint64_t i = 0; i < L->num_order; i++)
+            L->mask[L->order[i]] = 1;
+        return 0;
+    }
+    if (L->next_pass && (rc = tg_plan_init(&L->next_plan, &po)) < 0) return rc;
+    return 0;
+}
+
+/* The plan p at `epoch`. */
+static void plan_at(tg_loader_t *L, tg_plan_t *p, uint64_t epoch)
+{
+    if (L->o.shuffle) {
+        tg_plan_epoch(p, epoch);
+        return;
+    }
+    tg_plan_view(p, L->order, L->num_order, L->o.batch_size, L->o.seed, epoch);
+    /* a view has no cap of its own: max_batches as tg_plan_init applies it */
+    if (L->o.max_batches && L->o.max_batches < p->num_batches) {
+        p->num_batches = L->o.max_batches;
+        p->num_seeds = TG_MIN(p->num_order, p->num_batches * p->batch_size);
+    }
+}
+
+/* ---------------------------------------------------------------- the rank rule */
+
+/* The pass of this rank's share of the epoch plan p: batches [start, end) of the epoch's n
+ * (the plan's, or the strategy's own count), m = floor(n / K) per rank. */
+static int share_of(tg_loader_t *L, const tg_plan_t *p, tg_pass_t *pass, uint64_t *n_out)
+{
+    tg_run_t *r = &L->r;
+    *pass = (tg_pass_t){.seeds = p->seeds,
+                        .num_seeds = p->num_seeds,
+                        .batch_size = p->batch_size,
+                        .seed = p->seed,
+                        .epoch = p->epoch,
+                        .num_layers = L->o.num_layers,
+                        .fanouts = L->fanouts,
+                        .sampler = r->sampler,
+                        .allow_out_of_order = L->training,
+                        .training = L->training};
+    uint64_t n = p->num_batches;
+    int rc;
+    if (L->training && !p->whole_graph && r->strat_i->epoch_batches &&
+        (rc = r->strat_i->epoch_batches(r->strat, pass, &n)) < 0)
+        return rc;
+    if (L->o.drop_last && p->batch_size && n && !r->strat_i->epoch_batches &&
+        p->num_seeds - (n - 1) * p->batch_size < p->batch_size)
+        n--;
+    uint64_t K = (uint64_t)L->o.world_size, m = n / K;
+    if (m == 0)
+        return tg_err(-EINVAL,
+                      "loader: world_size %d exceeds the %llu batch(es) of epoch %llu: "
+                      "every rank needs one batch at least",
+                      L->o.world_size, (unsigned long long)n, (unsigned long long)p->epoch);
+    uint64_t start = (uint64_t)L->o.rank * m, end = start + m;
+    pass->first_batch = start;
+    /* The pass ends at `end`: its seeds stop there (batch b's seeds and RNG do not depend on
+     * how many follow it). A strategy with its own batches may run past it: the step skips. */
+    if (end < TG_MAX(n, p->num_batches))
+        pass->num_seeds = TG_MIN(p->num_seeds, end * p->batch_size);
+    *n_out = n;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- slots */
+
+/* Byte offsets of a batch's arrays in a slot's arena; 64-byte aligned X. */
+typedef struct {
+    size_t nodes, indptr[TG_MAX_LAYERS], indices[TG_MAX_LAYERS], weights[TG_MAX_LAYERS], X, y,
+        total;
+} layout_t;
+
+static size_t up64(size_t x)
+{
+    return (x + 63) & ~(size_t)63;
+}
+
+static void arena_layout(const tg_batch_t *b, uint32_t dim, uint32_t width, layout_t *a)
+{
+    size_t off = 0;
+    a->X = off;
+    off = up64(off + (size_t)b->num_nodes * dim * sizeof(float));
+    a->nodes = off;
+    off = up64(off + (size_t)b->num_nodes * sizeof(uint64_t));
+    for (int l = 0; l < b->num_layers; l++) {
+        const tg_block_t *k = &b->blocks[l];
+        a->indptr[l] = off;
+        off = up64(off + ((size_t)k->num_dst + 1) * sizeof(uint64_t));
+        a->indices[l] = off;
+        off = up64(off + (size_t)k->num_edges * sizeof(uint32_t));
+        a->weights[l] = off;
+        if (k->weights) off = up64(off + (size_t)k->num_edges * sizeof(float));
+    }
+    a->y = off;
+    off = up64(off + (size_t)b->num_seeds * width * sizeof(int32_t));
+    a->total = off ? off : 64;
+}
+
+/* Grows s's arena to `bytes`, reserving what exceeds the slot's share of the budget. */
+static int slot_fit(tg_loader_t *L, slot_t *s, size_t bytes)
+{
+    if (bytes <= s->cap) return 0;
+    if (bytes > s->reserved) {
+        int rc = tg_budget_reserve(&L->r.budget, bytes - s->reserved,
+                                   "a loader slot outgrown by a larger batch");
+        if (rc < 0) return tg_err_prefix(rc, "loader: max_held %d", L->o.max_held);
+        s->reserved = bytes;
+    }
+    void *a = tg_aligned_alloc(64, bytes);
+    if (!a) return tg_err(-ENOMEM, "loader: out of memory for a batch slot of %zu bytes", bytes);
+    free(s->arena);
+    s->arena = a;
+    s->cap = bytes;
+    return 0;
+}
+
+/* Copies batch b, its X and its seeds' labels into slot s (the pass's thread, s FILLING). */
+static int slot_fill(tg_loader_t *L, slot_t *s, const tg_batch_t *b, const float *X)
+{
+    const tg_run_t *r = &L->r;
+    uint32_t dim = r->ds->meta.feat_dim, w = r->label_width;
+    layout_t a;
+    arena_layout(b, dim, w, &a);
+    int rc = slot_fit(L, s, a.total);
+    if (rc < 0) return rc;
+    char *base = s->arena;
+    tg_batch_t *c = &s->pub.batch;
+    *c = *b;
+    c->blocks = s->blocks;
+    c->nodes = (uint64_t *)(base + a.nodes);
+    memcpy(c->nodes, b->nodes, (size_t)b->num_nodes * sizeof *c->nodes);
+    for (int l = 0; l < b->num_layers; l++) {
+        const tg_block_t *k = &b->blocks[l];
+        tg_block_t *d = &s->blocks[l];
+        *d = *k;
+        d->indptr = (uint64_t *)(base + a.indptr[l]);
+        d->indices = (uint32_t *)(base + a.indices[l]);
+        d->weights = k->weights ? (float *)(base + a.weights[l]) : NULL;
+        memcpy(d->indptr, k->indptr, ((size_t)k->num_dst + 1) * sizeof *d->indptr);
+        memcpy(d->indices, k->indices, (size_t)k->num_edges * sizeof *d->indices);
+        if (k->weights) memcpy(d->weights, k->weights, (size_t)k->num_edges * sizeof *d->weights);
+    }
+    s->pub.X = (float *)(base + a.X);
+    memcpy(s->pub.X, X, (size_t)b->num_nodes * dim * sizeof *X);
+    int32_t *y = (int32_t *)(base + a.y);
+    tg_run_labels(r, b->nodes, b->num_seeds, L->mask, y);
+    s->pub.y = y;
+    s->pub.dim = dim;
+    s->pub.label_width = w;
+    s->pub.epoch = L->epoch;
+    return 0;
+}
+
+static slot_t *free_slot(tg_loader_t *L)
+{
+    for (int i = 0; i < L->nslots; i++)
+        if (L->slots[i].state == SLOT_FREE) return &L->slots[i];
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- the pass's thread */
+
+/* The step callback: batches of the share go to a free slot and the queue; waits while the
+ * caller holds every slot; TG_PASS_STOP once the loader aborts the pass. */
+static int step(void *ctx, const tg_batch_t *b, const float *X)
+{
+    tg_loader_t *L = ctx;
+    if (b->id < L->start || b->id >= L->end) return 0; /* past the share (hier's own count) */
+    pthread_mutex_lock(&L->mu);
+    double t0 = tg_now();
+    slot_t *s;
+    while (!L->abort && !(s = free_slot(L)))
+        pthread_cond_wait(&L->cv_prod, &L->mu);
+    L->st.stall_s += tg_now() - t0;
+    if (L->abort) {
+        pthread_mutex_unlock(&L->mu);
+        return TG_PASS_STOP;
+    }
+    s->state = SLOT_FILLING;
+    pthread_mutex_unlock(&L->mu);
+    double t1 = tg_now();
+    int rc = slot_fill(L, s, b, X);
+    pthread_mutex_lock(&L->mu);
+    L->st.copy_s += tg_now() - t1;
+    if (rc < 0) {
+        s->state = SLOT_FREE;
+    } else {
+        s->state = SLOT_READY;
+        L->queue[(L->qhead + L->qlen++) % L->nslots] = (int)(s - L->slots);
+        L->produced++;
+        L->st.feature_bytes += (uint64_t)b->num_nodes * L->r.row_bytes;
+        pthread_cond_signal(&L->cv_cons);
+    }
+    pthread_mutex_unlock(&L->mu);
+    return rc;
+}
+
+static void stats_take(tg_loader_stats_t *st, const tg_pass_stats_t *ps)
+{
+    st->stopped = ps->stopped;
+    st->sample_s = ps->sample_s;
+    st->gather_s = ps->gather_s;
+    st->pass_wait_s = ps->wait_s;
+    st->batch_bytes_peak = ps->batch_bytes_peak;
+    st->have_io = ps->have_io;
+    st->io_requests = ps->io_requests;
+    st->io_read_bytes = ps->io_read_bytes;
+    st->have_io_wait = ps->have_io_wait;
+    st->io_wait_s = ps->io_wait_s;
+    st->have_cache = ps->have_cache;
+    st->cache_lookups = ps->cache_lookups;
+    st->cache_hits = ps->cache_hits;
+    st->ntiers = TG_MIN(ps->ntiers, TG_LOADER_MAX_TIERS);
+    for (int t = 0; t < st->ntiers; t++) {
+        memcpy(st->tiers[t].name, ps->tiers[t].name, sizeof st->tiers[t].name);
+        st->tiers[t].lookups = ps->tiers[t].lookups;
+        st->tiers[t].hits = ps->tiers[t].hits;
+        st->tiers[t].bytes = ps->tiers[t].bytes;
+    }
+}
+
+static void *pass_main(void *arg)
+{
+    tg_loader_t *L = arg;
+    tg_run_t *r = &L->r;
+    tg_pass_stats_t ps;
+    memset(&ps, 0, sizeof ps);
+    double t0 = tg_now();
+    int rc = tg_run_pass(r, &L->pass, &ps);
+    pthread_mutex_lock(&L->mu);
+    int aborted = L->abort;
+    uint64_t got = L->produced;
+    pthread_mutex_unlock(&L->mu);
+    /* a pass that ends by itself has given the whole share, or the rank rule would not hold */
+    if (rc >= 0 && !aborted && !ps.stopped && got != L->end - L->start)
+        rc = tg_err(-EIO,
+                    "loader: strategy %s's pass of epoch %llu gave %llu of the %llu "
+                    "batches [%llu, %llu) of rank %d",
+                    r->strat_i->info.name, (unsigned long long)L->epoch, (unsigned long long)got,
+                    (unsigned long long)(L->end - L->start), (unsigned long long)L->start,
+                    (unsigned long long)L->end, L->o.rank);
+    if (rc < 0) tg_errbox_set(&L->box, rc, NULL);
+    pthread_mutex_lock(&L->mu);
+    stats_take(&L->st, &ps);
+    L->st.stopped = aborted || ps.stopped;
+    L->st.time_s = tg_now() - t0;
+    L->st.index_bytes = atomic_load(&r->index_bytes) - L->index0;
+    L->st.pass_done = 1;
+    L->done = 1;
+    pthread_cond_broadcast(&L->cv_cons);
+    pthread_mutex_unlock(&L->mu);
+    return NULL;
+}
+
+/* Aborts the pass, waits for its thread and frees the slots it queued (held ones stay). */
+static void pass_stop(tg_loader_t *L)
+{
+    if (!L->thr_live) return;
+    pthread_mutex_lock(&L->mu);
+    L->abort = 1;
+    pthread_cond_broadcast(&L->cv_prod);
+    pthread_mutex_unlock(&L->mu);
+    pthread_join(L->thr, NULL);
+    L->thr_live = 0;
+    pthread_mutex_lock(&L->mu);
+    for (; L->qlen; L->qlen--, L->qhead = (L->qhead + 1) % L->nslots)
+        L->slots[L->queue[L->qhead]].state = SLOT_FREE;
+    pthread_mutex_unlock(&L->mu);
+}
+
+/* Plans epoch `epoch` (this rank's share) and starts its pass on the loader's thread; the
+ * previous pass has stopped. */
+static int epoch_start(tg_loader_t *L, uint64_t epoch)
+{
+    tg_errbox_destroy(&L->box);
+    tg_errbox_init(&L->box);
+    memset(&L->st, 0, sizeof L->st);
+    L->epoch = epoch;
+    L->done = 1; /* until the pass starts: tg_loader_next reports a failure to start it */
+    L->produced = L->yielded = 0;
+    L->start = L->end = 0;
+    plan_at(L, &L->plan, epoch);
+    uint64_t n;
+    int rc = share_of(L, &L->plan, &L->pass, &n);
+    if (rc < 0) {
+        tg_errbox_set(&L->box, rc, NULL);
+        return rc;
+    }
+    L->pass.step = step;
+    L->pass.ctx = L;
+    L->pass.next = NULL;
+    int last = L->o.num_epochs && epoch + 1 >= L->o.num_epochs;
+    if (L->next_pass && !last) {
+        plan_at(L, &L->next_plan, epoch + 1);
+        uint64_t nn;
+        /* the next epoch's share, as its pass will be asked: the strategy prepares that one */
+        if (share_of(L, &L->next_plan, &L->next, &nn) == 0) L->pass.next = &L->next;
+        tg_err_clear();
+    }
+    L->epoch_batches = n;
+    L->start = L->pass.first_batch;
+    L->end = L->start + n / (uint64_t)L->o.world_size;
+    L->abort = L->done = 0;
+    L->index0 = atomic_load(&L->r.index_bytes);
+    if ((rc = pthread_create(&L->thr, NULL, pass_main, L)) != 0) {
+        L->done = 1;
+        rc = tg_err(-rc, "loader: cannot start the pass's thread: %s", strerror(rc));
+        tg_errbox_set(&L->box, rc, NULL);
+        return rc;
+    }
+    L->thr_live = 1;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- the budget */
+
+/* The largest of the share's first batches, as the strategy will make them. */
+static int profile(tg_loader_t *L, tg_batch_t *big)
+{
+    tg_run_t *r = &L->r;
+    memset(big, 0, sizeof *big);
+    if (L->training && !L->plan.whole_graph && r->strat_i->profile_batch) {
+        tg_budget_plan_opts_t bo = {.plan = &L->plan,
+                                    .num_layers = L->o.num_layers,
+                                    .fanouts = L->fanouts,
+                                    .sampler = r->sampler};
+        return r->strat_i->profile_batch(r->strat, &bo, big);
+    }
+    tg_sampler_t *s;
+    int rc = tg_sampler_open(&s, r->sampler, r->adj, L->o.num_layers, L->fanouts);
+    if (rc < 0) return rc;
+    for (uint64_t b = L->start; b < TG_MIN(L->end, L->start + PROFILE_BATCHES) && rc >= 0; b++) {
+        const uint64_t *seeds;
+        tg_rng_t rng;
+        uint64_t cnt = tg_plan_batch(&L->plan, b, &seeds, &rng);
+        tg_batch_t bt;
+        memset(&bt, 0, sizeof bt);
+        if ((rc = tg_sampler_sample(s, seeds, (size_t)cnt, &rng, &bt)) < 0) break;
+        if (bt.num_nodes > big->num_nodes) {
+            tg_batch_free(big);
+            *big = bt;
+        } else {
+            tg_batch_free(&bt);
+        }
+    }
+    tg_sampler_destroy(s);
+    if (rc < 0) tg_batch_free(big);
+    return rc;
+}
+
+/* The process's own memory outside the budget (binary, libraries, stacks), as the training run
+ * measures it. */
+static uint64_t process_overhead(const tg_run_t *r)
+{
+#ifdef TG_SANITIZE
+    /* ASan's shadow memory and quarantine are not the program's (engine/budget.c) */
+    (void)r;
+    return ((uint64_t)16 << 20) + OVERHEAD_SLACK;
+#else
+    uint64_t rss = tg_rss_anon_bytes(), known = r->budget.used;
+    return (rss > known ? rss - known : 0) + OVERHEAD_SLACK;
+#endif
+}
+
+/* Reserves the process, the strategy's matrices in flight and the slots (see loader.h,
+ * "Memory"), sized on the share's first batches; without a budget, nothing. */
+static int budget_plan(tg_loader_t *L)
+{
+    tg_run_t *r = &L->r;
+    if (!r->budget.limit) return 0;
+    tg_batch_t big;
+    int rc = profile(L, &big);
+    if (rc < 0) return tg_err_prefix(rc, "loader: measuring a batch for the memory budget");
+    uint32_t dim = r->ds->meta.feat_dim;
+    layout_t a;
+    arena_layout(&big, dim, r->label_width, &a);
+    uint32_t nodes = big.num_nodes;
+    tg_batch_free(&big);
+    uint64_t batch_x = (uint64_t)((double)nodes * dim * sizeof(float) * SIZE_MARGIN);
+    L->slot_bytes = up64((size_t)((double)a.total * SIZE_MARGIN));
+    uint64_t overhead = process_overhead(r), slots = (uint64_t)L->nslots * L->slot_bytes;
+    const tg_strategy_i *si = r->strat_i;
+    uint64_t in_flight = si->batches_in_flight ? (uint64_t)si->batches_in_flight(&r->sopts) : 2;
+    /* sampler threads left at their default give way before the budget refuses */
+    while (r->budget.used + overhead + in_flight * batch_x + slots > r->budget.limit &&
+           r->sopts.sampler_threads_auto && r->sopts.sampler_threads > 1 && si->batches_in_flight) {
+        r->sopts.sampler_threads--;
+        in_flight = (uint64_t)si->batches_in_flight(&r->sopts);
+    }
+    uint64_t need = overhead + in_flight * batch_x + slots;
+    if (r->budget.used + need > r->budget.limit) {
+        char b1[32], b2[32], b3[32], b4[32], b5[32], b6[32];
+        return tg_err(-ENOMEM,
+                      "loader: --mem %s is too small: the process (%s), %llu input matrices "
+                      "strategy %s holds in flight (%s each, a batch of %u input nodes) and "
+                      "max_held %d + 1 batch slots (%s each) need %s beside the %s of data it "
+                      "holds; give --mem %lluM or more, or a lower max_held, batch size or "
+                      "fanouts",
+                      tg_fmt_bytes(r->budget.limit, b1, sizeof b1),
+                      tg_fmt_bytes(overhead, b2, sizeof b2), (unsigned long long)in_flight,
+                      si->info.name, tg_fmt_bytes(batch_x, b3, sizeof b3), nodes, L->o.max_held,
+                      tg_fmt_bytes(L->slot_bytes, b4, sizeof b4), tg_fmt_bytes(need, b5, sizeof b5),
+                      tg_fmt_bytes(r->budget.used, b6, sizeof b6),
+                      (unsigned long long)((r->budget.used + need + (1 << 20) - 1) >> 20));
+    }
+    if ((rc = tg_budget_reserve(&r->budget, overhead + in_flight * batch_x,
+                                "the process and the batches in flight")) < 0)
+        return rc;
+    L->reserved += overhead + in_flight * batch_x;
+    if ((rc = tg_budget_reserve(&r->budget, slots, "the loader's batch slots")) < 0) return rc;
+    for (int i = 0; i < L->nslots; i++)
+        L->slots[i].reserved = L->slot_bytes;
+    r->budget_planned = 1;
+    r->batch_nodes = nodes;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- open, close */
+
+/* What the automatic choice of strategy adds for the loader: its slots and the strategy's
+ * matrices in flight at the sampler's bound, and the process. */
+static uint64_t auto_extra(const tg_loader_opts_t *o, const tg_sampler_i *sampler)
+{
+    tg_dataset_t *ds;
+    if (tg_dataset_open(&ds, o->dataset, 0) < 0) {
+        tg_err_clear();
+        return 0;
+    }
+    uint64_t N = ds->meta.num_nodes, bs = o->batch_size ? o->batch_size : N;
+    double x = (double)tg_sampler_max_nodes(sampler, bs, o->num_layers, o->fanouts, N) *
+               ds->meta.feat_dim * sizeof(float);
+    tg_dataset_close(ds);
+    return (uint64_t)(x * (o->max_held + 1 + 4)) + ((uint64_t)32 << 20);
+}
+
+static int run_open(tg_loader_t *L, const tg_sampler_i *sampler)
+{
+    const tg_loader_opts_t *o = &L->o;
+    tg_run_opts_t ro;
+    memset(&ro, 0, sizeof ro);
+    ro.dataset = o->dataset;
+    ro.strategy = o->strategy;
+    tg_strategy_opts_default(&ro.sopts);
+    ro.sopts.normalize = o->normalize;
+    ro.sopts.threads = o->threads;
+    ro.sopts.sampler_threads = o->sampler_threads;
+    ro.args = o->strategy_args;
+    ro.nargs = o->num_strategy_args;
+    ro.mem_bytes = o->mem_bytes;
+    ro.auto_extra = auto_extra(o, sampler);
+    ro.threads = o->threads;
+    ro.verify = o->verify;
+    ro.verify_reads = o->verify_reads;
+    int rc = tg_run_open_opts(&L->r, &ro);
+    if (rc < 0) return rc;
+    L->run_open = 1;
+    L->r.sampler = sampler;
+    return 0;
+}
+
+static int slots_alloc(tg_loader_t *L)
+{
+    L->nslots = L->o.max_held + 1;
+    L->slots = calloc((size_t)L->nslots, sizeof *L->slots);
+    L->queue = calloc((size_t)L->nslots, sizeof *L->queue);
+    if (!L->slots || !L->queue) return tg_err(-ENOMEM, "loader: out of memory for its slots");
+    return 0;
+}
+
+/* The slots' arenas at their planned size: their memory is taken now, not at the first batch. */
+static int slots_prealloc(tg_loader_t *L)
+{
+    for (int i = 0; i < L->nslots && L->slot_bytes; i++) {
+        int rc = slot_fit(L, &L->slots[i], L->slot_bytes);
+        if (rc < 0) return rc;
+    }
+    return 0;
+}
+
+int tg_loader_open(tg_loader_t **out, const tg_loader_opts_t *o)
+{
+    *out = NULL;
+    const tg_sampler_i *sampler = NULL;
+    int rc = check_opts(o, &sampler);
+    if (rc < 0) return rc;
+    tg_loader_t *L = calloc(1, sizeof *L);
+    if (!L) return tg_err(-ENOMEM, "loader: out of memory");
+    L->o = *o;
+    L->split_name = o->split ? o->split : "train";
+    memcpy(L->fanouts, o->fanouts, sizeof L->fanouts);
+    pthread_mutex_init(&L->mu, NULL);
+    pthread_cond_init(&L->cv_prod, NULL);
+    pthread_cond_init(&L->cv_cons, NULL);
+    tg_errbox_init(&L->box);
+    if ((rc = slots_alloc(L)) < 0) goto err;
+    if ((rc = run_open(L, sampler)) < 0) goto err;
+    if ((rc = seeds_setup(L)) < 0) goto err;
+    if (L->o.drop_last && L->training && L->r.strat_i->epoch_batches) {
+        rc = tg_err(-EINVAL,
+                    "loader: drop_last with strategy %s, which makes its own batches "
+                    "(several of them smaller than the batch size): not supported",
+                    L->r.strat_i->info.name);
+        goto err;
+    }
+    if ((rc = plans_setup(L)) < 0) goto err;
+    /* the first epoch's share, for the budget's measure; then its pass */
+    plan_at(L, &L->plan, o->epoch);
+    tg_pass_t p;
+    uint64_t n;
+    if ((rc = share_of(L, &L->plan, &p, &n)) < 0) goto err;
+    L->start = p.first_batch;
+    L->end = L->start + n / (uint64_t)o->world_size;
+    if ((rc = budget_plan(L)) < 0) goto err;
+    if ((rc = slots_prealloc(L)) < 0) goto err;
+    if ((rc = epoch_start(L, o->epoch)) < 0) goto err;
+    *out = L;
+    return 0;
+err:
+    tg_loader_close(L);
+    return rc;
+}
+
+void tg_loader_close(tg_loader_t *L)
+{
+    if (!L) return;
+    pass_stop(L);
+    uint64_t slot_bytes = 0;
+    for (int i = 0; L->slots && i < L->nslots; i++) {
+        free(L->slots[i].arena);
+        slot_bytes += L->slots[i].reserved;
+    }
+    if (L->run_open) tg_budget_release(&L->r.budget, slot_bytes + L->reserved);
+    free(L->slots);
+    free(L->queue);
+    free(L->mask);
+    free(L->seeds);
+    tg_plan_destroy(&L->plan);
+    tg_plan_destroy(&L->next_plan);
+    /* the run drains what the strategy prepares between passes before it closes */
+    if (L->run_open) tg_run_close(&L->r);
+    tg_errbox_destroy(&L->box);
+    pthread_cond_destroy(&L->cv_cons);
+    pthread_cond_destroy(&L->cv_prod);
+    pthread_mutex_destroy(&L->mu);
+    free(L);
+}
+
+/* ---------------------------------------------------------------- the caller's side */
+
+int tg_loader_set_epoch(tg_loader_t *L, uint64_t epoch)
+{
+    /* the epoch just started and untouched: its pass is already the one asked for */
+    if (L->thr_live && L->epoch == epoch && L->yielded == 0 && !tg_errbox_failed(&L->box)) return 0;
+    pass_stop(L);
+    return epoch_start(L, epoch);
+}
+
+int tg_loader_next(tg_loader_t *L, const tg_loader_batch_t **out)
+{
+    *out = NULL;
+    pthread_mutex_lock(&L->mu);
+    if (L->nheld >= L->o.max_held) {
+        pthread_mutex_unlock(&L->mu);
+        return tg_err(-EBUSY,
+                      "loader: %d batches held, max_held is %d: release one "
+                      "(tg_loader_release) before taking the next",
+                      L->nheld, L->o.max_held);
+    }
+    double t0 = tg_now();
+    while (L->qlen == 0 && !L->done && L->thr_live)
+        pthread_cond_wait(&L->cv_cons, &L->mu);
+    L->st.wait_s += tg_now() - t0;
+    if (L->qlen) {
+        slot_t *s = &L->slots[L->queue[L->qhead]];
+        L->qhead = (L->qhead + 1) % L->nslots;
+        L->qlen--;
+        s->state = SLOT_HELD;
+        s->pub.index = L->yielded++;
+        L->nheld++;
+        pthread_mutex_unlock(&L->mu);
+        *out = &s->pub;
+        return 1;
+    }
+    pthread_mutex_unlock(&L->mu);
+    if (L->thr_live) {
+        pthread_join(L->thr, NULL);
+        L->thr_live = 0;
+    }
+    int rc = tg_errbox_raise(&L->box);
+    if (rc < 0)
+        return tg_err_prefix(rc, "loader: epoch %llu, strategy %s", (unsigned long long)L->epoch,
+                             L->r.strat_i->info.name);
+    return 0;
+}
+
+int tg_loader_release(tg_loader_t *L, const tg_loader_batch_t *b)
+{
+    pthread_mutex_lock(&L->mu);
+    int i = -1;
+    for (int k = 0; k < L->nslots; k++)
+        if (b == &L->slots[k].pub) i = k;
+    if (i < 0 || L->slots[i].state != SLOT_HELD) {
+        pthread_mutex_unlock(&L->mu);
+        return tg_err(-EINVAL, "loader: release of a batch the loader does not hold (%s)",
+                      i < 0 ? "not one of its slots" : "released already");
+    }
+    L->slots[i].state = SLOT_FREE;
+    L->nheld--;
+    pthread_cond_signal(&L->cv_prod);
+    pthread_mutex_unlock(&L->mu);
+    return 0;
+}
+
+void tg_loader_info(const tg_loader_t *L, tg_loader_info_t *info)
+{
+    const tg_meta_t *m = &L->r.ds->meta;
+    memset(info, 0, sizeof *info);
+    info->strategy = L->r.strat_i->info.name;
+    info->sampler = tg_sampler_name(L->r.sampler);
+    info->num_nodes = m->num_nodes;
+    info->dim = m->feat_dim;
+    info->label_width = L->r.label_width;
+    info->num_classes = m->num_classes;
+    info->multi_label = m->multi_label;
+    info->whole_graph = L->plan.whole_graph;
+    info->num_seeds = L->num_order;
+    info->epoch = L->epoch;
+    info->epoch_batches = L->epoch_batches;
+    info->rank_batches = L->end - L->start;
+    info->first_batch = L->start;
+    info->max_held = L->o.max_held;
+    info->slot_bytes = L->slot_bytes;
+    info->mem_bytes = L->r.budget.limit;
+}
+
+void tg_loader_stats(tg_loader_t *L, tg_loader_stats_t *st)
+{
+    pthread_mutex_lock(&L->mu);
+    *st = L->st;
+    st->epoch = L->epoch;
+    st->batches = L->yielded;
+    st->rank_batches = L->end - L->start;
+    pthread_mutex_unlock(&L->mu);
+    pthread_mutex_lock(&L->r.budget.mu);
+    st->mem_bytes = L->r.budget.limit;
+    st->data_bytes = L->r.budget.used;
+    st->data_bytes_peak = L->r.budget.peak;
+    pthread_mutex_unlock(&L->r.budget.mu);
+}

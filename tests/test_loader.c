@@ -1,0 +1,570 @@
+/* The pull-model loader (tiergnn/loader.h): over the whole strategy table it yields the batches
+ * (node ids, blocks) and X rows of the strategy's own training pass with the same seed
+ * (tg_run_pass, batch by batch), and X equals the feature file's rows; epochs again, and after a
+ * mid-epoch set_epoch; ranks 0..K-1 partition the epoch by the rank rule; the held-batch limit;
+ * close before the first batch, mid-epoch and with batches held (no thread or fd left: ASan
+ * sees leaks); custom seeds in order with their labels; the whole-graph batch; every refused
+ * option names itself. */
+#include "test_engine_common.h"
+
+#include <dirent.h>
+
+#include "tiergnn/engine.h"
+#include "tiergnn/loader.h"
+#include "engine/engine-impl.h"
+
+static char root[4000], ds[4200];
+
+#define BATCH 64
+#define EPOCHS 2
+#define MAX_BATCHES 64
+
+/* ---------------------------------------------------------------- helpers */
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *c = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ c[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* One digest of a batch's ids and blocks, one of its X. */
+static uint64_t batch_digest(const tg_batch_t *b)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    h = fnv(h, &b->num_layers, sizeof b->num_layers);
+    h = fnv(h, &b->num_seeds, sizeof b->num_seeds);
+    h = fnv(h, b->nodes, (size_t)b->num_nodes * sizeof *b->nodes);
+    for (int l = 0; l < b->num_layers; l++) {
+        const tg_block_t *k = &b->blocks[l];
+        h = fnv(h, &k->num_dst, sizeof k->num_dst);
+        h = fnv(h, &k->num_src, sizeof k->num_src);
+        h = fnv(h, k->indptr, ((size_t)k->num_dst + 1) * sizeof *k->indptr);
+        h = fnv(h, k->indices, (size_t)k->num_edges * sizeof *k->indices);
+        if (k->weights) h = fnv(h, k->weights, (size_t)k->num_edges * sizeof *k->weights);
+    }
+    return h;
+}
+
+static uint64_t x_digest(const tg_batch_t *b, const float *X, uint32_t dim)
+{
+    return fnv(0xcbf29ce484222325ull, X, (size_t)b->num_nodes * dim * sizeof *X);
+}
+
+/* The batches of one pass, by id. */
+typedef struct {
+    uint64_t n; /* batches seen */
+    int seen[MAX_BATCHES];
+    uint64_t b[MAX_BATCHES], x[MAX_BATCHES];
+    uint32_t dim;
+} digests_t;
+
+/* A strategy's example options (its table's example_args) plus the test's I/O settings, split
+ * into args; --mem into *mem. */
+typedef struct {
+    char buf[1024];
+    tg_strategy_arg_t args[32];
+    int nargs;
+    uint64_t mem;
+} sargs_t;
+
+static void sargs_of(sargs_t *s, const char *name)
+{
+    const tg_strategy_info_t *si = tg_strategy_info_find(name);
+    snprintf(s->buf, sizeof s->buf, "%s --io-depth 8 --io-gap 0",
+             si && si->example_args ? si->example_args : "");
+    s->nargs = 0;
+    s->mem = 0;
+    char *save = NULL;
+    for (char *t = strtok_r(s->buf, " ", &save); t && s->nargs < 32;
+         t = strtok_r(NULL, " ", &save)) {
+        const char *key = t + 2;
+        if (!strcmp(key, "mem")) {
+            TG_CHECK(tg_parse_size(strtok_r(NULL, " ", &save), &s->mem) == 0);
+            continue;
+        }
+        const char *val = tg_strategy_opt_kind(key) == 1 ? strtok_r(NULL, " ", &save) : NULL;
+        s->args[s->nargs++] = (tg_strategy_arg_t){key, val};
+    }
+}
+
+static void opts_for(tg_loader_opts_t *o, const char *strategy, const sargs_t *sa)
+{
+    tg_loader_opts_default(o);
+    o->dataset = ds;
+    o->strategy = strategy;
+    o->strategy_args = sa->args;
+    o->num_strategy_args = sa->nargs;
+    o->mem_bytes = sa->mem;
+    o->fanouts[0] = o->fanouts[1] = 5;
+    o->batch_size = BATCH;
+    o->seed = 3;
+    o->num_epochs = EPOCHS;
+}
+
+static int ref_step(void *ctx, const tg_batch_t *b, const float *X)
+{
+    digests_t *d = ctx;
+    if (b->id >= MAX_BATCHES) return tg_err(-EINVAL, "batch id %llu", (unsigned long long)b->id);
+    d->seen[b->id] = 1;
+    d->b[b->id] = batch_digest(b);
+    d->x[b->id] = x_digest(b, X, d->dim);
+    d->n++;
+    return 0;
+}
+
+/* The strategy's own training passes (tg_run_pass, as tiergnn train runs them) over epochs
+ * 0..EPOCHS-1, digested. */
+static int reference(const tg_loader_opts_t *lo, digests_t ref[EPOCHS])
+{
+    tg_run_t r;
+    tg_run_opts_t ro = {.dataset = lo->dataset,
+                        .strategy = lo->strategy,
+                        .args = lo->strategy_args,
+                        .nargs = lo->num_strategy_args,
+                        .mem_bytes = lo->mem_bytes,
+                        .threads = 1};
+    tg_strategy_opts_default(&ro.sopts);
+    ro.sopts.threads = 1;
+    ro.sopts.sampler_threads = -1;
+    int rc = tg_run_open_opts(&r, &ro);
+    if (rc < 0) return rc;
+    tg_plan_t plan, next;
+    tg_plan_opts_t po = {.num_nodes = r.ds->meta.num_nodes,
+                         .train = r.split[0],
+                         .num_train = r.split_n[0],
+                         .batch_size = lo->batch_size,
+                         .num_layers = lo->num_layers,
+                         .fanouts = lo->fanouts,
+                         .seed = lo->seed};
+    TG_CHECK_OK(tg_plan_init(&plan, &po));
+    TG_CHECK_OK(tg_plan_init(&next, &po));
+    for (uint64_t e = 0; e < EPOCHS && rc >= 0; e++) {
+        memset(&ref[e], 0, sizeof ref[e]);
+        ref[e].dim = r.ds->meta.feat_dim;
+        tg_plan_epoch(&plan, e);
+        tg_pass_t p = {.seeds = plan.seeds,
+                       .num_seeds = plan.num_seeds,
+                       .batch_size = plan.batch_size,
+                       .seed = lo->seed,
+                       .epoch = e,
+                       .num_layers = lo->num_layers,
+                       .fanouts = lo->fanouts,
+                       .allow_out_of_order = 1,
+                       .training = 1,
+                       .step = ref_step,
+                       .ctx = &ref[e]};
+        tg_pass_t np = p;
+        if ((r.strat_i->info.caps & TG_STRAT_NEXT_PASS) && e + 1 < EPOCHS) {
+            tg_plan_epoch(&next, e + 1);
+            np.seeds = next.seeds;
+            np.epoch = e + 1;
+            np.step = NULL;
+            np.ctx = NULL;
+            p.next = &np;
+        }
+        uint64_t n = plan.num_batches;
+        if (r.strat_i->epoch_batches && (rc = r.strat_i->epoch_batches(r.strat, &p, &n)) < 0) break;
+        tg_pass_stats_t ps;
+        rc = tg_run_pass(&r, &p, &ps);
+        if (rc >= 0 && ref[e].n != n)
+            rc = tg_err(-EIO, "reference: %llu of %llu batches", (unsigned long long)ref[e].n,
+                        (unsigned long long)n);
+    }
+    tg_plan_destroy(&plan);
+    tg_plan_destroy(&next);
+    tg_run_close(&r);
+    return rc;
+}
+
+/* The memory strategy's store: the feature file's rows as f32. */
+static tg_store_t *rows_store(tg_dataset_t **d)
+{
+    tg_store_t *st = NULL;
+    TG_CHECK_OK(tg_dataset_open(d, ds, 0));
+    tg_store_opts_t so = {0};
+    if (*d) TG_CHECK_OK(tg_store_memory_open(&st, *d, &so));
+    return st;
+}
+
+/* Takes the rest of L's epoch, checking every batch against ref (by id) and X against the
+ * file's rows; returns the ids' bitmap count. lo_id..hi_id: the ids the share may hold. */
+static uint64_t drain_check(tg_loader_t *L, const digests_t *ref, uint64_t lo_id, uint64_t hi_id,
+                            int seen[MAX_BATCHES], const char *what)
+{
+    tg_dataset_t *d = NULL;
+    tg_store_t *st = rows_store(&d);
+    float *buf = NULL;
+    const tg_loader_batch_t *b;
+    int rc;
+    uint64_t got = 0;
+    while ((rc = tg_loader_next(L, &b)) > 0) {
+        uint64_t id = b->batch.id;
+        if (id < lo_id || id >= hi_id || id >= MAX_BATCHES || !ref->seen[id]) {
+            TG_FAIL("%s: batch id %llu outside [%llu, %llu)", what, (unsigned long long)id,
+                    (unsigned long long)lo_id, (unsigned long long)hi_id);
+        } else {
+            if (seen[id]++) TG_FAIL("%s: batch %llu twice", what, (unsigned long long)id);
+            if (batch_digest(&b->batch) != ref->b[id])
+                TG_FAIL("%s: batch %llu's ids or blocks differ from the pass's", what,
+                        (unsigned long long)id);
+            if (x_digest(&b->batch, b->X, b->dim) != ref->x[id])
+                TG_FAIL("%s: batch %llu's X differs from the pass's", what, (unsigned long long)id);
+            if (st && batch_rows_equal(st, &b->batch, b->X, b->dim, &buf) != 1)
+                TG_FAIL("%s: batch %llu's X is not the feature file's rows", what,
+                        (unsigned long long)id);
+            for (uint32_t i = 0; i < b->batch.num_seeds; i++)
+                if (b->y[i] != (int32_t)(b->batch.nodes[i] % 4))
+                    TG_FAIL("%s: batch %llu seed %u: label %d, expected %d", what,
+                            (unsigned long long)id, i, b->y[i], (int)(b->batch.nodes[i] % 4));
+        }
+        got++;
+        TG_CHECK_OK(tg_loader_release(L, b));
+    }
+    if (rc < 0) TG_FAIL("%s: tg_loader_next: %s", what, tg_errmsg());
+    TG_CHECK(tg_loader_next(L, &b) == 0 && b == NULL); /* and again at the end */
+    free(buf);
+    tg_store_release(st);
+    tg_dataset_close(d);
+    return got;
+}
+
+/* ---------------------------------------------------------------- tests */
+
+TG_TEST(every_strategy_yields_its_pass)
+{
+    for (int i = 0; i < tg_strategy_count(); i++) {
+        const char *name = tg_strategy_info(i)->name;
+        sargs_t sa;
+        sargs_of(&sa, name);
+        tg_loader_opts_t o;
+        opts_for(&o, name, &sa);
+        digests_t ref[EPOCHS];
+        if (reference(&o, ref) < 0) {
+            TG_FAIL("%s: reference pass: %s", name, tg_errmsg());
+            continue;
+        }
+        tg_loader_t *L = NULL;
+        TG_CHECK_OK(tg_loader_open(&L, &o));
+        if (!L) continue;
+        tg_loader_info_t info;
+        tg_loader_info(L, &info);
+        TG_CHECK(!strcmp(info.strategy, name));
+        TG_CHECK_EQ_U64(info.rank_batches, ref[0].n);
+        char what[96];
+        for (uint64_t e = 0; e < EPOCHS; e++) {
+            int seen[MAX_BATCHES] = {0};
+            snprintf(what, sizeof what, "%s epoch %llu", name, (unsigned long long)e);
+            TG_CHECK_OK(tg_loader_set_epoch(L, e));
+            TG_CHECK_EQ_U64(drain_check(L, &ref[e], 0, MAX_BATCHES, seen, what), ref[e].n);
+            tg_loader_stats_t st;
+            tg_loader_stats(L, &st);
+            TG_CHECK(st.pass_done && !st.stopped && st.batches == ref[e].n);
+            /* a strategy whose batches come from its own graph (hier's mega-batches) reads
+             * no adjacency of the run's */
+            const tg_strategy_i *si = NULL;
+            TG_CHECK_OK(tg_strategy_find(name, &si));
+            int own_graph = si && si->profile_batch;
+            if (!(st.feature_bytes > 0 && (st.index_bytes > 0 || own_graph)))
+                TG_FAIL("%s: feature bytes %llu, index bytes %llu", what,
+                        (unsigned long long)st.feature_bytes, (unsigned long long)st.index_bytes);
+            if (sa.mem) TG_CHECK(st.data_bytes_peak <= sa.mem);
+        }
+        /* a stopped pass, then epoch 1 again */
+        TG_CHECK_OK(tg_loader_set_epoch(L, 0));
+        const tg_loader_batch_t *b;
+        TG_CHECK(tg_loader_next(L, &b) == 1);
+        TG_CHECK_OK(tg_loader_set_epoch(L, 1));
+        TG_CHECK_OK(tg_loader_release(L, b)); /* held across set_epoch */
+        int seen[MAX_BATCHES] = {0};
+        snprintf(what, sizeof what, "%s epoch 1 after a stopped pass", name);
+        TG_CHECK_EQ_U64(drain_check(L, &ref[1], 0, MAX_BATCHES, seen, what), ref[1].n);
+        tg_loader_close(L);
+    }
+}
+
+/* Ranks 0..K-1 of K: rank r yields [r m, (r + 1) m), m = floor(n / K), with the pass's batches. */
+TG_TEST(ranks_partition_the_epoch)
+{
+    static const char *names[] = {"memory", "gnndrive", "diskgnn", "hier"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        sargs_t sa;
+        sargs_of(&sa, names[i]);
+        tg_loader_opts_t o;
+        opts_for(&o, names[i], &sa);
+        digests_t ref[EPOCHS];
+        if (reference(&o, ref) < 0) {
+            TG_FAIL("%s: reference pass: %s", names[i], tg_errmsg());
+            continue;
+        }
+        for (int K = 2; K <= 3; K++) {
+            uint64_t n = ref[1].n, m = n / (uint64_t)K;
+            int seen[MAX_BATCHES] = {0};
+            for (int r = 0; r < K; r++) {
+                o.rank = r;
+                o.world_size = K;
+                o.epoch = 1;
+                tg_loader_t *L = NULL;
+                TG_CHECK_OK(tg_loader_open(&L, &o));
+                if (!L) continue;
+                tg_loader_info_t info;
+                tg_loader_info(L, &info);
+                TG_CHECK_EQ_U64(info.epoch_batches, n);
+                TG_CHECK_EQ_U64(info.rank_batches, m);
+                TG_CHECK_EQ_U64(info.first_batch, r * m);
+                char what[96];
+                snprintf(what, sizeof what, "%s rank %d of %d", names[i], r, K);
+                TG_CHECK_EQ_U64(drain_check(L, &ref[1], r * m, (r + 1) * m, seen, what), m);
+                tg_loader_close(L);
+            }
+            for (uint64_t b = 0; b < K * m; b++)
+                if (seen[b] != 1)
+                    TG_FAIL("%s K=%d: batch %llu yielded %d times", names[i], K,
+                            (unsigned long long)b, seen[b]);
+        }
+    }
+}
+
+/* drop_last: the partial last batch is not yielded, with one rank and with two. */
+TG_TEST(drop_last)
+{
+    sargs_t sa;
+    sargs_of(&sa, "memory");
+    tg_loader_opts_t o;
+    opts_for(&o, "memory", &sa);
+    digests_t ref[EPOCHS];
+    TG_CHECK_OK(reference(&o, ref));
+    uint64_t n = ref[0].n; /* 300 training nodes: 4 batches of 64 and one of 44 */
+    TG_CHECK_EQ_U64(n, 5);
+    o.drop_last = 1;
+    for (int K = 1; K <= 2; K++) {
+        o.world_size = K;
+        o.rank = K - 1;
+        tg_loader_t *L = NULL;
+        TG_CHECK_OK(tg_loader_open(&L, &o));
+        if (!L) continue;
+        uint64_t m = (n - 1) / (uint64_t)K;
+        int seen[MAX_BATCHES] = {0};
+        TG_CHECK_EQ_U64(drain_check(L, &ref[0], o.rank * m, (o.rank + 1) * m, seen, "drop_last"),
+                        m);
+        tg_loader_close(L);
+    }
+}
+
+static int open_fds(void)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    if (!d) return -1;
+    for (struct dirent *e; (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+TG_TEST(held_limit_and_close)
+{
+    sargs_t sa;
+    sargs_of(&sa, "gnndrive");
+    tg_loader_opts_t o;
+    opts_for(&o, "gnndrive", &sa);
+    digests_t ref[EPOCHS];
+    TG_CHECK_OK(reference(&o, ref));
+    int fds = open_fds();
+    tg_loader_t *L = NULL;
+    TG_CHECK_OK(tg_loader_open(&L, &o));
+    if (!L) return;
+    const tg_loader_batch_t *a, *b, *c;
+    TG_CHECK(tg_loader_next(L, &a) == 1);
+    TG_CHECK(tg_loader_next(L, &b) == 1);
+    TG_CHECK_ERR(tg_loader_next(L, &c), "max_held is 2");
+    TG_CHECK(c == NULL);
+    /* both held batches are intact while the pass goes on */
+    TG_CHECK(batch_digest(&a->batch) == ref[0].b[a->batch.id]);
+    TG_CHECK(x_digest(&a->batch, a->X, a->dim) == ref[0].x[a->batch.id]);
+    TG_CHECK_OK(tg_loader_release(L, a));
+    TG_CHECK_ERR(tg_loader_release(L, a), "released already");
+    tg_loader_batch_t fake;
+    TG_CHECK_ERR(tg_loader_release(L, &fake), "not one of its slots");
+    TG_CHECK(tg_loader_next(L, &c) == 1);
+    TG_CHECK(batch_digest(&b->batch) == ref[0].b[b->batch.id]);
+    TG_CHECK(x_digest(&c->batch, c->X, c->dim) == ref[0].x[c->batch.id]);
+    tg_loader_stats_t st;
+    tg_loader_stats(L, &st);
+    TG_CHECK_EQ_U64(st.batches, 3);
+    tg_loader_close(L); /* mid-epoch, two batches held */
+    TG_CHECK(open_fds() == fds);
+
+    /* before the first next; right after set_epoch; after the epoch's end */
+    for (int how = 0; how < 3; how++) {
+        static const char *names[] = {"gnndrive", "diskgnn", "ginex", "gids", "hier"};
+        for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+            sargs_t s2;
+            sargs_of(&s2, names[i]);
+            opts_for(&o, names[i], &s2);
+            o.max_held = 1;
+            L = NULL;
+            TG_CHECK_OK(tg_loader_open(&L, &o));
+            if (!L) continue;
+            if (how == 1) TG_CHECK_OK(tg_loader_set_epoch(L, 1));
+            if (how == 2) {
+                int rc;
+                while ((rc = tg_loader_next(L, &a)) > 0)
+                    TG_CHECK_OK(tg_loader_release(L, a));
+                TG_CHECK(rc == 0);
+                TG_CHECK(tg_loader_next(L, &a) == 0);
+                TG_CHECK_OK(tg_loader_set_epoch(L, 1));
+                TG_CHECK(tg_loader_next(L, &a) == 1);
+            }
+            tg_loader_close(L);
+            TG_CHECK(open_fds() == fds);
+        }
+    }
+}
+
+/* Seeds of the caller, in order (shuffle 0): batch b holds seeds[b * bs, ...) first, with their
+ * labels; the whole-graph batch masks the nodes that are not seeds. */
+TG_TEST(seeds_in_order_and_whole_graph)
+{
+    sargs_t sa;
+    sargs_of(&sa, "memory");
+    tg_loader_opts_t o;
+    opts_for(&o, "memory", &sa);
+    uint64_t seeds[150];
+    for (uint64_t i = 0; i < 150; i++)
+        seeds[i] = (i * 37 + 11) % 600;
+    o.seeds = seeds;
+    o.num_seeds = 150;
+    o.shuffle = 0;
+    o.batch_size = 40;
+    tg_loader_t *L = NULL;
+    TG_CHECK_OK(tg_loader_open(&L, &o));
+    if (!L) return;
+    tg_dataset_t *d = NULL;
+    tg_store_t *st = rows_store(&d);
+    float *buf = NULL;
+    const tg_loader_batch_t *b;
+    uint64_t k = 0, nb = 0;
+    int rc;
+    while ((rc = tg_loader_next(L, &b)) > 0) {
+        TG_CHECK_EQ_U64(b->batch.id, nb);
+        TG_CHECK_EQ_U64(b->index, nb);
+        nb++;
+        for (uint32_t i = 0; i < b->batch.num_seeds; i++, k++) {
+            TG_CHECK_EQ_U64(b->batch.nodes[i], seeds[k]);
+            TG_CHECK(b->y[i] == (int32_t)(seeds[k] % 4));
+        }
+        if (st) TG_CHECK(batch_rows_equal(st, &b->batch, b->X, b->dim, &buf) == 1);
+        TG_CHECK_OK(tg_loader_release(L, b));
+    }
+    TG_CHECK(rc == 0);
+    TG_CHECK_EQ_U64(k, 150);
+    TG_CHECK_EQ_U64(nb, 4);
+    tg_loader_close(L);
+
+    /* every fanout -1 and one batch of the split: the whole graph, labels on the train split */
+    opts_for(&o, "memory", &sa);
+    o.fanouts[0] = o.fanouts[1] = -1;
+    o.batch_size = 0;
+    L = NULL;
+    TG_CHECK_OK(tg_loader_open(&L, &o));
+    if (L) {
+        tg_loader_info_t info;
+        tg_loader_info(L, &info);
+        TG_CHECK(info.whole_graph && info.rank_batches == 1);
+        TG_CHECK(tg_loader_next(L, &b) == 1);
+        TG_CHECK_EQ_U64(b->batch.num_seeds, 600);
+        uint64_t labelled = 0;
+        for (uint32_t i = 0; i < b->batch.num_seeds; i++)
+            labelled += b->y[i] >= 0;
+        TG_CHECK_EQ_U64(labelled, 300);
+        if (st) TG_CHECK(batch_rows_equal(st, &b->batch, b->X, b->dim, &buf) == 1);
+        TG_CHECK_OK(tg_loader_release(L, b));
+        TG_CHECK(tg_loader_next(L, &b) == 0);
+        tg_loader_close(L);
+    }
+    o.world_size = 2;
+    L = NULL;
+    TG_CHECK_ERR(tg_loader_open(&L, &o), "world_size 2 exceeds the 1 batch(es)");
+    TG_CHECK(L == NULL);
+    free(buf);
+    tg_store_release(st);
+    tg_dataset_close(d);
+}
+
+TG_TEST(bad_options)
+{
+    sargs_t sa;
+    sargs_of(&sa, "memory");
+    tg_loader_opts_t o;
+    tg_loader_t *L = NULL;
+    uint64_t seeds[2] = {1, 600};
+#define BAD(setup, needle)                                                                         \
+    do {                                                                                           \
+        opts_for(&o, "memory", &sa);                                                               \
+        setup;                                                                                     \
+        L = (tg_loader_t *)1;                                                                      \
+        TG_CHECK_ERR(tg_loader_open(&L, &o), needle);                                              \
+        TG_CHECK(L == NULL);                                                                       \
+    } while (0)
+    BAD(o.dataset = NULL, "dataset is required");
+    BAD(o.dataset = "/nonexistent/ds", "/nonexistent/ds");
+    BAD(o.strategy = "nosuch", "unknown strategy 'nosuch'");
+    BAD(o.sampler = "nosuch", "sampler 'nosuch' unknown");
+    BAD(o.num_layers = 0, "num_layers 0 out of range");
+    BAD(o.num_layers = TG_MAX_LAYERS + 1, "num_layers 17 out of range");
+    BAD(o.fanouts[1] = -2, "fanouts[1] = -2");
+    BAD((o.sampler = "ladies", o.fanouts[0] = 0), "sampler ladies expects >= 1");
+    BAD((o.seeds = seeds, o.num_seeds = 0), "num_seeds 0");
+    BAD((o.seeds = seeds, o.num_seeds = 1, o.split = "valid"), "both seeds and split");
+    BAD(o.split = "dev", "split 'dev' unknown");
+    BAD((o.seeds = seeds, o.num_seeds = 2), "seeds[1] = 600 is not a node");
+    BAD(o.world_size = 0, "world_size 0 out of range");
+    BAD((o.world_size = 2, o.rank = 2), "rank 2 out of range");
+    BAD(o.rank = -1, "rank -1 out of range");
+    BAD(o.world_size = 6, "world_size 6 exceeds the 5 batch(es)");
+    BAD(o.max_held = 0, "max_held 0 out of range");
+    BAD(o.max_held = 65, "max_held 65 out of range");
+    BAD(o.threads = 0, "threads 0 out of range");
+    BAD(o.sampler_threads = -2, "sampler_threads -2 out of range");
+    BAD(o.shuffle = 2, "take 0 or 1");
+    BAD(o.mem_bytes = 1 << 20, "--mem");
+    /* wide rows: 65 slots of a whole-graph batch (4 MiB each) do not fit in 128M */
+    char wide[4300];
+    snprintf(wide, sizeof wide, "%s/wide", root);
+    synth_opts_t so;
+    synth_default(&so);
+    so.nodes = 2000;
+    so.dim = 512;
+    synth_write(wide, &so);
+    BAD((o.dataset = wide, o.mem_bytes = 128 << 20, o.max_held = 64, o.batch_size = 0,
+         o.fanouts[0] = o.fanouts[1] = -1),
+        "max_held 64 + 1 batch slots");
+    sargs_t sh;
+    sargs_of(&sh, "hier");
+    opts_for(&o, "hier", &sh);
+    o.drop_last = 1;
+    L = (tg_loader_t *)1;
+    TG_CHECK_ERR(tg_loader_open(&L, &o), "drop_last with strategy hier");
+    TG_CHECK(L == NULL);
+#undef BAD
+}
+
+int main(void)
+{
+    tg_log_set_level(TG_LOG_WARN);
+    snprintf(root, sizeof root, "%s", tg_test_tmpdir("loader"));
+    snprintf(ds, sizeof ds, "%s/ds", root);
+    synth_opts_t so;
+    synth_default(&so);
+    synth_write(ds, &so);
+    TG_RUN(bad_options);
+    TG_RUN(seeds_in_order_and_whole_graph);
+    TG_RUN(drop_last);
+    TG_RUN(held_limit_and_close);
+    TG_RUN(ranks_partition_the_epoch);
+    TG_RUN(every_strategy_yields_its_pass);
+    if (!tg_test_failures) tg_rmtree(root);
+    return tg_test_done();
+}
