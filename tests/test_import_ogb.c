@@ -722,7 +722,7 @@ TG_TEST(cli)
     tg_test_check_no_output(out);
     rc = tg_test_cli(&text, "import %s --from csv %s", out, src);
     TG_CHECK(rc != 0);
-    if (text && !strstr(text, "--from must be ogb, npy or edgelist"))
+    if (text && !strstr(text, "--from must be ogb, npy, npz or edgelist"))
         TG_FAIL("CLI output: %s", text);
     free(text);
     rc = tg_test_cli(&text, "import %s --from ogb %s --feat-dim 8", out, src);
@@ -735,7 +735,7 @@ TG_TEST(cli)
     free(text);
     rc = tg_test_cli(&text, "import --help");
     TG_CHECK(rc == 0);
-    if (text && !strstr(text, "--from ogb|npy|edgelist")) TG_FAIL("help: %s", text);
+    if (text && !strstr(text, "--from ogb|npy|npz|edgelist")) TG_FAIL("help: %s", text);
     free(text);
     tg_test_check_no_output(out);
 

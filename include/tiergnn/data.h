@@ -306,11 +306,11 @@ uint64_t tg_gen_min_mem(const tg_gen_opts_t *o);
 
 /* ---------------------------------------------------------------- importers */
 
-typedef enum { TG_IMPORT_OGB, TG_IMPORT_NPY, TG_IMPORT_EDGELIST } tg_import_kind_t;
+typedef enum { TG_IMPORT_OGB, TG_IMPORT_NPY, TG_IMPORT_EDGELIST, TG_IMPORT_NPZ } tg_import_kind_t;
 
 typedef struct tg_import_opts {
     tg_import_kind_t kind;
-    const char *src;   /* directory (ogb, npy) or file (edgelist) */
+    const char *src;   /* directory (ogb, npy) or file (edgelist, npz) */
     const char *split; /* ogb: split name (default: the only folder under split/; with several
                           and none named, the import stops and lists them) */
     int undirected, dedup, self_loops;

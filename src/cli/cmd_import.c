@@ -1,4 +1,4 @@
-/* tiergnn import OUT --from ogb|npy|edgelist SRC [options]: flags -> tg_import_opts_t. */
+/* tiergnn import OUT --from ogb|npy|npz|edgelist SRC [options]: flags -> tg_import_opts_t. */
 #include <stdio.h>
 #include <string.h>
 
@@ -7,12 +7,15 @@
 #include "tiergnn/util.h"
 
 static const char *const usage_text =
-    "usage: tiergnn import OUT --from ogb|npy|edgelist SRC [options]\n"
+    "usage: tiergnn import OUT --from ogb|npy|npz|edgelist SRC [options]\n"
     "\n"
     "sources (docs/IMPORT.md has the layouts):\n"
-    "  --from ogb SRC       OGB node-property raw layout: SRC/raw/*.csv[.gz], SRC/split/NAME/\n"
+    "  --from ogb SRC       OGB node-property raw layout: SRC/raw/*.csv[.gz] or SRC/raw/data.npz\n"
+    "                       + node-label.npz, and SRC/split/NAME/\n"
     "  --from npy SRC       SRC/feat.npy, labels.npy, indptr.npy+indices.npy or edge_index.npy,\n"
     "                       {train,valid,test}_idx.npy\n"
+    "  --from npz FILE      an .npz (np.savez / np.savez_compressed) with edge_index, node_feat\n"
+    "                       or x, node_label or y, train_idx/valid_idx/test_idx or *_mask\n"
     "  --from edgelist FILE text 'SRC DST' per line ('#'/'%' comments; plain or .gz); features\n"
     "                       and labels are synthesised\n"
     "options:\n"
@@ -53,10 +56,12 @@ int tg_cmd_import(int argc, char **argv)
         o.kind = TG_IMPORT_OGB;
     else if (!strcmp(from, "npy"))
         o.kind = TG_IMPORT_NPY;
+    else if (!strcmp(from, "npz"))
+        o.kind = TG_IMPORT_NPZ;
     else if (!strcmp(from, "edgelist"))
         o.kind = TG_IMPORT_EDGELIST;
     else {
-        tg_err(-EINVAL, "--from must be ogb, npy or edgelist, got '%s'", from);
+        tg_err(-EINVAL, "--from must be ogb, npy, npz or edgelist, got '%s'", from);
         return tg_cli_fail();
     }
     const char *out = a.pos[0];

@@ -134,6 +134,10 @@ typedef struct tg_npy {
     int fd;             /* file source, or -1 */
     const uint8_t *mem; /* memory source */
     uint64_t mem_len;
+    /* or a callback source (an .npz member): reads bytes [off, off + n) exactly, or fails with
+     * a message; ctx is the caller's and must outlive the handle */
+    int (*read_at)(void *ctx, uint64_t off, void *buf, size_t n);
+    void *ctx;
     char *path;
     int version; /* 1, 2 or 3 */
     tg_npy_dtype_t dtype;
@@ -148,6 +152,9 @@ typedef struct tg_npy {
 
 int tg_npy_open(tg_npy_t *f, const char *path);
 int tg_npy_open_mem(tg_npy_t *f, const void *data, size_t len, const char *name);
+/* A source of `size` bytes read through read_at (see tg_npy_t); name is used in messages. */
+int tg_npy_open_cb(tg_npy_t *f, const char *name, uint64_t size,
+                   int (*read_at)(void *ctx, uint64_t off, void *buf, size_t n), void *ctx);
 void tg_npy_close(tg_npy_t *f);
 const char *tg_npy_dtype_name(tg_npy_dtype_t t); /* "<f4" ... */
 int tg_npy_dtype_kind(tg_npy_dtype_t t);         /* TG_NPY_KIND_* */
@@ -158,6 +165,90 @@ int tg_npy_read_f32(tg_npy_t *f, uint64_t first, size_t n, float *out);
 int tg_npy_read_f64(tg_npy_t *f, uint64_t first, size_t n, double *out);
 /* Integers (and bools) as i64; floats only if integral; u64 above INT64_MAX is an error. */
 int tg_npy_read_i64(tg_npy_t *f, uint64_t first, size_t n, int64_t *out);
+
+/* ---------------------------------------------------------------- ZIP (.npz)
+ *
+ * An .npz is a zip archive of .npy members, stored or deflated, with zip64 records when a member
+ * or the archive passes 4 GiB. tg_zip_open reads the central directory (the authority on names,
+ * sizes, CRCs and offsets; local headers are checked against it); a tg_zip_rd_t streams one
+ * member's uncompressed bytes in order through a small input buffer and zlib's inflate,
+ * computing the CRC-32 as it goes and checking it when the member's last byte is read.
+ *
+ *     tg_zip_t z;
+ *     tg_zip_open(&z, "data.npz");
+ *     const tg_zip_entry_t *e = tg_zip_find(&z, "edge_index.npy");   // NULL: absent
+ *     tg_zip_rd_t r;
+ *     tg_zip_rd_open(&r, &z, e, 0);
+ *     tg_zip_rd_read(&r, buf, n);   // exactly n bytes, or an error naming the member
+ *     tg_zip_rd_close(&r);
+ *     tg_zip_close(&z);             // after every reader of it
+ */
+
+typedef struct tg_zip_entry {
+    char *name;
+    uint64_t csize, usize; /* compressed and uncompressed bytes */
+    uint64_t lho;          /* offset of its local header */
+    uint32_t crc;
+    uint16_t method, flags;
+} tg_zip_entry_t;
+
+typedef struct tg_zip {
+    int fd;
+    char *path;
+    uint64_t size;
+    tg_zip_entry_t *e;
+    size_t n;
+} tg_zip_t;
+
+int tg_zip_open(tg_zip_t *z, const char *path);
+void tg_zip_close(tg_zip_t *z);
+const tg_zip_entry_t *tg_zip_find(const tg_zip_t *z, const char *name);
+/* "a.npy, b.npy, ..." (at most len bytes) for messages about a missing member. */
+void tg_zip_list(const tg_zip_t *z, char *buf, size_t len);
+
+typedef struct tg_zip_rd {
+    const tg_zip_t *z;
+    const tg_zip_entry_t *e;
+    uint64_t data_off; /* file offset of the member's data */
+    uint64_t pos;      /* uncompressed bytes of the member before the next one read */
+    uint64_t cpos;     /* compressed bytes taken from the file */
+    uint64_t crc_from; /* crc covers uncompressed bytes [crc_from, pos) */
+    uint32_t crc;
+    z_stream zs;
+    int zinit;
+    uint8_t *in; /* compressed input */
+    size_t in_cap;
+} tg_zip_rd_t;
+
+/* Opens a reader at uncompressed offset start: a stored member starts there (its CRC then
+ * covers [start, ...), for the caller to combine); a deflated one inflates and drops the bytes
+ * before it. A local header that does not match the central directory, member data beyond the
+ * file's end, encryption or a method other than stored (0) and deflate (8) are errors. */
+int tg_zip_rd_open(tg_zip_rd_t *r, const tg_zip_t *z, const tg_zip_entry_t *e, uint64_t start);
+/* Reads exactly n bytes. Past the member's end, data that inflate cannot decode or that ends
+ * early, and a CRC-32 that differs from the directory's once the member is read from byte 0 to
+ * its end, are errors naming the archive, the member and the offset. */
+int tg_zip_rd_read(tg_zip_rd_t *r, void *buf, size_t n);
+void tg_zip_rd_close(tg_zip_rd_t *r);
+
+/* One .npy member of an .npz as a tg_npy_t: the first bytes are kept (so the header may be
+ * read twice), the rest streams through up to two readers, so that two ranges can be read in
+ * lockstep (edge_index's rows) with inflate run once for each. The CRC of the whole member is
+ * checked when its last byte is read, combining the two readers' CRCs where they split it. */
+typedef struct tg_npz_arr {
+    tg_npy_t f;
+    const tg_zip_t *z;
+    const tg_zip_entry_t *e;
+    uint8_t *head;
+    size_t head_len;
+    tg_zip_rd_t rd[2];
+    int nrd;
+} tg_npz_arr_t;
+
+/* Opens member `name` ("edge_index.npy") of z; f.path is "ARCHIVE: MEMBER" for messages. A
+ * missing member is -ENOENT naming the archive and listing its members. */
+int tg_npz_arr_open(tg_npz_arr_t *a, const tg_zip_t *z, const char *name);
+void tg_npz_arr_close(tg_npz_arr_t *a);
 
 /* ---------------------------------------------------------------- shared importer pieces */
 
@@ -260,6 +351,14 @@ int tg_import_ogb_threads(const char *out_dir, const tg_import_opts_t *o, int nt
  * a test can change the file under it. NULL (the default): nothing. */
 extern void (*tg_ogb_test_before_chunk)(uint64_t chunk);
 int tg_import_npy(const char *out_dir, const tg_import_opts_t *o);
+/* --from npz FILE (import_npz.c), and --from ogb on a SRC with raw/data.npz. */
+int tg_import_npz(const char *out_dir, const tg_import_opts_t *o);
+int tg_import_ogb_npz(const char *out_dir, const tg_import_opts_t *o);
+/* import_ogb.c's split lookup and CSV split reader, which the npz layout shares: the three
+ * paths of SRC/split/NAME/{train,valid,test}.csv[.gz] (NAME as --split, else the only one). */
+int tg_ogb_split_paths(const char *src, const char *want, char (*paths)[4096], char *name,
+                       size_t name_len);
+int tg_ogb_read_split_csv(tg_imp_t *im, const char *path, tg_file_id_t which);
 int tg_import_edgelist(const char *out_dir, const tg_import_opts_t *o);
 /* The same, parsing a plain file in exactly nranges byte ranges on as many threads (0: as many
  * as the cores, the size and --mem allow; gzip files and pipes are always one) and running

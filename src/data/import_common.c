@@ -220,6 +220,8 @@ int tg_import(const char *out_dir, const tg_import_opts_t *opts)
         return tg_import_npy(out_dir, &o);
     case TG_IMPORT_EDGELIST:
         return tg_import_edgelist(out_dir, &o);
+    case TG_IMPORT_NPZ:
+        return tg_import_npz(out_dir, &o);
     default:
         return tg_err(-EINVAL, "import: unknown source kind %d", (int)o.kind);
     }

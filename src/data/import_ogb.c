@@ -8,6 +8,9 @@
  *     SRC/raw/num-edge-list.csv[.gz]  E
  *     SRC/split/NAME/{train,valid,test}.csv[.gz]   one node id per line
  *
+ * With SRC/raw/data.npz (OGB's binary raw layout, ogbn-papers100M) the graph, features and
+ * labels come from data.npz and node-label.npz instead (import_npz.c); the split stays CSV.
+ *
  * Every file is streamed once, in this order: counts, edges (into the external sort), features
  * (row by row into features.bin), labels, splits. Each count is cross-checked and a mismatch
  * names both files.
@@ -137,6 +140,21 @@ static int find_split(const char *src, const char *want, ogb_paths_t *p)
         if (tg_imp_find_csv(sdir, base[k], p->split[k], PATHLEN))
             return tg_err(-ENOENT, "%s: missing", p->split[k]);
     return 0;
+}
+
+int tg_ogb_split_paths(const char *src, const char *want, char (*paths)[4096], char *name,
+                       size_t name_len)
+{
+    ogb_paths_t *p = calloc(1, sizeof *p);
+    if (!p) return tg_err(-ENOMEM, "out of memory");
+    int rc = find_split(src, want, p);
+    if (!rc) {
+        for (int k = 0; k < 3; k++)
+            memcpy(paths[k], p->split[k], PATHLEN);
+        snprintf(name, name_len, "%s", p->split_name);
+    }
+    free(p);
+    return rc;
 }
 
 static int find_paths(const tg_import_opts_t *o, ogb_paths_t *p)
@@ -732,7 +750,7 @@ static int read_labels(tg_imp_t *im, const ogb_paths_t *p)
     return tg_dsw_close_file(&im->dsw, TG_FILE_LABELS, &fw);
 }
 
-static int read_split(tg_imp_t *im, const char *path, tg_file_id_t which)
+int tg_ogb_read_split_csv(tg_imp_t *im, const char *path, tg_file_id_t which)
 {
     tg_csv_t c;
     int rc = tg_csv_open(&c, path, TG_CSV_ALLOW_EMPTY | TG_CSV_SKIP_BLANK);
@@ -781,6 +799,11 @@ static int check_rows_fit(const char *path, const char *nodes, uint64_t n, uint6
 int tg_import_ogb_threads(const char *out_dir, const tg_import_opts_t *o, int nthreads,
                           uint64_t chunk_bytes)
 {
+    /* OGB's binary raw layout (ogbn-papers100M): raw/data.npz instead of the CSV files. */
+    char npz[PATHLEN];
+    struct stat st;
+    snprintf(npz, sizeof npz, "%s/raw/data.npz", o->src);
+    if (!stat(npz, &st) && S_ISREG(st.st_mode)) return tg_import_ogb_npz(out_dir, o);
     ogb_paths_t *p = calloc(1, sizeof *p);
     if (!p) return tg_err(-ENOMEM, "out of memory");
     tg_imp_t im;
@@ -806,7 +829,7 @@ int tg_import_ogb_threads(const char *out_dir, const tg_import_opts_t *o, int nt
     if ((rc = read_features(&im, p, nthreads, chunk_bytes))) goto out;
     if ((rc = read_labels(&im, p))) goto out;
     for (int k = 0; k < 3 && !rc; k++)
-        rc = read_split(&im, p->split[k], (tg_file_id_t)(TG_FILE_TRAIN + k));
+        rc = tg_ogb_read_split_csv(&im, p->split[k], (tg_file_id_t)(TG_FILE_TRAIN + k));
     if (rc) goto out;
     rc = tg_imp_commit(&im);
 out:

@@ -47,6 +47,17 @@ int tg_npy_dtype_kind(tg_npy_dtype_t t)
     return (unsigned)t < TG_NPY_DTYPE_COUNT ? dtypes[t].kind : 0;
 }
 
+/* Bytes [off, off + n) of the source: memory, a callback (an .npz member) or the file. */
+static int src_read(tg_npy_t *f, void *buf, size_t n, uint64_t off)
+{
+    if (f->mem) {
+        memcpy(buf, f->mem + off, n);
+        return 0;
+    }
+    if (f->read_at) return f->read_at(f->ctx, off, buf, n);
+    return tg_pread_full(f->fd, buf, n, off, f->path);
+}
+
 void tg_npy_close(tg_npy_t *f)
 {
     if (f->fd >= 0) close(f->fd);
@@ -248,10 +259,7 @@ static int npy_setup(tg_npy_t *f, uint64_t file_size)
                       f->path, (unsigned long long)file_size);
     size_t pn = (size_t)TG_MIN(file_size, (uint64_t)sizeof pre);
     int rc;
-    if (f->mem)
-        memcpy(pre, f->mem, pn);
-    else if ((rc = tg_pread_full(f->fd, pre, pn, 0, f->path)))
-        return rc;
+    if ((rc = src_read(f, pre, pn, 0))) return rc;
     if (memcmp(pre, "\x93NUMPY", 6))
         return tg_err(-EINVAL, "%s: not a .npy file (missing the \\x93NUMPY magic)", f->path);
     f->version = pre[6];
@@ -278,9 +286,7 @@ static int npy_setup(tg_npy_t *f, uint64_t file_size)
                       f->path, (unsigned long long)(hoff + hlen), (unsigned long long)file_size);
     char *h = malloc(hlen + 1);
     if (!h) return tg_err(-ENOMEM, "%s: out of memory for the header", f->path);
-    if (f->mem)
-        memcpy(h, f->mem + hoff, hlen);
-    else if ((rc = tg_pread_full(f->fd, h, hlen, hoff, f->path))) {
+    if ((rc = src_read(f, h, hlen, hoff))) {
         free(h);
         return rc;
     }
@@ -343,6 +349,19 @@ int tg_npy_open_mem(tg_npy_t *f, const void *data, size_t len, const char *name)
     return rc;
 }
 
+int tg_npy_open_cb(tg_npy_t *f, const char *name, uint64_t size,
+                   int (*read_at)(void *ctx, uint64_t off, void *buf, size_t n), void *ctx)
+{
+    memset(f, 0, sizeof *f);
+    f->fd = -1;
+    f->read_at = read_at;
+    f->ctx = ctx;
+    if (!(f->path = strdup(name))) return tg_err(-ENOMEM, "out of memory");
+    int rc = npy_setup(f, size);
+    if (rc) tg_npy_close(f);
+    return rc;
+}
+
 int tg_npy_expect_dtype(const tg_npy_t *f, int kinds, const char *what)
 {
     if (dtypes[f->dtype].kind & kinds) return 0;
@@ -366,12 +385,8 @@ static int read_raw(tg_npy_t *f, uint64_t first, size_t n)
                       (unsigned long long)f->count);
     uint64_t off = f->data_off + first * f->itemsize;
     size_t bytes = n * f->itemsize;
-    if (f->mem) {
-        memcpy(f->bounce, f->mem + off, bytes);
-        return 0;
-    }
     /* The size was checked at open; a short read now means the file shrank under us. */
-    return tg_pread_full(f->fd, f->bounce, bytes, off, f->path);
+    return src_read(f, f->bounce, bytes, off);
 }
 
 /* Element i of the bounce buffer as double / int64 (memcpy: the buffer is byte-aligned data). */
