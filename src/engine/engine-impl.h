@@ -4,6 +4,7 @@
 #define TG_ENGINE_IMPL_H
 
 #include <stdatomic.h>
+#include <string.h>
 
 #include "tiergnn/engine.h"
 #include "tiergnn/io.h"
@@ -24,8 +25,10 @@
  *          strategy hands each batch with its feature matrix X to the step callback, on the
  *          calling thread, in batch-id order unless the pass allows otherwise.
  *
- * Adding Ginex, DiskGNN, HierBatching or GIDS is a new file with a tg_strategy_i and a line in
- * the table of strategies/strategy.c. */
+ * A strategy also reports its own figures (report); everything else the engine needs from it
+ * comes through optional hooks whose contracts below say which kind of strategy needs them. Adding
+ * a strategy is a new file with a tg_strategy_i and a line in the table of strategies/strategy.c;
+ * the engine (train, eval, infer, budget) never names one. */
 
 typedef struct tg_run tg_run_t;
 typedef struct tg_strategy tg_strategy_t;
@@ -72,8 +75,14 @@ typedef struct tg_pass {
 } tg_pass_t;
 
 #define TG_PASS_MAX_TIERS 8
+/* Bytes of a pass's own block (tg_pass_stats_t.own): a strategy's figures must fit in it. */
+#define TG_PASS_OWN_BYTES 256
 
-/* What a pass measured. I/O figures are per pass (the counters are taken at its start). */
+/* What a pass measured: what every strategy has (times, I/O, the tiers rows came from, the
+ * adjacency's neighbour cache), and a block of the strategy's own figures that only its hooks
+ * read (tg_strategy_i.report, .own_add). I/O figures are per pass (the counters are taken at
+ * its start). Several passes add up into one with tg_pass_stats_add (evaluation sums its
+ * splits' passes), so figures are counts and sums; ratios are derived when they are reported. */
 typedef struct tg_pass_stats {
     uint64_t steps;            /* step callbacks run */
     uint64_t next_batch;       /* first batch not run: the whole pass when not stopped */
@@ -90,59 +99,72 @@ typedef struct tg_pass_stats {
     int have_cache; /* the strategy has a feature cache: lookups, hits */
     uint64_t cache_lookups, cache_hits;
     /* Where the rows came from, tier by tier in lookup order (RAM caches, feature buffer, the
-     * feature file): the JSON key cache_tiers. */
+     * feature file): the JSON key cache_tiers. Added with tg_pass_tier_add. */
     int ntiers;
     struct {
         char name[32];
         uint64_t lookups, hits, bytes;
     } tiers[TG_PASS_MAX_TIERS];
-    /* Strategies that plan their cache from sampled-ahead batches (ginex): the planning time
-     * (changeset precomputation, on its own thread), the cache moving to each plan's initial
-     * state and the per-batch updates (on the gathering thread), the misses the plan predicted
-     * (equal to cache_lookups - cache_hits when the cache followed it), the rows read ahead at
-     * the plans' starts, and the plans made. */
+    /* The neighbour cache tier of a disk adjacency (tiergnn/ncache.h, any strategy's
+     * --neighbor-cache): nodes asked, nodes served, its bytes; the JSON key neighbor_cache. */
+    int have_ncache;
+    uint64_t ncache_lookups, ncache_hits, ncache_bytes;
+    /* The strategy's own figures (its paper's: a planner's time, a window's announcements): a
+     * struct of its own, copied in and out with tg_pass_own_put / tg_pass_own_get (memcpy: no
+     * aliasing rules broken), read only by its report and own_add hooks. All zero: the pass
+     * wrote none (a block of counters that add, so that zero is the sum of no pass). */
+    union {
+        unsigned char bytes[TG_PASS_OWN_BYTES];
+        uint64_t align_;
+    } own;
+    /* Figures of the strategies that have no report hook yet, written by the kit's
+     * tg_pass_report_fields (engine/report.c) with their JSON keys; a strategy with a report
+     * hook leaves them zero. A planned cache over sampled-ahead batches (ginex): the planning
+     * time (changeset precomputation, on its own thread), the cache moving to each plan's
+     * initial state and the per-batch updates (on the gathering thread), the misses the plan
+     * predicted (equal to cache_lookups - cache_hits when the cache followed it), the rows read
+     * ahead at the plans' starts, and the plans made. */
     int have_plan;
     double plan_s, cache_init_s, cache_update_s;
     uint64_t predicted_misses, prefetch_rows, superbatches;
-    /* The neighbour cache tier of the adjacency (Ginex): nodes asked, nodes served, its bytes;
-     * the JSON key neighbor_cache. */
-    int have_ncache;
-    uint64_t ncache_lookups, ncache_hits, ncache_bytes;
-    /* Strategies that sample a pass ahead and pack its rows (diskgnn): the pass's preparation -
-     * whether it ran at the pass's start (1) or during the pass before (0: hidden behind it, but
-     * for pack_wait_s, the time the pass waited for it to finish), its sampling (wall), layout
-     * and maps, packing and whole time, the feature bytes packing read and wrote, the packed
-     * file's bytes on disk, the segment size and the layout's estimated read amplification. */
+    /* A pass sampled ahead and its rows packed (diskgnn): the pass's preparation - whether it
+     * ran at the pass's start (1) or during the pass before (0: hidden behind it, but for
+     * pack_wait_s, the time the pass waited for it to finish), its sampling (wall), layout and
+     * maps, packing and whole time, the feature bytes packing read and wrote, the packed file's
+     * bytes on disk, the segment size and the layout's estimated read amplification. */
     int have_pack, pack_prepared_now;
     int pack_reused; /* the batches and packed file of an earlier pass (--reuse-samples) */
     double pack_wait_s, pack_sample_s, pack_layout_s, pack_s, pack_prep_s;
     uint64_t pack_read_bytes, pack_write_bytes, pack_disk_bytes, pack_segment;
     double pack_read_amp_est;
-    /* Strategies that train on mega-batches of partitions (hier): the mega-batches loaded, the
-     * parts each holds (N_d), the static cache's nodes, the loading's wall time (its own thread)
-     * and the trainer's wait for it, and over the mega-batches' dynamic nodes: how many, and
-     * their in-degrees in the full graph, inside the mega-batch and from the static cache (the
-     * paper's Fig. 2: what the static cache gives back). */
+    /* Mega-batches of partitions (hier): the mega-batches loaded, the parts each holds (N_d),
+     * the static cache's nodes, the loading's wall time (its own thread) and the trainer's wait
+     * for it, and over the mega-batches' dynamic nodes: how many, and their in-degrees in the
+     * full graph, inside the mega-batch and from the static cache (what the static cache gives
+     * back). */
     int have_hier;
     uint64_t hier_megabatches, hier_dynamic_parts, hier_static_nodes, hier_nodes;
     double hier_load_s, hier_load_wait_s;
     uint64_t hier_deg_full, hier_deg_induced, hier_deg_static;
-    /* gids: the look-ahead window, the batches merged per extractor sweep, the constant
-     * buffer's rows, the accumulator's target reads in flight (N_access, all extractors) and
-     * the plan's per extractor, the depth achieved (mean reads in flight of all feature-read
-     * queues together while any of them reads, against the target; one queue's while it reads;
-     * all of them over the pass), the batches announced
-     * to the feature buffer, left unannounced (its trace was full) or not sampled ahead (the
-     * budget had no room), and the feature buffer's own lookups and hits: the JSON key gids. */
-    int have_gids;
-    uint32_t gids_window;
-    double gids_merged; /* batches per extractor sweep, mean over the pass */
-    uint64_t gids_constant_rows;
-    double gids_target_depth, gids_plan_depth, gids_mean_depth, gids_queue_depth, gids_inflight;
-    double gids_gather_depth; /* reads in flight over the extractors' gathering time */
-    uint64_t gids_announced, gids_unannounced, gids_window_short;
-    uint64_t gids_buffer_lookups, gids_buffer_hits, gids_buffer_slots;
 } tg_pass_stats_t;
+
+/* Copies a strategy's own figures (n <= TG_PASS_OWN_BYTES bytes) into st->own, or out of it. */
+static inline void tg_pass_own_put(tg_pass_stats_t *st, const void *own, size_t n)
+{
+    memcpy(st->own.bytes, own, n);
+}
+static inline void tg_pass_own_get(const tg_pass_stats_t *st, void *own, size_t n)
+{
+    memcpy(own, st->own.bytes, n);
+}
+/* A strategy's own figures type fits the block (a compile-time check beside the type). */
+#define TG_PASS_OWN_FITS(type)                                                                     \
+    _Static_assert(sizeof(type) <= TG_PASS_OWN_BYTES, #type " is larger than a pass's own block")
+
+/* Appends a tier (name, rows asked, rows it served, bytes it served) to st->tiers; -ENOSPC
+ * (no message) when TG_PASS_MAX_TIERS are there: the figures are then left out. */
+int tg_pass_tier_add(tg_pass_stats_t *st, const char *name, uint64_t lookups, uint64_t hits,
+                     uint64_t bytes);
 
 typedef struct tg_strategy_i {
     tg_strategy_info_t info; /* name, summary, capabilities, options (tiergnn/engine.h) */
@@ -161,27 +183,48 @@ typedef struct tg_strategy_i {
     int (*pass)(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st);
     /* Frees the strategy's state (not r->adj / r->store: the run closes those). NULL is fine. */
     void (*close)(tg_strategy_t *s);
-    /* Optional: stops what the strategy runs between passes (diskgnn's inspector preparing the
-     * next one) and waits for it; tg_run_close calls it before it closes the adjacency and the
-     * store, which such work reads. */
+    /* Optional, for strategies that keep work running between passes (a thread preparing the
+     * next pass, reading ahead): stops it and waits for it. tg_run_close calls it before it
+     * closes the adjacency and the store, which such work reads. NULL: nothing runs between
+     * passes. */
     void (*drain)(tg_strategy_t *s);
     /* The most input matrices X its passes hold at once (sampled ahead, queued, trained, being
      * freed): the run reserves that many batches' worth of --mem for them. */
     int (*batches_in_flight)(const tg_strategy_opts_t *o);
-    /* Optional, for strategies that make their own batches of a training pass (hier's
-     * mega-batches): how many batches the pass p has (its first_batch ignored; p->num_seeds
-     * less than the training split means --batches-per-epoch limited it). NULL: the plan's,
-     * ceil(num_seeds / batch_size). Called before each training pass, after the budget plan. */
+    /* Optional, for strategies that make the batches of a training pass themselves rather
+     * than take the plan's (batches drawn inside partitions, regrouped seeds): how many batches
+     * the pass p has (its first_batch ignored; p->num_seeds less than the training split means
+     * --batches-per-epoch limited it). The trainer counts an epoch's batches, checks a resume
+     * point and draws its progress with it. Called before each training pass, after the
+     * budget plan. NULL: the plan's, ceil(num_seeds / batch_size). */
     int (*epoch_batches)(tg_strategy_t *s, const tg_pass_t *p, uint64_t *n);
-    /* Optional, for strategies whose training batches come from another graph than r->adj
-     * (hier's mega-batches): the largest of the first batches the plan's epoch trains, as the
-     * budget plan measures them (tg_budget_plan). NULL: sampled from r->adj. */
+    /* Optional, for strategies whose training batches are not sampled from r->adj as the plan
+     * says (another graph, a subgraph, batches of their own): the largest of the first batches
+     * the plan's epoch would train, as the budget plan measures them (tg_budget_plan) to size
+     * one step's activations and the input matrices. NULL: the plan's first batches, sampled
+     * from r->adj. */
     int (*profile_batch)(tg_strategy_t *s, const struct tg_budget_plan_opts *o,
                          tg_batch_t *largest);
-    /* Optional: the run is about to evaluate (sampled or layer-wise, tg_run_evaluate_how): the
-     * strategy releases what only its training passes hold (hier's mega-batches), with its
-     * budget, since evaluation's batches come from the whole graph. */
+    /* Optional, for strategies that hold data only their training passes use (batches or
+     * subgraphs prepared for the next training pass, a graph of their own): the run is about to
+     * evaluate (sampled or layer-wise, tg_run_evaluate_how), so the strategy may release that
+     * data and its budget, since evaluation's batches come from the whole graph. The next
+     * training pass must work after it (rebuilding what was released). NULL: nothing to do. */
     void (*evaluating)(tg_strategy_t *s);
+    /* Optional, for strategies with figures of their own (st->own, written by their pass):
+     * reports them for a pass st (or a sum of passes, own_add) on the calling thread, between
+     * passes. Writes its keys into the epoch's JSON line j (NULL: none) - one key named after
+     * what it measures, whose value is an object of its figures, is the usual shape - and
+     * appends its part of the human epoch line to line (NULL: none; len bytes in all,
+     * NUL-terminated; clauses that start with "; " or ", " after the I/O figures). The keys
+     * are an interface (tiergnn bench, scripts): a key keeps its name and meaning. NULL: the
+     * kit's tg_pass_report_fields, which writes the shared struct's strategy fields. */
+    void (*report)(const tg_pass_stats_t *st, tg_json_t *j, char *line, size_t len);
+    /* Optional, with report: sum->own += add->own, so that several passes report as one
+     * (evaluation sums its splits' passes with tg_pass_stats_add). A block of zeros is the sum
+     * of no pass; settings (a window, a depth) take the larger. NULL: the sum's block stays
+     * zero. */
+    void (*own_add)(tg_pass_stats_t *sum, const tg_pass_stats_t *add);
 } tg_strategy_i;
 
 /* The table (strategies/strategy.c) is the only place that names every strategy. */
@@ -229,9 +272,9 @@ struct tg_run {
     const tg_sampler_i *sampler;
 };
 
-/* Which feature store a run opens (tg_run_open, the interface of issue 3): MEMORY = strategy
- * memory; FILE = adjacency and features on disk (strategy gnndrive, whose layer-wise store
- * reads rows with pread). */
+/* Which feature store tg_run_open opens: MEMORY = the table's in-RAM strategy memory; FILE =
+ * adjacency and features on disk (strategy gnndrive, whose layer-wise store reads rows with
+ * pread). */
 typedef enum { TG_RUN_STORE_MEMORY = 0, TG_RUN_STORE_FILE = 1 } tg_run_store_t;
 
 /* TG_FILE_TRAIN/VALID/TEST -> 0/1/2 */
@@ -258,7 +301,7 @@ typedef struct tg_run_opts {
  * splits (reserved against the budget), the strategy (its adjacency and store) and the compute
  * pool. Refuses with the amount needed when mem_bytes cannot hold the minimum working set. */
 int tg_run_open_opts(tg_run_t *r, const tg_run_opts_t *o);
-/* The issue-3 interface: strategy memory or gnndrive (see tg_run_store_t). */
+/* tg_run_open_opts with strategy memory or gnndrive and their defaults (see tg_run_store_t). */
 int tg_run_open(tg_run_t *r, const char *dataset, tg_run_store_t store, int normalize,
                 uint64_t mem_bytes, int threads);
 void tg_run_close(tg_run_t *r);
@@ -278,6 +321,34 @@ void tg_run_labels(const tg_run_t *r, const uint64_t *nodes, size_t n, const uin
 
 /* Runs one pass of the run's strategy (see tg_strategy_i.pass). */
 int tg_run_pass(tg_run_t *r, const tg_pass_t *p, tg_pass_stats_t *st);
+
+/* ---------------------------------------------------------------- a pass's figures
+ *
+ * engine/report.c: what train, eval and the bench read from a pass, for every strategy alike;
+ * a strategy's own figures come only through its report and own_add hooks. */
+
+/* sum += add, for passes of r's strategy: times and counts add, batch_bytes_peak takes the
+ * larger, tiers add by name (a new name is appended), the neighbour cache's counters add, and
+ * the own block goes through the strategy's own_add. */
+void tg_pass_stats_add(const tg_run_t *r, tg_pass_stats_t *sum, const tg_pass_stats_t *add);
+/* The JSON value of cache_tiers: [{"name":..., "lookups":..., "hits":..., "bytes":...}, ...]. */
+const char *tg_pass_tiers_json(const tg_pass_stats_t *st, char *buf, size_t len);
+/* The JSON value of neighbor_cache: {"bytes":..., "lookups":..., "hits":..., "hit_ratio":...}. */
+const char *tg_pass_ncache_json(const tg_pass_stats_t *st, char *buf, size_t len);
+/* The strategy's keys of the epoch's JSON line (j; NULL: none) and its part of the human line
+ * (appended to line): its report hook, else tg_pass_report_fields. */
+void tg_pass_report(const tg_run_t *r, const tg_pass_stats_t *st, tg_json_t *j, char *line,
+                    size_t len);
+/* The default report: the shared struct's strategy fields (have_plan: ginex's keys changeset_s,
+ * cache_init_s, cache_update_s, cache_misses, predicted_misses, prefetch_rows, superbatches;
+ * have_pack: the object preprocess; have_hier: the object megabatch), for strategies that fill
+ * those fields and have no report hook. */
+void tg_pass_report_fields(const tg_pass_stats_t *st, tg_json_t *j, char *line, size_t len);
+/* The pass's part of the human epoch line, appended to line: "; io R req, X read / Y needed,
+ * wait W, hit ratio H" (with I/O figures; needed: the bytes the batches needed), then the
+ * strategy's part (tg_pass_report), then the neighbour cache's hit ratio. */
+void tg_pass_line(const tg_run_t *r, const tg_pass_stats_t *st, uint64_t needed, char *line,
+                  size_t len);
 
 /* ---------------------------------------------------------------- strategy helpers */
 
@@ -425,7 +496,7 @@ typedef struct tg_eval_how {
 /* Evaluates m on the splits flagged in want[3] (train, valid, test). */
 int tg_run_evaluate_how(tg_run_t *r, tg_model_t *m, const int want[3], const tg_eval_how_t *h,
                         tg_split_eval_t out[3]);
-/* The issue-3 interface: full neighbours (layer-wise, in RAM) unless sampled. */
+/* tg_run_evaluate_how with the settings as arguments: layer-wise in RAM unless sampled. */
 int tg_run_evaluate(tg_run_t *r, tg_model_t *m, const int want[3], int sampled,
                     const int64_t *fanouts, uint64_t batch_size, uint64_t seed, uint64_t chunk,
                     tg_split_eval_t out[3]);

@@ -93,23 +93,6 @@ static int sampled_step(void *ctx, const tg_batch_t *b, const float *X)
     return rc < 0 ? rc : 0;
 }
 
-static void add_stats(tg_pass_stats_t *sum, const tg_pass_stats_t *st)
-{
-    sum->steps += st->steps;
-    sum->sample_s += st->sample_s;
-    sum->gather_s += st->gather_s;
-    sum->wait_s += st->wait_s;
-    sum->batch_bytes_peak = TG_MAX(sum->batch_bytes_peak, st->batch_bytes_peak);
-    sum->have_io |= st->have_io;
-    sum->io_requests += st->io_requests;
-    sum->io_read_bytes += st->io_read_bytes;
-    sum->have_io_wait |= st->have_io_wait;
-    sum->io_wait_s += st->io_wait_s;
-    sum->have_cache |= st->have_cache;
-    sum->cache_lookups += st->cache_lookups;
-    sum->cache_hits += st->cache_hits;
-}
-
 static int eval_sampled(tg_run_t *r, tg_model_t *m, int s, const tg_eval_how_t *h,
                         const uint64_t *nodes, uint64_t n, acc_t *a)
 {
@@ -142,7 +125,7 @@ static int eval_sampled(tg_run_t *r, tg_model_t *m, int s, const tg_eval_how_t *
                    .ctx = &c};
     tg_pass_stats_t st;
     int rc = tg_run_pass(r, &p, &st);
-    if (h->stats) add_stats(h->stats, &st);
+    if (h->stats) tg_pass_stats_add(r, h->stats, &st);
     free(c.logits);
     return rc;
 }

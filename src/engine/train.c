@@ -1,6 +1,7 @@
 /* The training run: epoch loop over the strategy's passes, evaluation, checkpoints (also when a
  * stop request arrives mid-epoch), JSON lines with the per-epoch I/O figures (see
- * tiergnn/engine.h). */
+ * tiergnn/engine.h). tg_train runs named stages: setup (check, open, resume, plans, budget),
+ * then per epoch: the epoch's pass, evaluation, checkpoint, report. */
 #include "engine-impl.h"
 
 #include <math.h>
@@ -191,82 +192,6 @@ static void emit_final(const tg_train_opts_t *o, const tg_train_result_t *res, c
     }
 }
 
-/* [{"name":..., "lookups":..., "hits":..., "bytes":...}, ...] of a pass's tiers. */
-static const char *pass_tiers_json(const tg_pass_stats_t *ps, char *buf, size_t len)
-{
-    size_t n = (size_t)snprintf(buf, len, "[");
-    for (int t = 0; t < ps->ntiers && n < len; t++)
-        n += (size_t)snprintf(
-            buf + n, len - n, "%s{\"name\":\"%s\",\"lookups\":%llu,\"hits\":%llu,\"bytes\":%llu}",
-            t ? "," : "", ps->tiers[t].name, (unsigned long long)ps->tiers[t].lookups,
-            (unsigned long long)ps->tiers[t].hits, (unsigned long long)ps->tiers[t].bytes);
-    if (n < len) snprintf(buf + n, len - n, "]");
-    return buf;
-}
-
-/* The neighbour cache tier of a pass as a JSON object. */
-static const char *pass_ncache_json(const tg_pass_stats_t *ps, char *buf, size_t len)
-{
-    double hit = ps->ncache_lookups ? (double)ps->ncache_hits / (double)ps->ncache_lookups : 0;
-    snprintf(buf, len, "{\"bytes\":%llu,\"lookups\":%llu,\"hits\":%llu,\"hit_ratio\":%.6f}",
-             (unsigned long long)ps->ncache_bytes, (unsigned long long)ps->ncache_lookups,
-             (unsigned long long)ps->ncache_hits, hit);
-    return buf;
-}
-
-/* The JSON object "preprocess" of a strategy that samples and packs a pass ahead (diskgnn). */
-static const char *pass_pack_json(const tg_pass_stats_t *ps, char *buf, size_t len)
-{
-    snprintf(buf, len,
-             "{\"at_start\":%s,\"reused\":%s,\"wait_s\":%.6f,\"sample_s\":%.6f,\"layout_s\":%.6f,"
-             "\"pack_s\":%.6f,\"total_s\":%.6f,\"read_bytes\":%llu,\"write_bytes\":%llu,"
-             "\"disk_bytes\":%llu,\"segment\":%llu,\"read_amp_estimate\":%.6f}",
-             ps->pack_prepared_now ? "true" : "false", ps->pack_reused ? "true" : "false",
-             ps->pack_wait_s, ps->pack_sample_s, ps->pack_layout_s, ps->pack_s, ps->pack_prep_s,
-             (unsigned long long)ps->pack_read_bytes, (unsigned long long)ps->pack_write_bytes,
-             (unsigned long long)ps->pack_disk_bytes, (unsigned long long)ps->pack_segment,
-             ps->pack_read_amp_est);
-    return buf;
-}
-
-/* The JSON object "megabatch" of a strategy that trains on mega-batches (hier). */
-static const char *pass_hier_json(const tg_pass_stats_t *ps, char *buf, size_t len)
-{
-    double n = ps->hier_nodes ? (double)ps->hier_nodes : 1.0;
-    snprintf(buf, len,
-             "{\"megabatches\":%llu,\"dynamic_parts\":%llu,\"static_nodes\":%llu,\"nodes\":%llu,"
-             "\"load_s\":%.6f,\"load_wait_s\":%.6f,\"mean_degree_full\":%.6f,"
-             "\"mean_degree_induced\":%.6f,\"mean_degree_static\":%.6f}",
-             (unsigned long long)ps->hier_megabatches, (unsigned long long)ps->hier_dynamic_parts,
-             (unsigned long long)ps->hier_static_nodes, (unsigned long long)ps->hier_nodes,
-             ps->hier_load_s, ps->hier_load_wait_s, (double)ps->hier_deg_full / n,
-             (double)ps->hier_deg_induced / n, (double)ps->hier_deg_static / n);
-    return buf;
-}
-
-static const char *pass_gids_json(const tg_pass_stats_t *ps, char *buf, size_t len)
-{
-    uint64_t rows = ps->ntiers ? ps->tiers[0].lookups : 0;
-    uint64_t cb_hits = ps->gids_constant_rows && ps->ntiers ? ps->tiers[0].hits : 0;
-    snprintf(buf, len,
-             "{\"window\":%u,\"merged_batches\":%.3f,\"constant_buffer_rows\":%llu,"
-             "\"target_depth\":%.3f,\"plan_depth_per_extractor\":%.3f,\"mean_depth\":%.3f,"
-             "\"depth_of_target\":%.4f,\"queue_depth\":%.3f,\"gather_depth\":%.3f,"
-             "\"mean_in_flight\":%.3f,\"constant_hit_ratio\":%.6f,\"buffer_hit_ratio\":%.6f,"
-             "\"announced\":%llu,\"unannounced\":%llu,\"window_short\":%llu}",
-             ps->gids_window, ps->gids_merged, (unsigned long long)ps->gids_constant_rows,
-             ps->gids_target_depth, ps->gids_plan_depth, ps->gids_mean_depth,
-             ps->gids_target_depth > 0 ? ps->gids_mean_depth / ps->gids_target_depth : 0.0,
-             ps->gids_queue_depth, ps->gids_gather_depth, ps->gids_inflight,
-             rows ? (double)cb_hits / (double)rows : 0.0,
-             ps->gids_buffer_lookups
-                 ? (double)ps->gids_buffer_hits / (double)ps->gids_buffer_lookups
-                 : 0.0,
-             (unsigned long long)ps->gids_announced, (unsigned long long)ps->gids_unannounced,
-             (unsigned long long)ps->gids_window_short);
-    return buf;
-}
-
 /* ---------------------------------------------------------------- the training step */
 
 typedef struct {
@@ -314,498 +239,593 @@ static int train_step(void *ctx, const tg_batch_t *b, const float *X)
     return c->stop && *c->stop ? TG_PASS_STOP : 0;
 }
 
-/* ---------------------------------------------------------------- the run */
+/* ---------------------------------------------------------------- the run's state */
 
-int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
-{
-    tg_train_opts_t o = *opts;
-    memset(res, 0, sizeof *res);
-    int rc;
-    if (o.model.type == TG_MODEL_MLP) /* edges are ignored: do not sample them */
-        for (int l = 0; l < o.model.num_layers; l++)
-            o.fanouts[l] = 0;
-
+/* What the stages of tg_train share. */
+typedef struct {
+    tg_train_opts_t o; /* the options; an MLP's fanouts zeroed, the model's dims from the data */
+    tg_train_result_t *res;
     tg_run_t r;
-    tg_model_t *m = NULL;
-    uint8_t *train_mask = NULL;
+    tg_model_t *m;
+    tg_ckpt_info_t ck;   /* the state checkpoint.bin records */
     tg_plan_t plan;      /* the epochs' seed orders and batches */
     tg_plan_t next_plan; /* the next epoch's, for strategies that prepare it (TG_STRAT_NEXT_PASS) */
-    uint64_t order_bytes = 0, mask_bytes = 0;
-    tg_dataset_t *probe = NULL;
-    char *best_blob = NULL; /* the best model's checkpoint bytes, not yet on disk if best_dirty */
-    size_t best_len = 0;
-    int best_dirty = 0;
-    uint64_t ckpt_epoch = 0; /* epochs done in the checkpoint on disk */
-    uint64_t batch_bytes_peak = 0;
-    char ckpt_path[4096], best_path[4096];
+    uint8_t *train_mask; /* whole-graph mode: which seeds carry a label */
+    int whole;           /* every step trains on the whole graph */
+    uint64_t order_bytes, mask_bytes;
+    uint64_t epoch_batches, all_batches; /* an epoch's batches; without --batches-per-epoch */
+    tg_budget_plan_t bp;                 /* the budget's split when this run planned one */
+    char *best_blob; /* the best model's checkpoint bytes, not yet on disk if best_dirty */
+    size_t best_len;
+    int best_dirty;
+    uint64_t ckpt_epoch; /* epochs done in the checkpoint on disk */
+    uint64_t batch_bytes_peak;
+    const char *lw_tmp; /* where layer-wise evaluation keeps its intermediate layers (NULL: RAM) */
+    int show_bar;
+    tg_progress_t prog;
     step_ctx_t sc;
-    memset(&r, 0, sizeof r);
-    memset(&sc, 0, sizeof sc);
-    memset(&plan, 0, sizeof plan);
-    memset(&next_plan, 0, sizeof next_plan);
+    char ckpt_path[4096], best_path[4096];
+} trainer_t;
 
-    /* Cheap checks before the expensive loads. */
-    if (!o.dataset || !*o.dataset) return tg_err(-EINVAL, "a dataset directory is required");
-    if ((rc = tg_dataset_open(&probe, o.dataset, 0)) < 0) return rc;
-    rc = check_opts(&o, &probe->meta);
-    uint64_t ntrain0 = probe->meta.num_train, N0 = probe->meta.num_nodes;
-    uint32_t feat_dim0 = probe->meta.feat_dim;
+/* What one epoch did, from its pass to its report. */
+typedef struct {
+    uint64_t epoch;     /* 0-based */
+    int last, stop_now; /* the run's last epoch; a stop request arrived at its end */
+    double time_s, eval_s, ckpt_s;
+    double train_loss, train_acc;
+    uint64_t index_bytes; /* adjacency entries the samplers read */
+    tg_pass_stats_t ps;
+    int do_eval, improved;
+    tg_split_eval_t ev[3];
+} epoch_t;
+
+/* ---------------------------------------------------------------- opening */
+
+/* Cheap checks before the expensive loads: the options against the dataset's meta.txt, the
+ * output directory, and no run there unless resuming. The dataset's sizes go to ntrain, N, D. */
+static int train_check(trainer_t *t, uint64_t *ntrain, uint64_t *N, uint32_t *D)
+{
+    const tg_train_opts_t *o = &t->o;
+    if (!o->dataset || !*o->dataset) return tg_err(-EINVAL, "a dataset directory is required");
+    tg_dataset_t *probe = NULL;
+    int rc = tg_dataset_open(&probe, o->dataset, 0);
+    if (rc < 0) return rc;
+    rc = check_opts(o, &probe->meta);
+    *ntrain = probe->meta.num_train;
+    *N = probe->meta.num_nodes;
+    *D = probe->meta.feat_dim;
     tg_dataset_close(probe);
     if (rc < 0) return rc;
-    if ((rc = tg_mkdir_p(o.out_dir)) < 0) return rc;
-    path_in(ckpt_path, sizeof ckpt_path, o.out_dir, TG_CKPT_NAME);
-    path_in(best_path, sizeof best_path, o.out_dir, TG_CKPT_BEST_NAME);
-    if (!o.resume && access(ckpt_path, F_OK) == 0)
+    if ((rc = tg_mkdir_p(o->out_dir)) < 0) return rc;
+    path_in(t->ckpt_path, sizeof t->ckpt_path, o->out_dir, TG_CKPT_NAME);
+    path_in(t->best_path, sizeof t->best_path, o->out_dir, TG_CKPT_BEST_NAME);
+    if (!o->resume && access(t->ckpt_path, F_OK) == 0)
         return tg_err(-EEXIST,
                       "%s already holds a run (%s); use --resume to continue it or "
                       "choose another --out",
-                      o.out_dir, TG_CKPT_NAME);
+                      o->out_dir, TG_CKPT_NAME);
+    return 0;
+}
 
+/* Opens the run (dataset, strategy, budget) and creates the model. */
+static int train_open(trainer_t *t, uint64_t ntrain, uint64_t N, uint32_t D)
+{
+    tg_train_opts_t *o = &t->o;
     /* An MLP's fanouts are 0 by now, so it is never whole-graph. */
-    int whole = tg_plan_whole_graph(o.batch_size, ntrain0, o.model.num_layers, o.fanouts);
-    order_bytes = (whole ? N0 : ntrain0) * sizeof(uint64_t);
-    mask_bytes = whole ? N0 : 0;
+    t->whole = tg_plan_whole_graph(o->batch_size, ntrain, o->model.num_layers, o->fanouts);
+    t->order_bytes = (t->whole ? N : ntrain) * sizeof(uint64_t);
+    t->mask_bytes = t->whole ? N : 0;
     tg_run_opts_t ro;
     memset(&ro, 0, sizeof ro);
-    ro.dataset = o.dataset;
-    ro.strategy = o.strategy;
+    ro.dataset = o->dataset;
+    ro.strategy = o->strategy;
     tg_strategy_opts_default(&ro.sopts);
-    ro.sopts.normalize = o.normalize_features;
-    ro.sopts.threads = o.threads;
-    ro.sopts.sampler_threads = o.sampler_threads; /* < 0: the default, resolved by the run */
-    ro.args = o.strategy_args;
-    ro.nargs = o.num_strategy_args;
-    ro.mem_bytes = o.mem_bytes;
-    ro.extra_bytes = order_bytes + mask_bytes;
-    {
-        tg_model_config_t mc = o.model;
-        mc.in_dim = feat_dim0;
-        ro.auto_extra = tg_budget_estimate(&mc, N0, o.batch_size, o.sampler, o.fanouts, 4);
-    }
-    ro.threads = o.threads;
-    ro.verify = o.verify;
-    ro.verify_reads = o.verify_reads;
-    if ((rc = tg_run_open_opts(&r, &ro)) < 0) goto out;
-    res->strategy = r.strat_i->info.name;
-    r.sampler = o.sampler == &tg_sampler_node ? NULL : o.sampler;
-    const tg_meta_t *meta = &r.ds->meta;
-    o.model.in_dim = meta->feat_dim;
-    o.model.out_dim = meta->num_classes;
-    o.model.multi_label = meta->multi_label;
-    if ((rc = tg_model_config_check(&o.model)) < 0) goto out;
-    if ((rc = tg_budget_check_model(&r, tg_model_config_param_bytes(&o.model, &o.optim))) < 0)
-        goto out;
-    if ((rc = tg_model_create(&m, &o.model, o.seed)) < 0) goto out;
-    if ((rc = tg_model_set_optim(m, &o.optim)) < 0) goto out;
-    tg_model_set_pool(m, r.pool);
+    ro.sopts.normalize = o->normalize_features;
+    ro.sopts.threads = o->threads;
+    ro.sopts.sampler_threads = o->sampler_threads; /* < 0: the default, resolved by the run */
+    ro.args = o->strategy_args;
+    ro.nargs = o->num_strategy_args;
+    ro.mem_bytes = o->mem_bytes;
+    ro.extra_bytes = t->order_bytes + t->mask_bytes;
+    tg_model_config_t mc = o->model;
+    mc.in_dim = D;
+    ro.auto_extra = tg_budget_estimate(&mc, N, o->batch_size, o->sampler, o->fanouts, 4);
+    ro.threads = o->threads;
+    ro.verify = o->verify;
+    ro.verify_reads = o->verify_reads;
+    int rc = tg_run_open_opts(&t->r, &ro);
+    if (rc < 0) return rc;
+    t->res->strategy = t->r.strat_i->info.name;
+    t->r.sampler = o->sampler == &tg_sampler_node ? NULL : o->sampler;
+    const tg_meta_t *meta = &t->r.ds->meta;
+    o->model.in_dim = meta->feat_dim;
+    o->model.out_dim = meta->num_classes;
+    o->model.multi_label = meta->multi_label;
+    if ((rc = tg_model_config_check(&o->model)) < 0) return rc;
+    if ((rc = tg_budget_check_model(&t->r, tg_model_config_param_bytes(&o->model, &o->optim))) < 0)
+        return rc;
+    if ((rc = tg_model_create(&t->m, &o->model, o->seed)) < 0) return rc;
+    if ((rc = tg_model_set_optim(t->m, &o->optim)) < 0) return rc;
+    tg_model_set_pool(t->m, t->r.pool);
+    return 0;
+}
 
-    tg_ckpt_info_t ck;
-    memset(&ck, 0, sizeof ck);
-    tg_ckpt_identity(&ck, r.ds);
-    ck.seed = o.seed;
-    ck.batch_size = o.batch_size;
-    ck.num_layers = o.model.num_layers;
-    memcpy(ck.fanouts, o.fanouts, sizeof ck.fanouts);
-    for (int l = o.model.num_layers; l < TG_MAX_LAYERS; l++)
-        ck.fanouts[l] = 0;
-    if (r.sampler) snprintf(ck.sampler, sizeof ck.sampler, "%s", r.sampler->name);
-    ck.normalize_features = o.normalize_features;
-    ck.eval_sampled = o.eval_sampled;
-    ck.best_valid_acc = -1;
+/* The record of a new run: the dataset's identity and the settings a resume must match. */
+static void ckpt_init(trainer_t *t)
+{
+    const tg_train_opts_t *o = &t->o;
+    tg_ckpt_info_t *ck = &t->ck;
+    memset(ck, 0, sizeof *ck);
+    tg_ckpt_identity(ck, t->r.ds);
+    ck->seed = o->seed;
+    ck->batch_size = o->batch_size;
+    ck->num_layers = o->model.num_layers;
+    memcpy(ck->fanouts, o->fanouts, sizeof ck->fanouts);
+    for (int l = o->model.num_layers; l < TG_MAX_LAYERS; l++)
+        ck->fanouts[l] = 0;
+    if (t->r.sampler) snprintf(ck->sampler, sizeof ck->sampler, "%s", t->r.sampler->name);
+    ck->normalize_features = o->normalize_features;
+    ck->eval_sampled = o->eval_sampled;
+    ck->best_valid_acc = -1;
+}
 
-    if (o.resume) {
-        tg_ckpt_info_t got;
-        if ((rc = resume_from(ckpt_path, r.ds, &ck, m, &got)) < 0) goto out;
-        ck = got;
-        ckpt_epoch = ck.epochs_done;
-        if (ck.epoch_batches)
-            tg_log_info("resuming %s in epoch %llu after its first %llu batch(es)", o.out_dir,
-                        (unsigned long long)ck.epochs_done + 1,
-                        (unsigned long long)ck.epoch_batches);
-        else
-            tg_log_info("resuming %s after epoch %llu", o.out_dir,
-                        (unsigned long long)ck.epochs_done);
-    }
+/* ---------------------------------------------------------------- resume */
 
-    uint64_t ntrain = r.split_n[0], N = meta->num_nodes;
+/* --resume: the model and the record from checkpoint.bin, checked against this run's. */
+static int train_resume(trainer_t *t)
+{
+    if (!t->o.resume) return 0;
+    tg_ckpt_info_t got;
+    int rc = resume_from(t->ckpt_path, t->r.ds, &t->ck, t->m, &got);
+    if (rc < 0) return rc;
+    t->ck = got;
+    t->ckpt_epoch = got.epochs_done;
+    if (got.epoch_batches)
+        tg_log_info("resuming %s in epoch %llu after its first %llu batch(es)", t->o.out_dir,
+                    (unsigned long long)got.epochs_done + 1, (unsigned long long)got.epoch_batches);
+    else
+        tg_log_info("resuming %s after epoch %llu", t->o.out_dir,
+                    (unsigned long long)got.epochs_done);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- the plan and the budget */
+
+/* The epochs' plans and the training mask, reserved against --mem; a resume point past this
+ * run's epoch is refused. */
+static int train_plans(trainer_t *t)
+{
+    const tg_train_opts_t *o = &t->o;
+    tg_run_t *r = &t->r;
+    uint64_t ntrain = r->split_n[0], N = r->ds->meta.num_nodes;
     /* The seed order and the mask are data the run holds: they count against --mem. */
-    if ((rc = tg_budget_reserve(&r.budget, order_bytes + mask_bytes, "seed order")) < 0) goto out;
+    int rc = tg_budget_reserve(&r->budget, t->order_bytes + t->mask_bytes, "seed order");
+    if (rc < 0) return rc;
     tg_plan_opts_t po = {.num_nodes = N,
-                         .train = r.split[0],
+                         .train = r->split[0],
                          .num_train = ntrain,
-                         .batch_size = o.batch_size,
-                         .num_layers = o.model.num_layers,
-                         .fanouts = o.fanouts,
-                         .seed = o.seed,
-                         .max_batches = o.batches_per_epoch};
-    if ((rc = tg_plan_init(&plan, &po)) < 0) goto out;
-    if ((r.strat_i->info.caps & TG_STRAT_NEXT_PASS) && !whole && o.epochs > 1) {
-        if ((rc = tg_budget_reserve(&r.budget, order_bytes, "the next epoch's seed order")) < 0)
-            goto out;
-        if ((rc = tg_plan_init(&next_plan, &po)) < 0) goto out;
+                         .batch_size = o->batch_size,
+                         .num_layers = o->model.num_layers,
+                         .fanouts = o->fanouts,
+                         .seed = o->seed,
+                         .max_batches = o->batches_per_epoch};
+    if ((rc = tg_plan_init(&t->plan, &po)) < 0) return rc;
+    if ((r->strat_i->info.caps & TG_STRAT_NEXT_PASS) && !t->whole && o->epochs > 1) {
+        if ((rc = tg_budget_reserve(&r->budget, t->order_bytes, "the next epoch's seed order")) < 0)
+            return rc;
+        if ((rc = tg_plan_init(&t->next_plan, &po)) < 0) return rc;
     }
-    if (whole) {
-        train_mask = calloc(N, 1);
-        if (!train_mask) {
-            rc = tg_err(-ENOMEM, "out of memory for the training mask");
-            goto out;
-        }
+    if (t->whole) {
+        if (!(t->train_mask = calloc(N, 1)))
+            return tg_err(-ENOMEM, "out of memory for the training mask");
         for (uint64_t i = 0; i < ntrain; i++)
-            train_mask[r.split[0][i]] = 1;
+            t->train_mask[r->split[0][i]] = 1;
     }
-    uint64_t all_batches = plan.all_batches, epoch_batches = plan.num_batches;
-    if (ck.epoch_batches > epoch_batches && !r.strat_i->epoch_batches) {
-        rc = tg_err(-EINVAL,
-                    "cannot resume from %s: it stopped after %llu batches of epoch %llu, but "
-                    "this run trains only %llu batches per epoch",
-                    ckpt_path, (unsigned long long)ck.epoch_batches,
-                    (unsigned long long)ck.epochs_done + 1, (unsigned long long)epoch_batches);
-        goto out;
+    t->all_batches = t->plan.all_batches;
+    t->epoch_batches = t->plan.num_batches;
+    if (t->ck.epoch_batches > t->epoch_batches && !r->strat_i->epoch_batches)
+        return tg_err(-EINVAL,
+                      "cannot resume from %s: it stopped after %llu batches of epoch %llu, but "
+                      "this run trains only %llu batches per epoch",
+                      t->ckpt_path, (unsigned long long)t->ck.epoch_batches,
+                      (unsigned long long)t->ck.epochs_done + 1,
+                      (unsigned long long)t->epoch_batches);
+    return 0;
+}
+
+/* --mem is the whole process's: measure a batch, reserve the model, activations and batches in
+ * flight (the strategy's caches get the rest); then the state before the first epoch goes to
+ * disk, so that a run that fails in it still has a checkpoint. Written after the budget plan,
+ * so a --mem refused leaves no run behind to block the retry. */
+static int train_budget(trainer_t *t)
+{
+    const tg_train_opts_t *o = &t->o;
+    int rc;
+    if (t->ck.epochs_done < o->epochs) {
+        tg_plan_epoch(&t->plan, t->ck.epochs_done);
+        tg_budget_plan_opts_t bo = {.plan = &t->plan,
+                                    .num_layers = o->model.num_layers,
+                                    .fanouts = o->fanouts,
+                                    .sampler = t->r.sampler,
+                                    .optim = &o->optim};
+        if ((rc = tg_budget_plan(&t->r, t->m, &bo, &t->bp)) < 0) return rc;
     }
-    /* --mem is the whole process's: measure a batch, reserve the model, activations and
-     * batches in flight; the strategy's caches get the rest. */
-    tg_budget_plan_t bp = {0};
-    if (ck.epochs_done < o.epochs) {
-        tg_plan_epoch(&plan, ck.epochs_done);
-        tg_budget_plan_opts_t bo = {.plan = &plan,
-                                    .num_layers = o.model.num_layers,
-                                    .fanouts = o.fanouts,
-                                    .sampler = r.sampler,
-                                    .optim = &o.optim};
-        if ((rc = tg_budget_plan(&r, m, &bo, &bp)) < 0) goto out;
-    }
-    /* The state before the first epoch: a run that fails in it still has a checkpoint. Written
-     * after the budget plan, so a --mem refused leaves no run behind to block the retry. */
-    if (!o.resume && (rc = tg_ckpt_write(ckpt_path, &ck, m)) < 0) goto out;
-    sc.r = &r;
-    sc.m = m;
-    sc.train_mask = train_mask;
-    sc.stop = o.stop;
+    if (!o->resume && (rc = tg_ckpt_write(t->ckpt_path, &t->ck, t->m)) < 0) return rc;
+    return 0;
+}
+
+/* The step callback's context and the line that opens the run's log. */
+static void train_start(trainer_t *t)
+{
+    const tg_train_opts_t *o = &t->o;
+    tg_run_t *r = &t->r;
+    t->sc.r = r;
+    t->sc.m = t->m;
+    t->sc.train_mask = t->train_mask;
+    t->sc.stop = o->stop;
+    t->sc.prog = &t->prog;
     char mb[32], blocks_how[64];
-    snprintf(blocks_how, sizeof blocks_how, "sampled blocks%s%s%s", r.sampler ? " (sampler " : "",
-             r.sampler ? r.sampler->name : "", r.sampler ? ")" : "");
+    snprintf(blocks_how, sizeof blocks_how, "sampled blocks%s%s%s", r->sampler ? " (sampler " : "",
+             r->sampler ? r->sampler->name : "", r->sampler ? ")" : "");
     tg_log_info("training %s on %s with strategy %s: %llu training nodes, %s, %llu batch(es) per "
                 "epoch%s, %d thread(s) + %d sampler thread(s), --mem %s",
-                tg_model_type_name(o.model.type), o.dataset, r.strat_i->info.name,
-                (unsigned long long)ntrain, whole ? "whole graph per step" : blocks_how,
-                (unsigned long long)epoch_batches,
-                epoch_batches < all_batches ? " (limited by --batches-per-epoch)" : "", o.threads,
-                r.sopts.sampler_threads,
-                r.budget.limit ? tg_fmt_bytes(r.budget.limit, mb, sizeof mb) : "none");
+                tg_model_type_name(o->model.type), o->dataset, r->strat_i->info.name,
+                (unsigned long long)r->split_n[0], t->whole ? "whole graph per step" : blocks_how,
+                (unsigned long long)t->epoch_batches,
+                t->epoch_batches < t->all_batches ? " (limited by --batches-per-epoch)" : "",
+                o->threads, r->sopts.sampler_threads,
+                r->budget.limit ? tg_fmt_bytes(r->budget.limit, mb, sizeof mb) : "none");
     /* Layer-wise evaluation out of core keeps its intermediate layers in files. */
-    const char *lw_tmp = (r.strat_i->info.caps & TG_STRAT_IN_RAM) ? NULL : o.out_dir;
+    t->lw_tmp = (r->strat_i->info.caps & TG_STRAT_IN_RAM) ? NULL : o->out_dir;
+    t->show_bar = o->progress && isatty(STDERR_FILENO) && tg_log_level() >= TG_LOG_INFO;
+}
 
-    double t_run = tg_now();
-    int show_bar = o.progress && isatty(STDERR_FILENO) && tg_log_level() >= TG_LOG_INFO;
-    for (uint64_t epoch = ck.epochs_done; epoch < o.epochs; epoch++) {
-        double t0 = tg_now();
-        tg_plan_epoch(&plan, epoch);
-        /* A run stopped mid-epoch continues with the batches it had not trained. */
-        uint64_t first = ck.epoch_batches;
-        sc.compute_s = 0;
-        sc.loss_sum = ck.epoch_loss_sum;
-        sc.correct = ck.epoch_correct;
-        sc.count = ck.epoch_count;
-        sc.batches = first;
-        sc.feature_bytes = 0;
-        tg_progress_t prog;
+/* ---------------------------------------------------------------- checkpoint */
+
+/* best.bin when the best model changed since it was written. It goes first: checkpoint.bin
+ * must never name a best epoch not yet on disk. */
+static int write_best(trainer_t *t)
+{
+    if (!t->best_dirty) return 0;
+    int rc = tg_write_file_atomic(t->best_path, t->best_blob, t->best_len);
+    if (rc < 0) return rc;
+    t->best_dirty = 0;
+    return 0;
+}
+
+/* Stopped at a batch boundary inside the epoch: records where, resumably, and ends the run. */
+static int stop_in_epoch(trainer_t *t, const epoch_t *e)
+{
+    tg_ckpt_info_t *ck = &t->ck;
+    ck->epoch_batches = e->ps.next_batch;
+    ck->epoch_loss_sum = t->sc.loss_sum;
+    ck->epoch_correct = t->sc.correct;
+    ck->epoch_count = t->sc.count;
+    int rc = write_best(t);
+    if (rc < 0 || (rc = tg_ckpt_write(t->ckpt_path, ck, t->m)) < 0) return rc;
+    t->res->interrupted = 1;
+    t->res->stopped_epoch = e->epoch;
+    t->res->stopped_batch = e->ps.next_batch;
+    return tg_err(-EINTR,
+                  "interrupted in epoch %llu after %llu of its %llu batches; %s records the "
+                  "state: continue with --resume",
+                  (unsigned long long)e->epoch + 1, (unsigned long long)e->ps.next_batch,
+                  (unsigned long long)t->epoch_batches, t->ckpt_path);
+}
+
+/* The epoch is done: the record takes it, the best model is kept in memory when it improved,
+ * and the files are written at --checkpoint-every, at the last epoch and at a stop request. */
+static int train_checkpoint(trainer_t *t, epoch_t *e)
+{
+    const tg_train_opts_t *o = &t->o;
+    tg_ckpt_info_t *ck = &t->ck;
+    ck->epochs_done = e->epoch + 1;
+    ck->last_train_loss = e->train_loss;
+    double tk = tg_now();
+    int rc;
+    if (e->improved) {
+        free(t->best_blob);
+        t->best_blob = NULL;
+        if ((rc = tg_ckpt_serialize(ck, t->m, &t->best_blob, &t->best_len)) < 0) return rc;
+        t->best_dirty = 1;
+    }
+    /* A stop request at the epoch's last batch: checkpoint here and end. */
+    e->stop_now = o->stop && *o->stop && !e->last;
+    if (e->last || e->stop_now ||
+        (o->checkpoint_every && (e->epoch + 1) % o->checkpoint_every == 0)) {
+        if ((rc = write_best(t)) < 0) return rc;
+        if ((rc = tg_ckpt_write(t->ckpt_path, ck, t->m)) < 0) return rc;
+        t->ckpt_epoch = ck->epochs_done;
+    }
+    e->ckpt_s = tg_now() - tk;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- epoch */
+
+/* The training pass of epoch e->epoch from the checkpoint's resume point (its first batch), and
+ * the next epoch's pass in *np for strategies that prepare it. */
+static int epoch_pass(trainer_t *t, const epoch_t *e, tg_pass_t *p, tg_pass_t *np)
+{
+    const tg_train_opts_t *o = &t->o;
+    uint64_t first = t->ck.epoch_batches;
+    *p = (tg_pass_t){.seeds = t->plan.seeds,
+                     .num_seeds = t->plan.num_seeds,
+                     .batch_size = t->plan.batch_size,
+                     .seed = o->seed,
+                     .epoch = e->epoch,
+                     .first_batch = first,
+                     .num_layers = o->model.num_layers,
+                     .fanouts = o->fanouts,
+                     .sampler = t->r.sampler,
+                     .allow_out_of_order = 1,
+                     .training = 1,
+                     .step = train_step,
+                     .ctx = &t->sc};
+    /* a strategy that makes its own batches says how many this epoch has */
+    if (t->r.strat_i->epoch_batches && !t->whole) {
+        int rc = t->r.strat_i->epoch_batches(t->r.strat, p, &t->epoch_batches);
+        if (rc < 0) return rc;
+        if (first > t->epoch_batches)
+            return tg_err(-EINVAL,
+                          "cannot resume from %s: it stopped after %llu batches of epoch %llu, "
+                          "but strategy %s makes %llu batches of it here (were --mem or its "
+                          "options changed?)",
+                          t->ckpt_path, (unsigned long long)first, (unsigned long long)e->epoch + 1,
+                          t->r.strat_i->info.name, (unsigned long long)t->epoch_batches);
+    }
+    *np = *p;
+    if (t->next_plan.order && e->epoch + 1 < o->epochs) {
+        tg_plan_epoch(&t->next_plan, e->epoch + 1);
+        np->seeds = t->next_plan.seeds;
+        np->num_seeds = t->next_plan.num_seeds;
+        np->epoch = e->epoch + 1;
+        np->first_batch = 0;
+        np->step = NULL;
+        np->ctx = NULL;
+        p->next = np;
+    }
+    return 0;
+}
+
+/* One training epoch: the strategy's pass over the plan's batches (a run stopped mid-epoch
+ * continues with the batches it had not trained), its loss and accuracy; a stop inside it
+ * checkpoints and ends the run (-EINTR). */
+static int train_epoch(trainer_t *t, epoch_t *e)
+{
+    const tg_train_opts_t *o = &t->o;
+    double t0 = tg_now();
+    tg_plan_epoch(&t->plan, e->epoch);
+    step_ctx_t *sc = &t->sc;
+    sc->compute_s = 0;
+    sc->loss_sum = t->ck.epoch_loss_sum;
+    sc->correct = t->ck.epoch_correct;
+    sc->count = t->ck.epoch_count;
+    sc->batches = t->ck.epoch_batches;
+    sc->feature_bytes = 0;
+    sc->show_bar = t->show_bar;
+    tg_pass_t p, np;
+    int rc = epoch_pass(t, e, &p, &np);
+    if (rc < 0) return rc;
+    if (t->show_bar) {
         char label[48];
-        snprintf(label, sizeof label, "epoch %llu/%llu", (unsigned long long)epoch + 1,
-                 (unsigned long long)o.epochs);
-        sc.show_bar = show_bar;
-        sc.prog = &prog;
-        tg_pass_t p = {.seeds = plan.seeds,
-                       .num_seeds = plan.num_seeds,
-                       .batch_size = plan.batch_size,
-                       .seed = o.seed,
-                       .epoch = epoch,
-                       .first_batch = first,
-                       .num_layers = o.model.num_layers,
-                       .fanouts = o.fanouts,
-                       .sampler = r.sampler,
-                       .allow_out_of_order = 1,
-                       .training = 1,
-                       .step = train_step,
-                       .ctx = &sc};
-        /* a strategy that makes its own batches (hier) says how many this epoch has */
-        if (r.strat_i->epoch_batches && !whole) {
-            if ((rc = r.strat_i->epoch_batches(r.strat, &p, &epoch_batches)) < 0) goto out;
-            if (first > epoch_batches) {
-                rc = tg_err(-EINVAL,
-                            "cannot resume from %s: it stopped after %llu batches of epoch "
-                            "%llu, but strategy %s makes %llu batches of it here (were "
-                            "--mem or its options changed?)",
-                            ckpt_path, (unsigned long long)first, (unsigned long long)epoch + 1,
-                            r.strat_i->info.name, (unsigned long long)epoch_batches);
-                goto out;
-            }
-        }
-        if (show_bar) {
-            tg_progress_begin(&prog, label, epoch_batches, "batches");
-            tg_progress_update(&prog, first, NULL);
-        }
-        tg_pass_t np = p;
-        if (next_plan.order && epoch + 1 < o.epochs) {
-            tg_plan_epoch(&next_plan, epoch + 1);
-            np.seeds = next_plan.seeds;
-            np.num_seeds = next_plan.num_seeds;
-            np.epoch = epoch + 1;
-            np.first_batch = 0;
-            np.step = NULL;
-            np.ctx = NULL;
-            p.next = &np;
-        }
-        uint64_t idx0 = atomic_load(&r.index_bytes);
-        tg_pass_stats_t ps;
-        rc = tg_run_pass(&r, &p, &ps);
-        uint64_t index_bytes = atomic_load(&r.index_bytes) - idx0;
-        if (show_bar) tg_progress_end(&prog);
-        batch_bytes_peak = TG_MAX(batch_bytes_peak, ps.batch_bytes_peak);
-        if (rc == -ERANGE) {
-            rc = tg_err(-ERANGE,
-                        "epoch %llu, batch %llu: the training loss is not finite (NaN or "
-                        "Inf), so training stopped; %s keeps the last good state (after "
-                        "epoch %llu). Try a lower --lr (now %g)",
-                        (unsigned long long)epoch + 1, (unsigned long long)sc.last_batch, ckpt_path,
-                        (unsigned long long)ckpt_epoch, (double)o.optim.lr);
-            goto out;
-        }
-        if (rc < 0) {
-            tg_err_prefix(rc, "epoch %llu", (unsigned long long)epoch + 1);
-            goto out;
-        }
-        double time_s = tg_now() - t0;
-        if (ps.stopped && ps.next_batch < epoch_batches) {
-            /* Stopped at a batch boundary inside the epoch: record where, resumably. */
-            ck.epoch_batches = ps.next_batch;
-            ck.epoch_loss_sum = sc.loss_sum;
-            ck.epoch_correct = sc.correct;
-            ck.epoch_count = sc.count;
-            if (best_dirty && (rc = tg_write_file_atomic(best_path, best_blob, best_len)) < 0)
-                goto out;
-            best_dirty = 0;
-            if ((rc = tg_ckpt_write(ckpt_path, &ck, m)) < 0) goto out;
-            res->interrupted = 1;
-            res->stopped_epoch = epoch;
-            res->stopped_batch = ps.next_batch;
-            rc = tg_err(-EINTR,
-                        "interrupted in epoch %llu after %llu of its %llu batches; %s records "
-                        "the state: continue with --resume",
-                        (unsigned long long)epoch + 1, (unsigned long long)ps.next_batch,
-                        (unsigned long long)epoch_batches, ckpt_path);
-            goto out;
-        }
-        ck.epoch_batches = 0;
-        ck.epoch_loss_sum = 0;
-        ck.epoch_correct = ck.epoch_count = 0;
-        double train_loss = sc.count ? sc.loss_sum / (double)sc.count : NAN;
-        double train_acc = sc.count ? (double)sc.correct / (double)sc.count : NAN;
+        snprintf(label, sizeof label, "epoch %llu/%llu", (unsigned long long)e->epoch + 1,
+                 (unsigned long long)o->epochs);
+        tg_progress_begin(&t->prog, label, t->epoch_batches, "batches");
+        tg_progress_update(&t->prog, p.first_batch, NULL);
+    }
+    uint64_t idx0 = atomic_load(&t->r.index_bytes);
+    rc = tg_run_pass(&t->r, &p, &e->ps);
+    e->index_bytes = atomic_load(&t->r.index_bytes) - idx0;
+    if (t->show_bar) tg_progress_end(&t->prog);
+    t->batch_bytes_peak = TG_MAX(t->batch_bytes_peak, e->ps.batch_bytes_peak);
+    if (rc == -ERANGE)
+        return tg_err(-ERANGE,
+                      "epoch %llu, batch %llu: the training loss is not finite (NaN or Inf), so "
+                      "training stopped; %s keeps the last good state (after epoch %llu). Try a "
+                      "lower --lr (now %g)",
+                      (unsigned long long)e->epoch + 1, (unsigned long long)sc->last_batch,
+                      t->ckpt_path, (unsigned long long)t->ckpt_epoch, (double)o->optim.lr);
+    if (rc < 0) return tg_err_prefix(rc, "epoch %llu", (unsigned long long)e->epoch + 1);
+    e->time_s = tg_now() - t0;
+    if (e->ps.stopped && e->ps.next_batch < t->epoch_batches) return stop_in_epoch(t, e);
+    t->ck.epoch_batches = 0;
+    t->ck.epoch_loss_sum = 0;
+    t->ck.epoch_correct = t->ck.epoch_count = 0;
+    e->train_loss = sc->count ? sc->loss_sum / (double)sc->count : NAN;
+    e->train_acc = sc->count ? (double)sc->correct / (double)sc->count : NAN;
+    return 0;
+}
 
-        /* Evaluation */
-        int last = epoch + 1 == o.epochs;
-        int do_eval = last || (o.eval_every && (epoch + 1) % o.eval_every == 0);
-        tg_split_eval_t ev[3];
-        memset(ev, 0, sizeof ev);
-        double eval_s = 0;
-        int improved = 0;
-        if (do_eval) {
-            double te = tg_now();
-            int want[3] = {0, 1, 1};
-            tg_pass_stats_t es;
-            memset(&es, 0, sizeof es);
-            tg_eval_how_t h = {.sampled = o.eval_sampled,
-                               .fanouts = o.fanouts,
-                               .batch_size = o.batch_size,
-                               .seed = o.seed,
-                               .chunk = o.eval_chunk,
-                               .tmp_dir = lw_tmp,
-                               .max_nodes = o.eval_max_nodes,
-                               .stats = &es};
-            if ((rc = tg_run_evaluate_how(&r, m, want, &h, ev)) < 0) {
-                tg_err_prefix(rc, "evaluation after epoch %llu", (unsigned long long)epoch + 1);
-                goto out;
-            }
-            batch_bytes_peak = TG_MAX(batch_bytes_peak, es.batch_bytes_peak);
-            eval_s = tg_now() - te;
-            /* Best validation accuracy; ties go to the lower validation loss, then the earlier
-             * epoch. The test split never takes part in the choice. */
-            if (ev[1].acc > ck.best_valid_acc ||
-                (ev[1].acc == ck.best_valid_acc && ev[1].loss < ck.best_valid_loss)) {
-                improved = 1;
-                ck.best_epoch = epoch + 1;
-                ck.best_valid_acc = ev[1].acc;
-                ck.best_valid_loss = ev[1].loss;
-                ck.test_at_best = ev[2].acc;
-            }
-        }
-        ck.epochs_done = epoch + 1;
-        ck.last_train_loss = train_loss;
-        double tk = tg_now();
-        if (improved) {
-            free(best_blob);
-            if ((rc = tg_ckpt_serialize(&ck, m, &best_blob, &best_len)) < 0) goto out;
-            best_dirty = 1;
-        }
-        /* A stop request at the epoch's last batch: checkpoint here and end. */
-        int stop_now = o.stop && *o.stop && !last;
-        int do_ckpt =
-            last || stop_now || (o.checkpoint_every && (epoch + 1) % o.checkpoint_every == 0);
-        if (do_ckpt) {
-            /* best.bin first: checkpoint.bin must never name a best epoch not yet on disk */
-            if (best_dirty && (rc = tg_write_file_atomic(best_path, best_blob, best_len)) < 0)
-                goto out;
-            best_dirty = 0;
-            if ((rc = tg_ckpt_write(ckpt_path, &ck, m)) < 0) goto out;
-            ckpt_epoch = ck.epochs_done;
-        }
-        double ckpt_s = tg_now() - tk;
+/* ---------------------------------------------------------------- evaluation */
 
-        uint64_t needed = index_bytes + sc.feature_bytes;
-        double hit = ps.have_cache && ps.cache_lookups
-                         ? (double)ps.cache_hits / (double)ps.cache_lookups
-                         : NAN;
-        uint64_t peak_rss = tg_peak_rss_bytes();
-        if (o.json) {
-            tg_json_t j;
-            tg_json_begin(&j);
-            tg_json_uint(&j, "epoch", epoch + 1);
-            tg_json_num(&j, "time_s", time_s);
-            tg_json_num(&j, "sample_s", ps.sample_s);
-            tg_json_num(&j, "gather_s", ps.gather_s);
-            tg_json_num(&j, "compute_s", sc.compute_s);
-            tg_json_num(&j, "train_loss", train_loss);
-            tg_json_num(&j, "train_acc", train_acc);
-            tg_json_num(&j, "valid_acc", do_eval ? ev[1].acc : NAN);
-            tg_json_num(&j, "valid_loss", do_eval ? ev[1].loss : NAN);
-            tg_json_num(&j, "test_acc", do_eval ? ev[2].acc : NAN);
-            tg_json_num(&j, "wait_s", ps.wait_s);
-            tg_json_num(&j, "eval_s", eval_s);
-            tg_json_num(&j, "checkpoint_s", ckpt_s);
-            tg_json_uint(&j, "batches", ps.steps);
-            tg_json_uint(&j, "rss_bytes", tg_rss_bytes());
-            tg_json_str(&j, "strategy", r.strat_i->info.name);
-            if (ps.have_io) {
-                tg_json_uint(&j, "io_requests", ps.io_requests);
-                tg_json_uint(&j, "io_read_bytes", ps.io_read_bytes);
-            } else {
-                tg_json_num(&j, "io_requests", NAN);
-                tg_json_num(&j, "io_read_bytes", NAN);
-            }
-            tg_json_uint(&j, "io_needed_bytes", needed);
-            tg_json_num(&j, "io_wait_s", ps.have_io_wait ? ps.io_wait_s : NAN);
-            tg_json_num(&j, "cache_hit_ratio", hit);
-            tg_json_uint(&j, "peak_rss_bytes", peak_rss);
-            tg_json_uint(&j, "data_bytes", r.budget.used);
-            tg_json_uint(&j, "batch_bytes_peak", ps.batch_bytes_peak);
-            char tiers[TG_PASS_MAX_TIERS * 128 + 4];
-            tg_json_raw(&j, "cache_tiers", pass_tiers_json(&ps, tiers, sizeof tiers));
-            if (ps.have_plan) {
-                /* ginex: Fig. 14's breakdown and the simulator's count beside the cache's */
-                tg_json_num(&j, "changeset_s", ps.plan_s);
-                tg_json_num(&j, "cache_init_s", ps.cache_init_s);
-                tg_json_num(&j, "cache_update_s", ps.cache_update_s);
-                tg_json_uint(&j, "cache_misses", ps.cache_lookups - ps.cache_hits);
-                tg_json_uint(&j, "predicted_misses", ps.predicted_misses);
-                tg_json_uint(&j, "prefetch_rows", ps.prefetch_rows);
-                tg_json_uint(&j, "superbatches", ps.superbatches);
-            }
-            char ncj[160], pkj[512];
-            if (ps.have_ncache)
-                tg_json_raw(&j, "neighbor_cache", pass_ncache_json(&ps, ncj, sizeof ncj));
-            if (ps.have_pack) tg_json_raw(&j, "preprocess", pass_pack_json(&ps, pkj, sizeof pkj));
-            if (ps.have_hier) tg_json_raw(&j, "megabatch", pass_hier_json(&ps, pkj, sizeof pkj));
-            if (ps.have_gids) tg_json_raw(&j, "gids", pass_gids_json(&ps, pkj, sizeof pkj));
-            tg_json_end(&j, o.json, NULL);
-        }
-        char io_line[1024] = "";
-        if (ps.have_io) {
-            char a[32], b[32], w[32] = "?", hs[160] = "";
-            if (ps.have_io_wait) snprintf(w, sizeof w, "%.2f s", ps.io_wait_s);
-            if (ps.have_cache) snprintf(hs, sizeof hs, ", hit ratio %.3f", hit);
-            if (ps.have_plan)
-                snprintf(hs + strlen(hs), sizeof hs - strlen(hs),
-                         ", misses %llu (planned %llu), changesets %.2f s, cache init %.2f s",
-                         (unsigned long long)(ps.cache_lookups - ps.cache_hits),
-                         (unsigned long long)ps.predicted_misses, ps.plan_s, ps.cache_init_s);
-            snprintf(io_line, sizeof io_line, "; io %llu req, %s read / %s needed, wait %s%s",
-                     (unsigned long long)ps.io_requests,
-                     tg_fmt_bytes(ps.io_read_bytes, a, sizeof a), tg_fmt_bytes(needed, b, sizeof b),
-                     w, hs);
-        }
-        if (ps.have_pack) {
-            size_t l = strlen(io_line);
-            if (ps.pack_reused)
-                snprintf(io_line + l, sizeof io_line - l,
-                         "; the samples and packing of an earlier epoch (%.2f s then)",
-                         ps.pack_prep_s);
-            else if (ps.pack_prepared_now)
-                snprintf(io_line + l, sizeof io_line - l,
-                         "; sampled and packed at its start in %.2f s", ps.pack_prep_s);
-            else
-                snprintf(io_line + l, sizeof io_line - l,
-                         "; sampled and packed during the epoch before (%.2f s; waited %.2f s)",
-                         ps.pack_prep_s, ps.pack_wait_s);
-        }
-        if (ps.have_hier) {
-            size_t l = strlen(io_line);
-            double n = ps.hier_nodes ? (double)ps.hier_nodes : 1.0;
-            snprintf(io_line + l, sizeof io_line - l,
-                     "; %llu mega-batches of %llu parts, loaded in %.2f s (waited %.2f s); mean "
-                     "in-degree %.2f in the graph, %.2f in the mega-batches + %.2f from the "
-                     "static cache",
-                     (unsigned long long)ps.hier_megabatches,
-                     (unsigned long long)ps.hier_dynamic_parts, ps.hier_load_s, ps.hier_load_wait_s,
-                     (double)ps.hier_deg_full / n, (double)ps.hier_deg_induced / n,
-                     (double)ps.hier_deg_static / n);
-        }
-        if (ps.have_ncache) {
-            size_t l = strlen(io_line);
-            snprintf(io_line + l, sizeof io_line - l, "; neighbour cache hit ratio %.3f",
-                     ps.ncache_lookups ? (double)ps.ncache_hits / (double)ps.ncache_lookups : 0.0);
-        }
-        if (do_eval)
-            tg_log_info("epoch %llu/%llu: loss %.4f train %.4f valid %.4f test %.4f%s (%.2f s: "
-                        "sample %.2f gather %.2f compute %.2f wait %.2f%s; eval %.2f s)",
-                        (unsigned long long)epoch + 1, (unsigned long long)o.epochs, train_loss,
-                        train_acc, ev[1].acc, ev[2].acc, improved ? " *" : "", time_s, ps.sample_s,
-                        ps.gather_s, sc.compute_s, ps.wait_s, io_line, eval_s);
-        else
-            tg_log_info("epoch %llu/%llu: loss %.4f train %.4f (%.2f s: sample %.2f gather %.2f "
-                        "compute %.2f wait %.2f%s)",
-                        (unsigned long long)epoch + 1, (unsigned long long)o.epochs, train_loss,
-                        train_acc, time_s, ps.sample_s, ps.gather_s, sc.compute_s, ps.wait_s,
-                        io_line);
-        if (stop_now) {
+/* Validation and test after the epoch, every --eval-every epochs and after the last; the best
+ * model by validation accuracy (ties: the lower validation loss, then the earlier epoch). The
+ * test split never takes part in the choice. */
+static int train_evaluate(trainer_t *t, epoch_t *e)
+{
+    const tg_train_opts_t *o = &t->o;
+    e->last = e->epoch + 1 == o->epochs;
+    e->do_eval = e->last || (o->eval_every && (e->epoch + 1) % o->eval_every == 0);
+    memset(e->ev, 0, sizeof e->ev);
+    if (!e->do_eval) return 0;
+    double te = tg_now();
+    int want[3] = {0, 1, 1};
+    tg_pass_stats_t es;
+    memset(&es, 0, sizeof es);
+    tg_eval_how_t h = {.sampled = o->eval_sampled,
+                       .fanouts = o->fanouts,
+                       .batch_size = o->batch_size,
+                       .seed = o->seed,
+                       .chunk = o->eval_chunk,
+                       .tmp_dir = t->lw_tmp,
+                       .max_nodes = o->eval_max_nodes,
+                       .stats = &es};
+    int rc = tg_run_evaluate_how(&t->r, t->m, want, &h, e->ev);
+    if (rc < 0)
+        return tg_err_prefix(rc, "evaluation after epoch %llu", (unsigned long long)e->epoch + 1);
+    t->batch_bytes_peak = TG_MAX(t->batch_bytes_peak, es.batch_bytes_peak);
+    e->eval_s = tg_now() - te;
+    tg_ckpt_info_t *ck = &t->ck;
+    const tg_split_eval_t *v = &e->ev[1];
+    if (v->acc > ck->best_valid_acc ||
+        (v->acc == ck->best_valid_acc && v->loss < ck->best_valid_loss)) {
+        e->improved = 1;
+        ck->best_epoch = e->epoch + 1;
+        ck->best_valid_acc = v->acc;
+        ck->best_valid_loss = v->loss;
+        ck->test_at_best = e->ev[2].acc;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- the epoch's report */
+
+/* The epoch's JSON line (--json): the epoch's figures, the pass's shared ones, the strategy's
+ * own (its report hook), the neighbour cache. */
+static void epoch_json(const trainer_t *t, const epoch_t *e, double compute_s, uint64_t needed)
+{
+    const tg_pass_stats_t *ps = &e->ps;
+    const tg_run_t *r = &t->r;
+    tg_json_t j;
+    tg_json_begin(&j);
+    tg_json_uint(&j, "epoch", e->epoch + 1);
+    tg_json_num(&j, "time_s", e->time_s);
+    tg_json_num(&j, "sample_s", ps->sample_s);
+    tg_json_num(&j, "gather_s", ps->gather_s);
+    tg_json_num(&j, "compute_s", compute_s);
+    tg_json_num(&j, "train_loss", e->train_loss);
+    tg_json_num(&j, "train_acc", e->train_acc);
+    tg_json_num(&j, "valid_acc", e->do_eval ? e->ev[1].acc : NAN);
+    tg_json_num(&j, "valid_loss", e->do_eval ? e->ev[1].loss : NAN);
+    tg_json_num(&j, "test_acc", e->do_eval ? e->ev[2].acc : NAN);
+    tg_json_num(&j, "wait_s", ps->wait_s);
+    tg_json_num(&j, "eval_s", e->eval_s);
+    tg_json_num(&j, "checkpoint_s", e->ckpt_s);
+    tg_json_uint(&j, "batches", ps->steps);
+    tg_json_uint(&j, "rss_bytes", tg_rss_bytes());
+    tg_json_str(&j, "strategy", r->strat_i->info.name);
+    if (ps->have_io) {
+        tg_json_uint(&j, "io_requests", ps->io_requests);
+        tg_json_uint(&j, "io_read_bytes", ps->io_read_bytes);
+    } else {
+        tg_json_num(&j, "io_requests", NAN);
+        tg_json_num(&j, "io_read_bytes", NAN);
+    }
+    tg_json_uint(&j, "io_needed_bytes", needed);
+    tg_json_num(&j, "io_wait_s", ps->have_io_wait ? ps->io_wait_s : NAN);
+    tg_json_num(&j, "cache_hit_ratio",
+                ps->have_cache && ps->cache_lookups
+                    ? (double)ps->cache_hits / (double)ps->cache_lookups
+                    : NAN);
+    tg_json_uint(&j, "peak_rss_bytes", tg_peak_rss_bytes());
+    tg_json_uint(&j, "data_bytes", r->budget.used);
+    tg_json_uint(&j, "batch_bytes_peak", ps->batch_bytes_peak);
+    char buf[TG_PASS_MAX_TIERS * 128 + 4];
+    tg_json_raw(&j, "cache_tiers", tg_pass_tiers_json(ps, buf, sizeof buf));
+    tg_pass_report(r, ps, &j, NULL, 0);
+    if (ps->have_ncache)
+        tg_json_raw(&j, "neighbor_cache", tg_pass_ncache_json(ps, buf, sizeof buf));
+    tg_json_end(&j, t->o.json, NULL);
+}
+
+/* The epoch's lines: JSON (--json) and the human one. */
+static void train_report(const trainer_t *t, const epoch_t *e)
+{
+    const tg_train_opts_t *o = &t->o;
+    const tg_pass_stats_t *ps = &e->ps;
+    double compute_s = t->sc.compute_s;
+    uint64_t needed = e->index_bytes + t->sc.feature_bytes;
+    if (o->json) epoch_json(t, e, compute_s, needed);
+    char line[1024] = "";
+    tg_pass_line(&t->r, ps, needed, line, sizeof line);
+    if (e->do_eval)
+        tg_log_info("epoch %llu/%llu: loss %.4f train %.4f valid %.4f test %.4f%s (%.2f s: "
+                    "sample %.2f gather %.2f compute %.2f wait %.2f%s; eval %.2f s)",
+                    (unsigned long long)e->epoch + 1, (unsigned long long)o->epochs, e->train_loss,
+                    e->train_acc, e->ev[1].acc, e->ev[2].acc, e->improved ? " *" : "", e->time_s,
+                    ps->sample_s, ps->gather_s, compute_s, ps->wait_s, line, e->eval_s);
+    else
+        tg_log_info("epoch %llu/%llu: loss %.4f train %.4f (%.2f s: sample %.2f gather %.2f "
+                    "compute %.2f wait %.2f%s)",
+                    (unsigned long long)e->epoch + 1, (unsigned long long)o->epochs, e->train_loss,
+                    e->train_acc, e->time_s, ps->sample_s, ps->gather_s, compute_s, ps->wait_s,
+                    line);
+}
+
+/* ---------------------------------------------------------------- the run */
+
+/* The run's result after its last epoch, its log line and result.json. */
+static void train_finish(trainer_t *t, double t_run)
+{
+    tg_train_result_t *res = t->res;
+    const tg_ckpt_info_t *ck = &t->ck;
+    res->train_time_s = tg_now() - t_run;
+    res->epochs_done = ck->epochs_done;
+    res->best_epoch = ck->best_epoch;
+    res->best_valid_acc = ck->best_valid_acc;
+    res->best_valid_loss = ck->best_valid_loss;
+    res->test_acc = ck->test_at_best;
+    res->last_train_loss = ck->last_train_loss;
+    res->peak_rss_bytes = tg_peak_rss_bytes();
+    if (ck->best_epoch)
+        tg_log_info("best validation accuracy %.4f at epoch %llu; test accuracy there %.4f",
+                    ck->best_valid_acc, (unsigned long long)ck->best_epoch, ck->test_at_best);
+    emit_final(&t->o, res, t->m, &t->r, t->o.out_dir, t->batch_bytes_peak, &t->bp);
+}
+
+/* Opening, resuming and planning, before the first epoch. */
+static int train_setup(trainer_t *t)
+{
+    uint64_t ntrain = 0, N = 0;
+    uint32_t D = 0;
+    int rc = train_check(t, &ntrain, &N, &D);
+    if (rc < 0 || (rc = train_open(t, ntrain, N, D)) < 0) return rc;
+    ckpt_init(t);
+    if ((rc = train_resume(t)) < 0 || (rc = train_plans(t)) < 0 || (rc = train_budget(t)) < 0)
+        return rc;
+    train_start(t);
+    return 0;
+}
+
+int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
+{
+    memset(res, 0, sizeof *res);
+    trainer_t *t = calloc(1, sizeof *t);
+    if (!t) return tg_err(-ENOMEM, "out of memory");
+    t->o = *opts;
+    t->res = res;
+    if (t->o.model.type == TG_MODEL_MLP) /* edges are ignored: do not sample them */
+        for (int l = 0; l < t->o.model.num_layers; l++)
+            t->o.fanouts[l] = 0;
+    int rc = train_setup(t);
+    double t_run = tg_now();
+    for (uint64_t epoch = t->ck.epochs_done; rc >= 0 && epoch < t->o.epochs; epoch++) {
+        epoch_t e;
+        memset(&e, 0, sizeof e);
+        e.epoch = epoch;
+        if ((rc = train_epoch(t, &e)) < 0 || (rc = train_evaluate(t, &e)) < 0 ||
+            (rc = train_checkpoint(t, &e)) < 0)
+            break;
+        train_report(t, &e);
+        if (e.stop_now) {
             res->interrupted = 1;
             res->stopped_epoch = epoch + 1;
             res->stopped_batch = 0;
             rc = tg_err(-EINTR,
                         "interrupted after epoch %llu; %s records the state: continue with "
                         "--resume",
-                        (unsigned long long)epoch + 1, ckpt_path);
-            goto out;
+                        (unsigned long long)epoch + 1, t->ckpt_path);
         }
     }
-    res->train_time_s = tg_now() - t_run;
-    res->epochs_done = ck.epochs_done;
-    res->best_epoch = ck.best_epoch;
-    res->best_valid_acc = ck.best_valid_acc;
-    res->best_valid_loss = ck.best_valid_loss;
-    res->test_acc = ck.test_at_best;
-    res->last_train_loss = ck.last_train_loss;
-    res->peak_rss_bytes = tg_peak_rss_bytes();
-    if (ck.best_epoch)
-        tg_log_info("best validation accuracy %.4f at epoch %llu; test accuracy there %.4f",
-                    ck.best_valid_acc, (unsigned long long)ck.best_epoch, ck.test_at_best);
-    emit_final(&o, res, m, &r, o.out_dir, batch_bytes_peak, &bp);
-    rc = 0;
-out:
-    free(sc.y);
-    free(best_blob);
-    tg_plan_destroy(&plan);
-    tg_plan_destroy(&next_plan);
-    free(train_mask);
-    tg_model_destroy(m);
-    tg_run_close(&r);
-    return rc;
+    if (rc >= 0) train_finish(t, t_run);
+    free(t->sc.y);
+    free(t->best_blob);
+    tg_plan_destroy(&t->plan);
+    tg_plan_destroy(&t->next_plan);
+    free(t->train_mask);
+    tg_model_destroy(t->m);
+    tg_run_close(&t->r);
+    free(t);
+    return rc < 0 ? rc : 0;
 }

@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "tiergnn/featbuf.h"
+#include "gids.h"
 #include "tiergnn/rank.h"
 #include "xpass.h"
 
@@ -539,6 +540,22 @@ static void gi_on_error(void *ctx)
 
 /* ---------------------------------------------------------------- one pass */
 
+/* A pass's own figures (tg_pass_stats_t.own): counts, sums and settings, so that passes add;
+ * the depths and ratios are derived when they are reported (tg_gids_figures). */
+typedef struct {
+    uint64_t passes;
+    uint64_t window, constant_rows; /* settings: the larger */
+    double target_depth, plan_depth;
+    uint64_t groups; /* extractor sweeps */
+    /* the feature queues' time-weighted reads in flight, the time any of them read, the time
+     * each read (summed over queues), the pass's wall time and its gathering time per
+     * extractor */
+    double io_depth_s, io_any_s, io_busy_s, wall_s, gather_s;
+    uint64_t announced, unannounced, window_short;
+    uint64_t buffer_lookups, buffer_hits, buffer_slots;
+} gi_own_t;
+TG_PASS_OWN_FITS(gi_own_t);
+
 static void gi_stats(tg_strategy_t *s, double wall_s, tg_pass_stats_t *st)
 {
     tg_io_counts_t c;
@@ -550,29 +567,103 @@ static void gi_stats(tg_strategy_t *s, double wall_s, tg_pass_stats_t *st)
     tg_featbuf_stats(s->fb, &fs, 1);
     /* rows served without a read of their own: the constant buffer's, then the buffer's */
     st->cache_hits = (s->hot ? st->tiers[0].hits : 0) + fs.hits + fs.waits;
-    st->have_gids = 1;
-    st->gids_window = s->window;
-    uint64_t groups = atomic_load(&s->groups_done);
-    st->gids_merged = groups ? (double)st->steps / (double)groups : 0;
-    st->gids_constant_rows = s->hot ? tg_tier_static_count(s->hot) : 0;
-    st->gids_target_depth = s->n_access;
-    st->gids_plan_depth = (double)s->plan_depth;
-    /* the device's reads in flight while any extractor read, and one queue's while it read */
-    st->gids_mean_depth = c.io_any_s > 0 ? c.io_depth_s / c.io_any_s : 0;
-    st->gids_queue_depth = c.io_busy_s > 0 ? c.io_depth_s / c.io_busy_s : 0;
-    st->gids_inflight = wall_s > 0 ? c.io_depth_s / wall_s : 0;
-    /* over the extractors' gathering time, between chunks included (exact with one extractor;
+    /* the gathering time per extractor, between chunks included (exact with one extractor;
      * with several it assumes they gather at the same time) */
-    double gw = st->gather_s / (double)TG_MAX(tg_extract_num_workers(s->ex), 1);
-    st->gids_gather_depth = gw > 0 ? c.io_depth_s / gw : 0;
-    st->gids_announced = s->announced;
-    st->gids_unannounced = s->unannounced;
-    st->gids_window_short = s->window_short;
-    st->gids_buffer_lookups = fs.lookups;
-    st->gids_buffer_hits = fs.hits + fs.waits;
-    st->gids_buffer_slots = fs.num_slots;
+    gi_own_t o = {.passes = 1,
+                  .window = s->window,
+                  .constant_rows = s->hot ? tg_tier_static_count(s->hot) : 0,
+                  .target_depth = s->n_access,
+                  .plan_depth = (double)s->plan_depth,
+                  .groups = atomic_load(&s->groups_done),
+                  .io_depth_s = c.io_depth_s,
+                  .io_any_s = c.io_any_s,
+                  .io_busy_s = c.io_busy_s,
+                  .wall_s = wall_s,
+                  .gather_s = st->gather_s / (double)TG_MAX(tg_extract_num_workers(s->ex), 1),
+                  .announced = s->announced,
+                  .unannounced = s->unannounced,
+                  .window_short = s->window_short,
+                  .buffer_lookups = fs.lookups,
+                  .buffer_hits = fs.hits + fs.waits,
+                  .buffer_slots = fs.num_slots};
+    tg_pass_own_put(st, &o, sizeof o);
     uint64_t nodes = atomic_load(&s->nodes_done);
     if (nodes) s->reads_per_node = (double)c.io_requests / (double)nodes;
+}
+
+static void gi_own_add(tg_pass_stats_t *sum, const tg_pass_stats_t *add)
+{
+    gi_own_t a, b;
+    tg_pass_own_get(sum, &a, sizeof a);
+    tg_pass_own_get(add, &b, sizeof b);
+    a.passes += b.passes;
+    a.window = TG_MAX(a.window, b.window);
+    a.constant_rows = TG_MAX(a.constant_rows, b.constant_rows);
+    a.target_depth = TG_MAX(a.target_depth, b.target_depth);
+    a.plan_depth = TG_MAX(a.plan_depth, b.plan_depth);
+    a.groups += b.groups;
+    a.io_depth_s += b.io_depth_s;
+    a.io_any_s += b.io_any_s;
+    a.io_busy_s += b.io_busy_s;
+    a.wall_s += b.wall_s;
+    a.gather_s += b.gather_s;
+    a.announced += b.announced;
+    a.unannounced += b.unannounced;
+    a.window_short += b.window_short;
+    a.buffer_lookups += b.buffer_lookups;
+    a.buffer_hits += b.buffer_hits;
+    a.buffer_slots = TG_MAX(a.buffer_slots, b.buffer_slots);
+    tg_pass_own_put(sum, &a, sizeof a);
+}
+
+int tg_gids_figures(const tg_pass_stats_t *st, tg_gids_figures_t *f)
+{
+    gi_own_t o;
+    tg_pass_own_get(st, &o, sizeof o);
+    memset(f, 0, sizeof *f);
+    if (!o.passes) return -ENOENT;
+    f->window = (uint32_t)o.window;
+    f->merged = o.groups ? (double)st->steps / (double)o.groups : 0;
+    f->constant_rows = o.constant_rows;
+    f->target_depth = o.target_depth;
+    f->plan_depth = o.plan_depth;
+    f->mean_depth = o.io_any_s > 0 ? o.io_depth_s / o.io_any_s : 0;
+    f->queue_depth = o.io_busy_s > 0 ? o.io_depth_s / o.io_busy_s : 0;
+    f->inflight = o.wall_s > 0 ? o.io_depth_s / o.wall_s : 0;
+    f->gather_depth = o.gather_s > 0 ? o.io_depth_s / o.gather_s : 0;
+    f->announced = o.announced;
+    f->unannounced = o.unannounced;
+    f->window_short = o.window_short;
+    f->buffer_lookups = o.buffer_lookups;
+    f->buffer_hits = o.buffer_hits;
+    f->buffer_slots = o.buffer_slots;
+    return 0;
+}
+
+/* The object "gids": the accumulator's depth against its target, the constant buffer's and the
+ * feature buffer's hit ratios, the window's announcements. No clause in the human line. */
+static void gi_report(const tg_pass_stats_t *st, tg_json_t *j, char *line, size_t len)
+{
+    (void)line;
+    (void)len;
+    tg_gids_figures_t f;
+    if (!j || tg_gids_figures(st, &f) < 0) return;
+    uint64_t rows = st->ntiers ? st->tiers[0].lookups : 0;
+    uint64_t cb_hits = f.constant_rows && st->ntiers ? st->tiers[0].hits : 0;
+    char buf[512];
+    snprintf(buf, sizeof buf,
+             "{\"window\":%u,\"merged_batches\":%.3f,\"constant_buffer_rows\":%llu,"
+             "\"target_depth\":%.3f,\"plan_depth_per_extractor\":%.3f,\"mean_depth\":%.3f,"
+             "\"depth_of_target\":%.4f,\"queue_depth\":%.3f,\"gather_depth\":%.3f,"
+             "\"mean_in_flight\":%.3f,\"constant_hit_ratio\":%.6f,\"buffer_hit_ratio\":%.6f,"
+             "\"announced\":%llu,\"unannounced\":%llu,\"window_short\":%llu}",
+             f.window, f.merged, (unsigned long long)f.constant_rows, f.target_depth, f.plan_depth,
+             f.mean_depth, f.target_depth > 0 ? f.mean_depth / f.target_depth : 0.0, f.queue_depth,
+             f.gather_depth, f.inflight, rows ? (double)cb_hits / (double)rows : 0.0,
+             f.buffer_lookups ? (double)f.buffer_hits / (double)f.buffer_lookups : 0.0,
+             (unsigned long long)f.announced, (unsigned long long)f.unannounced,
+             (unsigned long long)f.window_short);
+    tg_json_raw(j, "gids", buf);
 }
 
 static int gi_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
@@ -656,4 +747,6 @@ const tg_strategy_i tg_strategy_gids = {
     .pass = gi_pass,
     .close = gi_close,
     .batches_in_flight = gi_in_flight,
+    .report = gi_report,
+    .own_add = gi_own_add,
 };
