@@ -10,6 +10,7 @@
 #include <dirent.h>
 
 #include "tiergnn/engine.h"
+#include "tiergnn/io.h"
 #include "tiergnn/loader.h"
 #include "engine/engine-impl.h"
 
@@ -423,6 +424,36 @@ TG_TEST(held_limit_and_close)
     }
 }
 
+/* A read error in the strategy's pass reaches tg_loader_next with the file's name, again on
+ * the next call, and the loader still closes clean. */
+TG_TEST(error_in_pass)
+{
+    sargs_t sa;
+    sargs_of(&sa, "gnndrive"); /* --features-in-ram 0: every row from features.bin */
+    tg_loader_opts_t o;
+    opts_for(&o, "gnndrive", &sa);
+    int fds = open_fds();
+    tg_io_fault_t f = {
+        .op = TG_IO_FAULT_READ, .file = "features.bin", .lo = 0, .hi = UINT64_MAX, .err = EIO};
+    TG_CHECK_OK(tg_io_fault_add(&f));
+    tg_loader_t *L = NULL;
+    tg_err_clear();
+    int rc = tg_loader_open(&L, &o);
+    if (rc >= 0) { /* the open read no row: the pass meets the fault */
+        const tg_loader_batch_t *b;
+        while ((rc = tg_loader_next(L, &b)) > 0)
+            TG_CHECK_OK(tg_loader_release(L, b));
+        TG_CHECK(rc < 0 && strstr(tg_errmsg(), "loader: epoch 0, strategy gnndrive"));
+        TG_CHECK(tg_loader_next(L, &b) < 0 && b == NULL);
+    }
+    fprintf(stderr, "  %s: %s\n", L ? "next" : "open", tg_errmsg());
+    if (!strstr(tg_errmsg(), "features.bin")) TG_FAIL("error '%s' names no file", tg_errmsg());
+    TG_CHECK(rc < 0);
+    tg_loader_close(L);
+    tg_io_fault_clear();
+    TG_CHECK(open_fds() == fds);
+}
+
 /* Seeds of the caller, in order (shuffle 0): batch b holds seeds[b * bs, ...) first, with their
  * labels; the whole-graph batch masks the nodes that are not seeds. */
 TG_TEST(seeds_in_order_and_whole_graph)
@@ -563,6 +594,7 @@ int main(void)
     TG_RUN(seeds_in_order_and_whole_graph);
     TG_RUN(drop_last);
     TG_RUN(held_limit_and_close);
+    TG_RUN(error_in_pass);
     TG_RUN(ranks_partition_the_epoch);
     TG_RUN(every_strategy_yields_its_pass);
     if (!tg_test_failures) tg_rmtree(root);
