@@ -38,17 +38,18 @@
  * Memory (--mem): the hot rows (chosen from the first generation's counts and kept: the paper's
  * CPU cache, static), the extraction's staging, the packing's partitions, and per generation the
  * trace and the layout while it is planned. */
+#include "../ahead.h"
 #include "../engine-impl.h"
 #include "../pipeline.h"
 #include "xpass.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "tiergnn/batchtrace.h"
 #include "tiergnn/changeset.h"
 #include "tiergnn/extract.h"
 #include "tiergnn/layout.h"
@@ -113,8 +114,7 @@ typedef struct {
     uint64_t num_batches; /* of the pass, those before first_batch included */
     uint64_t count;       /* batches held: first_batch .. first_batch + count */
     tg_spill_t *spill;
-    double *sample_s; /* (count) */
-    uint64_t *moff;   /* (count + 1) offsets of the batches' rows in the trace */
+    tg_btrace_t tr;   /* the batches' ids (freed once laid out), offsets (tr.off) and times */
     uint64_t *mbyte;  /* (count + 1) offsets of the batches' records in the map file */
     uint64_t rec_max; /* the longest record */
     int map_fd, pack_fd;
@@ -123,7 +123,7 @@ typedef struct {
     uint64_t total_rows; /* rows of the packed file */
     tg_io_file_t *pf;    /* the packed file, O_DIRECT */
     tg_layout_summary_t sum;
-    uint64_t reserved; /* budget held by the generation (moff, sample_s) */
+    uint64_t reserved; /* budget held by the generation (mbyte) */
     double sample_wall_s, layout_s, map_s, pack_s, prep_s;
     tg_pack_stats_t pst;
     int uses;                     /* passes it served (--reuse-samples) */
@@ -161,13 +161,11 @@ struct tg_strategy {
     int sample_in_ram;     /* the indices are read into RAM for each generation's sampling */
     int warned_disk_sampling;
     uint64_t trace_hint; /* accesses of the last generation, + 1/32 */
-    /* generations: cur serves the pass, nxt is prepared by the inspector */
+    /* generations: cur serves the pass, nxt is the one the inspector prepared */
     gen_t *cur, *nxt, *run; /* run: the one the executor reads now */
-    pthread_t insp;
-    int insp_running, insp_rc;
-    char insp_msg[1024];
-    pass_key_t insp_key; /* the pass it prepares (a copy) */
-    atomic_int insp_abort;
+    tg_ahead_t *insp;       /* the inspector: the next training pass's generation */
+    gen_t *insp_gen;        /* its one item */
+    pass_key_t insp_key;    /* the pass it prepares (a copy, set before it starts) */
     /* the executor's position in cur, and the map of the batch it hands out */
     uint64_t next_id, pos;
     unsigned char *rec; /* the batch's map record */
@@ -240,8 +238,7 @@ static void gen_destroy(tg_strategy_t *s, gen_t *g)
     if (g->pack_fd >= 0) close(g->pack_fd);
     if (g->map_fd >= 0) close(g->map_fd);
     tg_spill_close(g->spill);
-    free(g->sample_s);
-    free(g->moff);
+    tg_btrace_free(&g->tr);
     free(g->mbyte);
     key_free(&g->key);
     if (g->reserved) tg_budget_release(&s->r->budget, g->reserved);
@@ -254,6 +251,7 @@ static int gen_new(tg_strategy_t *s, gen_t **out)
     gen_t *g = calloc(1, sizeof *g);
     if (!g) return tg_err(-ENOMEM, "diskgnn: out of memory");
     g->map_fd = g->pack_fd = -1;
+    tg_btrace_init(&g->tr, &s->r->budget, "diskgnn: the sampled batches' trace");
     tg_spill_opts_t so = {.buf_bytes = DG_SPILL_BUF, .budget = &s->r->budget};
     int rc = tg_spill_open(&g->spill, s->dir, &so);
     if (rc < 0) {
@@ -264,14 +262,8 @@ static int gen_new(tg_strategy_t *s, gen_t **out)
     return 0;
 }
 
-static int grow_u32(tg_strategy_t *s, uint32_t **a, uint64_t *cap, uint64_t n, uint64_t *held)
-{
-    return tg_xpass_grow_u32(&s->r->budget, a, cap, n, held, "diskgnn: the sampled batches' trace");
-}
-
-/* Samples the generation's batches into its spill file and the trace (ids in X order). */
-static int gen_sample(tg_strategy_t *s, gen_t *g, const atomic_int *abort, uint32_t **trace,
-                      uint64_t *cap, uint64_t *held)
+/* Samples the generation's batches into its spill file and its trace (ids in X order). */
+static int gen_sample(tg_strategy_t *s, gen_t *g, const atomic_int *abort)
 {
     tg_run_t *r = s->r;
     tg_pass_t kp = key_pass(&g->key);
@@ -311,46 +303,20 @@ static int gen_sample(tg_strategy_t *s, gen_t *g, const atomic_int *abort, uint3
     if ((rc = tg_adj_counting_view(&view, src, esz, &g->index_bytes)) < 0) goto out;
     tg_sloader_opts_t lo = tg_pass_sloader_opts(&kp, view, r->sopts.sampler_threads, 2);
     if ((rc = tg_sloader_start(&ld, &lo)) < 0) goto out;
-    /* the trace at about the last generation's size: growing it by half again would reserve
-     * a third more than it needs */
-    if (s->trace_hint && (rc = grow_u32(s, trace, cap, s->trace_hint, held)) < 0) goto out;
     g->num_batches = tg_sloader_num_batches(ld);
     g->count = g->num_batches > kp.first_batch ? g->num_batches - kp.first_batch : 0;
-    uint64_t bytes = g->count * sizeof(double) + 2 * (g->count + 1) * sizeof(uint64_t);
+    /* the trace at about the last generation's size: growing it by half again would reserve
+     * a third more than it needs */
+    if ((rc = tg_btrace_reserve(&g->tr, g->count, s->trace_hint)) < 0) goto out;
+    uint64_t bytes = (g->count + 1) * sizeof(uint64_t);
     if ((rc = tg_budget_reserve(&r->budget, bytes, "diskgnn: batch offsets")) < 0) goto out;
     g->reserved += bytes;
-    g->sample_s = malloc(g->count * sizeof(double) + 1);
-    g->moff = malloc((g->count + 1) * sizeof(uint64_t));
-    g->mbyte = malloc((g->count + 1) * sizeof(uint64_t));
-    if (!g->sample_s || !g->moff || !g->mbyte) {
+    if (!(g->mbyte = malloc(bytes))) {
         rc = tg_err(-ENOMEM, "diskgnn: out of memory");
         goto out;
     }
-    g->moff[0] = 0;
-    for (uint64_t j = 0; j < g->count; j++) {
-        if (abort && atomic_load(abort)) {
-            rc = -ECANCELED;
-            goto out;
-        }
-        tg_sloader_item_t *it;
-        rc = tg_sloader_next(ld, &it);
-        if (rc == 0) rc = tg_err(-EIO, "diskgnn: the sampler ended before the pass did");
-        if (rc < 0) goto out;
-        const tg_batch_t *b = &it->batch;
-        g->sample_s[j] = it->sample_s;
-        rc = tg_spill_write(g->spill, b);
-        if (rc == 0) rc = grow_u32(s, trace, cap, g->moff[j] + b->num_nodes, held);
-        if (rc == 0) {
-            uint32_t *t = *trace + g->moff[j];
-            for (uint32_t i = 0; i < b->num_nodes; i++)
-                t[i] = (uint32_t)b->nodes[i];
-            g->moff[j + 1] = g->moff[j] + b->num_nodes;
-        }
-        tg_sloader_item_free(ld, it);
-        if (rc < 0) goto out;
-    }
-    rc = tg_spill_rewind(g->spill);
-    s->trace_hint = g->moff[g->count] + g->moff[g->count] / 32;
+    if ((rc = tg_btrace_sample(&g->tr, ld, g->count, g->spill, abort)) < 0) goto out;
+    s->trace_hint = tg_btrace_accesses(&g->tr) + tg_btrace_accesses(&g->tr) / 32;
 out:
     if (ld) tg_sloader_stop(ld);
     tg_adj_destroy(view);
@@ -422,10 +388,11 @@ static int64_t pack_targets(void *ctx, uint32_t p, tg_pack_target_t *dst, size_t
 }
 
 /* Lays out the sampled batches, writes their maps (each input row's row number in the packed
- * file) and packs the rows. trace: the batches' ids (freed by the caller after). */
-static int gen_layout_pack(tg_strategy_t *s, gen_t *g, const uint32_t *trace, atomic_int *abort,
-                           const char *progress)
+ * file) and packs the rows, from the generation's trace (its ids freed by the caller after). */
+static int gen_layout_pack(tg_strategy_t *s, gen_t *g, atomic_int *abort, const char *progress)
 {
+    const uint32_t *trace = g->tr.ids;
+    const uint64_t *moff = g->tr.off;
     tg_run_t *r = s->r;
     int rc = 0;
     tg_layout_t *L = NULL;
@@ -449,7 +416,7 @@ static int gen_layout_pack(tg_strategy_t *s, gen_t *g, const uint32_t *trace, at
                           /* unpadded chunks: every row of the packed file starts at a multiple
                            * of the row size, so the extraction addresses it by row number */
                           .chunk_align = 1};
-    tg_cs_trace_t tr = {.iters = (uint32_t)g->count, .off = g->moff, .ids = trace};
+    tg_cs_trace_t tr = {.iters = (uint32_t)g->count, .off = moff, .ids = trace};
     if (!s->hot_buf) {
         if ((rc = size_hot(s, &tr, &lc)) < 0) goto out;
         lc.hot_rows = s->hot_cap;
@@ -473,7 +440,7 @@ static int gen_layout_pack(tg_strategy_t *s, gen_t *g, const uint32_t *trace, at
     double t1 = tg_now();
     uint64_t longest = 0;
     for (uint64_t j = 0; j < g->count; j++)
-        longest = TG_MAX(longest, g->moff[j + 1] - g->moff[j]);
+        longest = TG_MAX(longest, moff[j + 1] - moff[j]);
     uint64_t ib = rec_bytes_max(longest);
     if ((rc = tg_budget_reserve(&r->budget, ib, "diskgnn: a batch's map")) < 0) goto out;
     rec_held = ib;
@@ -489,8 +456,8 @@ static int gen_layout_pack(tg_strategy_t *s, gen_t *g, const uint32_t *trace, at
     }
     g->mbyte[0] = 0;
     for (uint64_t j = 0; j < g->count; j++) {
-        uint64_t n = g->moff[j + 1] - g->moff[j];
-        if ((rc = tg_layout_locate(L, (uint32_t)j, trace + g->moff[j], n, &loc)) < 0) goto out;
+        uint64_t n = moff[j + 1] - moff[j];
+        if ((rc = tg_layout_locate(L, (uint32_t)j, trace + moff[j], n, &loc)) < 0) goto out;
         rec_t *h = (rec_t *)rec;
         *h = (rec_t){.n_hot = (uint32_t)loc.n_hot,
                      .n_cache = (uint32_t)loc.n_cache,
@@ -600,15 +567,11 @@ static int gen_prepare(tg_strategy_t *s, const tg_pass_t *k, atomic_int *abort,
     int rc = gen_new(s, &g);
     if (rc < 0) return rc;
     double t0 = tg_now();
-    uint32_t *trace = NULL;
-    uint64_t cap = 0, held = 0;
-    if ((rc = key_set(&g->key, k)) == 0 &&
-        (rc = gen_sample(s, g, abort, &trace, &cap, &held)) == 0) {
+    if ((rc = key_set(&g->key, k)) == 0 && (rc = gen_sample(s, g, abort)) == 0) {
         g->sample_wall_s = tg_now() - t0;
-        rc = gen_layout_pack(s, g, trace, abort, progress);
+        rc = gen_layout_pack(s, g, abort, progress);
     }
-    free(trace);
-    if (held) tg_budget_release(&s->r->budget, held);
+    tg_btrace_free_ids(&g->tr); /* laid out: the offsets and times stay for the executor */
     if (rc < 0) {
         gen_destroy(s, g);
         return rc;
@@ -618,53 +581,57 @@ static int gen_prepare(tg_strategy_t *s, const tg_pass_t *k, atomic_int *abort,
     return 0;
 }
 
-/* ---------------------------------------------------------------- the inspector */
+/* ---------------------------------------------------------------- the inspector
+ *
+ * engine/ahead with one item: started by a training pass for the pass after it, taken (waited
+ * for) by the next pass, whatever it is, so that at most one generation is being prepared. */
 
-/* The next training pass, sampled, laid out and packed while this one trains. */
-static void *inspector_main(void *arg)
+/* engine/ahead's producer: the generation of the pass in s->insp_key. */
+static int inspect(void *ctx, void *item, uint64_t k, tg_ahead_t *a)
 {
-    tg_strategy_t *s = arg;
-    tg_pass_t k = key_pass(&s->insp_key);
-    gen_t *g = NULL;
-    int rc = gen_prepare(s, &k, &s->insp_abort, NULL, &g);
-    /* read by the pass after pthread_join, which orders these writes before it */
-    if (rc < 0) {
-        s->insp_rc = rc;
-        snprintf(s->insp_msg, sizeof s->insp_msg, "%s", tg_errmsg());
-    }
-    s->nxt = g;
-    return NULL;
+    tg_strategy_t *s = ctx;
+    (void)k;
+    tg_pass_t kp = key_pass(&s->insp_key);
+    return gen_prepare(s, &kp, tg_ahead_abort_flag(a), NULL, item);
 }
 
-/* Waits for the inspector (abort != 0: tells it to stop first). Returns its error, if any,
- * with its message. */
-static int insp_join(tg_strategy_t *s, int abort)
+/* engine/ahead's drop: a generation prepared and never taken (gen_prepare frees its own on an
+ * error, leaving NULL). */
+static void drop_gen(void *ctx, void *item)
 {
-    if (!s->insp_running) return 0;
-    if (abort) atomic_store(&s->insp_abort, 1);
-    pthread_join(s->insp, NULL);
+    gen_t **g = item;
+    gen_destroy(ctx, *g);
+    *g = NULL;
+}
+
+/* Waits for the inspector: its generation becomes s->nxt, or its error comes with its message. */
+static int insp_take(tg_strategy_t *s)
+{
+    if (!tg_ahead_running(s->insp)) return 0;
+    void *item;
+    int rc = tg_ahead_next(s->insp, NULL, &item);
+    if (rc > 0) {
+        s->nxt = s->insp_gen;
+        s->insp_gen = NULL;
+        rc = tg_ahead_release(s->insp, item);
+    }
+    tg_ahead_stop(s->insp);
     key_free(&s->insp_key);
-    s->insp_running = 0;
-    int rc = s->insp_rc;
-    s->insp_rc = 0;
-    if (rc < 0 && rc != -ECANCELED) return tg_err(rc, "%s", s->insp_msg);
-    return 0;
+    return rc == -ECANCELED ? 0 : rc;
+}
+
+/* Stops the inspector; what it prepared is dropped. */
+static void insp_cancel(tg_strategy_t *s)
+{
+    tg_ahead_stop(s->insp);
+    key_free(&s->insp_key);
 }
 
 static int insp_start(tg_strategy_t *s, const tg_pass_t *next)
 {
-    atomic_store(&s->insp_abort, 0);
     int rc = key_set(&s->insp_key, next);
-    if (rc < 0) return rc;
-    s->insp_rc = 0;
-    s->insp_running = 1;
-    int e = pthread_create(&s->insp, NULL, inspector_main, s);
-    if (e != 0) {
-        s->insp_running = 0;
-        key_free(&s->insp_key);
-        return tg_err(-e, "diskgnn: cannot start the inspector thread");
-    }
-    return 0;
+    if (rc == 0 && (rc = tg_ahead_start(s->insp, 1)) < 0) key_free(&s->insp_key);
+    return rc;
 }
 
 /* ---------------------------------------------------------------- the executor */
@@ -688,7 +655,7 @@ static int src_next(void *ctx, tg_pipe_t *P, tg_sloader_item_t **out)
         free(it);
         return rc;
     }
-    uint64_t n = g->moff[s->pos + 1] - g->moff[s->pos];
+    uint64_t n = g->tr.off[s->pos + 1] - g->tr.off[s->pos];
     uint64_t nb = g->mbyte[s->pos + 1] - g->mbyte[s->pos];
     if (it->batch.id != s->next_id || it->batch.num_nodes != n)
         rc = tg_err(-EIO,
@@ -712,7 +679,7 @@ static int src_next(void *ctx, tg_pipe_t *P, tg_sloader_item_t **out)
         free(it);
         return rc;
     }
-    it->sample_s = g->sample_s[s->pos];
+    it->sample_s = g->tr.sample_s[s->pos];
     s->pos++;
     s->next_id++;
     *out = it;
@@ -857,12 +824,22 @@ static int dg_open(tg_strategy_t **out, tg_run_t *r, const tg_strategy_opts_t *s
     s->normalize = so->normalize;
     tg_io_stats_init(&s->stats);
     tg_io_stats_init(&s->pack_stats);
-    int rc = tg_xpass_open_disk(r, tg_xpass_adj_queues(so->sampler_threads), &s->stats, &s->feat);
+    void *items[1] = {&s->insp_gen};
+    tg_ahead_opts_t ao = {.slots = 1,
+                          .items = items,
+                          .produce = inspect,
+                          .drop = drop_gen,
+                          .ctx = s,
+                          .who = "diskgnn: the inspector"};
+    int rc = tg_ahead_open(&s->insp, &ao);
+    if (rc == 0)
+        rc = tg_xpass_open_disk(r, tg_xpass_adj_queues(so->sampler_threads), &s->stats, &s->feat);
     s->disk = r->adj;
     if (rc == 0) {
         *out = s;
         return 0;
     }
+    tg_ahead_close(s->insp);
     free(s);
     return rc;
 }
@@ -1040,7 +1017,7 @@ static int size_hot(tg_strategy_t *s, const tg_cs_trace_t *tr, const tg_layout_c
 /* The inspector stops (its generation is dropped): the run closes the adjacency next. */
 static void dg_drain(tg_strategy_t *s)
 {
-    insp_join(s, 1);
+    insp_cancel(s);
     gen_destroy(s, s->nxt);
     s->nxt = NULL;
 }
@@ -1048,7 +1025,8 @@ static void dg_drain(tg_strategy_t *s)
 static void dg_close(tg_strategy_t *s)
 {
     if (!s) return;
-    insp_join(s, 1);
+    insp_cancel(s);
+    tg_ahead_close(s->insp);
     gen_destroy(s, s->cur);
     gen_destroy(s, s->nxt);
     tg_io_destroy(s->io);
@@ -1088,33 +1066,15 @@ static int reuse_more_ok(int training, uint64_t K, const gen_t *g)
     return g && training && K > 1 && (uint64_t)g->uses < K;
 }
 
-static int dg_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
+/* The generation that serves pass p: the one the inspector prepared for it, the kept one again
+ * (--reuse-samples), or one prepared now. A training pass's replaces the kept one. */
+static int pass_generation(tg_strategy_t *s, const tg_pass_t *p, uint64_t K, gen_t **out,
+                           int *prepared_now)
 {
-    memset(st, 0, sizeof *st);
-    st->next_batch = p->first_batch;
-    if (s->dead) return tg_err(-ECANCELED, "diskgnn: an earlier pass failed");
-    tg_run_t *r = s->r;
-    const dg_cfg_t *c = r->sopts.cfg;
-    int rc;
-    if (!s->ready && (rc = dg_setup(s, p)) < 0) {
-        /* what setup made goes back: a later pass starts again */
-        tg_io_destroy(s->io);
-        s->io = NULL;
-        free(s->stage);
-        s->stage = NULL;
-        if (s->reader_bytes) tg_budget_release(&r->budget, s->reader_bytes);
-        s->reader_bytes = 0;
-        return rc;
-    }
-    int training = p->allow_out_of_order != 0;
-    uint64_t K = (uint64_t)TG_MAX(c->reuse_samples, 1);
-    /* the generation prepared during the pass before, if this is its pass */
-    double waited0 = tg_now();
-    rc = insp_join(s, 0);
-    double insp_wait = tg_now() - waited0;
-    if (rc < 0) goto fail;
+    int training = p->allow_out_of_order != 0, rc;
     gen_t *g = NULL;
-    int prepared_now = 0;
+    *out = NULL;
+    *prepared_now = 0;
     if (s->nxt && key_match(&s->nxt->key, p, 0)) {
         g = s->nxt;
         s->nxt = NULL;
@@ -1127,47 +1087,24 @@ static int dg_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
         snprintf(label, sizeof label, "diskgnn: packing %s",
                  training ? "an epoch's batches" : "the evaluation's batches");
         int show = isatty(STDERR_FILENO) && tg_log_level() >= TG_LOG_INFO;
-        if ((rc = gen_prepare(s, p, NULL, show ? label : NULL, &g)) < 0) goto fail;
-        prepared_now = 1;
+        if ((rc = gen_prepare(s, p, NULL, show ? label : NULL, &g)) < 0) return rc;
+        *prepared_now = 1;
     }
-    /* a training pass's generation replaces the kept one; an evaluation's is its own */
+    /* an evaluation's generation is its own */
     if (training) {
         gen_destroy(s, s->cur);
         s->cur = NULL;
     }
-    s->run = g;
-    if ((rc = gen_open_reader(g)) < 0 || (rc = rec_reserve(s, g)) < 0 ||
-        (rc = tg_spill_rewind(g->spill)) < 0)
-        goto done;
-    g->uses++;
-    int reuse_more = training && K > 1 && (uint64_t)g->uses < K;
-    /* the next training pass, prepared while this one trains */
-    if (training && p->next && !reuse_more) {
-        gen_destroy(s, s->nxt);
-        s->nxt = NULL;
-        if ((rc = insp_start(s, p->next)) < 0) goto done;
-    }
-    s->pos = 0;
-    s->next_id = p->first_batch;
-    /* the index bytes its batches asked for, sampled at its start or during the pass before,
-     * are this pass's (once: a reused generation's batches are sampled once) */
-    if (g->uses == 1) atomic_fetch_add(&r->index_bytes, atomic_load(&g->index_bytes));
-    s->lookups = s->hot_hits = s->file_rows = 0;
-    tg_pipe_source_t src = {
-        .next = src_next, .item_free = src_free, .num_batches = g->num_batches, .ctx = s};
-    tg_pipe_opts_t po = {.pass = p,
-                         .source = &src,
-                         .adj = r->adj,
-                         .dim = r->ds->meta.feat_dim,
-                         .workers = 1,
-                         .group = 1,
-                         .work = dg_work,
-                         .work_ctx = s,
-                         .queue_depth = (int)c->x.queue_depth,
-                         .in_order = 1};
-    rc = tg_pipe_run(&po, st);
+    *out = g;
+    return 0;
+}
+
+/* The pass's figures: the reader's and the samplers' I/O, the hot rows and the packed file as
+ * its two tiers, and the generation's preparation. */
+static void pass_report(tg_strategy_t *s, const gen_t *g, int prepared_now, double insp_wait,
+                        tg_pass_stats_t *st)
+{
     tg_xpass_ncache_take(s->disk, st);
-    /* I/O since the last pass: the reader's and the samplers' index reads */
     tg_io_counts_t io;
     tg_io_stats_take(&s->stats, &io);
     st->have_io = st->have_io_wait = 1;
@@ -1203,6 +1140,78 @@ static int dg_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
     st->pack_disk_bytes = g->sum.disk_bytes;
     st->pack_segment = g->sum.segment;
     st->pack_read_amp_est = g->sum.read_amp;
+}
+
+/* The first pass sizes the fixed parts; what a failed setup made goes back, so a later pass
+ * starts again. */
+static int setup_once(tg_strategy_t *s, const tg_pass_t *p)
+{
+    if (s->ready) return 0;
+    int rc = dg_setup(s, p);
+    if (rc < 0) {
+        tg_io_destroy(s->io);
+        s->io = NULL;
+        free(s->stage);
+        s->stage = NULL;
+        if (s->reader_bytes) tg_budget_release(&s->r->budget, s->reader_bytes);
+        s->reader_bytes = 0;
+    }
+    return rc;
+}
+
+/* One pass: the generation of its batches (prepared by the inspector during the pass before,
+ * or now), the inspector started on the next training pass's, then the executor reads the
+ * batches back in order and gathers their rows on the pipeline's worker. */
+static int dg_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
+{
+    memset(st, 0, sizeof *st);
+    st->next_batch = p->first_batch;
+    if (s->dead) return tg_err(-ECANCELED, "diskgnn: an earlier pass failed");
+    tg_run_t *r = s->r;
+    const dg_cfg_t *c = r->sopts.cfg;
+    int rc;
+    if ((rc = setup_once(s, p)) < 0) return rc;
+    int training = p->allow_out_of_order != 0, prepared_now;
+    uint64_t K = (uint64_t)TG_MAX(c->reuse_samples, 1);
+    double waited0 = tg_now();
+    rc = insp_take(s);
+    double insp_wait = tg_now() - waited0;
+    gen_t *g = NULL;
+    if (rc < 0 || (rc = pass_generation(s, p, K, &g, &prepared_now)) < 0) {
+        s->dead = 1;
+        return rc;
+    }
+    s->run = g;
+    if ((rc = gen_open_reader(g)) < 0 || (rc = rec_reserve(s, g)) < 0 ||
+        (rc = tg_spill_rewind(g->spill)) < 0)
+        goto done;
+    g->uses++;
+    /* the next training pass, prepared while this one trains */
+    if (training && p->next && !reuse_more_ok(training, K, g)) {
+        gen_destroy(s, s->nxt);
+        s->nxt = NULL;
+        if ((rc = insp_start(s, p->next)) < 0) goto done;
+    }
+    s->pos = 0;
+    s->next_id = p->first_batch;
+    /* the index bytes its batches asked for, sampled at its start or during the pass before,
+     * are this pass's (once: a reused generation's batches are sampled once) */
+    if (g->uses == 1) atomic_fetch_add(&r->index_bytes, atomic_load(&g->index_bytes));
+    s->lookups = s->hot_hits = s->file_rows = 0;
+    tg_pipe_source_t src = {
+        .next = src_next, .item_free = src_free, .num_batches = g->num_batches, .ctx = s};
+    tg_pipe_opts_t po = {.pass = p,
+                         .source = &src,
+                         .adj = r->adj,
+                         .dim = r->ds->meta.feat_dim,
+                         .workers = 1,
+                         .group = 1,
+                         .work = dg_work,
+                         .work_ctx = s,
+                         .queue_depth = (int)c->x.queue_depth,
+                         .in_order = 1};
+    rc = tg_pipe_run(&po, st);
+    pass_report(s, g, prepared_now, insp_wait, st);
 done:
     s->run = NULL;
     if (reuse_more_ok(training, K, g) && rc >= 0)
@@ -1210,9 +1219,6 @@ done:
     else
         gen_destroy(s, g); /* its files go now */
     if (rc < 0) s->dead = 1;
-    return rc;
-fail:
-    s->dead = 1;
     return rc;
 }
 

@@ -38,18 +38,18 @@
  * train; the executor's (an I/O error naming the file and offset) go through the pipeline's
  * first-error box. Every thread is joined, every batch and spill file freed before the pass
  * returns. */
+#include "../ahead.h"
 #include "../engine-impl.h"
 #include "../pipeline.h"
 #include "xpass.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "tiergnn/batchtrace.h"
 #include "tiergnn/changeset.h"
 #include "tiergnn/extract.h"
 #include "tiergnn/ncache.h"
@@ -87,9 +87,8 @@ static const tg_strategy_opt_t gx_opts[] = {
 #define GX_NONE UINT32_MAX
 #define GX_SPILL_BUF ((size_t)4 << 20)
 
-/* One superbatch, from the inspector to the executor. */
+/* One superbatch, from the inspector to the executor (an item of engine/ahead). */
 typedef struct {
-    int state;      /* SB_FREE, SB_READY (inspector done), SB_EXEC (executor reading) */
     uint64_t first; /* its first batch id */
     uint32_t count; /* batches */
     tg_spill_t *spill;
@@ -100,8 +99,6 @@ typedef struct {
     uint64_t n0;
     double changeset_s;
 } sb_t;
-
-enum { SB_FREE = 0, SB_READY = 1, SB_EXEC = 2 };
 
 struct tg_strategy {
     tg_run_t *r;
@@ -130,26 +127,19 @@ struct tg_strategy {
     size_t miss_cap;
     uint64_t *chunk_nodes; /* (chunk) */
     sb_t sb[2];
-    /* one pass */
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    pthread_t insp;
-    int insp_started;
+    tg_ahead_t *ahead; /* the inspector: superbatch k + 1 planned while k trains */
+    /* one pass; the inspector's while it runs (set before tg_ahead_start) */
     tg_sloader_t *ld;
     const tg_pass_t *p;
     uint64_t num_batches;
-    int stop;    /* the pass is over: the inspector returns */
-    int insp_rc; /* the inspector's error, handed to the executor in order */
-    char insp_msg[1024];
-    uint64_t insp_fail_at; /* the first batch the inspector could not produce */
-    uint32_t *prev;        /* the inspector's last planned final state */
+    tg_btrace_t tr; /* the superbatch being planned: its ids */
+    uint32_t *prev; /* the inspector's last planned final state */
     uint64_t nprev;
     uint64_t prev_bytes;
     /* the executor's position */
     uint64_t next_id;
     sb_t *cur;
     uint32_t cur_i; /* index in cur of the batch handed out last */
-    uint64_t sb_seen;
     /* figures of the pass */
     double changeset_s, init_s, update_s, hit_s, miss_s;
     uint64_t lookups, hits, predicted_misses, prefetch_rows, superbatches;
@@ -173,6 +163,9 @@ static uint64_t gx_min_bytes(const tg_dataset_t *ds, const tg_strategy_opts_t *s
                                     "address table and changeset workspace", why, why_len);
 }
 
+static int inspect(void *ctx, void *item, uint64_t k, tg_ahead_t *a);
+static void sb_clear(void *ctx, void *item);
+
 static int gx_open(tg_strategy_t **out, tg_run_t *r, const tg_strategy_opts_t *so)
 {
     *out = NULL;
@@ -184,23 +177,25 @@ static int gx_open(tg_strategy_t **out, tg_run_t *r, const tg_strategy_opts_t *s
     s->r = r;
     s->normalize = so->normalize;
     tg_io_stats_init(&s->stats);
-    pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->cv, NULL);
-    int rc = tg_xpass_open_disk(r, tg_xpass_adj_queues(so->sampler_threads), &s->stats, &s->feat);
+    tg_btrace_init(&s->tr, &r->budget, "ginex: superbatch trace");
+    void *items[2] = {&s->sb[0], &s->sb[1]};
+    tg_ahead_opts_t ao = {.slots = 2,
+                          .items = items,
+                          .produce = inspect,
+                          .drop = sb_clear,
+                          .ctx = s,
+                          .who = "ginex: the inspector"};
+    int rc = tg_ahead_open(&s->ahead, &ao);
+    if (rc == 0)
+        rc = tg_xpass_open_disk(r, tg_xpass_adj_queues(so->sampler_threads), &s->stats, &s->feat);
     s->disk = r->adj;
     if (rc == 0) {
         *out = s;
         return 0;
     }
-    pthread_cond_destroy(&s->cv);
-    pthread_mutex_destroy(&s->mu);
+    tg_ahead_close(s->ahead);
     free(s);
     return rc;
-}
-
-static int grow_u32(tg_strategy_t *s, uint32_t **a, uint64_t *cap, uint64_t n, uint64_t *held)
-{
-    return tg_xpass_grow_u32(&s->r->budget, a, cap, n, held, "ginex: superbatch trace");
 }
 
 /* ---------------------------------------------------------------- the split (3.5)
@@ -249,22 +244,12 @@ static int choose_split(tg_strategy_t *s, const tg_pass_t *p, uint64_t caches, u
     if (rc < 0) return rc;
     tg_io_counts_t c0, c1;
     tg_io_stats_take(&s->stats, &c0);
-    uint64_t off[GX_PROFILE + 1] = {0}, cap = 0, held = 0;
-    uint32_t *trace = NULL, P = 0;
-    while (P < GX_PROFILE) {
-        tg_sloader_item_t *it;
-        if ((rc = tg_sloader_next(ld, &it)) <= 0) break;
-        const tg_batch_t *b = &it->batch;
-        rc = grow_u32(s, &trace, &cap, off[P] + b->num_nodes, &held);
-        if (rc == 0) {
-            for (uint32_t i = 0; i < b->num_nodes; i++)
-                trace[off[P] + i] = (uint32_t)b->nodes[i];
-            off[P + 1] = off[P] + b->num_nodes;
-            P++;
-        }
-        tg_sloader_item_free(ld, it);
-        if (rc < 0) break;
-    }
+    uint64_t total = tg_sloader_num_batches(ld);
+    uint32_t P =
+        (uint32_t)TG_MIN((uint64_t)GX_PROFILE, total > p->first_batch ? total - p->first_batch : 0);
+    tg_btrace_t prof;
+    tg_btrace_init(&prof, &r->budget, "ginex: superbatch trace");
+    rc = tg_btrace_sample(&prof, ld, P, NULL, NULL);
     tg_sloader_stop(ld);
     tg_io_stats_take(&s->stats, &c1);
     (void)c0;
@@ -273,7 +258,7 @@ static int choose_split(tg_strategy_t *s, const tg_pass_t *p, uint64_t caches, u
         out->profile_batches = P;
         double R = (double)c1.io_requests / P, best = -1;
         uint64_t per_entry = s->xrow + 2 * sizeof(uint32_t);
-        tg_cs_trace_t tr = {.iters = P, .off = off, .ids = trace};
+        tg_cs_trace_t tr = {.iters = P, .off = prof.off, .ids = prof.ids};
         for (int k = 0; k <= 20 && rc >= 0; k++) {
             uint64_t nb = caches / 20 * (uint64_t)k;
             uint64_t entries = TG_MIN((caches - nb) / per_entry, s->r->ds->meta.num_nodes);
@@ -297,8 +282,7 @@ static int choose_split(tg_strategy_t *s, const tg_pass_t *p, uint64_t caches, u
             }
         }
     }
-    free(trace);
-    if (held) tg_budget_release(&r->budget, held);
+    tg_btrace_free(&prof);
     out->profile_s = tg_now() - t0;
     return rc < 0 ? rc : 0;
 }
@@ -437,21 +421,26 @@ static int gx_setup(tg_strategy_t *s, const tg_pass_t *p)
     return 0;
 }
 
-static void sb_clear(sb_t *b)
+/* Empties a superbatch (its spill file keeps its bytes until the next reset). Also the drop of
+ * engine/ahead: a superbatch planned but not trained, or half planned. */
+static void sb_clear(void *ctx, void *item)
 {
+    sb_t *b = item;
+    (void)ctx;
     tg_cs_free(&b->cs);
     free(b->c0);
     b->c0 = NULL;
     b->n0 = 0;
     b->count = 0;
-    b->state = SB_FREE;
 }
 
 static void gx_close(tg_strategy_t *s)
 {
     if (!s) return;
+    tg_ahead_close(s->ahead); /* joins the inspector when a pass failed to stop it */
+    tg_btrace_free(&s->tr);
     for (int k = 0; k < 2; k++) {
-        sb_clear(&s->sb[k]);
+        sb_clear(s, &s->sb[k]);
         tg_spill_close(s->sb[k].spill);
         free(s->sb[k].sample_s);
     }
@@ -468,52 +457,22 @@ static void gx_close(tg_strategy_t *s)
     free(s->chunk_nodes);
     free(s->miss_pairs);
     tg_io_file_close(s->feat);
-    pthread_cond_destroy(&s->cv);
-    pthread_mutex_destroy(&s->mu);
     free(s);
 }
 
 /* ---------------------------------------------------------------- the inspector */
 
-/* Samples, spills and plans superbatch `b` of `count` batches from the loader. */
-static int plan_superbatch(tg_strategy_t *s, sb_t *b, uint32_t count, uint32_t **trace,
-                           uint64_t *trace_cap, uint64_t *trace_held, uint64_t *off)
+/* Superbatch b's changesets over its trace, from the final state the superbatch before it
+ * planned (the cache's rows at the pass's start for the first); b's own final state becomes the
+ * next one's start. */
+static int plan_changesets(tg_strategy_t *s, sb_t *b)
 {
     tg_run_t *r = s->r;
-    int rc;
-    if ((rc = tg_spill_reset(b->spill)) < 0) return rc;
-    if (b->sample_cap < count) {
-        double *ns = realloc(b->sample_s, count * sizeof *ns);
-        if (!ns) return tg_err(-ENOMEM, "ginex: out of memory");
-        b->sample_s = ns;
-        b->sample_cap = count;
-    }
-    off[0] = 0;
-    for (uint32_t j = 0; j < count; j++) {
-        tg_sloader_item_t *it;
-        rc = tg_sloader_next(s->ld, &it);
-        if (rc == 0) rc = tg_err(-EIO, "ginex: the sampler ended before the superbatch did");
-        if (rc < 0) return rc;
-        const tg_batch_t *bt = &it->batch;
-        b->sample_s[j] = it->sample_s;
-        rc = tg_spill_write(b->spill, bt);
-        if (rc == 0) rc = grow_u32(s, trace, trace_cap, off[j] + bt->num_nodes, trace_held);
-        if (rc == 0) {
-            uint32_t *t = *trace + off[j];
-            for (uint32_t i = 0; i < bt->num_nodes; i++)
-                t[i] = (uint32_t)bt->nodes[i];
-            off[j + 1] = off[j] + bt->num_nodes;
-        }
-        tg_sloader_item_free(s->ld, it);
-        if (rc < 0) return rc;
-    }
-    if ((rc = tg_spill_rewind(b->spill)) < 0) return rc;
     double t0 = tg_now();
-    tg_cs_trace_t tr = {.iters = count, .off = off, .ids = *trace};
-    rc = tg_cs_init_state(s->ws, &tr, s->entries, s->prev, s->nprev, &b->c0, &b->n0);
+    tg_cs_trace_t tr = {.iters = b->count, .off = s->tr.off, .ids = s->tr.ids};
+    int rc = tg_cs_init_state(s->ws, &tr, s->entries, s->prev, s->nprev, &b->c0, &b->n0);
     if (rc == 0) rc = tg_cs_compute(s->ws, &tr, s->entries, b->c0, b->n0, &b->cs, &r->budget);
     if (rc < 0) return rc;
-    /* The next superbatch starts from this one's final state. */
     uint64_t nb = b->cs.num_final * sizeof(uint32_t);
     if (s->prev_bytes) tg_budget_release(&r->budget, s->prev_bytes);
     s->prev_bytes = 0;
@@ -529,46 +488,27 @@ static int plan_superbatch(tg_strategy_t *s, sb_t *b, uint32_t count, uint32_t *
     return 0;
 }
 
-static void *inspector_main(void *arg)
+/* The inspector (engine/ahead's producer): superbatch k of the pass sampled from the loader,
+ * spilled, traced and planned. */
+static int inspect(void *ctx, void *item, uint64_t k, tg_ahead_t *a)
 {
-    tg_strategy_t *s = arg;
-    uint64_t id = s->p->first_batch, k = 0;
-    uint32_t *trace = NULL;
-    uint64_t trace_cap = 0, trace_held = 0;
-    uint64_t *off = malloc(((size_t)s->S + 1) * sizeof *off);
-    int rc = off ? 0 : tg_err(-ENOMEM, "ginex: out of memory");
-    while (rc == 0 && id < s->num_batches) {
-        sb_t *b = &s->sb[k % 2];
-        pthread_mutex_lock(&s->mu);
-        while (!s->stop && b->state != SB_FREE)
-            pthread_cond_wait(&s->cv, &s->mu);
-        int stop = s->stop;
-        pthread_mutex_unlock(&s->mu);
-        if (stop) break;
-        uint32_t count = (uint32_t)TG_MIN((uint64_t)s->S, s->num_batches - id);
-        rc = plan_superbatch(s, b, count, &trace, &trace_cap, &trace_held, off);
-        if (rc < 0) break;
-        pthread_mutex_lock(&s->mu);
-        b->first = id;
-        b->count = count;
-        b->state = SB_READY;
-        pthread_cond_broadcast(&s->cv);
-        pthread_mutex_unlock(&s->mu);
-        id += count;
-        k++;
+    tg_strategy_t *s = ctx;
+    sb_t *b = item;
+    b->first = s->p->first_batch + k * s->S;
+    b->count = (uint32_t)TG_MIN((uint64_t)s->S, s->num_batches - b->first);
+    int rc = tg_spill_reset(b->spill);
+    if (rc < 0) return rc;
+    if (b->sample_cap < b->count) {
+        double *ns = realloc(b->sample_s, b->count * sizeof *ns);
+        if (!ns) return tg_err(-ENOMEM, "ginex: out of memory");
+        b->sample_s = ns;
+        b->sample_cap = b->count;
     }
-    if (rc < 0) {
-        pthread_mutex_lock(&s->mu);
-        s->insp_rc = rc;
-        s->insp_fail_at = id;
-        snprintf(s->insp_msg, sizeof s->insp_msg, "%s", tg_errmsg());
-        pthread_cond_broadcast(&s->cv);
-        pthread_mutex_unlock(&s->mu);
-    }
-    free(trace);
-    if (trace_held) tg_budget_release(&s->r->budget, trace_held);
-    free(off);
-    return NULL;
+    tg_btrace_clear(&s->tr);
+    if ((rc = tg_btrace_sample(&s->tr, s->ld, b->count, b->spill, tg_ahead_abort_flag(a))) < 0)
+        return rc;
+    memcpy(b->sample_s, s->tr.sample_s, b->count * sizeof *b->sample_s);
+    return plan_changesets(s, b);
 }
 
 /* ---------------------------------------------------------------- the feature cache */
@@ -661,52 +601,43 @@ static int cache_init(tg_strategy_t *s, tg_pipe_t *P, sb_t *b)
 
 /* ---------------------------------------------------------------- the executor */
 
+/* The executor moves on to the next superbatch: the one it read goes back to the inspector, the
+ * next one comes (the inspector's error instead, at the superbatch it could not produce), and
+ * the cache moves to its initial state. */
+static int next_superbatch(tg_strategy_t *s, tg_pipe_t *P)
+{
+    if (s->cur) {
+        sb_clear(s, s->cur);
+        tg_ahead_release(s->ahead, s->cur);
+        s->cur = NULL;
+    }
+    void *item;
+    int rc = tg_ahead_next(s->ahead, tg_pipe_abort_flag(P), &item);
+    if (rc == 0)
+        rc = tg_err(-EIO, "ginex: no superbatch holds batch %llu (internal error)",
+                    (unsigned long long)s->next_id);
+    if (rc < 0) return rc;
+    sb_t *b = s->cur = item;
+    s->cur_i = UINT32_MAX; /* +1 below = 0 */
+    s->superbatches++;
+    s->changeset_s += b->changeset_s;
+    s->predicted_misses += b->cs.total_misses;
+    return cache_init(s, P, b);
+}
+
 /* The pipeline's source: the batches of the superbatches, in order, read back from their spill
- * files; at a superbatch's first batch, the cache moves to its initial state. */
+ * files. */
 static int src_next(void *ctx, tg_pipe_t *P, tg_sloader_item_t **out)
 {
     tg_strategy_t *s = ctx;
     *out = NULL;
     if (s->next_id >= s->num_batches) return 0;
-    if (!s->cur || s->cur_i + 1 >= s->cur->count) {
-        /* the next superbatch */
-        sb_t *b = &s->sb[s->sb_seen % 2];
-        pthread_mutex_lock(&s->mu);
-        if (s->cur) {
-            sb_clear(s->cur);
-            s->cur = NULL;
-            pthread_cond_broadcast(&s->cv);
-        }
-        while (b->state != SB_READY && !s->insp_rc && !tg_pipe_aborted(P)) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += 50 * 1000 * 1000;
-            if (ts.tv_nsec >= 1000000000) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000;
-            }
-            pthread_cond_timedwait(&s->cv, &s->mu, &ts);
-        }
-        int ready = b->state == SB_READY, irc = s->insp_rc;
-        if (ready) b->state = SB_EXEC;
-        pthread_mutex_unlock(&s->mu);
-        if (!ready) {
-            if (irc) return tg_err(irc, "%s", s->insp_msg);
-            return -ECANCELED;
-        }
-        s->cur = b;
-        s->cur_i = UINT32_MAX; /* +1 below = 0 */
-        s->sb_seen++;
-        s->superbatches++;
-        s->changeset_s += b->changeset_s;
-        s->predicted_misses += b->cs.total_misses;
-        int rc = cache_init(s, P, b);
-        if (rc < 0) return rc;
-    }
+    int rc;
+    if ((!s->cur || s->cur_i + 1 >= s->cur->count) && (rc = next_superbatch(s, P)) < 0) return rc;
     s->cur_i++;
     tg_sloader_item_t *it = calloc(1, sizeof *it);
     if (!it) return tg_err(-ENOMEM, "ginex: out of memory");
-    int rc = tg_spill_read(s->cur->spill, &it->batch);
+    rc = tg_spill_read(s->cur->spill, &it->batch);
     if (rc == 0)
         rc = tg_err(-EIO, "%s: ended before batch %llu of the superbatch",
                     tg_spill_name(s->cur->spill), (unsigned long long)s->next_id);
@@ -809,87 +740,40 @@ static int gx_work(void *ctx, tg_pipe_t *P, int worker, const tg_batch_t *const 
 static void gx_on_error(void *ctx)
 {
     tg_strategy_t *s = ctx;
-    pthread_mutex_lock(&s->mu);
-    s->stop = 1;
-    pthread_cond_broadcast(&s->cv);
-    pthread_mutex_unlock(&s->mu);
+    tg_ahead_abort(s->ahead); /* the inspector stops planning, the executor's wait ends */
 }
 
-static int gx_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
+/* A pass starts from an empty plan; the cache keeps its rows (they are still the file's), and
+ * they are the first plan's "previous state". */
+static int pass_begin(tg_strategy_t *s, const tg_pass_t *p)
 {
-    memset(st, 0, sizeof *st);
-    st->next_batch = p->first_batch;
-    if (s->dead) return tg_err(-ECANCELED, "ginex: an earlier pass failed");
-    int rc;
-    if (!s->ready && (rc = gx_setup(s, p)) < 0) return rc;
     tg_run_t *r = s->r;
-    const gx_cfg_t *c = r->sopts.cfg;
-    /* a pass starts from an empty plan; the cache keeps its rows (they are still the file's) */
     s->p = p;
-    s->stop = 0;
-    s->insp_rc = 0;
-    s->insp_msg[0] = 0;
     s->next_id = p->first_batch;
     s->cur = NULL;
-    s->sb_seen = 0;
     s->changeset_s = s->init_s = s->update_s = s->hit_s = s->miss_s = 0;
     s->lookups = s->hits = s->predicted_misses = s->prefetch_rows = s->superbatches = 0;
     if (s->prev_bytes) tg_budget_release(&r->budget, s->prev_bytes);
     s->prev_bytes = 0;
-    /* the cache's current rows are the first plan's "previous state" */
     free(s->prev);
     s->prev = NULL;
     s->nprev = 0;
     uint64_t held = 0;
     for (uint64_t slot = 0; slot < s->entries; slot++)
         held += s->owner[slot] != GX_NONE;
-    if (held) {
-        if ((rc = tg_budget_reserve(&r->budget, held * sizeof(uint32_t), "ginex: cache state")) < 0)
-            return rc;
-        s->prev_bytes = held * sizeof(uint32_t);
-        if (!(s->prev = malloc(held * sizeof(uint32_t)))) return tg_err(-ENOMEM, "ginex: oom");
-        for (uint64_t slot = 0; slot < s->entries; slot++)
-            if (s->owner[slot] != GX_NONE) s->prev[s->nprev++] = s->owner[slot];
-    }
-    tg_sloader_opts_t lo = tg_pass_sloader_opts(p, r->adj, r->sopts.sampler_threads,
-                                                (size_t)TG_MAX(c->x.queue_depth, 1));
-    if ((rc = tg_sloader_start(&s->ld, &lo)) < 0) return rc;
-    s->num_batches = tg_sloader_num_batches(s->ld);
-    tg_xpass_begin(s->ex, &s->stats);
-    tg_xpass_ncache_take(s->disk, NULL);
-    int e = pthread_create(&s->insp, NULL, inspector_main, s);
-    if (e != 0) {
-        tg_sloader_stop(s->ld);
-        s->ld = NULL;
-        return tg_err(-e, "ginex: cannot start the inspector thread");
-    }
-    tg_pipe_source_t src = {
-        .next = src_next, .item_free = src_free, .num_batches = s->num_batches, .ctx = s};
-    tg_pipe_opts_t po = {.pass = p,
-                         .source = &src,
-                         .adj = r->adj,
-                         .dim = r->ds->meta.feat_dim,
-                         .workers = 1,
-                         .group = 1,
-                         .work = gx_work,
-                         .work_ctx = s,
-                         .queue_depth = (int)c->x.queue_depth,
-                         .in_order = 1,
-                         .on_error = gx_on_error,
-                         .error_ctx = s};
-    rc = tg_pipe_run(&po, st);
-    gx_on_error(s); /* the inspector stops planning */
-    pthread_join(s->insp, NULL);
-    tg_sloader_stop(s->ld);
-    s->ld = NULL;
-    for (int k = 0; k < 2; k++) {
-        sb_clear(&s->sb[k]);
-        tg_spill_reset(s->sb[k].spill); /* the file's bytes go back now */
-    }
-    s->cur = NULL;
-    tg_xpass_end(s->ex, &s->stats, 0, st);
-    tg_xpass_ncache_take(s->disk, st);
-    /* tiers: the cache first, then the extraction's (the file) */
+    if (!held) return 0;
+    int rc = tg_budget_reserve(&r->budget, held * sizeof(uint32_t), "ginex: cache state");
+    if (rc < 0) return rc;
+    s->prev_bytes = held * sizeof(uint32_t);
+    if (!(s->prev = malloc(held * sizeof(uint32_t)))) return tg_err(-ENOMEM, "ginex: oom");
+    for (uint64_t slot = 0; slot < s->entries; slot++)
+        if (s->owner[slot] != GX_NONE) s->prev[s->nprev++] = s->owner[slot];
+    return 0;
+}
+
+/* The pass's figures: the cache is the first tier, then the extraction's (the file). */
+static void pass_report(const tg_strategy_t *s, tg_pass_stats_t *st)
+{
     int nt = TG_MIN(st->ntiers, TG_PASS_MAX_TIERS - 1);
     memmove(&st->tiers[1], &st->tiers[0], (size_t)nt * sizeof st->tiers[0]);
     snprintf(st->tiers[0].name, sizeof st->tiers[0].name, "ginex-cache");
@@ -907,6 +791,57 @@ static int gx_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
     st->predicted_misses = s->predicted_misses;
     st->prefetch_rows = s->prefetch_rows;
     st->superbatches = s->superbatches;
+}
+
+/* One pass: the inspector plans the superbatches on its thread (engine/ahead), the executor
+ * gathers their batches on the pipeline's worker, in order. */
+static int gx_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
+{
+    memset(st, 0, sizeof *st);
+    st->next_batch = p->first_batch;
+    if (s->dead) return tg_err(-ECANCELED, "ginex: an earlier pass failed");
+    int rc;
+    if (!s->ready && (rc = gx_setup(s, p)) < 0) return rc;
+    if ((rc = pass_begin(s, p)) < 0) return rc;
+    tg_run_t *r = s->r;
+    const gx_cfg_t *c = r->sopts.cfg;
+    tg_sloader_opts_t lo = tg_pass_sloader_opts(p, r->adj, r->sopts.sampler_threads,
+                                                (size_t)TG_MAX(c->x.queue_depth, 1));
+    if ((rc = tg_sloader_start(&s->ld, &lo)) < 0) return rc;
+    s->num_batches = tg_sloader_num_batches(s->ld);
+    uint64_t left = s->num_batches > p->first_batch ? s->num_batches - p->first_batch : 0;
+    tg_xpass_begin(s->ex, &s->stats);
+    tg_xpass_ncache_take(s->disk, NULL);
+    if ((rc = tg_ahead_start(s->ahead, (left + s->S - 1) / s->S)) < 0) {
+        tg_sloader_stop(s->ld);
+        s->ld = NULL;
+        return rc;
+    }
+    tg_pipe_source_t src = {
+        .next = src_next, .item_free = src_free, .num_batches = s->num_batches, .ctx = s};
+    tg_pipe_opts_t po = {.pass = p,
+                         .source = &src,
+                         .adj = r->adj,
+                         .dim = r->ds->meta.feat_dim,
+                         .workers = 1,
+                         .group = 1,
+                         .work = gx_work,
+                         .work_ctx = s,
+                         .queue_depth = (int)c->x.queue_depth,
+                         .in_order = 1,
+                         .on_error = gx_on_error,
+                         .error_ctx = s};
+    rc = tg_pipe_run(&po, st);
+    tg_ahead_stop(s->ahead); /* joins the inspector; clears both superbatches */
+    s->cur = NULL;
+    tg_btrace_free(&s->tr);
+    tg_sloader_stop(s->ld);
+    s->ld = NULL;
+    for (int k = 0; k < 2; k++)
+        tg_spill_reset(s->sb[k].spill); /* the files' bytes go back now */
+    tg_xpass_end(s->ex, &s->stats, 0, st);
+    tg_xpass_ncache_take(s->disk, st);
+    pass_report(s, st);
     if (rc < 0) s->dead = 1;
     return rc;
 }

@@ -29,12 +29,12 @@
  * Evaluation passes run on the original graph and feature file, like pagraph without a cache:
  * samplers over the disk adjacency, extractors reading rows through io_uring. */
 #include <fcntl.h>
-#include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "../ahead.h"
 #include "tiergnn/partition.h"
 #include "xpass.h"
 
@@ -165,16 +165,9 @@ struct tg_strategy {
     uint32_t *order; /* parts, shuffled */
     sched_mega_t *sched;
     uint64_t nmega, epoch_batches;
-    /* loading, on a thread of its own */
-    struct load_arg {
-        tg_strategy_t *s;
-        mega_t *m;
-        uint64_t index;
-    } load_arg;
-    pthread_t loader;
-    int loading;
-    int load_rc;
-    char load_msg[512];
+    /* loading: mega-batch k + 1 on engine/ahead's thread while k trains; the loader's figures */
+    tg_ahead_t *ahead;
+    uint64_t *run; /* a training pass's mega-batches in order (set before the loader starts) */
     uint64_t read_bytes, reads;
     double load_s;
 };
@@ -311,14 +304,6 @@ static void mega_free(mega_t *m)
     memset(m, 0, sizeof *m);
 }
 
-static void join_loader(tg_strategy_t *s)
-{
-    if (s->loading) {
-        pthread_join(s->loader, NULL);
-        s->loading = 0;
-    }
-}
-
 static void megas_release(tg_strategy_t *s);
 
 /* Undoes setup: every cache, map and buffer freed, its budget released. */
@@ -359,11 +344,15 @@ static void teardown(tg_strategy_t *s)
 static void hier_close(tg_strategy_t *s)
 {
     if (!s) return;
+    tg_ahead_close(s->ahead);
     teardown(s);
+    free(s->run);
     tg_io_file_close(s->feat);
     tg_part_close(s->part);
     free(s);
 }
+
+static int load_run(void *ctx, void *item, uint64_t k, tg_ahead_t *a);
 
 static int hier_open(tg_strategy_t **out, tg_run_t *r, const tg_strategy_opts_t *so)
 {
@@ -386,6 +375,10 @@ static int hier_open(tg_strategy_t **out, tg_run_t *r, const tg_strategy_opts_t 
                     "%u nodes)",
                     (unsigned long long)s->N, UINT32_MAX);
     if (rc == 0) s->P = s->part->sum.parts;
+    void *items[2] = {&s->mega[0], &s->mega[1]};
+    tg_ahead_opts_t ao = {
+        .slots = 2, .items = items, .produce = load_run, .ctx = s, .who = "hier: the loader"};
+    if (rc == 0) rc = tg_ahead_open(&s->ahead, &ao);
     if (rc < 0) hier_close(s), *out = NULL;
     return rc;
 }
@@ -505,7 +498,6 @@ static int megas_alloc(tg_strategy_t *s)
 
 static void megas_release(tg_strategy_t *s)
 {
-    join_loader(s);
     for (int i = 0; i < 2; i++)
         mega_free(&s->mega[i]);
     free(s->pairs);
@@ -1267,32 +1259,12 @@ static int load(tg_strategy_t *s, mega_t *m, uint64_t index)
     return rc;
 }
 
-static void *loader_main(void *arg)
+/* engine/ahead's producer: the pass's mega-batch k into a free buffer. */
+static int load_run(void *ctx, void *item, uint64_t k, tg_ahead_t *a)
 {
-    struct load_arg *a = arg;
-    int rc = load(a->s, a->m, a->index);
-    a->s->load_rc = rc;
-    if (rc < 0) snprintf(a->s->load_msg, sizeof a->s->load_msg, "%s", tg_errmsg());
-    return NULL;
-}
-
-static int start_load(tg_strategy_t *s, mega_t *m, uint64_t index)
-{
-    join_loader(s);
-    s->load_rc = 0;
-    s->load_arg = (struct load_arg){.s = s, .m = m, .index = index};
-    if (pthread_create(&s->loader, NULL, loader_main, &s->load_arg))
-        return tg_err(-EAGAIN, "hier: cannot start the mega-batch loader thread");
-    s->loading = 1;
-    return 0;
-}
-
-static int wait_load(tg_strategy_t *s, double *waited)
-{
-    double t0 = tg_now();
-    join_loader(s);
-    *waited += tg_now() - t0;
-    return s->load_rc < 0 ? tg_err(s->load_rc, "%s", s->load_msg) : 0;
+    tg_strategy_t *s = ctx;
+    (void)a;
+    return load(s, item, s->run[k]);
 }
 
 /* ---------------------------------------------------------------- training on a mega-batch */
@@ -1363,121 +1335,152 @@ static void add_stats(tg_pass_stats_t *st, const tg_pass_stats_t *a)
     st->batch_bytes_peak = TG_MAX(st->batch_bytes_peak, a->batch_bytes_peak);
 }
 
+/* The mega-batches a training pass loads, in order, into s->run: from the one holding batch
+ * `first` (its first batch is *k0), those with training nodes whose first batch comes before
+ * `limit`. */
+static int plan_run(tg_strategy_t *s, uint64_t first, uint64_t limit, uint64_t *n, uint64_t *k0)
+{
+    uint64_t i = 0, k = 0;
+    while (i < s->nmega && k + s->sched[i].batches <= first)
+        k += s->sched[i++].batches;
+    *k0 = k;
+    *n = 0;
+    free(s->run);
+    if (!(s->run = malloc((s->nmega + 1) * sizeof *s->run)))
+        return tg_err(-ENOMEM, "hier: out of memory for the schedule");
+    for (; i < s->nmega && k < limit; i++) {
+        if (!s->sched[i].batches) continue;
+        s->run[(*n)++] = i;
+        k += s->sched[i].batches;
+    }
+    return 0;
+}
+
+/* Trains the passes over mega-batch i (the i-th of the schedule, loaded in m) whose batches are
+ * the epoch's *k onwards, skipping those a resumed pass did already; *k moves past them. */
+static int train_mega(tg_strategy_t *s, sub_t *c, mega_t *m, uint64_t i, uint64_t *k,
+                      uint64_t limit, tg_pass_stats_t *st)
+{
+    const tg_pass_t *p = c->p;
+    uint64_t first = p->first_batch, B = p->batch_size;
+    uint64_t per = (m->nseeds + B - 1) / B;
+    uint64_t *seeds = malloc(m->nseeds * sizeof *seeds + 1);
+    if (!seeds) return tg_err(-ENOMEM, "hier: out of memory");
+    int rc = 0;
+    for (uint64_t j = 0; j < (uint64_t)s->c->passes && rc == 0 && *k < limit; j++, *k += per) {
+        if (first >= *k + per) continue; /* resumed past this pass */
+        memcpy(seeds, m->seeds, m->nseeds * sizeof *seeds);
+        uint64_t ep = sub_epoch(p->epoch, i, j);
+        tg_sampler_shuffle_epoch(seeds, m->nseeds, p->seed, ep);
+        uint64_t nb = TG_MIN(per, limit - *k);
+        tg_pass_t sp = {.seeds = seeds,
+                        .num_seeds = TG_MIN(m->nseeds, nb * B),
+                        .batch_size = B,
+                        .seed = p->seed,
+                        .epoch = ep,
+                        .first_batch = first > *k ? first - *k : 0,
+                        .num_layers = p->num_layers,
+                        .fanouts = p->fanouts,
+                        .sampler = p->sampler,
+                        .training = 1,
+                        .step = sub_step,
+                        .ctx = c};
+        c->m = m;
+        c->base = *k;
+        tg_pipe_opts_t po = {.pass = &sp,
+                             .adj = m->adj,
+                             .dim = s->r->ds->meta.feat_dim,
+                             .sampler_threads = s->r->sopts.sampler_threads,
+                             .prefetch = PREFETCH,
+                             .gather = sub_gather,
+                             .gather_ctx = c,
+                             .queue_depth = 1,
+                             .in_order = 1};
+        tg_pass_stats_t a;
+        rc = tg_pipe_run(&po, &a);
+        add_stats(st, &a);
+        st->next_batch = *k + a.next_batch;
+        if (rc == 0 && a.stopped) {
+            st->stopped = 1;
+            break;
+        }
+    }
+    free(seeds);
+    return rc;
+}
+
+/* What a training pass reports: the loads' reads as its I/O, the static cache and the mega-batch
+ * as its two tiers, and the mega-batches' figures. */
+typedef struct {
+    uint64_t rb0, rq0, nmega, deg_full, deg_ind, deg_st, nodes;
+    double load0, waited;
+} hier_fig_t;
+
+static void train_report(const tg_strategy_t *s, const sub_t *c, const hier_fig_t *f,
+                         tg_pass_stats_t *st)
+{
+    st->have_io = 1;
+    st->io_read_bytes = s->read_bytes - f->rb0;
+    st->io_requests = s->reads - f->rq0;
+    st->have_io_wait = 1;
+    st->io_wait_s = f->waited;
+    uint64_t rows = c->rows_static + c->rows_dyn;
+    st->have_cache = 1;
+    st->cache_lookups = rows;
+    st->cache_hits = c->rows_static;
+    st->ntiers = 2;
+    snprintf(st->tiers[0].name, sizeof st->tiers[0].name, "hier-static");
+    st->tiers[0].lookups = rows;
+    st->tiers[0].hits = c->rows_static;
+    st->tiers[0].bytes = c->rows_static * s->row;
+    snprintf(st->tiers[1].name, sizeof st->tiers[1].name, "hier-megabatch");
+    st->tiers[1].lookups = c->rows_dyn;
+    st->tiers[1].hits = c->rows_dyn;
+    st->tiers[1].bytes = c->rows_dyn * s->row;
+    st->have_hier = 1;
+    st->hier_megabatches = f->nmega;
+    st->hier_dynamic_parts = s->nd;
+    st->hier_static_nodes = s->S;
+    st->hier_load_s = s->load_s - f->load0;
+    st->hier_load_wait_s = f->waited;
+    st->hier_nodes = f->nodes;
+    st->hier_deg_full = f->deg_full;
+    st->hier_deg_induced = f->deg_ind;
+    st->hier_deg_static = f->deg_st;
+}
+
+/* A training pass (Algorithm 1): the schedule's mega-batches in order, each loaded while the one
+ * before trains (engine/ahead), each trained --passes times from RAM. */
 static int train_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
 {
     int rc = schedule(s, p);
     if (rc < 0) return rc;
-    uint64_t limit = limit_of(s, p), first = p->first_batch;
-    uint64_t passes = (uint64_t)s->c->passes, B = p->batch_size;
-    st->next_batch = first;
-    if (first >= limit) return 0;
-    /* the mega-batch where the pass starts */
-    uint64_t i0 = 0, k0 = 0;
-    while (i0 < s->nmega && k0 + s->sched[i0].batches <= first)
-        k0 += s->sched[i0++].batches;
-    uint64_t rb0 = s->read_bytes, rq0 = s->reads;
-    double load0 = s->load_s, waited = 0;
+    uint64_t limit = limit_of(s, p), nrun, k;
+    st->next_batch = p->first_batch;
+    if (p->first_batch >= limit) return 0;
+    if ((rc = plan_run(s, p->first_batch, limit, &nrun, &k)) < 0) return rc;
+    hier_fig_t f = {.rb0 = s->read_bytes, .rq0 = s->reads, .load0 = s->load_s};
     sub_t c = {.s = s, .p = p};
-    uint64_t nmega = 0, deg_full = 0, deg_ind = 0, deg_st = 0, nodes = 0;
-    int cur = 0;
-    /* skip mega-batches without training nodes */
-    while (i0 < s->nmega && !s->sched[i0].batches)
-        i0++;
-    if (i0 < s->nmega && (rc = start_load(s, &s->mega[cur], i0)) < 0) return rc;
-    uint64_t k = k0;
-    for (uint64_t i = i0; i < s->nmega && rc == 0 && k < limit;) {
-        if ((rc = wait_load(s, &waited)) < 0) break;
-        mega_t *m = &s->mega[cur];
-        nmega++;
-        deg_full += m->deg_full, deg_ind += m->deg_induced, deg_st += m->deg_static;
-        nodes += m->nt;
-        /* the next one loads while this one trains */
-        uint64_t next = i + 1;
-        while (next < s->nmega && !s->sched[next].batches)
-            next++;
-        if (next < s->nmega && k + s->sched[i].batches < limit &&
-            (rc = start_load(s, &s->mega[1 - cur], next)) < 0)
-            break;
-        uint64_t per = (m->nseeds + B - 1) / B;
-        uint64_t *seeds = malloc(m->nseeds * sizeof *seeds + 1);
-        if (!seeds) {
-            rc = tg_err(-ENOMEM, "hier: out of memory");
-            break;
-        }
-        for (uint64_t j = 0; j < passes && rc == 0 && k < limit; j++, k += per) {
-            if (first >= k + per) continue; /* resumed past this pass */
-            memcpy(seeds, m->seeds, m->nseeds * sizeof *seeds);
-            uint64_t ep = sub_epoch(p->epoch, i, j);
-            tg_sampler_shuffle_epoch(seeds, m->nseeds, p->seed, ep);
-            uint64_t nb = TG_MIN(per, limit - k);
-            tg_pass_t sp = {.seeds = seeds,
-                            .num_seeds = TG_MIN(m->nseeds, nb * B),
-                            .batch_size = B,
-                            .seed = p->seed,
-                            .epoch = ep,
-                            .first_batch = first > k ? first - k : 0,
-                            .num_layers = p->num_layers,
-                            .fanouts = p->fanouts,
-                            .sampler = p->sampler,
-                            .training = 1,
-                            .step = sub_step,
-                            .ctx = &c};
-            c.m = m;
-            c.base = k;
-            tg_pipe_opts_t po = {.pass = &sp,
-                                 .adj = m->adj,
-                                 .dim = s->r->ds->meta.feat_dim,
-                                 .sampler_threads = s->r->sopts.sampler_threads,
-                                 .prefetch = PREFETCH,
-                                 .gather = sub_gather,
-                                 .gather_ctx = &c,
-                                 .queue_depth = 1,
-                                 .in_order = 1};
-            tg_pass_stats_t a;
-            rc = tg_pipe_run(&po, &a);
-            add_stats(st, &a);
-            st->next_batch = k + a.next_batch;
-            if (rc == 0 && a.stopped) {
-                st->stopped = 1;
-                break;
-            }
-        }
-        free(seeds);
-        if (st->stopped) break;
-        i = next;
-        cur = 1 - cur;
+    if ((rc = tg_ahead_start(s->ahead, nrun)) < 0) return rc;
+    for (uint64_t q = 0; q < nrun && rc == 0 && !st->stopped && k < limit; q++) {
+        void *item;
+        double t0 = tg_now();
+        rc = tg_ahead_next(s->ahead, NULL, &item);
+        f.waited += tg_now() - t0;
+        if (rc == 0) rc = tg_err(-EIO, "hier: the loader ended early (internal error)");
+        if (rc < 0) break;
+        mega_t *m = item;
+        f.nmega++;
+        f.deg_full += m->deg_full, f.deg_ind += m->deg_induced, f.deg_st += m->deg_static;
+        f.nodes += m->nt;
+        rc = train_mega(s, &c, m, s->run[q], &k, limit, st);
+        tg_ahead_release(s->ahead, m);
     }
-    join_loader(s);
+    if (rc > 0) rc = 0;
+    tg_ahead_stop(s->ahead); /* after a stop or an error: the load in progress ends first */
     free(c.ids);
     if (rc == 0 && !st->stopped) st->next_batch = TG_MAX(st->next_batch, limit);
-    st->have_io = 1;
-    st->io_read_bytes = s->read_bytes - rb0;
-    st->io_requests = s->reads - rq0;
-    st->have_io_wait = 1;
-    st->io_wait_s = waited;
-    uint64_t rows = c.rows_static + c.rows_dyn;
-    st->have_cache = 1;
-    st->cache_lookups = rows;
-    st->cache_hits = c.rows_static;
-    st->ntiers = 2;
-    snprintf(st->tiers[0].name, sizeof st->tiers[0].name, "hier-static");
-    st->tiers[0].lookups = rows;
-    st->tiers[0].hits = c.rows_static;
-    st->tiers[0].bytes = c.rows_static * s->row;
-    snprintf(st->tiers[1].name, sizeof st->tiers[1].name, "hier-megabatch");
-    st->tiers[1].lookups = c.rows_dyn;
-    st->tiers[1].hits = c.rows_dyn;
-    st->tiers[1].bytes = c.rows_dyn * s->row;
-    st->have_hier = 1;
-    st->hier_megabatches = nmega;
-    st->hier_dynamic_parts = s->nd;
-    st->hier_static_nodes = s->S;
-    st->hier_load_s = s->load_s - load0;
-    st->hier_load_wait_s = waited;
-    st->hier_nodes = nodes;
-    st->hier_deg_full = deg_full;
-    st->hier_deg_induced = deg_ind;
-    st->hier_deg_static = deg_st;
+    train_report(s, &c, &f, st);
     return rc;
 }
 
