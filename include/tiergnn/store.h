@@ -119,6 +119,72 @@ int tg_store_mmap_open(tg_store_t **out, const struct tg_dataset *ds, const tg_s
 int tg_store_gather_parallel(tg_store_t *st, tg_pool_t *pool, const uint64_t *nodes, size_t n,
                              float *out);
 
+/* ================================================================ row files read through io/
+ *
+ * A row file is num_rows packed rows of dim values of dtype from offset 0 of a file: features.bin,
+ * or an intermediate matrix of a layer-wise pass (engine/layerwise.c). Passes that read most rows
+ * of such a file in an order of their own (layer-wise evaluation and inference, which gather each
+ * chunk's sources from all over the file) read it through here and never through the page cache:
+ *   - open keeps the rows that fit in ram_bytes in RAM as f32, the most-read first (by weight),
+ *     filled by one sequential pass over the file through io/ (O_DIRECT), so that a file that fits
+ *     is read once;
+ *   - gather copies resident rows and reads the others with one request per run of rows, sorted
+ *     by offset and merged through holes of at most gap bytes (io/ merges adjacent blocks too).
+ * Rows come out as every store's (tg_feat_rows_f32: f16 widened, L1-normalised when asked) and,
+ * with a rowcrc, are checked before they are converted. Errors name the file and the offset.
+ *
+ *     tg_rowfile_opts_t o = {.path = p, .num_rows = n, .dim = d, .dtype = TG_F32,
+ *                            .ram_bytes = 64 << 20, .budget = &budget};
+ *     tg_rowfile_t *rf;
+ *     if (tg_rowfile_open(&rf, &o) < 0) die(tg_errmsg());
+ *     tg_rowfile_gather(rf, ids, k, X);          // X row i = row ids[i]
+ *     tg_rowfile_close(rf);
+ *
+ * Memory: the resident rows (and, when not every row is resident, a 4-byte slot per row), the
+ * io/ queue's staging and the gather's sort arrays are reserved against opts.budget.
+ * Threads: one caller at a time per row file. */
+struct tg_io_file;
+struct tg_io_stats;
+typedef struct tg_rowfile tg_rowfile_t;
+
+typedef struct tg_rowfile_opts {
+    const char *path;        /* the file, opened here (O_DIRECT where allowed) ... */
+    struct tg_io_file *file; /* ... or an io/ file the caller opened: borrowed, must outlive */
+    uint64_t num_rows;       /* the file must hold num_rows * dim values (checked at open) */
+    uint32_t dim;
+    tg_feat_dtype_t dtype;
+    int normalize;                  /* L1 row normalisation (see above) */
+    const struct tg_rowcrc *rowcrc; /* rows checked against their CRC-32 (NULL = not checked) */
+    uint64_t ram_bytes;             /* RAM for resident rows and their slots; UINT64_MAX = all */
+    const uint32_t *weight;         /* (num_rows) reads expected per row; NULL = the first rows */
+    uint64_t gap;                   /* holes up to this many bytes are read through; 0 = 4096 */
+    unsigned depth;                 /* reads in flight; 0 = 32 */
+    tg_budget_t *budget;            /* optional */
+    struct tg_io_stats *stats;      /* optional: io/ counts its reads here too */
+} tg_rowfile_opts_t;
+
+/* What a row file has done since open. */
+typedef struct tg_rowfile_counts {
+    uint64_t resident_rows; /* rows kept in RAM */
+    uint64_t stream_bytes;  /* bytes the sequential pass at open asked for */
+    uint64_t gather_rows;   /* rows gathered, resident or not */
+    uint64_t miss_rows;     /* rows gathered from the file */
+    uint64_t miss_requests; /* requests those took (runs of rows, before io/ merges blocks) */
+    uint64_t miss_bytes;    /* bytes those requests asked for (rows and holes) */
+} tg_rowfile_counts_t;
+
+/* Opens the row file, chooses its resident rows (every row when num_rows * dim * 4 <= ram_bytes;
+ * else the most weighted that fit beside the slots, ties to the lower id) and reads them with one
+ * sequential pass. Time: O(num_rows) plus the pass. */
+int tg_rowfile_open(tg_rowfile_t **out, const tg_rowfile_opts_t *o);
+/* out[i * dim .. (i+1) * dim) = row ids[i] as f32, for i < n (ids in any order, repeats allowed,
+ * each < num_rows: -EINVAL naming the id otherwise). On a failed read -EIO (or the read's code)
+ * with the file and offset; out is then unspecified. Time: O(n) plus the reads. */
+int tg_rowfile_gather(tg_rowfile_t *rf, const uint64_t *ids, size_t n, float *out);
+void tg_rowfile_counts(const tg_rowfile_t *rf, tg_rowfile_counts_t *c);
+/* Frees everything and returns the reservations. NULL is fine. */
+void tg_rowfile_close(tg_rowfile_t *rf);
+
 #ifdef __cplusplus
 }
 #endif

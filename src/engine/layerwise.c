@@ -13,64 +13,111 @@
  * computation, D^-1/2 (A + I) D^-1/2 X W, for every chunk size. deg(j) counts j's in-neighbours
  * other than j itself (nn drops explicit self edges and adds one self loop). A GCN trained with
  * the ladies sampler evaluates with that sampler's fanout -1 blocks instead: their weights are
- * P[i,j] = 1 / d_i, which depend on the destination alone, so every chunk is exact unscaled. */
+ * P[i,j] = 1 / d_i, which depend on the destination alone, so every chunk is exact unscaled.
+ *
+ * Reading out of core: a chunk's sources lie all over the layer's input, so every chunk touches
+ * most of a file that does not fit in RAM; read row by row through the page cache, a pass reads
+ * the file once per chunk. The input of a layer that is a file (features.bin for a strategy that
+ * is not in RAM, an intermediate layer kept in a file) is therefore read through a row file
+ * (tiergnn/store.h): as many of its rows as the budget leaves room for, the most-read first, are
+ * loaded by one sequential pass through io/, and each chunk reads the rest as sorted runs merged
+ * through small holes, with O_DIRECT. An intermediate layer stays in RAM, reserved against the
+ * budget, when it fits beside its input (see bench/README.md, "Layer-wise evaluation and
+ * inference out of core"). Rows are the same f32 values whichever way they come, and the chunks
+ * are tg_lw_auto_chunk's for every strategy, so the results do not depend on the budget. */
 #include "engine-impl.h"
 
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 /* Bytes of input rows an automatic out-of-core chunk aims at. */
 #define LW_CHUNK_BYTES ((uint64_t)64 << 20)
+/* A row file's stage and io/ staging slots, with room to spare (see store/rowfile.c). */
+#define LW_IO_BYTES ((uint64_t)24 << 20)
 
-/* A (rows, cols) float matrix in RAM or in a file. */
+/* A (rows, cols) float matrix in RAM (reserved against budget when budget is set) or in a file,
+ * which io/ reads through iof (opened before the name goes). */
 typedef struct {
     float *mem;
     int fd;
+    tg_io_file_t *iof;
     char path[4096];
     uint64_t rows;
     uint32_t cols;
+    tg_budget_t *budget;
+    uint64_t reserved;
 } mat_t;
 
-static int mat_create(mat_t *x, uint64_t rows, uint32_t cols, const char *dir, int layer)
+static void mat_init(mat_t *x)
 {
     memset(x, 0, sizeof *x);
     x->fd = -1;
-    x->rows = rows;
-    x->cols = cols;
-    uint64_t bytes = rows * cols * sizeof(float);
-    if (!dir) {
-        x->mem = malloc(bytes ? bytes : 1);
-        if (!x->mem)
-            return tg_err(-ENOMEM,
-                          "layer-wise forward: out of memory for layer %d's output "
-                          "(%llu x %u floats)",
-                          layer, (unsigned long long)rows, cols);
-        return 0;
-    }
-    snprintf(x->path, sizeof x->path, "%s/layer%d-%d.f32", dir, layer, (int)getpid());
-    x->fd = open(x->path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (x->fd < 0) return tg_err(-errno, "%s: cannot create: %s", x->path, strerror(errno));
-    /* Unlinked right away: the file vanishes even if the process is killed. */
-    unlink(x->path);
-    if (ftruncate(x->fd, (off_t)bytes) != 0) {
-        int e = errno;
-        close(x->fd);
-        x->fd = -1;
-        return tg_err(-e, "%s: cannot size to %llu bytes: %s", x->path, (unsigned long long)bytes,
-                      strerror(e));
-    }
-    return 0;
 }
 
 static void mat_destroy(mat_t *x)
 {
     free(x->mem);
     if (x->fd >= 0) close(x->fd);
-    x->mem = NULL;
-    x->fd = -1;
+    tg_io_file_close(x->iof);
+    if (x->budget && x->reserved) tg_budget_release(x->budget, x->reserved);
+    mat_init(x);
+}
+
+/* dir NULL: in RAM (reserved against budget unless it is NULL); else a file in dir. */
+static int mat_create(mat_t *x, uint64_t rows, uint32_t cols, const char *dir, int layer,
+                      tg_budget_t *budget)
+{
+    mat_init(x);
+    x->rows = rows;
+    x->cols = cols;
+    uint64_t bytes = rows * cols * sizeof(float);
+    if (!dir) {
+        char what[64];
+        snprintf(what, sizeof what, "layer-wise forward: layer %d's output", layer);
+        int rc = budget ? tg_budget_reserve(budget, bytes, what) : 0;
+        if (rc < 0) return rc;
+        x->budget = budget;
+        x->reserved = budget ? bytes : 0;
+        x->mem = malloc(bytes ? bytes : 1);
+        if (!x->mem) {
+            mat_destroy(x);
+            return tg_err(-ENOMEM,
+                          "layer-wise forward: out of memory for layer %d's output "
+                          "(%llu x %u floats)",
+                          layer, (unsigned long long)rows, cols);
+        }
+        return 0;
+    }
+    snprintf(x->path, sizeof x->path, "%s/layer%d-%d.f32", dir, layer, (int)getpid());
+    x->fd = open(x->path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (x->fd < 0) return tg_err(-errno, "%s: cannot create: %s", x->path, strerror(errno));
+    int rc = 0;
+    if (ftruncate(x->fd, (off_t)bytes) != 0) {
+        int e = errno;
+        rc = tg_err(-e, "%s: cannot size to %llu bytes: %s", x->path, (unsigned long long)bytes,
+                    strerror(e));
+    }
+    /* the next layer reads it through io/: opened now, while it has a name */
+    if (rc == 0) rc = tg_io_file_open(&x->iof, x->path, 0);
+    /* Unlinked right away: the file vanishes even if the process is killed. */
+    unlink(x->path);
+    if (rc < 0) mat_destroy(x);
+    return rc;
+}
+
+/* The layer is written: its pages go to the disk and leave the page cache, where they would
+ * count against a cgroup's limit; the next layer reads the file with O_DIRECT. */
+static int mat_finish(mat_t *x)
+{
+    if (x->fd < 0) return 0;
+    if (fdatasync(x->fd) != 0)
+        return tg_err(-errno, "%s: cannot write back: %s", x->path, strerror(errno));
+    (void)posix_fadvise(x->fd, 0, 0, POSIX_FADV_DONTNEED);
+    return 0;
 }
 
 static int mat_write(mat_t *x, uint64_t first, uint64_t n, const float *rows)
@@ -83,24 +130,12 @@ static int mat_write(mat_t *x, uint64_t first, uint64_t n, const float *rows)
     return tg_pwrite_full(x->fd, rows, n * rb, first * rb, x->path);
 }
 
-/* out row i = row ids[i]; consecutive ids are read with one pread. */
-static int mat_read(const mat_t *x, const uint64_t *ids, size_t n, float *out)
+/* out row i = row ids[i] of a matrix in RAM. */
+static void mat_read(const mat_t *x, const uint64_t *ids, size_t n, float *out)
 {
     size_t rb = (size_t)x->cols * sizeof(float);
-    if (x->mem) {
-        for (size_t i = 0; i < n; i++)
-            memcpy(out + i * x->cols, x->mem + ids[i] * x->cols, rb);
-        return 0;
-    }
-    for (size_t i = 0; i < n;) {
-        size_t j = i + 1;
-        while (j < n && ids[j] == ids[j - 1] + 1)
-            j++;
-        int rc = tg_pread_full(x->fd, out + i * x->cols, (j - i) * rb, ids[i] * rb, x->path);
-        if (rc < 0) return rc;
-        i = j;
-    }
-    return 0;
+    for (size_t i = 0; i < n; i++)
+        memcpy(out + i * x->cols, x->mem + ids[i] * x->cols, rb);
 }
 
 /* In-degree without self edges of every node (for the GCN correction). The positions of many
@@ -187,6 +222,115 @@ uint64_t tg_lw_auto_chunk(const tg_run_t *r, const tg_model_t *m)
     return TG_MIN(TG_MAX(c, (uint64_t)256), (uint64_t)65536);
 }
 
+/* Bytes of the run's budget not reserved (UINT64_MAX when it has no limit). */
+static uint64_t budget_left(tg_run_t *r)
+{
+    if (!r->budget_init) return UINT64_MAX;
+    pthread_mutex_lock(&r->budget.mu);
+    uint64_t left = !r->budget.limit                   ? UINT64_MAX
+                    : r->budget.used < r->budget.limit ? r->budget.limit - r->budget.used
+                                                       : 0;
+    pthread_mutex_unlock(&r->budget.mu);
+    return left;
+}
+
+/* RAM a chunk of a layer (din -> dout) works in besides the layer's input and output matrices:
+ * its input rows with the block and the row file's sort keys (room for chunks of half again
+ * the mean sources), its output rows, and a row file's stage and io/ slots. Not reserved: the
+ * input's resident rows are sized to leave it free. */
+static uint64_t chunk_bytes(const tg_run_t *r, uint64_t chunk, uint32_t din, uint32_t dout)
+{
+    double rows = 1.0 + (double)r->adj->num_edges / (double)TG_MAX(r->adj->num_nodes, 1);
+    uint64_t src = (uint64_t)(1.5 * rows * (double)chunk);
+    return src * ((uint64_t)din * sizeof(float) + 44) + chunk * (uint64_t)dout * 8 + LW_IO_BYTES;
+}
+
+/* Where a layer's input rows come from. */
+typedef struct {
+    tg_store_t *store;   /* the strategy's store, in RAM (features of layer 0) */
+    const mat_t *mat;    /* the previous layer in RAM */
+    tg_rowfile_t *rf;    /* a file: features.bin or the previous layer's (read through io/) */
+    uint32_t *weight;    /* the row file's weights: 1 + in-degree, clamped (one per node) */
+    uint64_t weight_res; /* bytes of weight reserved */
+} lw_input_t;
+
+static int input_gather(lw_input_t *in, const uint64_t *ids, size_t n, float *out)
+{
+    if (in->rf) return tg_rowfile_gather(in->rf, ids, n, out);
+    if (in->mat) {
+        mat_read(in->mat, ids, n, out);
+        return 0;
+    }
+    return tg_store_gather(in->store, ids, n, out);
+}
+
+/* A node is read by the chunks of its out-neighbours and its own: its in-degree stands in for
+ * the out-degree (equal on undirected graphs) when choosing which rows stay resident. */
+static int input_weights(tg_run_t *r, lw_input_t *in)
+{
+    if (in->weight) return 0;
+    uint64_t n = r->adj->num_nodes, bytes = (n ? n : 1) * sizeof(uint32_t);
+    tg_budget_t *b = r->budget_init ? &r->budget : NULL;
+    int rc = b ? tg_budget_reserve(b, bytes, "layer-wise forward: row weights") : 0;
+    if (rc < 0) return rc;
+    in->weight_res = b ? bytes : 0;
+    in->weight = malloc(bytes);
+    if (!in->weight) return tg_err(-ENOMEM, "layer-wise forward: out of memory for row weights");
+    for (uint64_t v = 0; v < n; v++)
+        in->weight[v] = (uint32_t)TG_MIN(1 + tg_adj_degree(r->adj, v), (uint64_t)UINT32_MAX);
+    return 0;
+}
+
+/* Opens layer l's input file (features.bin when prev is NULL, else prev's file) as a row file
+ * with as many resident rows as leave `work` bytes of the budget free. */
+static int input_open(tg_run_t *r, int l, const mat_t *prev, uint64_t work, lw_input_t *in)
+{
+    char path[4096];
+    tg_rowfile_opts_t ro = {.num_rows = r->adj->num_nodes,
+                            .budget = r->budget_init ? &r->budget : NULL};
+    if (prev) {
+        ro.file = prev->iof;
+        ro.dim = prev->cols;
+        ro.dtype = TG_F32;
+    } else {
+        tg_dataset_path(r->ds, TG_FILE_FEATURES, path, sizeof path);
+        ro.path = path;
+        ro.dim = r->ds->meta.feat_dim;
+        ro.dtype = r->ds->meta.feat_dtype;
+        ro.normalize = r->sopts.normalize;
+        ro.rowcrc = r->rowcrc;
+    }
+    uint64_t all = ro.num_rows * ro.dim * sizeof(float), left = budget_left(r);
+    int rc;
+    if (left != UINT64_MAX && left < work + all && (rc = input_weights(r, in)) < 0) return rc;
+    left = budget_left(r);
+    ro.ram_bytes = left == UINT64_MAX ? UINT64_MAX : left > work ? left - work : 0;
+    ro.weight = in->weight;
+    if ((rc = tg_rowfile_open(&in->rf, &ro)) < 0) {
+        tg_err_prefix(rc, "layer-wise forward, layer %d's input", l);
+        return rc;
+    }
+    return 0;
+}
+
+static void input_close(tg_run_t *r, lw_input_t *in, int l)
+{
+    if (in->rf) {
+        tg_rowfile_counts_t c;
+        tg_rowfile_counts(in->rf, &c);
+        tg_log_debug("layer-wise layer %d: %llu of %llu rows resident, %llu bytes streamed; "
+                     "%llu of %llu rows gathered from the file in %llu requests of %llu bytes",
+                     l, (unsigned long long)c.resident_rows, (unsigned long long)r->adj->num_nodes,
+                     (unsigned long long)c.stream_bytes, (unsigned long long)c.miss_rows,
+                     (unsigned long long)c.gather_rows, (unsigned long long)c.miss_requests,
+                     (unsigned long long)c.miss_bytes);
+    }
+    tg_rowfile_close(in->rf);
+    in->rf = NULL;
+    in->mat = NULL;
+    in->store = NULL;
+}
+
 int tg_lw_forward(tg_run_t *r, tg_model_t *m, const tg_lw_opts_t *o)
 {
     const tg_model_config_t *cfg = tg_model_config(m);
@@ -200,10 +344,13 @@ int tg_lw_forward(tg_run_t *r, tg_model_t *m, const tg_lw_opts_t *o)
     float *Hin = NULL, *Hout = NULL;
     size_t hin_cap = 0, hout_cap = 0;
     mat_t prev, next;
-    memset(&prev, 0, sizeof prev);
-    memset(&next, 0, sizeof next);
-    prev.fd = next.fd = -1;
-    int use_prev = 0; /* layer 0 reads the feature store */
+    mat_init(&prev);
+    mat_init(&next);
+    lw_input_t in;
+    memset(&in, 0, sizeof in);
+    /* Out of core, features.bin is read through a row file; a strategy in RAM gathers from its
+     * store. */
+    int ooc = r->strat_i && !(r->strat_i->info.caps & TG_STRAT_IN_RAM);
     tg_batch_t b;
     memset(&b, 0, sizeof b);
 
@@ -230,7 +377,29 @@ int tg_lw_forward(tg_run_t *r, tg_model_t *m, const tg_lw_opts_t *o)
         tg_model_layer_dims(m, l, &din, &dout);
         int last = l == L - 1;
         uint64_t count = last && o->targets ? o->num_targets : N;
-        if (!last && (rc = mat_create(&next, N, dout, o->tmp_dir, l)) < 0) goto out;
+        int in_file = l == 0 ? ooc : prev.mem == NULL;
+        uint64_t work = chunk_bytes(r, chunk, din, dout);
+        /* The output goes to a file only when asked for files and it does not fit in the budget
+         * beside the chunk's working set and the whole input. */
+        if (!last) {
+            const char *dir = o->tmp_dir;
+            tg_budget_t *bud = NULL;
+            uint64_t need = work + N * dout * sizeof(float);
+            if (in_file) need += N * din * sizeof(float);
+            uint64_t left = budget_left(r);
+            if (dir && left != UINT64_MAX && left >= need) {
+                dir = NULL;
+                bud = &r->budget;
+            }
+            if ((rc = mat_create(&next, N, dout, dir, l, bud)) < 0) goto out;
+        }
+        if (in_file) {
+            if ((rc = input_open(r, l, l ? &prev : NULL, work, &in)) < 0) goto out;
+        } else if (l == 0) {
+            in.store = r->store;
+        } else {
+            in.mat = &prev;
+        }
         for (uint64_t c0 = 0; c0 < count; c0 += chunk) {
             uint64_t n = TG_MIN(chunk, count - c0);
             for (uint64_t i = 0; i < n; i++)
@@ -264,9 +433,7 @@ int tg_lw_forward(tg_run_t *r, tg_model_t *m, const tg_lw_opts_t *o)
                     goto out;
                 }
             }
-            rc = use_prev ? mat_read(&prev, b.nodes, blk->num_src, Hin)
-                          : tg_store_gather(r->store, b.nodes, blk->num_src, Hin);
-            if (rc < 0) goto out;
+            if ((rc = input_gather(&in, b.nodes, blk->num_src, Hin)) < 0) goto out;
             if (deg) gcn_scale_sources(blk, b.nodes, deg, Hin, din, outdeg);
             if ((rc = tg_model_layer_forward(m, l, blk, Hin, Hout)) < 0) {
                 tg_err_prefix(rc, "layer %d, nodes %llu..%llu", l, (unsigned long long)c0,
@@ -285,16 +452,19 @@ int tg_lw_forward(tg_run_t *r, tg_model_t *m, const tg_lw_opts_t *o)
             work_done += n;
             if (o->progress_label) tg_progress_update(&prog, work_done, NULL);
         }
+        input_close(r, &in, l);
         if (!last) {
+            if ((rc = mat_finish(&next)) < 0) goto out;
             mat_destroy(&prev);
             prev = next;
-            memset(&next, 0, sizeof next);
-            next.fd = -1;
-            use_prev = 1;
+            mat_init(&next);
         }
     }
     if (o->progress_label) tg_progress_end(&prog);
 out:
+    input_close(r, &in, -1);
+    if (in.weight_res) tg_budget_release(&r->budget, in.weight_res);
+    free(in.weight);
     tg_batch_free(&b);
     mat_destroy(&prev);
     mat_destroy(&next);
