@@ -301,16 +301,27 @@ static int input_open(tg_run_t *r, int l, const mat_t *prev, uint64_t work, lw_i
         ro.rowcrc = r->rowcrc;
     }
     uint64_t all = ro.num_rows * ro.dim * sizeof(float), left = budget_left(r);
-    int rc;
-    if (left != UINT64_MAX && left < work + all && (rc = input_weights(r, in)) < 0) return rc;
-    left = budget_left(r);
-    ro.ram_bytes = left == UINT64_MAX ? UINT64_MAX : left > work ? left - work : 0;
-    ro.weight = in->weight;
-    if ((rc = tg_rowfile_open(&in->rf, &ro)) < 0) {
-        tg_err_prefix(rc, "layer-wise forward, layer %d's input", l);
-        return rc;
+    int rc = 0;
+    if (left != UINT64_MAX && left < work + all) rc = input_weights(r, in);
+    if (rc == 0) {
+        left = budget_left(r);
+        ro.ram_bytes = left == UINT64_MAX ? UINT64_MAX : left > work ? left - work : 0;
+        ro.weight = in->weight;
+        rc = tg_rowfile_open(&in->rf, &ro);
     }
-    return 0;
+    if (rc == -ENOMEM && ro.budget) {
+        /* The budget is spent (a training run's caches hold it while it evaluates, or --mem is
+         * below a row file's stage): every row is read per chunk, through a stage that is not
+         * reserved, rather than not at all. */
+        tg_log_debug("layer-wise forward, layer %d: %s; every row is read per chunk", l,
+                     tg_errmsg());
+        ro.budget = NULL;
+        ro.ram_bytes = 0;
+        ro.weight = NULL;
+        rc = tg_rowfile_open(&in->rf, &ro);
+    }
+    if (rc < 0) tg_err_prefix(rc, "layer-wise forward, layer %d's input", l);
+    return rc;
 }
 
 static void input_close(tg_run_t *r, lw_input_t *in, int l)
