@@ -324,6 +324,16 @@ typedef struct tg_import_opts {
 } tg_import_opts_t;
 
 void tg_import_opts_default(tg_import_opts_t *o);
+
+/* A NumPy .npy header (format 1.0) for a C-order array of dtype descr ("<f4", "<i4", "<i8") and
+ * shape[0..ndim): the magic, the dict and the padding, buf[0..return value), a multiple of 64
+ * bytes; the data follow it. Returns 0 when len is too small (256 bytes always suffice for
+ * ndim <= 4). Used for the edge-list id map (node_ids.npy) and infer --format npy. */
+/* The id map an edge-list import writes beside the dataset files: int64[N] in .npy, the input's
+ * id of each node (docs/FORMAT.md). */
+#define TG_NODE_IDS_FILE "node_ids.npy"
+
+size_t tg_npy_header(char *buf, size_t len, const char *descr, int ndim, const uint64_t *shape);
 int tg_import(const char *out_dir, const tg_import_opts_t *o);
 
 #ifdef __cplusplus

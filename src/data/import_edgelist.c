@@ -907,6 +907,38 @@ out:
 
 void (*tg_edgelist_test_between_passes)(const char *tmp_dir);
 
+/* node_ids.npy in the dataset: int64[N], the file's id of each node (new id i was old id
+ * ids[i]), so that results can be joined back to the input's ids. The old ids of new ids
+ * 0, 1, ... are the bitmap's set bits in order, so it streams from the bitmap. */
+static int write_node_ids(tg_imp_t *im, const idmap_t *m)
+{
+    char path[4200], hdr[256];
+    snprintf(path, sizeof path, "%s/" TG_NODE_IDS_FILE, im->dsw.tmp_dir);
+    uint64_t shape[1] = {m->count};
+    size_t hl = tg_npy_header(hdr, sizeof hdr, "<i8", 1, shape);
+    tg_filew_t fw;
+    int rc = tg_filew_open(&fw, path, 1u << 20);
+    if (rc) return rc;
+    enum { B = 4096 };
+    int64_t buf[B];
+    size_t k = 0;
+    rc = tg_filew_write(&fw, hdr, hl);
+    for (uint64_t w = 0; w < m->nwords && !rc; w++)
+        for (uint64_t bits = m->bits[w]; bits && !rc; bits &= bits - 1) {
+            buf[k++] = (int64_t)(w << 6 | (uint64_t)__builtin_ctzll(bits));
+            if (k == B) {
+                rc = tg_filew_write(&fw, buf, sizeof buf);
+                k = 0;
+            }
+        }
+    if (!rc && k) rc = tg_filew_write(&fw, buf, k * sizeof *buf);
+    if (rc) {
+        tg_filew_discard(&fw);
+        return rc;
+    }
+    return tg_filew_close(&fw, NULL);
+}
+
 int tg_import_edgelist_ranges(const char *out_dir, const tg_import_opts_t *opts, int nranges)
 {
     tg_import_opts_t o = *opts;
@@ -950,6 +982,7 @@ int tg_import_edgelist_ranges(const char *out_dir, const tg_import_opts_t *opts,
     }
     if (!rc && tg_edgelist_test_between_passes) tg_edgelist_test_between_passes(im.dsw.tmp_dir);
     if (!rc) rc = idmap_build_rank(&map);
+    if (!rc) rc = write_node_ids(&im, &map);
     uint64_t n = map.count;
     int dense = n == map.max_id + 1;
     if (!rc) {

@@ -532,3 +532,31 @@ int tg_npy_read_i64(tg_npy_t *f, uint64_t first, size_t n, int64_t *out)
     }
     return 0;
 }
+
+/* ---------------------------------------------------------------- writing */
+
+size_t tg_npy_header(char *buf, size_t len, const char *descr, int ndim, const uint64_t *shape)
+{
+    char dict[256];
+    size_t k = (size_t)snprintf(dict, sizeof dict,
+                                "{'descr': '%s', 'fortran_order': False, "
+                                "'shape': (",
+                                descr);
+    for (int i = 0; i < ndim && k < sizeof dict; i++)
+        k += (size_t)snprintf(dict + k, sizeof dict - k, "%s%llu", i ? ", " : "",
+                              (unsigned long long)shape[i]);
+    if (k < sizeof dict)
+        k += (size_t)snprintf(dict + k, sizeof dict - k, "%s), }", ndim == 1 ? "," : "");
+    if (k >= sizeof dict) return 0;
+    /* NumPy pads the dict with spaces and ends it with '\n' so that the data start at a
+     * multiple of 64 bytes. */
+    size_t total = (10 + k + 1 + 63) / 64 * 64;
+    if (total > len || total - 10 > 0xffff) return 0;
+    memcpy(buf, "\x93NUMPY\x01\x00", 8);
+    buf[8] = (char)((total - 10) & 0xff);
+    buf[9] = (char)((total - 10) >> 8);
+    memcpy(buf + 10, dict, k);
+    memset(buf + 10 + k, ' ', total - 10 - k - 1);
+    buf[total - 1] = '\n';
+    return total;
+}
