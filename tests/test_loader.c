@@ -8,6 +8,8 @@
 #include "test_engine_common.h"
 
 #include <dirent.h>
+#include <pthread.h>
+#include <unistd.h>
 
 #include "tiergnn/engine.h"
 #include "tiergnn/io.h"
@@ -271,6 +273,13 @@ TG_TEST(every_strategy_yields_its_pass)
                 TG_FAIL("%s: feature bytes %llu, index bytes %llu", what,
                         (unsigned long long)st.feature_bytes, (unsigned long long)st.index_bytes);
             if (sa.mem) TG_CHECK(st.data_bytes_peak <= sa.mem);
+            char *js = NULL;
+            TG_CHECK_OK(tg_loader_stats_json(&st, &js));
+            TG_CHECK(js && json_value(js, "batches", 0) == (double)ref[e].n);
+            TG_CHECK(js && json_value(js, "io_needed_bytes", 0) ==
+                               (double)(st.index_bytes + st.feature_bytes));
+            TG_CHECK(js && strstr(js, "\"cache_tiers\":[") && !strchr(js, '\n'));
+            free(js);
         }
         /* a stopped pass, then epoch 1 again */
         TG_CHECK_OK(tg_loader_set_epoch(L, 0));
@@ -422,6 +431,46 @@ TG_TEST(held_limit_and_close)
             TG_CHECK(open_fds() == fds);
         }
     }
+}
+
+typedef struct {
+    tg_loader_t *L;
+    const tg_loader_batch_t *b;
+    volatile int released;
+} releaser_t;
+
+static void *release_later(void *arg)
+{
+    releaser_t *r = arg;
+    usleep(50 * 1000);
+    r->released = 1;
+    TG_CHECK_OK(tg_loader_release(r->L, r->b));
+    return NULL;
+}
+
+/* wait_held: tg_loader_next at max_held waits for another thread's release. */
+TG_TEST(wait_held)
+{
+    sargs_t sa;
+    sargs_of(&sa, "memory");
+    tg_loader_opts_t o;
+    opts_for(&o, "memory", &sa);
+    o.max_held = 1;
+    o.wait_held = 1;
+    tg_loader_t *L = NULL;
+    TG_CHECK_OK(tg_loader_open(&L, &o));
+    if (!L) return;
+    releaser_t r = {.L = L};
+    TG_CHECK(tg_loader_next(L, &r.b) == 1);
+    pthread_t t;
+    TG_CHECK(pthread_create(&t, NULL, release_later, &r) == 0);
+    const tg_loader_batch_t *b;
+    TG_CHECK(tg_loader_next(L, &b) == 1);
+    TG_CHECK(r.released);
+    TG_CHECK_EQ_U64(b->index, 1);
+    pthread_join(t, NULL);
+    TG_CHECK_OK(tg_loader_release(L, b));
+    tg_loader_close(L);
 }
 
 /* A read error in the strategy's pass reaches tg_loader_next with the file's name, again on
@@ -594,6 +643,7 @@ int main(void)
     TG_RUN(seeds_in_order_and_whole_graph);
     TG_RUN(drop_last);
     TG_RUN(held_limit_and_close);
+    TG_RUN(wait_held);
     TG_RUN(error_in_pass);
     TG_RUN(ranks_partition_the_epoch);
     TG_RUN(every_strategy_yields_its_pass);

@@ -49,7 +49,8 @@
  *
  * Lifetimes: a batch (its tg_batch_t's arrays, X and y) is valid from tg_loader_next until
  * tg_loader_release(L, b), also across tg_loader_set_epoch. At most max_held batches are held
- * at once: tg_loader_next with max_held batches held returns -EBUSY (release one first). Every
+ * at once: tg_loader_next with max_held batches held returns -EBUSY (release one first), or with
+ * wait_held waits until another thread releases one. Every
  * batch is a copy of the strategy's (its arrays and X copied into one of max_held + 1 slots of
  * the loader): the strategy's own buffers go back to it at once, so holding batches never
  * stalls its pipeline; the copy costs one memcpy of X per batch. tg_loader_close ends the pass
@@ -64,8 +65,10 @@
  * when the budget has none). A budget too small is refused naming every part and the --mem
  * needed.
  *
- * Threads: one loader is used from one thread at a time (tg_loader_next, _release, _set_epoch,
- * _stats, _close); the strategy's threads and the loader's pass thread are its own.
+ * Threads: one loader is driven from one thread at a time (tg_loader_next, _set_epoch, _info,
+ * _close); tg_loader_release and tg_loader_stats may also come from another thread, while one
+ * waits in tg_loader_next (a batch freed by a garbage collector). The strategy's threads and
+ * the loader's pass thread are its own.
  *
  * Errors: every function returns 0 (tg_loader_next: 1 or 0) or a negative errno with a message
  * (tg_errmsg()) that names the option, file or strategy at fault. An error in the strategy's pass
@@ -111,6 +114,8 @@ typedef struct tg_loader_opts {
     uint64_t max_batches; /* batches per epoch at most (--batches-per-epoch; 0 = all) */
     int rank, world_size; /* this rank of world_size (the rank rule above); 0 of 1 */
     int max_held;         /* batches held at once, 1..64 (default 2) */
+    int wait_held;        /* 1: tg_loader_next at max_held waits for a release from another thread;
+                             0: it returns -EBUSY */
     int threads;          /* the run's compute threads, 1..1024 (default 1) */
     int sampler_threads;  /* the strategy's sampler threads, 0..256; -1 = threads */
     int normalize;        /* L1 row normalisation of X (tiergnn/store.h) */
@@ -204,6 +209,12 @@ int tg_loader_next(tg_loader_t *L, const tg_loader_batch_t **out);
 int tg_loader_release(tg_loader_t *L, const tg_loader_batch_t *b);
 void tg_loader_info(const tg_loader_t *L, tg_loader_info_t *info);
 void tg_loader_stats(tg_loader_t *L, tg_loader_stats_t *st);
+/* st as one JSON object with the keys of tiergnn train's epoch line where they exist (epoch,
+ * batches, sample_s, gather_s, wait_s, io_requests, io_read_bytes, io_needed_bytes, io_wait_s,
+ * cache_hit_ratio, cache_tiers, data_bytes, batch_bytes_peak; unknown figures null) and the
+ * loader's own (rank_batches, pass_done, stopped, copy_s, stall_s, pass_time_s, pass_wait_s,
+ * mem_bytes, data_bytes_peak). *out is malloc'd (the caller frees it). */
+int tg_loader_stats_json(const tg_loader_stats_t *st, char **out);
 /* Ends the pass, joins every thread, frees every slot (held batches included) and closes the
  * dataset. NULL is fine. */
 void tg_loader_close(tg_loader_t *L);

@@ -11,6 +11,7 @@
 
 #include "engine-impl.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,9 +131,10 @@ static int check_opts(const tg_loader_opts_t *o, const tg_sampler_i **sampler)
                       "loader: sampler_threads %d out of range, expected 0..256 (-1: "
                       "threads)",
                       o->sampler_threads);
-    if ((o->shuffle | o->drop_last | o->normalize | o->verify | o->verify_reads) & ~1)
-        return tg_err(-EINVAL, "loader: shuffle, drop_last, normalize, verify and verify_reads "
-                               "take 0 or 1");
+    if ((o->shuffle | o->drop_last | o->wait_held | o->normalize | o->verify | o->verify_reads) &
+        ~1)
+        return tg_err(-EINVAL, "loader: shuffle, drop_last, wait_held, normalize, verify and "
+                               "verify_reads take 0 or 1");
     return 0;
 }
 
@@ -754,6 +756,9 @@ int tg_loader_next(tg_loader_t *L, const tg_loader_batch_t **out)
 {
     *out = NULL;
     pthread_mutex_lock(&L->mu);
+    double t0 = tg_now();
+    while (L->o.wait_held && L->nheld >= L->o.max_held)
+        pthread_cond_wait(&L->cv_cons, &L->mu);
     if (L->nheld >= L->o.max_held) {
         pthread_mutex_unlock(&L->mu);
         return tg_err(-EBUSY,
@@ -761,7 +766,6 @@ int tg_loader_next(tg_loader_t *L, const tg_loader_batch_t **out)
                       "(tg_loader_release) before taking the next",
                       L->nheld, L->o.max_held);
     }
-    double t0 = tg_now();
     while (L->qlen == 0 && !L->done && L->thr_live)
         pthread_cond_wait(&L->cv_cons, &L->mu);
     L->st.wait_s += tg_now() - t0;
@@ -802,6 +806,7 @@ int tg_loader_release(tg_loader_t *L, const tg_loader_batch_t *b)
     L->slots[i].state = SLOT_FREE;
     L->nheld--;
     pthread_cond_signal(&L->cv_prod);
+    if (L->o.wait_held) pthread_cond_broadcast(&L->cv_cons); /* a next waiting at max_held */
     pthread_mutex_unlock(&L->mu);
     return 0;
 }
@@ -841,4 +846,49 @@ void tg_loader_stats(tg_loader_t *L, tg_loader_stats_t *st)
     st->data_bytes = L->r.budget.used;
     st->data_bytes_peak = L->r.budget.peak;
     pthread_mutex_unlock(&L->r.budget.mu);
+}
+
+int tg_loader_stats_json(const tg_loader_stats_t *st, char **out)
+{
+    *out = NULL;
+    tg_json_t j;
+    tg_json_begin(&j);
+    tg_json_uint(&j, "epoch", st->epoch);
+    tg_json_uint(&j, "batches", st->batches);
+    tg_json_uint(&j, "rank_batches", st->rank_batches);
+    tg_json_bool(&j, "pass_done", st->pass_done);
+    tg_json_bool(&j, "stopped", st->stopped);
+    tg_json_num(&j, "sample_s", st->pass_done ? st->sample_s : NAN);
+    tg_json_num(&j, "gather_s", st->pass_done ? st->gather_s : NAN);
+    tg_json_num(&j, "wait_s", st->wait_s);
+    tg_json_num(&j, "copy_s", st->copy_s);
+    tg_json_num(&j, "stall_s", st->stall_s);
+    tg_json_num(&j, "pass_time_s", st->pass_done ? st->time_s : NAN);
+    tg_json_num(&j, "pass_wait_s", st->pass_done ? st->pass_wait_s : NAN);
+    int io = st->pass_done && st->have_io;
+    tg_json_num(&j, "io_requests", io ? (double)st->io_requests : NAN);
+    tg_json_num(&j, "io_read_bytes", io ? (double)st->io_read_bytes : NAN);
+    tg_json_uint(&j, "io_needed_bytes", st->index_bytes + st->feature_bytes);
+    tg_json_num(&j, "io_wait_s", st->pass_done && st->have_io_wait ? st->io_wait_s : NAN);
+    tg_json_num(&j, "cache_hit_ratio",
+                st->pass_done && st->have_cache && st->cache_lookups
+                    ? (double)st->cache_hits / (double)st->cache_lookups
+                    : NAN);
+    char tiers[TG_LOADER_MAX_TIERS * 128 + 4];
+    size_t n = (size_t)snprintf(tiers, sizeof tiers, "[");
+    for (int t = 0; t < st->ntiers && n < sizeof tiers; t++)
+        n += (size_t)snprintf(
+            tiers + n, sizeof tiers - n,
+            "%s{\"name\":\"%s\",\"lookups\":%llu,\"hits\":%llu,\"bytes\":%llu}", t ? "," : "",
+            st->tiers[t].name, (unsigned long long)st->tiers[t].lookups,
+            (unsigned long long)st->tiers[t].hits, (unsigned long long)st->tiers[t].bytes);
+    if (n < sizeof tiers) snprintf(tiers + n, sizeof tiers - n, "]");
+    tg_json_raw(&j, "cache_tiers", tiers);
+    tg_json_uint(&j, "batch_bytes_peak", st->batch_bytes_peak);
+    tg_json_uint(&j, "mem_bytes", st->mem_bytes);
+    tg_json_uint(&j, "data_bytes", st->data_bytes);
+    tg_json_uint(&j, "data_bytes_peak", st->data_bytes_peak);
+    tg_json_end(&j, NULL, out);
+    if (!*out) return tg_err(-ENOMEM, "loader: out of memory for the statistics' JSON");
+    return 0;
 }
