@@ -238,13 +238,13 @@ static void check_only_dataset_files(const char *out)
     while (d && (e = readdir(d))) {
         if (e->d_name[0] == '.') continue;
         n++;
-        if (!strcmp(e->d_name, "meta.txt")) continue;
+        if (!strcmp(e->d_name, "meta.txt") || !strcmp(e->d_name, TG_NODE_IDS_FILE)) continue;
         size_t l = strlen(e->d_name);
         if (l < 5 || strcmp(e->d_name + l - 4, ".bin") || !strncmp(e->d_name, "edges-", 6))
             TG_FAIL("%s: unexpected file %s", out, e->d_name);
     }
     if (d) closedir(d);
-    TG_CHECK(n == 8);
+    TG_CHECK(n == 9); /* meta.txt, the 7 array files and node_ids.npy */
 }
 
 /* A plain file parsed in 1..8 ranges on as many threads gives the same dataset, whatever the
@@ -438,6 +438,68 @@ TG_TEST(from_pipe)
     unlink(fifo);
 }
 
+/* node_ids.npy joins the renumbered dataset back to the file's ids: every input edge a -> b is
+ * the edge ids^-1(a) -> ids^-1(b) of the CSC, and NumPy's reader (tg_npy, as np.load) reads it
+ * as int64 (N,), ascending. Also written for dense ids, where it is the identity. */
+TG_TEST(id_map_joins_back)
+{
+    static const int64_t edges[][2] = {
+        {916427, 12}, {12, 50000000ll}, {77, 916427}, {5, 77}, {50000000ll, 5}};
+    char text[512];
+    size_t k = 0;
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++)
+        k += (size_t)snprintf(text + k, sizeof text - k, "%lld\t%lld\n", (long long)edges[i][0],
+                              (long long)edges[i][1]);
+    const char *src = file("sparse.txt", text, 0);
+    char out[4300], ids_path[4400];
+    snprintf(out, sizeof out, "%s/idmap", tmp);
+    TG_CHECK_OK(import_el(out, src, 0, 0, 0, 1, 64u << 20));
+    snprintf(ids_path, sizeof ids_path, "%s/" TG_NODE_IDS_FILE, out);
+    tg_npy_t f;
+    TG_CHECK_OK(tg_npy_open(&f, ids_path));
+    if (f.path == NULL) return;
+    TG_CHECK(f.dtype == TG_NPY_I8 && f.ndim == 1 && f.shape[0] == 5);
+    int64_t ids[5] = {0};
+    TG_CHECK_OK(tg_npy_read_i64(&f, 0, 5, ids));
+    tg_npy_close(&f);
+    const int64_t want[5] = {5, 12, 77, 916427, 50000000ll};
+    TG_CHECK(!memcmp(ids, want, sizeof ids));
+    tg_dataset_t *ds;
+    TG_CHECK_OK(tg_dataset_open(&ds, out, TG_OPEN_CHECK_CHECKSUMS));
+    if (!ds) return;
+    uint64_t *ip, *ix;
+    TG_CHECK_OK(tg_dataset_load_indptr(ds, &ip));
+    TG_CHECK_OK(tg_dataset_load_indices(ds, &ix));
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++) {
+        uint64_t a = 5, b = 5; /* new ids: positions in ids */
+        for (uint64_t j = 0; j < 5; j++) {
+            if (ids[j] == edges[i][0]) a = j;
+            if (ids[j] == edges[i][1]) b = j;
+        }
+        int found = 0;
+        for (uint64_t e = a < 5 && b < 5 ? ip[b] : 0; a < 5 && b < 5 && e < ip[b + 1]; e++)
+            found |= ix[e] == a;
+        if (!found)
+            TG_FAIL("input edge %lld -> %lld is not the dataset's edge %llu -> %llu",
+                    (long long)edges[i][0], (long long)edges[i][1], (unsigned long long)a,
+                    (unsigned long long)b);
+    }
+    free(ip);
+    free(ix);
+    tg_dataset_close(ds);
+    TG_CHECK_OK(tg_dataset_verify(out));
+
+    /* dense ids: the identity */
+    tg_rmtree(out);
+    src = file("dense.txt", "0 1\n1 2\n2 0\n", 0);
+    TG_CHECK_OK(import_el(out, src, 0, 0, 0, 1, 64u << 20));
+    TG_CHECK_OK(tg_npy_open(&f, ids_path));
+    TG_CHECK_OK(tg_npy_read_i64(&f, 0, 3, ids));
+    TG_CHECK(f.shape[0] == 3 && ids[0] == 0 && ids[1] == 1 && ids[2] == 2);
+    tg_npy_close(&f);
+    tg_rmtree(out);
+}
+
 int main(void)
 {
     tg_log_set_level(TG_LOG_WARN);
@@ -449,6 +511,7 @@ int main(void)
     TG_RUN(ranges_errors);
     TG_RUN(ranges_damaged_temp_files);
     TG_RUN(from_pipe);
+    TG_RUN(id_map_joins_back);
     if (!tg_test_failures) tg_rmtree(tmp);
     return tg_test_done();
 }
