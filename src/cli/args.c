@@ -1,11 +1,123 @@
 /* Flag parsing for the sub-commands. */
 #include "cli.h"
 
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "tiergnn/engine.h"
 #include "tiergnn/graph.h"
 #include "tiergnn/util.h"
+
+/* The global options, accepted before the command and among its own options. */
+static const struct {
+    const char *name, *letter;
+    int level;
+} globals[] = {{"quiet", "-q", TG_LOG_WARN}, {"verbose", "-v", TG_LOG_DEBUG}};
+
+#define NUM_GLOBALS (sizeof globals / sizeof globals[0])
+
+int tg_cli_global_option(const char *arg)
+{
+    for (size_t i = 0; i < NUM_GLOBALS; i++)
+        if ((!strncmp(arg, "--", 2) && !strcmp(arg + 2, globals[i].name)) ||
+            !strcmp(arg, globals[i].letter)) {
+            tg_log_set_level(globals[i].level);
+            return 1;
+        }
+    return 0;
+}
+
+/* Edit distance of a[0..na) and b[0..nb): insertions, deletions, substitutions and swaps of two
+ * neighbours ("trian" is one edit from "train"). Names are short: longer ones are "far". */
+#define NAME_MAX_LEN 63
+
+static size_t edit_distance(const char *a, size_t na, const char *b, size_t nb)
+{
+    size_t d[NAME_MAX_LEN + 1][NAME_MAX_LEN + 1];
+    if (na > NAME_MAX_LEN || nb > NAME_MAX_LEN) return SIZE_MAX;
+    for (size_t i = 0; i <= na; i++)
+        d[i][0] = i;
+    for (size_t j = 0; j <= nb; j++)
+        d[0][j] = j;
+    for (size_t i = 1; i <= na; i++)
+        for (size_t j = 1; j <= nb; j++) {
+            size_t best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    return d[na][nb];
+}
+
+typedef struct {
+    const char *name; /* the unknown name */
+    size_t n;
+    const char *best; /* nearest so far, best_n characters, best_d edits away */
+    size_t best_n, best_d;
+    const char *prefixed; /* the one name that starts with `name`, if exactly one does */
+    size_t prefixed_n;
+    int num_prefixed;
+} nearest_t;
+
+static void consider(nearest_t *q, const char *cand, size_t nc)
+{
+    size_t d = edit_distance(q->name, q->n, cand, nc);
+    if (d < q->best_d) {
+        q->best = cand;
+        q->best_n = nc;
+        q->best_d = d;
+    }
+    if (nc > q->n && !strncmp(cand, q->name, q->n)) {
+        q->prefixed = cand;
+        q->prefixed_n = nc;
+        q->num_prefixed++;
+    }
+}
+
+int tg_cli_closest(const char *name, const char *const *names, size_t count, const char *spec,
+                   char *out, size_t len)
+{
+    nearest_t q = {.name = name, .n = strlen(name), .best_d = SIZE_MAX};
+    for (size_t i = 0; i < count; i++)
+        consider(&q, names[i], strlen(names[i]));
+    for (const char *p = spec; p && *p;) {
+        const char *e = strchr(p, ',');
+        size_t l = e ? (size_t)(e - p) : strlen(p);
+        consider(&q, p, l > 0 && p[l - 1] == '=' ? l - 1 : l);
+        p = e ? e + 1 : NULL;
+    }
+    /* up to a third of the name's letters, at least one: "windw" finds "window", while "out"
+     * is no typo of "seed"; else the one name the given one begins ("gnd": "gnndrive" is not,
+     * "gnn" is) */
+    size_t allowed = q.n / 3 > 1 ? q.n / 3 : 1;
+    if (q.best && q.best_d <= allowed && q.best_d < q.n) {
+        snprintf(out, len, "%.*s", (int)q.best_n, q.best);
+        return 1;
+    }
+    if (q.num_prefixed == 1 && q.n >= 3) {
+        snprintf(out, len, "%.*s", (int)q.prefixed_n, q.prefixed);
+        return 1;
+    }
+    return 0;
+}
+
+static int unknown_option(const char *spec, const char *name, size_t n)
+{
+    const char *names[NUM_GLOBALS];
+    for (size_t i = 0; i < NUM_GLOBALS; i++)
+        names[i] = globals[i].name;
+    char given[128], near[128];
+    snprintf(given, sizeof given, "%.*s", (int)n, name);
+    if (tg_cli_closest(given, names, NUM_GLOBALS, spec, near, sizeof near))
+        return tg_err(-EINVAL, "unknown option '--%s' (did you mean --%s?)", given, near);
+    return tg_err(-EINVAL, "unknown option '--%s'", given);
+}
 
 /* Looks `name` (length n) up in the spec; returns 1 = takes a value, 0 = boolean, -1 unknown. */
 static int spec_lookup(const char *spec, const char *name, size_t n)
@@ -29,6 +141,11 @@ int tg_args_parse(tg_args_t *a, int argc, char **argv, const char *spec)
     int only_pos = 0;
     for (int i = 0; i < argc; i++) {
         const char *s = argv[i];
+        /* --quiet / --verbose on this side of the command too, unless the command has an
+         * option of that name */
+        if (!only_pos && (strncmp(s, "--", 2) || spec_lookup(spec, s + 2, strlen(s + 2)) < 0) &&
+            tg_cli_global_option(s))
+            continue;
         if (only_pos || strncmp(s, "--", 2) != 0 || s[2] == 0) {
             if (!only_pos && strcmp(s, "--") == 0) {
                 only_pos = 1;
@@ -42,7 +159,7 @@ int tg_args_parse(tg_args_t *a, int argc, char **argv, const char *spec)
         const char *eq = strchr(name, '=');
         size_t n = eq ? (size_t)(eq - name) : strlen(name);
         int kind = spec_lookup(spec, name, n);
-        if (kind < 0) return tg_err(-EINVAL, "unknown option '--%.*s'", (int)n, name);
+        if (kind < 0) return unknown_option(spec, name, n);
         for (int k = 0; k < a->nflags; k++)
             if (strlen(a->flag[k]) == n && strncmp(a->flag[k], name, n) == 0)
                 return tg_err(-EINVAL, "option '--%.*s' given twice", (int)n, name);
@@ -85,16 +202,48 @@ const char *tg_args_str(const tg_args_t *a, const char *name, const char *def)
     return k >= 0 && a->value[k] ? a->value[k] : def;
 }
 
-int tg_args_u64(const tg_args_t *a, const char *name, uint64_t def, uint64_t *out)
+/* The one message of an integer flag, whatever is wrong with its value: it names the flag, the
+ * rule (the range the parser was given) and what was given. */
+static int int_rule_err(const char *name, const char *v, long long lo, unsigned long long hi,
+                        int no_max)
+{
+    if (no_max && lo == 0)
+        return tg_err(-EINVAL, "--%s must be a non-negative integer, got '%s'", name, v);
+    if (no_max)
+        return tg_err(-EINVAL, "--%s must be at least %lld (an integer), got '%s'", name, lo, v);
+    return tg_err(-EINVAL, "--%s must be between %lld and %llu (an integer), got '%s'", name, lo,
+                  hi, v);
+}
+
+/* Decimal digits with an optional '-': no spaces, signs or bases strtoll would take. */
+static int is_integer(const char *v)
+{
+    const char *p = v + (*v == '-');
+    if (!*p) return 0;
+    for (; *p; p++)
+        if (*p < '0' || *p > '9') return 0;
+    return 1;
+}
+
+int tg_args_uint(const tg_args_t *a, const char *name, uint64_t def, uint64_t lo, uint64_t hi,
+                 uint64_t *out)
 {
     const char *v = tg_args_str(a, name, NULL);
-    char what[80];
-    snprintf(what, sizeof what, "--%s", name);
     if (!v) {
         *out = def;
         return 0;
     }
-    return tg_parse_u64(v, out, what);
+    errno = 0;
+    unsigned long long x = is_integer(v) && *v != '-' ? strtoull(v, NULL, 10) : 0;
+    if (!is_integer(v) || *v == '-' || errno || x < lo || x > hi)
+        return int_rule_err(name, v, (long long)lo, hi, hi == UINT64_MAX);
+    *out = x;
+    return 0;
+}
+
+int tg_args_u64(const tg_args_t *a, const char *name, uint64_t def, uint64_t *out)
+{
+    return tg_args_uint(a, name, def, 0, UINT64_MAX, out);
 }
 
 int tg_args_i64(const tg_args_t *a, const char *name, int64_t def, int64_t *out)
@@ -135,13 +284,16 @@ int tg_args_size(const tg_args_t *a, const char *name, uint64_t def, uint64_t *o
 int tg_args_int_range(const tg_args_t *a, const char *name, int64_t def, int64_t lo, int64_t hi,
                       int *out)
 {
-    int64_t v;
-    int rc = tg_args_i64(a, name, def, &v);
-    if (rc < 0) return rc;
-    if (v < lo || v > hi)
-        return tg_err(-EINVAL, "--%s %lld out of range, expected %lld..%lld", name, (long long)v,
-                      (long long)lo, (long long)hi);
-    *out = (int)v;
+    const char *v = tg_args_str(a, name, NULL);
+    if (!v) {
+        *out = (int)def;
+        return 0;
+    }
+    errno = 0;
+    long long x = is_integer(v) ? strtoll(v, NULL, 10) : 0;
+    if (!is_integer(v) || errno || x < lo || x > hi)
+        return int_rule_err(name, v, (long long)lo, (unsigned long long)hi, 0);
+    *out = (int)x;
     return 0;
 }
 
@@ -202,4 +354,44 @@ int tg_cli_fail(void)
 {
     fprintf(stderr, "tiergnn: %s\n", tg_errmsg()[0] ? tg_errmsg() : "failed");
     return 1;
+}
+
+int tg_cli_checkpoint(const char *arg, int last, char *rundir, size_t len, int *which_last)
+{
+    struct stat st;
+    if (stat(arg, &st) != 0) {
+        int e = errno;
+        return tg_err(-e,
+                      "--checkpoint %s: %s, so no %s to read (expected a run directory, or "
+                      "the %s or %s in one)",
+                      arg, e == ENOENT ? "no such run directory or file" : strerror(e),
+                      last ? "last checkpoint" : "best model", TG_CKPT_BEST_NAME, TG_CKPT_NAME);
+    }
+    if (S_ISDIR(st.st_mode)) {
+        if ((size_t)snprintf(rundir, len, "%s", arg) >= len)
+            return tg_err(-ENAMETOOLONG, "--checkpoint %s: path too long", arg);
+        *which_last = last;
+        return 0;
+    }
+    const char *slash = strrchr(arg, '/');
+    const char *base = slash ? slash + 1 : arg;
+    int is_best = !strcmp(base, TG_CKPT_BEST_NAME), is_last = !strcmp(base, TG_CKPT_NAME);
+    if (!S_ISREG(st.st_mode) || (!is_best && !is_last))
+        return tg_err(-EINVAL,
+                      "--checkpoint %s: expected a run directory, or the %s (best model) or %s "
+                      "(last checkpoint) that training wrote in one",
+                      arg, TG_CKPT_BEST_NAME, TG_CKPT_NAME);
+    if (last && is_best)
+        return tg_err(-EINVAL,
+                      "--last asks for the last checkpoint (%s), but --checkpoint %s names the "
+                      "best model: leave --last out, or give the run directory",
+                      TG_CKPT_NAME, arg);
+    /* the file's directory is the run's: the engine opens RUNDIR/<name> and puts its temporary
+     * files beside it */
+    const char *dir = !slash ? "." : slash == arg ? "/" : arg;
+    int dl = slash && slash != arg ? (int)(slash - arg) : 1;
+    if ((size_t)snprintf(rundir, len, "%.*s", dl, dir) >= len)
+        return tg_err(-ENAMETOOLONG, "--checkpoint %s: path too long", arg);
+    *which_last = is_last;
+    return 0;
 }

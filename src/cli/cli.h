@@ -3,7 +3,10 @@
  * Each sub-command declares its flags as a spec string, e.g.
  *     "nodes=,avg-degree=,feat-dim=,classes=,seed=,overwrite"
  * where a trailing '=' means the flag takes a value (given as "--flag VALUE" or "--flag=VALUE").
- * Unknown flags, missing values and repeated flags are errors that name the flag.
+ * Unknown flags (with the nearest known name: "did you mean --window?"), missing values and
+ * repeated flags are errors that name the flag. The global options --quiet (-q) and --verbose
+ * (-v) are taken on either side of the command: the parser applies them where a command's spec
+ * has no flag of that name.
  */
 #ifndef TG_CLI_H
 #define TG_CLI_H
@@ -26,10 +29,15 @@ typedef struct tg_args {
 int tg_args_parse(tg_args_t *a, int argc, char **argv, const char *spec);
 int tg_args_has(const tg_args_t *a, const char *name);
 const char *tg_args_str(const tg_args_t *a, const char *name, const char *def);
+/* Integer flags: a value that is not an integer or is outside [lo, hi] is one message naming
+ * the flag, the rule and the value ("--epochs must be at least 1 (an integer), got '1.5'").
+ * The default def is not checked (0 may stand for "automatic"). tg_args_u64: lo 0, no max. */
+int tg_args_uint(const tg_args_t *a, const char *name, uint64_t def, uint64_t lo, uint64_t hi,
+                 uint64_t *out);
 int tg_args_u64(const tg_args_t *a, const char *name, uint64_t def, uint64_t *out);
 int tg_args_i64(const tg_args_t *a, const char *name, int64_t def, int64_t *out);
 int tg_args_double(const tg_args_t *a, const char *name, double def, double *out);
-/* Integer flag into an int; values outside [lo, hi] are an error naming the flag and range. */
+/* Integer flag into an int, by tg_args_uint's rule. */
 int tg_args_int_range(const tg_args_t *a, const char *name, int64_t def, int64_t lo, int64_t hi,
                       int *out);
 int tg_args_size(const tg_args_t *a, const char *name, uint64_t def, uint64_t *out);
@@ -50,7 +58,19 @@ struct tg_sampler_i;
 int tg_cli_sampling(const tg_args_t *a, int is_mlp, int *layers, int64_t *fanouts,
                     const struct tg_sampler_i **sampler);
 
-/* Common flags handled by main before dispatch: --quiet, --verbose. */
+/* A global option (--quiet, -q, --verbose, -v): applies it and returns 1; 0 for any other arg. */
+int tg_cli_global_option(const char *arg);
+
+/* The name nearest to `name` (edit distance) among names[0..count) and the flags of spec (a
+ * tg_args_parse spec; may be NULL), into out; 0 when none is near enough to be a typo of it. */
+int tg_cli_closest(const char *name, const char *const *names, size_t count, const char *spec,
+                   char *out, size_t len);
+
+/* --checkpoint ARG of eval and infer: a run directory, or the best.bin / checkpoint.bin training
+ * wrote in one. Gives the run directory (into rundir, len bytes) and which checkpoint to open
+ * (*which_last: 1 = checkpoint.bin; a directory takes `last`, i.e. --last). A missing path, a
+ * file of another name, or --last with best.bin is an error naming ARG and what was expected. */
+int tg_cli_checkpoint(const char *arg, int last, char *rundir, size_t len, int *which_last);
 
 /* Sub-commands: return the process exit status. argv[0] is the first argument after the name. */
 int tg_cmd_generate(int argc, char **argv);
@@ -72,8 +92,14 @@ int tg_cli_strategy_spec(char *buf, size_t len, const char *base);
 int tg_cli_strategy_args(const tg_args_t *a, struct tg_strategy_arg *args, int max, int *n);
 /* --strategy (default auto), checked against the table. */
 int tg_cli_strategy_name(const tg_args_t *a, const char **out);
-/* The usage section listing every strategy and its options. */
+/* The usage section of train, eval, infer and bench: one line per strategy and the names of
+ * their options (tiergnn strategies NAME describes them). */
 void tg_cli_strategy_usage(FILE *f);
+/* One strategy: its summary and every option it takes, to f; -EINVAL naming the strategies when
+ * name is none of them. */
+int tg_cli_strategy_help(FILE *f, const char *name);
+/* tiergnn strategies [NAME | --all]. */
+int tg_cmd_strategies(int argc, char **argv);
 
 /* Prints "tiergnn: <message>" to stderr and returns 1 (for `return tg_cli_fail();`). */
 int tg_cli_fail(void);

@@ -36,6 +36,7 @@ static const char bench_usage[] =
     "  --no-evict             do not drop the dataset from the page cache before each run\n"
     "  --probe-time S         seconds of the device probe for the bandwidth (default 1.5)\n"
     "  --gemm-time S          seconds timing the GEMM rate of the compute bound (default 1)\n"
+    "  --help-strategy NAME   the options of strategy NAME (as 'tiergnn strategies NAME')\n"
     "train options passed to every run (see 'tiergnn train --help'):\n"
     "  --model --layers --hidden --heads --dropout --input-dropout --attn-dropout --activation\n"
     "  --fanouts --sampler --layer-sizes --batch-size --optimizer --lr --weight-decay\n"
@@ -50,7 +51,8 @@ static const char bench_usage[] =
 
 /* Bench options (not passed on) and train options (passed on, some also read here). */
 #define BENCH_OWN                                                                                  \
-    "strategies=,mem=,epochs=,out=,overwrite,membudget=,no-evict,probe-time=,gemm-time=,help"
+    "strategies=,mem=,epochs=,out=,overwrite,membudget=,no-evict,probe-time=,gemm-time=,help,"     \
+    "help-strategy="
 #define BENCH_SPEC                                                                                 \
     BENCH_OWN ",model=,layers=,hidden=,heads=,dropout=,input-dropout=,attn-dropout=,activation=,"  \
               "fanouts=,sampler=,layer-sizes=,batch-size=,optimizer=,lr=,weight-decay=,"           \
@@ -60,9 +62,9 @@ static const char bench_usage[] =
 
 static int is_own(const char *flag)
 {
-    static const char *const own[] = {"strategies", "mem",       "epochs",   "out",
-                                      "overwrite",  "membudget", "no-evict", "probe-time",
-                                      "gemm-time",  "help"};
+    static const char *const own[] = {"strategies", "mem",       "epochs",       "out",
+                                      "overwrite",  "membudget", "no-evict",     "probe-time",
+                                      "gemm-time",  "help",      "help-strategy"};
     for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
         if (!strcmp(flag, own[i])) return 1;
     return 0;
@@ -102,6 +104,10 @@ int tg_cmd_bench(int argc, char **argv)
     if (tg_cli_strategy_spec(spec, sizeof spec, BENCH_SPEC) < 0 ||
         tg_args_parse(&a, split, argv, spec) < 0)
         return tg_cli_fail();
+    if (tg_args_has(&a, "help-strategy"))
+        return tg_cli_strategy_help(stdout, tg_args_str(&a, "help-strategy", "")) < 0
+                   ? tg_cli_fail()
+                   : 0;
     if (tg_args_has(&a, "help")) {
         fputs(bench_usage, stdout);
         tg_cli_strategy_usage(stdout);
@@ -124,7 +130,7 @@ int tg_cmd_bench(int argc, char **argv)
     }
     double probe = 0, gemm = 0;
     if (tg_args_size(&a, "mem", 0, &o.mem_bytes) < 0 ||
-        tg_args_u64(&a, "epochs", 3, &o.epochs) < 0 || parse_sampling(&a, &o) < 0 ||
+        tg_args_uint(&a, "epochs", 3, 1, UINT64_MAX, &o.epochs) < 0 || parse_sampling(&a, &o) < 0 ||
         tg_args_double(&a, "probe-time", 1.5, &probe) < 0 ||
         tg_args_double(&a, "gemm-time", 1.0, &gemm) < 0)
         return tg_cli_fail();

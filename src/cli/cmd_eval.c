@@ -7,10 +7,12 @@
 #include "tiergnn/util.h"
 
 static const char eval_usage[] =
-    "usage: tiergnn eval DATASET --checkpoint RUNDIR [options]\n"
+    "usage: tiergnn eval DATASET --checkpoint RUNDIR|FILE [options]\n"
     "\n"
     "Prints the accuracy of RUNDIR's best-validation model on a split, evaluated the way\n"
     "training evaluated it (same feature normalisation, full or sampled neighbourhoods).\n"
+    "--checkpoint takes the run directory or a checkpoint in it: RUNDIR/best.bin (the best\n"
+    "model), RUNDIR/checkpoint.bin (the last, as --last).\n"
     "\n"
     "  --split valid|test|train   (default test)\n"
     "  --last                     use the last checkpoint instead of the best model\n"
@@ -28,7 +30,8 @@ static const char eval_usage[] =
     "                             was trained (a ladies GCN with P = D^-1 (A + I))\n"
     "  --verify                   check every dataset file's CRC-32 against meta.txt first\n"
     "  --verify-reads             check every feature row read from a disk against its CRC-32\n"
-    "                             (derived/rowcrc, as train --verify-reads)\n";
+    "                             (derived/rowcrc, as train --verify-reads)\n"
+    "  --help-strategy NAME       the options of strategy NAME (as 'tiergnn strategies NAME')\n";
 
 /* --sampler / --layer-sizes, when given, must be what the checkpoint was trained with: the
  * sampler decides GCN's operator (tiergnn/graph.h), so evaluation takes it from the
@@ -78,9 +81,14 @@ int tg_cmd_eval(int argc, char **argv)
     char spec[4096];
     if (tg_cli_strategy_spec(spec, sizeof spec,
                              "checkpoint=,split=,last,threads=,eval-chunk=,max-nodes=,mem=,"
-                             "strategy=,json,sampler=,layer-sizes=,verify,verify-reads,help") < 0 ||
+                             "strategy=,json,sampler=,layer-sizes=,verify,verify-reads,help,"
+                             "help-strategy=") < 0 ||
         tg_args_parse(&a, argc, argv, spec) < 0)
         return tg_cli_fail();
+    if (tg_args_has(&a, "help-strategy"))
+        return tg_cli_strategy_help(stdout, tg_args_str(&a, "help-strategy", "")) < 0
+                   ? tg_cli_fail()
+                   : 0;
     if (tg_args_has(&a, "help")) {
         fputs(eval_usage, stdout);
         tg_cli_strategy_usage(stdout);
@@ -90,9 +98,9 @@ int tg_cmd_eval(int argc, char **argv)
         tg_err(-EINVAL, "eval: expected one DATASET directory, got %d arguments", a.npos);
         return tg_cli_fail();
     }
-    const char *rundir = tg_args_str(&a, "checkpoint", NULL);
-    if (!rundir) {
-        tg_err(-EINVAL, "eval: --checkpoint RUNDIR is required");
+    const char *ckpt = tg_args_str(&a, "checkpoint", NULL);
+    if (!ckpt) {
+        tg_err(-EINVAL, "eval: --checkpoint RUNDIR (or RUNDIR/best.bin) is required");
         return tg_cli_fail();
     }
     const char *split = tg_args_str(&a, "split", "test");
@@ -107,30 +115,23 @@ int tg_cmd_eval(int argc, char **argv)
         tg_err(-EINVAL, "--split '%s': expected valid, test or train", split);
         return tg_cli_fail();
     }
-    tg_eval_opts_t o = {.which_last = tg_args_has(&a, "last"),
-                        .verify = tg_args_has(&a, "verify"),
+    tg_eval_opts_t o = {.verify = tg_args_has(&a, "verify"),
                         .verify_reads = tg_args_has(&a, "verify-reads")};
-    if (check_sampler(&a, rundir, o.which_last) < 0) return tg_cli_fail();
-    uint64_t t;
-    if (tg_args_u64(&a, "threads", (uint64_t)tg_cli_default_threads(), &t) < 0 ||
-        tg_args_u64(&a, "eval-chunk", 0, &o.eval_chunk) < 0 ||
+    if (tg_args_int_range(&a, "threads", tg_cli_default_threads(), 1, 1024, &o.threads) < 0 ||
+        tg_args_uint(&a, "eval-chunk", 0, 1, UINT64_MAX, &o.eval_chunk) < 0 ||
         tg_args_u64(&a, "max-nodes", 0, &o.max_nodes) < 0 ||
         tg_args_size(&a, "mem", 0, &o.mem_bytes) < 0)
+        return tg_cli_fail();
+    char rundir[4096];
+    if (tg_cli_checkpoint(ckpt, tg_args_has(&a, "last"), rundir, sizeof rundir, &o.which_last) <
+            0 ||
+        check_sampler(&a, rundir, o.which_last) < 0)
         return tg_cli_fail();
     static tg_strategy_arg_t sargs[TG_ARGS_MAX];
     if (tg_cli_strategy_name(&a, &o.strategy) < 0 ||
         tg_cli_strategy_args(&a, sargs, TG_ARGS_MAX, &o.num_strategy_args) < 0)
         return tg_cli_fail();
     o.strategy_args = sargs;
-    if (t < 1 || t > 1024) {
-        tg_err(-EINVAL, "--threads %llu out of range, expected 1..1024", (unsigned long long)t);
-        return tg_cli_fail();
-    }
-    if (tg_args_str(&a, "eval-chunk", NULL) && o.eval_chunk == 0) {
-        tg_err(-EINVAL, "--eval-chunk must be at least 1");
-        return tg_cli_fail();
-    }
-    o.threads = (int)t;
     tg_eval_result_t r;
     if (tg_eval(a.pos[0], rundir, sid, &o, &r) < 0) return tg_cli_fail();
     if (tg_args_has(&a, "json")) {

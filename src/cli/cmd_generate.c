@@ -58,24 +58,18 @@ int tg_cmd_generate(int argc, char **argv)
     uint64_t dim, classes, threads;
     const char *noise = tg_args_str(&a, "feat-noise", "auto");
     const char *dtype = tg_args_str(&a, "feat-dtype", "f32");
-    if (tg_args_u64(&a, "nodes", 0, &o.nodes) < 0 ||
+    if (tg_args_uint(&a, "nodes", 0, 1, UINT64_MAX, &o.nodes) < 0 ||
         tg_args_double(&a, "avg-degree", o.avg_degree, &o.avg_degree) < 0 ||
-        tg_args_u64(&a, "feat-dim", o.feat_dim, &dim) < 0 ||
-        tg_args_u64(&a, "classes", o.classes, &classes) < 0 ||
+        tg_args_uint(&a, "feat-dim", o.feat_dim, 1, 1u << 24, &dim) < 0 ||
+        tg_args_uint(&a, "classes", o.classes, 1, 1u << 24, &classes) < 0 ||
         tg_args_double(&a, "train-frac", o.train_frac, &o.train_frac) < 0 ||
         tg_args_double(&a, "valid-frac", o.valid_frac, &o.valid_frac) < 0 ||
         tg_args_double(&a, "test-frac", o.test_frac, &o.test_frac) < 0 ||
         tg_args_double(&a, "homophily", o.homophily, &o.homophily) < 0 ||
         tg_args_u64(&a, "seed", o.seed, &o.seed) < 0 ||
-        tg_args_size(&a, "mem", 0, &o.mem_bytes) < 0 || tg_args_u64(&a, "threads", 0, &threads) < 0)
+        tg_args_size(&a, "mem", 0, &o.mem_bytes) < 0 ||
+        tg_args_uint(&a, "threads", 0, 0, 256, &threads) < 0)
         return tg_cli_fail();
-    if (dim > (1u << 24) || classes > (1u << 24) || threads > 256) {
-        tg_err(-EINVAL, "generate: %s out of range",
-               dim > (1u << 24)       ? "--feat-dim"
-               : classes > (1u << 24) ? "--classes"
-                                      : "--threads");
-        return tg_cli_fail();
-    }
     o.feat_dim = (uint32_t)dim;
     o.classes = (uint32_t)classes;
     o.threads = (int)threads;

@@ -75,20 +75,11 @@ int tg_cmd_partition(int argc, char **argv)
         tg_err(-EINVAL, "partition: --parts P is required (e.g. the nodes / 4000)");
         return tg_cli_fail();
     }
-    if (tg_args_u64(&a, "parts", 0, &parts) < 0 ||
+    if (tg_args_uint(&a, "parts", 0, 1, UINT32_MAX, &parts) < 0 ||
         tg_args_u64(&a, "seed", o.assign.seed, &seed) < 0 ||
-        tg_args_u64(&a, "passes", o.assign.stream_passes, &passes) < 0 ||
+        tg_args_uint(&a, "passes", o.assign.stream_passes, 1, 100, &passes) < 0 ||
         tg_args_size(&a, "mem", 0, &mem) < 0 || tg_args_double(&a, "imbalance", imb, &imb) < 0)
         return tg_cli_fail();
-    if (parts < 1 || parts > UINT32_MAX) {
-        tg_err(-EINVAL, "partition: --parts %llu: expected 1 .. %u", (unsigned long long)parts,
-               UINT32_MAX);
-        return tg_cli_fail();
-    }
-    if (passes < 1 || passes > 100) {
-        tg_err(-EINVAL, "partition: --passes %llu: expected 1 .. 100", (unsigned long long)passes);
-        return tg_cli_fail();
-    }
     if (!(imb >= 0.0 && imb <= 1.0)) {
         tg_err(-EINVAL, "partition: --imbalance %g: expected 0 .. 1", imb);
         return tg_cli_fail();

@@ -63,6 +63,7 @@ static const char train_usage[] =
     "  --json                         one JSON object per epoch and one at the end on stdout\n"
     "  --batches-per-epoch N          train only the first N batches of each epoch (default all)\n"
     "  --eval-max-nodes N             evaluate a fixed random sample of N nodes per split\n"
+    "  --quiet, --verbose             warnings only / debug lines too (before or after train)\n"
     "out of core (docs/STRATEGIES.md):\n"
     "  --strategy NAME                auto or one of the strategies below (default auto)\n"
     "  --mem SIZE                     the whole process's memory: data, caches, buffers, model,\n"
@@ -74,8 +75,7 @@ static const char train_usage[] =
     "                                 CRC-32 (derived/rowcrc, built once by a pass over\n"
     "                                 features.bin, 4 bytes per node of --mem): a file changed\n"
     "                                 after verification ends the run with an error\n"
-    "  (each strategy's own options are listed below; an option of another strategy than the\n"
-    "   one that runs is ignored with a note)\n"
+    "  --help-strategy NAME           the options of strategy NAME (as 'tiergnn strategies NAME')\n"
     "\n"
     "SIGINT (Ctrl-C) stops at the next batch boundary and writes a checkpoint that --resume\n"
     "continues exactly; a second SIGINT kills at once. See docs/TRAINING.md.\n";
@@ -85,7 +85,8 @@ static const char train_usage[] =
     "sampler=,layer-sizes=,"                                                                       \
     "batch-size=,epochs=,optimizer=,lr=,weight-decay=,momentum=,normalize-features,eval-every=,"   \
     "eval-fanouts=,eval-chunk=,checkpoint-every=,out=,resume,seed=,threads=,sampler-threads=,"     \
-    "strategy=,mem=,json,verify,verify-reads,batches-per-epoch=,eval-max-nodes=,help"
+    "strategy=,mem=,json,verify,verify-reads,batches-per-epoch=,eval-max-nodes=,help,help-"        \
+    "strategy="
 
 static int prob_flag(const tg_args_t *a, const char *name, double def, float *out)
 {
@@ -128,8 +129,7 @@ static int parse_train(tg_args_t *a, tg_train_opts_t *o)
         return tg_err_prefix(rc, "--activation");
 
     if ((rc = tg_args_u64(a, "batch-size", 1024, &o->batch_size)) < 0) return rc;
-    if ((rc = tg_args_u64(a, "epochs", 10, &o->epochs)) < 0) return rc;
-    if (o->epochs == 0) return tg_err(-EINVAL, "--epochs must be at least 1");
+    if ((rc = tg_args_uint(a, "epochs", 10, 1, UINT64_MAX, &o->epochs)) < 0) return rc;
 
     tg_optim_type_t ot;
     if ((rc = tg_optim_type_parse(tg_args_str(a, "optimizer", "adam"), &ot)) < 0)
@@ -156,10 +156,7 @@ static int parse_train(tg_args_t *a, tg_train_opts_t *o)
         o->eval_sampled = 1;
     else
         return tg_err(-EINVAL, "--eval-fanouts '%s': expected full or train", ef);
-    if (tg_args_str(a, "eval-chunk", NULL)) {
-        if ((rc = tg_args_u64(a, "eval-chunk", 0, &o->eval_chunk)) < 0) return rc;
-        if (o->eval_chunk == 0) return tg_err(-EINVAL, "--eval-chunk must be at least 1");
-    }
+    if ((rc = tg_args_uint(a, "eval-chunk", 0, 1, UINT64_MAX, &o->eval_chunk)) < 0) return rc;
 
     if ((rc = tg_args_u64(a, "checkpoint-every", 1, &o->checkpoint_every)) < 0) return rc;
     o->resume = tg_args_has(a, "resume");
@@ -203,6 +200,10 @@ int tg_cmd_train(int argc, char **argv)
     char spec[4096];
     if (tg_cli_strategy_spec(spec, sizeof spec, TRAIN_SPEC) < 0) return tg_cli_fail();
     if (tg_args_parse(&a, argc, argv, spec) < 0) return tg_cli_fail();
+    if (tg_args_has(&a, "help-strategy"))
+        return tg_cli_strategy_help(stdout, tg_args_str(&a, "help-strategy", "")) < 0
+                   ? tg_cli_fail()
+                   : 0;
     if (tg_args_has(&a, "help")) {
         fputs(train_usage, stdout);
         tg_cli_strategy_usage(stdout);

@@ -24,24 +24,26 @@ static const command_t commands[] = {
     {"eval", tg_cmd_eval, "evaluate a checkpoint on a split"},
     {"infer", tg_cmd_infer, "write predictions (and embeddings) for every node"},
     {"bench", tg_cmd_bench, "compare strategies, each in its own process, cold, under one limit"},
+    {"strategies", tg_cmd_strategies, "the out-of-core strategies (NAME: one strategy's options)"},
 };
+
+#define NUM_COMMANDS (sizeof commands / sizeof commands[0])
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: tiergnn [--quiet|--verbose] COMMAND [ARGS...]\n\ncommands:\n");
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    for (size_t i = 0; i < NUM_COMMANDS; i++)
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
-    fprintf(f, "\n'tiergnn COMMAND --help' describes a command. docs/ has the details.\n");
+    fprintf(f, "\n--quiet (-q) and --verbose (-v) go before or after COMMAND. 'tiergnn COMMAND "
+               "--help'\ndescribes a command. docs/ has the details.\n");
 }
 
 int main(int argc, char **argv)
 {
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
-        if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "-q"))
-            tg_log_set_level(TG_LOG_WARN);
-        else if (!strcmp(argv[i], "--verbose") || !strcmp(argv[i], "-v"))
-            tg_log_set_level(TG_LOG_DEBUG);
+        if (tg_cli_global_option(argv[i]))
+            continue;
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
             return 0;
@@ -49,7 +51,14 @@ int main(int argc, char **argv)
             printf("tiergnn 0.1.0\n");
             return 0;
         } else {
-            fprintf(stderr, "tiergnn: unknown option '%s'\n", argv[i]);
+            char near[64];
+            if (!strncmp(argv[i], "--", 2) &&
+                tg_cli_closest(argv[i] + 2, NULL, 0, "quiet,verbose,help,version", near,
+                               sizeof near))
+                fprintf(stderr, "tiergnn: unknown option '%s' (did you mean --%s?)\n", argv[i],
+                        near);
+            else
+                fprintf(stderr, "tiergnn: unknown option '%s'\n", argv[i]);
             usage(stderr);
             return 2;
         }
@@ -64,9 +73,16 @@ int main(int argc, char **argv)
         fprintf(stderr, "tiergnn: %s\n", tg_errmsg());
         return 2;
     }
-    for (size_t k = 0; k < sizeof commands / sizeof commands[0]; k++)
+    const char *names[NUM_COMMANDS];
+    for (size_t k = 0; k < NUM_COMMANDS; k++) {
         if (!strcmp(argv[i], commands[k].name)) return commands[k].fn(argc - i - 1, argv + i + 1);
-    fprintf(stderr, "tiergnn: unknown command '%s'\n", argv[i]);
+        names[k] = commands[k].name;
+    }
+    char near[64];
+    if (tg_cli_closest(argv[i], names, NUM_COMMANDS, NULL, near, sizeof near))
+        fprintf(stderr, "tiergnn: unknown command '%s' (did you mean %s?)\n", argv[i], near);
+    else
+        fprintf(stderr, "tiergnn: unknown command '%s'\n", argv[i]);
     usage(stderr);
     return 2;
 }

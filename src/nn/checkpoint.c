@@ -27,6 +27,8 @@
 #define CK_VERSION 2u
 #define CK_HEADER_BYTES_V1 (8 + 4 + 10 * 4 + 3 * 4 + 4 + 6 * 4 + 8 + 8 + 32 + 4 + 4)
 #define CK_HEADER_BYTES_MAX (CK_HEADER_BYTES_V1 + 4)
+/* what a short file most likely went through, for the messages that find one */
+#define CUT_SHORT "(the file was cut short: an interrupted copy or write, or a full disk?)"
 
 /* Header bytes of a format version (1 or 2). */
 static size_t header_bytes(uint32_t ver)
@@ -220,15 +222,18 @@ static int read_all(FILE *f, void *p, size_t n, uint32_t *crc, const char *name,
     if (n && fread(p, 1, n, f) != n) {
         if (ferror(f))
             return tg_err(-EIO, "%s: reading checkpoint %s: %s", name, what, strerror(errno));
-        return tg_err(-EIO, "%s: checkpoint truncated in %s", name, what);
+        return tg_err(-EIO,
+                      "%s: checkpoint truncated in %s: the file ends inside its %s " CUT_SHORT,
+                      name, what, what);
     }
     if (crc) *crc = tg_crc32(*crc, p, n);
     return 0;
 }
 
 /* -EIO when f is a regular file with fewer than `need` bytes left after its position (memory
- * streams and pipes are not checked: their reads find out). */
-static int check_left(FILE *f, uint64_t need, const char *name)
+ * streams and pipes are not checked: their reads find out). The message says what the file should
+ * hold, from its header h, and how much of it is there. */
+static int check_left(FILE *f, uint64_t need, const ck_header_t *h, const char *name)
 {
     struct stat st;
     int fd = fileno(f);
@@ -236,10 +241,21 @@ static int check_left(FILE *f, uint64_t need, const char *name)
     if (pos < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) return 0;
     uint64_t left = (uint64_t)st.st_size > (uint64_t)pos ? (uint64_t)st.st_size - (uint64_t)pos : 0;
     if (left >= need) return 0;
+    int states = h->has_m + h->has_v;
+    char opt[128] = "";
+    if (states)
+        snprintf(opt, sizeof opt,
+                 ", stored with the %s optimiser's %d running average%s per weight",
+                 tg_optim_type_name(h->ocfg.type), states, states > 1 ? "s" : "");
+    uint64_t body = need - 4; /* the weights and optimiser state, without the closing CRC */
     return tg_err(-EIO,
-                  "%s: checkpoint truncated in parameters: its header needs %llu more bytes, the "
-                  "file has %llu",
-                  name, (unsigned long long)need, (unsigned long long)left);
+                  "%s: checkpoint truncated in parameters: the file has %llu bytes but should have "
+                  "%llu: its header describes a %d-layer %s model with %llu weights%s (%llu "
+                  "bytes), of which %llu are there " CUT_SHORT,
+                  name, (unsigned long long)st.st_size, (unsigned long long)pos + need,
+                  h->cfg.num_layers, tg_model_type_name(h->cfg.type),
+                  (unsigned long long)h->nparams, opt, (unsigned long long)body,
+                  (unsigned long long)(left < body ? left : body));
 }
 
 /* Appends "; <field> <ck> in checkpoint vs <here> here" for each structural difference. */
@@ -307,7 +323,7 @@ static int load_impl(tg_model_t *m, tg_model_t **created, FILE *f, const char *n
                       "%s: corrupt checkpoint header (%llu parameters, but the model it "
                       "describes has %llu)",
                       name, (unsigned long long)h.nparams, (unsigned long long)n);
-    if ((rc = check_left(f, h.nparams * 4 * (1 + h.has_m + h.has_v) + 4, name)) < 0) return rc;
+    if ((rc = check_left(f, h.nparams * 4 * (1 + h.has_m + h.has_v) + 4, &h, name)) < 0) return rc;
     if (created) {
         if ((rc = tg_model_create(&fresh, &h.cfg, 0)) < 0) return tg_err_prefix(rc, "%s", name);
         if ((rc = tg_model_set_optim(fresh, &h.ocfg)) < 0) {
