@@ -250,6 +250,101 @@ TG_TEST(errors)
     TG_CHECK_ERR(tg_npy_open(&f, missing), "none.npy: cannot open");
 }
 
+/* The header writer: what the reader (and NumPy, when /usr/bin/python3 has it) reads back. */
+TG_TEST(header_writer)
+{
+    char h[256];
+    uint64_t shape[2] = {3, 2};
+    size_t hl = tg_npy_header(h, sizeof h, "<i4", 2, shape);
+    TG_CHECK(hl > 0 && hl % 64 == 0);
+    uint8_t img[256 + 24];
+    memcpy(img, h, hl);
+    int32_t v[6] = {1, -2, 3, -4, 5, -6};
+    memcpy(img + hl, v, sizeof v);
+    tg_npy_t f;
+    TG_CHECK_OK(tg_npy_open_mem(&f, img, hl + sizeof v, "w.npy"));
+    TG_CHECK(f.ndim == 2 && f.shape[0] == 3 && f.shape[1] == 2 && f.dtype == TG_NPY_I4);
+    int64_t got[6];
+    TG_CHECK_OK(tg_npy_read_i64(&f, 0, 6, got));
+    TG_CHECK(got[0] == 1 && got[5] == -6);
+    tg_npy_close(&f);
+    TG_CHECK(tg_npy_header(h, 40, "<i4", 2, shape) == 0); /* too small a buffer */
+}
+
+/* Whether Debian's python3 has NumPy (for the checks that np.load reads our files). */
+static int have_numpy(void)
+{
+    return system("/usr/bin/python3 -c 'import numpy' >/dev/null 2>&1") == 0;
+}
+
+/* infer --format npy: FILE.npy and FILE.emb.npy beside the raw files, with the shapes of the
+ * dataset and the model, holding the raw files' bytes; np.load reads them. */
+TG_TEST(infer_format_npy)
+{
+    char ds[4200], run[4200], pred[4300], p[4400], *out = NULL;
+    snprintf(ds, sizeof ds, "%s/ds", dir);
+    snprintf(run, sizeof run, "%s/run", dir);
+    snprintf(pred, sizeof pred, "%s/pred.i32", run);
+    int rc =
+        tg_test_cli(&out, "generate %s --nodes 300 --avg-degree 6 --feat-dim 8 --classes 3", ds);
+    TG_CHECK(rc == 0);
+    free(out);
+    rc = tg_test_cli(&out,
+                     "train %s --out %s --model sage --layers 2 --hidden 16 --fanouts 5,5 "
+                     "--batch-size 64 --epochs 1",
+                     ds, run);
+    TG_CHECK(rc == 0);
+    if (rc) fprintf(stderr, "%s\n", out ? out : "");
+    free(out);
+    if (rc) return;
+    rc = tg_test_cli(&out, "infer %s --checkpoint %s --out %s --embeddings --format npy", ds, run,
+                     pred);
+    TG_CHECK(rc == 0);
+    if (rc) fprintf(stderr, "%s\n", out ? out : "");
+    free(out);
+    struct {
+        const char *suffix;
+        tg_npy_dtype_t dtype;
+        int ndim;
+        uint64_t d1;
+    } want[2] = {{".npy", TG_NPY_I4, 1, 0}, {".emb.npy", TG_NPY_F4, 2, 16}};
+    for (int k = 0; k < 2; k++) {
+        snprintf(p, sizeof p, "%s%s", pred, want[k].suffix);
+        tg_npy_t f;
+        TG_CHECK_OK(tg_npy_open(&f, p));
+        if (!f.path) continue;
+        TG_CHECK(f.dtype == want[k].dtype && f.ndim == want[k].ndim && f.shape[0] == 300);
+        if (want[k].ndim == 2) TG_CHECK_EQ_U64(f.shape[1], want[k].d1);
+        /* the data are the raw file's bytes */
+        char raw[4400];
+        snprintf(raw, sizeof raw, "%s%s", pred, k ? ".emb" : "");
+        size_t rl = 0, nl = 0;
+        char *a = tg_test_read_all(raw, &rl), *b = tg_test_read_all(p, &nl);
+        TG_CHECK(a && b && nl == f.data_off + rl && !memcmp(b + f.data_off, a, rl));
+        free(a);
+        free(b);
+        tg_npy_close(&f);
+    }
+    /* a bad --format is refused before inference */
+    rc = tg_test_cli(&out, "infer %s --checkpoint %s --out %s --format csv", ds, run, pred);
+    TG_CHECK(rc != 0);
+    if (out && !strstr(out, "--format must be raw or npy")) TG_FAIL("output: %s", out);
+    free(out);
+    if (!have_numpy()) {
+        fprintf(stderr, "SKIP np.load check: /usr/bin/python3 has no numpy\n");
+        return;
+    }
+    char cmd[16000];
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import numpy as np, sys; p = np.load(sys.argv[1]); "
+             "e = np.load(sys.argv[2]); r = np.fromfile(sys.argv[3], dtype='<i4'); "
+             "assert p.shape == (300,) and p.dtype == np.int32, p.shape; "
+             "assert e.shape == (300, 16) and e.dtype == np.float32, e.shape; "
+             "assert (p == r).all() and p.min() >= 0 and p.max() < 3\" %s.npy %s.emb.npy %s",
+             pred, pred, pred);
+    TG_CHECK(system(cmd) == 0);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "%s", tg_test_tmpdir("npy"));
@@ -257,6 +352,8 @@ int main(void)
     TG_RUN(large_array_streams);
     TG_RUN(scalar_and_fortran_1d);
     TG_RUN(errors);
+    TG_RUN(header_writer);
+    TG_RUN(infer_format_npy);
     if (!tg_test_failures) tg_rmtree(dir);
     return tg_test_done();
 }

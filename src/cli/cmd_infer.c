@@ -1,8 +1,14 @@
 /* tiergnn infer: predictions (and embeddings) of a run's model for every node. */
+#include <fcntl.h>
+#include <libgen.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
+#include "tiergnn/data.h"
 #include "tiergnn/engine.h"
 #include "tiergnn/util.h"
 
@@ -13,10 +19,14 @@ static const char infer_usage[] =
     "  FILE        int32[N]: the argmax class of every node (multi-label: int32[N][C] of 0/1)\n"
     "  FILE.emb    with --embeddings: float32[N][E], the last hidden representation\n"
     "  FILE.json   shapes, dtypes and CRC-32s of the above\n"
+    "  FILE.npy, FILE.emb.npy   with --format npy: the same arrays as NumPy .npy files\n"
+    "              (np.load(FILE + '.npy') has shape (N,), or (N, C) multi-label)\n"
     "Intermediate layers are kept in temporary files in RUNDIR, so the embeddings of all nodes\n"
     "need not fit in RAM.\n"
     "\n"
     "  --embeddings        also write FILE.emb\n"
+    "  --format raw|npy    raw (default): the files above; npy: also FILE.npy (and\n"
+    "                      FILE.emb.npy), shape and dtype in their headers\n"
     "  --last              use the last checkpoint instead of the best model\n"
     "  --chunk-nodes N     destination nodes per chunk (default: as many as take\n"
     "                      ~64 MiB of input rows, at most 65536)\n"
@@ -28,12 +38,97 @@ static const char infer_usage[] =
     "  --verify-reads      check every feature row read from a disk against its CRC-32\n"
     "                      (derived/rowcrc, as train --verify-reads)\n";
 
+/* Copies the raw array `raw` (dtype descr, n rows of `width` elements, width 0: a 1-D array)
+ * into raw.npy behind a .npy header: written to a temporary file beside it, fsynced and
+ * renamed, so a reader sees the whole file or none. */
+static int write_npy(const char *raw, const char *descr, uint64_t n, uint64_t width)
+{
+    char path[4200], tmp[4300], hdr[256];
+    snprintf(path, sizeof path, "%s.npy", raw);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    uint64_t shape[2] = {n, width};
+    size_t hl = tg_npy_header(hdr, sizeof hdr, descr, width ? 2 : 1, shape);
+    int in = open(raw, O_RDONLY | O_CLOEXEC);
+    if (in < 0) return tg_err(-errno, "%s: cannot open: %s", raw, strerror(errno));
+    struct stat st;
+    uint64_t want = n * (width ? width : 1) * 4;
+    if (fstat(in, &st) || (uint64_t)st.st_size != want) {
+        close(in);
+        return tg_err(-EINVAL, "%s: %llu bytes, expected %llu for %llu rows", raw,
+                      (unsigned long long)st.st_size, (unsigned long long)want,
+                      (unsigned long long)n);
+    }
+    tg_filew_t fw;
+    int rc = tg_filew_open(&fw, tmp, 1u << 20);
+    if (rc) {
+        close(in);
+        return rc;
+    }
+    rc = tg_filew_write(&fw, hdr, hl);
+    char *buf = malloc(1u << 20);
+    if (!buf && !rc) rc = tg_err(-ENOMEM, "out of memory");
+    for (uint64_t off = 0; off < want && !rc; off += 1u << 20) {
+        size_t k = (size_t)TG_MIN((uint64_t)1 << 20, want - off);
+        if (!(rc = tg_pread_full(in, buf, k, off, raw))) rc = tg_filew_write(&fw, buf, k);
+    }
+    free(buf);
+    close(in);
+    if (!rc)
+        rc = tg_filew_close(&fw, NULL);
+    else
+        tg_filew_discard(&fw);
+    if (!rc && rename(tmp, path))
+        rc = tg_err(-errno, "%s: cannot rename to %s: %s", tmp, path, strerror(errno));
+    if (rc) {
+        unlink(tmp);
+        return rc;
+    }
+    char *d = strdup(path);
+    if (d) tg_fsync_dir(dirname(d));
+    free(d);
+    return 0;
+}
+
+static uint64_t file_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) ? 0 : (uint64_t)st.st_size;
+}
+
+/* --format npy: FILE.npy and FILE.emb.npy from the raw files tg_infer wrote, their shapes from
+ * the dataset's node count and the files' sizes; multi-label from FILE.json. */
+static int write_npy_outputs(const char *dataset, const char *out, int embeddings)
+{
+    tg_meta_t m;
+    int rc = tg_meta_read(&m, dataset);
+    if (rc) return rc;
+    char p[4200];
+    snprintf(p, sizeof p, "%s.json", out);
+    char *json = NULL;
+    size_t jl = 0;
+    FILE *jf = fopen(p, "r");
+    if (jf) {
+        json = calloc(1, 1u << 16);
+        if (json) jl = fread(json, 1, (1u << 16) - 1, jf);
+        fclose(jf);
+    }
+    int multi = json && jl && strstr(json, "\"multi_label\": true") != NULL;
+    free(json);
+    uint64_t n = m.num_nodes, size = file_size(out);
+    uint64_t width = n ? size / 4 / n : 0;
+    if ((rc = write_npy(out, "<i4", n, multi ? width : 0))) return rc;
+    if (!embeddings) return 0;
+    snprintf(p, sizeof p, "%s.emb", out);
+    uint64_t e = n ? file_size(p) / 4 / n : 0;
+    return write_npy(p, "<f4", n, e);
+}
+
 int tg_cmd_infer(int argc, char **argv)
 {
     tg_args_t a;
     char spec[4096];
     if (tg_cli_strategy_spec(spec, sizeof spec,
-                             "checkpoint=,out=,embeddings,last,chunk-nodes=,mem=,threads=,"
+                             "checkpoint=,out=,embeddings,format=,last,chunk-nodes=,mem=,threads=,"
                              "strategy=,verify,verify-reads,help") < 0 ||
         tg_args_parse(&a, argc, argv, spec) < 0)
         return tg_cli_fail();
@@ -76,7 +171,15 @@ int tg_cmd_infer(int argc, char **argv)
         return tg_cli_fail();
     }
     o.threads = (int)t;
+    const char *format = tg_args_str(&a, "format", "raw");
+    if (strcmp(format, "raw") && strcmp(format, "npy")) {
+        tg_err(-EINVAL, "--format must be raw or npy, got '%s'", format);
+        return tg_cli_fail();
+    }
     if (tg_infer(a.pos[0], rundir, out, &o) < 0) return tg_cli_fail();
-    tg_log_info("wrote %s%s", out, o.embeddings ? " and its .emb" : "");
+    if (!strcmp(format, "npy") && write_npy_outputs(a.pos[0], out, o.embeddings) < 0)
+        return tg_cli_fail();
+    tg_log_info("wrote %s%s%s", out, o.embeddings ? " and its .emb" : "",
+                !strcmp(format, "npy") ? " (and .npy copies)" : "");
     return 0;
 }
