@@ -133,6 +133,7 @@ static int reference(const tg_loader_opts_t *lo, digests_t ref[EPOCHS])
     ro.sopts.sampler_threads = -1;
     int rc = tg_run_open_opts(&r, &ro);
     if (rc < 0) return rc;
+    r.sampler = lo->sampler ? tg_sampler_find(lo->sampler) : NULL;
     tg_plan_t plan, next;
     tg_plan_opts_t po = {.num_nodes = r.ds->meta.num_nodes,
                          .train = r.split[0],
@@ -154,6 +155,7 @@ static int reference(const tg_loader_opts_t *lo, digests_t ref[EPOCHS])
                        .epoch = e,
                        .num_layers = lo->num_layers,
                        .fanouts = lo->fanouts,
+                       .sampler = r.sampler,
                        .allow_out_of_order = 1,
                        .training = 1,
                        .step = ref_step,
@@ -358,6 +360,33 @@ TG_TEST(drop_last)
         int seen[MAX_BATCHES] = {0};
         TG_CHECK_EQ_U64(drain_check(L, &ref[0], o.rank * m, (o.rank + 1) * m, seen, "drop_last"),
                         m);
+        tg_loader_close(L);
+    }
+}
+
+/* The LADIES sampler's weighted blocks come through as the pass made them. */
+TG_TEST(ladies_blocks)
+{
+    static const char *names[] = {"memory", "gnndrive"};
+    for (size_t i = 0; i < 2; i++) {
+        sargs_t sa;
+        sargs_of(&sa, names[i]);
+        tg_loader_opts_t o;
+        opts_for(&o, names[i], &sa);
+        o.sampler = "ladies";
+        o.fanouts[0] = o.fanouts[1] = 100;
+        digests_t ref[EPOCHS];
+        TG_CHECK_OK(reference(&o, ref));
+        tg_loader_t *L = NULL;
+        TG_CHECK_OK(tg_loader_open(&L, &o));
+        if (!L) continue;
+        const tg_loader_batch_t *b;
+        TG_CHECK(tg_loader_next(L, &b) == 1);
+        if (b) TG_CHECK(b->batch.blocks[0].weights != NULL);
+        if (b) TG_CHECK_OK(tg_loader_release(L, b));
+        TG_CHECK_OK(tg_loader_set_epoch(L, 0));
+        int seen[MAX_BATCHES] = {0};
+        TG_CHECK_EQ_U64(drain_check(L, &ref[0], 0, MAX_BATCHES, seen, names[i]), ref[0].n);
         tg_loader_close(L);
     }
 }
@@ -642,6 +671,7 @@ int main(void)
     TG_RUN(bad_options);
     TG_RUN(seeds_in_order_and_whole_graph);
     TG_RUN(drop_last);
+    TG_RUN(ladies_blocks);
     TG_RUN(held_limit_and_close);
     TG_RUN(wait_held);
     TG_RUN(error_in_pass);
