@@ -198,7 +198,8 @@ typedef struct tg_loader_stats {
 } tg_loader_stats_t;
 
 /* Opens the dataset, the strategy and the budget, checks every option (an error names it) and
- * starts epoch o->epoch on the loader's thread. *out is NULL on error. */
+ * starts epoch o->epoch on the loader's thread. *out is NULL on error. The options' strings and
+ * arrays (dataset, strategy_args, seeds, ...) are read here only: they need not outlive it. */
 int tg_loader_open(tg_loader_t **out, const tg_loader_opts_t *o);
 /* Starts epoch `epoch` (see "Epochs" above); held batches stay valid. */
 int tg_loader_set_epoch(tg_loader_t *L, uint64_t epoch);

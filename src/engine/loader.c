@@ -36,7 +36,7 @@ typedef struct slot {
 struct tg_loader {
     tg_run_t r;
     int run_open;
-    tg_loader_opts_t o; /* the caller's; o.seeds points at seeds below */
+    tg_loader_opts_t o; /* the caller's (its strings read at open only); o.seeds = seeds */
     int64_t fanouts[TG_MAX_LAYERS];
     const char *split_name;
     uint64_t *seeds;       /* the caller's seeds, copied (NULL: a split of the run) */
@@ -60,7 +60,7 @@ struct tg_loader {
     int thr_live;
     pthread_mutex_t mu;
     pthread_cond_t cv_prod; /* a slot became free, or abort */
-    pthread_cond_t cv_cons; /* a slot became ready, or the pass ended */
+    pthread_cond_t cv_cons; /* a slot became ready, the pass ended, or (wait_held) one freed */
     int abort, done;
     tg_errbox_t box;
     uint64_t produced, yielded, index0;
@@ -710,6 +710,12 @@ int tg_loader_open(tg_loader_t **out, const tg_loader_opts_t *o)
     if ((rc = budget_plan(L)) < 0) goto err;
     if ((rc = slots_prealloc(L)) < 0) goto err;
     if ((rc = epoch_start(L, o->epoch)) < 0) goto err;
+    /* the caller's strings and arrays are not kept (loader.h) */
+    L->o.dataset = L->r.ds->dir;
+    L->o.strategy = L->r.strat_i->info.name;
+    L->o.strategy_args = NULL;
+    L->o.num_strategy_args = 0;
+    L->o.sampler = L->o.split = L->split_name = NULL;
     *out = L;
     return 0;
 err:
