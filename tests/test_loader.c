@@ -543,12 +543,19 @@ TG_TEST(seeds_in_order_and_whole_graph)
     uint64_t seeds[150];
     for (uint64_t i = 0; i < 150; i++)
         seeds[i] = (i * 37 + 11) % 600;
-    o.seeds = seeds;
+    /* the options' strings and arrays need not outlive the open (ASan sees a use after free) */
+    uint64_t *given = malloc(sizeof seeds);
+    char *path = strdup(ds);
+    memcpy(given, seeds, sizeof seeds);
+    o.dataset = path;
+    o.seeds = given;
     o.num_seeds = 150;
     o.shuffle = 0;
     o.batch_size = 40;
     tg_loader_t *L = NULL;
     TG_CHECK_OK(tg_loader_open(&L, &o));
+    free(given);
+    free(path);
     if (!L) return;
     tg_dataset_t *d = NULL;
     tg_store_t *st = rows_store(&d);
