@@ -158,7 +158,7 @@ typedef struct tg_rowfile_opts {
     uint64_t ram_bytes;             /* RAM for resident rows and their slots; UINT64_MAX = all */
     const uint32_t *weight;         /* (num_rows) reads expected per row; NULL = the first rows */
     uint64_t gap;                   /* holes up to this many bytes are read through; 0 = 4096 */
-    unsigned depth;                 /* reads in flight; 0 = 32 */
+    unsigned depth;                 /* reads in flight; 0 = 64 */
     tg_budget_t *budget;            /* optional */
     struct tg_io_stats *stats;      /* optional: io/ counts its reads here too */
 } tg_rowfile_opts_t;

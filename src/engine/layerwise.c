@@ -37,7 +37,7 @@
 /* Bytes of input rows an automatic out-of-core chunk aims at. */
 #define LW_CHUNK_BYTES ((uint64_t)64 << 20)
 /* A row file's stage and io/ staging slots, with room to spare (see store/rowfile.c). */
-#define LW_IO_BYTES ((uint64_t)24 << 20)
+#define LW_IO_BYTES ((uint64_t)12 << 20)
 
 /* A (rows, cols) float matrix in RAM (reserved against budget when budget is set) or in a file,
  * which io/ reads through iof (opened before the name goes). */
@@ -234,15 +234,29 @@ static uint64_t budget_left(tg_run_t *r)
     return left;
 }
 
-/* RAM a chunk of a layer (din -> dout) works in besides the layer's input and output matrices:
- * its input rows with the block and the row file's sort keys (room for chunks of half again
- * the mean sources), its output rows, and a row file's stage and io/ slots. Not reserved: the
- * input's resident rows are sized to leave it free. */
-static uint64_t chunk_bytes(const tg_run_t *r, uint64_t chunk, uint32_t din, uint32_t dout)
+/* The most sources a chunk of the layer can have: each chunk's nodes and their in-neighbours
+ * (repeats counted, so at least what the block holds), at most N; an MLP reads the chunk only. */
+static uint64_t max_sources(const tg_run_t *r, const tg_lw_opts_t *o, int mlp, int last,
+                            uint64_t chunk)
 {
-    double rows = 1.0 + (double)r->adj->num_edges / (double)TG_MAX(r->adj->num_nodes, 1);
-    uint64_t src = (uint64_t)(1.5 * rows * (double)chunk);
-    return src * ((uint64_t)din * sizeof(float) + 44) + chunk * (uint64_t)dout * 8 + LW_IO_BYTES;
+    uint64_t N = r->adj->num_nodes, count = last && o->targets ? o->num_targets : N, most = 0;
+    for (uint64_t c0 = 0; c0 < count; c0 += chunk) {
+        uint64_t n = TG_MIN(chunk, count - c0), src = n;
+        for (uint64_t i = 0; i < n && !mlp; i++)
+            src += tg_adj_degree(r->adj, last && o->targets ? o->targets[c0 + i] : c0 + i);
+        most = TG_MAX(most, TG_MIN(src, N));
+    }
+    return most;
+}
+
+/* RAM a chunk of a layer (din -> dout) works in besides the layer's input and output matrices:
+ * its input rows with their block entries and the row file's sort keys, its output rows, and a
+ * row file's stage and io/ slots. Not reserved: the input's resident rows are sized to leave it
+ * free. */
+static uint64_t chunk_bytes(uint64_t sources, uint64_t chunk, uint32_t din, uint32_t dout)
+{
+    return sources * ((uint64_t)din * sizeof(float) + 44) + chunk * (uint64_t)dout * 8 +
+           LW_IO_BYTES;
 }
 
 /* Where a layer's input rows come from. */
@@ -389,7 +403,7 @@ int tg_lw_forward(tg_run_t *r, tg_model_t *m, const tg_lw_opts_t *o)
         int last = l == L - 1;
         uint64_t count = last && o->targets ? o->num_targets : N;
         int in_file = l == 0 ? ooc : prev.mem == NULL;
-        uint64_t work = chunk_bytes(r, chunk, din, dout);
+        uint64_t work = chunk_bytes(max_sources(r, o, fan == 0, last, chunk), chunk, din, dout);
         /* The output goes to a file only when asked for files and it does not fit in the budget
          * beside the chunk's working set and the whole input. */
         if (!last) {
@@ -405,6 +419,9 @@ int tg_lw_forward(tg_run_t *r, tg_model_t *m, const tg_lw_opts_t *o)
             if ((rc = mat_create(&next, N, dout, dir, l, bud)) < 0) goto out;
         }
         if (in_file) {
+            tg_log_debug("layer-wise layer %d: %llu bytes of the budget left, %llu for a chunk's "
+                         "work",
+                         l, (unsigned long long)budget_left(r), (unsigned long long)work);
             if ((rc = input_open(r, l, l ? &prev : NULL, work, &in)) < 0) goto out;
         } else if (l == 0) {
             in.store = r->store;

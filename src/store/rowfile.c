@@ -12,9 +12,9 @@
 
 #define NOT_RESIDENT UINT32_MAX
 #define DEFAULT_GAP ((uint64_t)4096)
-#define DEFAULT_DEPTH 32u
-#define READ_BYTES ((size_t)256 << 10)  /* io/'s largest disk read (one staging slot) */
-#define STAGE_BYTES ((size_t)8 << 20)   /* raw bytes one window of reads lands in */
+#define DEFAULT_DEPTH 64u
+#define READ_BYTES ((size_t)64 << 10)   /* io/'s largest disk read (one staging slot) */
+#define STAGE_BYTES ((size_t)4 << 20)   /* raw bytes one window of reads lands in */
 #define SPAN_BYTES ((uint64_t)64 << 10) /* the longest run merged through holes */
 #define WINDOW_REQS 4096u               /* requests per window (io/'s bookkeeping) */
 #define WEIGHT_BUCKETS 65536u
