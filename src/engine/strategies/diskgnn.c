@@ -387,23 +387,14 @@ static int64_t pack_targets(void *ctx, uint32_t p, tg_pack_target_t *dst, size_t
     return (int64_t)n;
 }
 
-/* Lays out the sampled batches, writes their maps (each input row's row number in the packed
- * file) and packs the rows, from the generation's trace (its ids freed by the caller after). */
-static int gen_layout_pack(tg_strategy_t *s, gen_t *g, atomic_int *abort, const char *progress)
+/* Plans the generation's layout over its trace (the first one also sizes and chooses the hot
+ * rows, which every later layout keeps) and where its three parts start in the packed file. */
+static int gen_layout(tg_strategy_t *s, gen_t *g, tg_layout_t **L, targets_ctx_t *tc)
 {
-    const uint32_t *trace = g->tr.ids;
-    const uint64_t *moff = g->tr.off;
     tg_run_t *r = s->r;
-    int rc = 0;
-    tg_layout_t *L = NULL;
-    tg_layout_loc_t loc = {0};
-    unsigned char *rec = NULL;
-    uint64_t rec_held = 0;
-    tg_pack_part_t *parts = NULL;
-    uint64_t parts_held = 0;
     const uint64_t row = s->row_bytes;
-    double t0 = tg_now();
     const dg_cfg_t *c = r->sopts.cfg;
+    double t0 = tg_now();
     tg_layout_cfg_t lc = {.num_nodes = r->ds->meta.num_nodes,
                           .row_bytes = row,
                           .hot_rows = s->hot_filled ? 0 : s->hot_cap,
@@ -416,97 +407,107 @@ static int gen_layout_pack(tg_strategy_t *s, gen_t *g, atomic_int *abort, const 
                           /* unpadded chunks: every row of the packed file starts at a multiple
                            * of the row size, so the extraction addresses it by row number */
                           .chunk_align = 1};
-    tg_cs_trace_t tr = {.iters = (uint32_t)g->count, .off = moff, .ids = trace};
+    tg_cs_trace_t tr = {.iters = (uint32_t)g->count, .off = g->tr.off, .ids = g->tr.ids};
+    int rc;
     if (!s->hot_buf) {
-        if ((rc = size_hot(s, &tr, &lc)) < 0) goto out;
+        if ((rc = size_hot(s, &tr, &lc)) < 0) return rc;
         lc.hot_rows = s->hot_cap;
     }
-    if ((rc = tg_layout_plan(&L, &tr, &lc, &r->budget)) < 0) goto out;
-    tg_layout_summary(L, &g->sum);
+    if ((rc = tg_layout_plan(L, &tr, &lc, &r->budget)) < 0) return rc;
+    tg_layout_summary(*L, &g->sum);
     g->layout_s = tg_now() - t0;
-    /* the hot rows: the first generation's, kept */
     if (!s->hot_filled) {
         uint64_t nh = 0;
-        const uint32_t *hot = tg_layout_hot(L, &nh);
+        const uint32_t *hot = tg_layout_hot(*L, &nh);
         if (nh) memcpy(s->hot_nodes, hot, nh * sizeof *hot);
         s->hot_rows = nh;
     }
     g->hot = s->hot_rows;
     uint64_t cache_rows = g->sum.cache_file_bytes / row;
     g->total_rows = g->hot + cache_rows + g->sum.chunk_file_bytes / row;
-    targets_ctx_t tc = {.L = L, .base = {0, g->hot * row, (g->hot + cache_rows) * row}};
+    *tc = (targets_ctx_t){.L = *L, .base = {0, g->hot * row, (g->hot + cache_rows) * row}};
+    return 0;
+}
 
-    /* the maps: per batch a record of its rows by tier (rec_t, then the arrays) */
-    double t1 = tg_now();
+/* Batch j's map record into rec: its rows by tier, as packed-file row numbers. */
+static void rec_fill(unsigned char *rec, const tg_layout_loc_t *loc, const targets_ctx_t *tc,
+                     uint64_t row)
+{
+    rec_t *h = (rec_t *)rec;
+    *h = (rec_t){.n_hot = (uint32_t)loc->n_hot,
+                 .n_cache = (uint32_t)loc->n_cache,
+                 .n_chunk = (uint32_t)loc->n_chunk,
+                 .chunk_first = (tc->base[2] + loc->chunk_off) / row};
+    rec_view_t v = rec_view(rec);
+    for (uint64_t i = 0; i < loc->n_cache; i++)
+        v.cache_row[i] = (tc->base[1] + loc->cache_off[i]) / row;
+    memcpy(v.hot_pos, loc->hot_pos, loc->n_hot * sizeof(uint32_t));
+    memcpy(v.hot_slot, loc->hot_slot, loc->n_hot * sizeof(uint32_t));
+    memcpy(v.cache_pos, loc->cache_pos, loc->n_cache * sizeof(uint32_t));
+    memcpy(v.chunk_pos, loc->chunk_pos, loc->n_chunk * sizeof(uint32_t));
+}
+
+/* Writes the generation's map file: per batch a record of its rows by tier (rec_t, then the
+ * arrays), at g->mbyte[j]. */
+static int gen_write_maps(tg_strategy_t *s, gen_t *g, const targets_ctx_t *tc)
+{
+    tg_run_t *r = s->r;
+    const uint64_t *moff = g->tr.off;
+    double t0 = tg_now();
     uint64_t longest = 0;
     for (uint64_t j = 0; j < g->count; j++)
         longest = TG_MAX(longest, moff[j + 1] - moff[j]);
     uint64_t ib = rec_bytes_max(longest);
-    if ((rc = tg_budget_reserve(&r->budget, ib, "diskgnn: a batch's map")) < 0) goto out;
-    rec_held = ib;
-    if (!(rec = malloc(ib + 8))) {
-        rc = tg_err(-ENOMEM, "diskgnn: out of memory");
-        goto out;
-    }
-    if ((rc = tg_layout_loc_init(&loc, longest, &r->budget)) < 0) goto out;
-    if ((g->map_fd = tg_tmpfile_open(s->dir, "diskgnn-map", 0, g->map_name, sizeof g->map_name)) <
-        0) {
+    int rc = tg_budget_reserve(&r->budget, ib, "diskgnn: a batch's map");
+    if (rc < 0) return rc;
+    tg_layout_loc_t loc = {0};
+    unsigned char *rec = malloc(ib + 8);
+    if (!rec) rc = tg_err(-ENOMEM, "diskgnn: out of memory");
+    if (rc == 0) rc = tg_layout_loc_init(&loc, longest, &r->budget);
+    if (rc == 0 && (g->map_fd = tg_tmpfile_open(s->dir, "diskgnn-map", 0, g->map_name,
+                                                sizeof g->map_name)) < 0)
         rc = g->map_fd;
-        goto out;
-    }
     g->mbyte[0] = 0;
-    for (uint64_t j = 0; j < g->count; j++) {
+    for (uint64_t j = 0; j < g->count && rc == 0; j++) {
         uint64_t n = moff[j + 1] - moff[j];
-        if ((rc = tg_layout_locate(L, (uint32_t)j, trace + moff[j], n, &loc)) < 0) goto out;
-        rec_t *h = (rec_t *)rec;
-        *h = (rec_t){.n_hot = (uint32_t)loc.n_hot,
-                     .n_cache = (uint32_t)loc.n_cache,
-                     .n_chunk = (uint32_t)loc.n_chunk,
-                     .chunk_first = (tc.base[2] + loc.chunk_off) / row};
-        rec_view_t v = rec_view(rec);
-        for (uint64_t i = 0; i < loc.n_cache; i++)
-            v.cache_row[i] = (tc.base[1] + loc.cache_off[i]) / row;
-        memcpy(v.hot_pos, loc.hot_pos, loc.n_hot * sizeof(uint32_t));
-        memcpy(v.hot_slot, loc.hot_slot, loc.n_hot * sizeof(uint32_t));
-        memcpy(v.cache_pos, loc.cache_pos, loc.n_cache * sizeof(uint32_t));
-        memcpy(v.chunk_pos, loc.chunk_pos, loc.n_chunk * sizeof(uint32_t));
-        uint64_t nb = rec_bytes(h);
-        if ((rc = tg_pwrite_full(g->map_fd, rec, nb, g->mbyte[j], g->map_name)) < 0) goto out;
+        if ((rc = tg_layout_locate(tc->L, (uint32_t)j, g->tr.ids + moff[j], n, &loc)) < 0) break;
+        rec_fill(rec, &loc, tc, s->row_bytes);
+        uint64_t nb = rec_bytes((const rec_t *)rec);
+        if ((rc = tg_pwrite_full(g->map_fd, rec, nb, g->mbyte[j], g->map_name)) < 0) break;
         g->mbyte[j + 1] = g->mbyte[j] + nb;
         g->rec_max = TG_MAX(g->rec_max, nb);
     }
     tg_layout_loc_free(&loc);
     free(rec);
-    rec = NULL;
-    tg_budget_release(&r->budget, rec_held);
-    rec_held = 0;
-    g->map_s = tg_now() - t1;
+    tg_budget_release(&r->budget, ib);
+    g->map_s = tg_now() - t0;
+    return rc;
+}
 
-    /* the packed file: the hot rows' range is a hole */
-    double t2 = tg_now();
+/* Packs the rows into the generation's packed file (the hot rows' range is a hole; the first
+ * generation also fills the hot rows in RAM). */
+static int gen_pack(tg_strategy_t *s, gen_t *g, targets_ctx_t *tc, atomic_int *abort,
+                    const char *progress)
+{
+    tg_run_t *r = s->r;
+    const uint64_t row = s->row_bytes;
+    double t0 = tg_now();
     if ((g->pack_fd =
-             tg_tmpfile_open(s->dir, "diskgnn-pack", 0, g->pack_name, sizeof g->pack_name)) < 0) {
-        rc = g->pack_fd;
-        goto out;
-    }
-    if (ftruncate(g->pack_fd, (off_t)(g->total_rows * row)) < 0) {
-        rc = tg_err(-errno, "%s: cannot size it to %llu bytes: %s", g->pack_name,
-                    (unsigned long long)(g->total_rows * row), strerror(errno));
-        goto out;
-    }
+             tg_tmpfile_open(s->dir, "diskgnn-pack", 0, g->pack_name, sizeof g->pack_name)) < 0)
+        return g->pack_fd;
+    if (ftruncate(g->pack_fd, (off_t)(g->total_rows * row)) < 0)
+        return tg_err(-errno, "%s: cannot size it to %llu bytes: %s", g->pack_name,
+                      (unsigned long long)(g->total_rows * row), strerror(errno));
     uint64_t np = g->sum.num_partitions;
-    if ((rc = tg_budget_reserve(&r->budget, np * sizeof *parts, "diskgnn: partitions")) < 0)
-        goto out;
-    parts_held = np * sizeof *parts;
-    if (!(parts = calloc(np + 1, sizeof *parts))) {
-        rc = tg_err(-ENOMEM, "diskgnn: out of memory");
-        goto out;
-    }
-    for (uint64_t p = 0; p < np; p++) {
+    int rc = tg_budget_reserve(&r->budget, np * sizeof(tg_pack_part_t), "diskgnn: partitions");
+    if (rc < 0) return rc;
+    tg_pack_part_t *parts = calloc(np + 1, sizeof *parts);
+    if (!parts) rc = tg_err(-ENOMEM, "diskgnn: out of memory");
+    for (uint64_t p = 0; p < np && rc == 0; p++) {
         uint32_t lo, hi;
         uint64_t nt;
-        if ((rc = tg_layout_partition(L, p, &lo, &hi, &nt)) < 0) goto out;
-        parts[p] = (tg_pack_part_t){.lo = lo, .hi = hi, .ntargets = nt};
+        if ((rc = tg_layout_partition(tc->L, p, &lo, &hi, &nt)) == 0)
+            parts[p] = (tg_pack_part_t){.lo = lo, .hi = hi, .ntargets = nt};
     }
     /* the hot rows go to RAM at the first generation only (later layouts keep them) */
     static unsigned char none;
@@ -524,7 +525,7 @@ static int gen_layout_pack(tg_strategy_t *s, gen_t *g, atomic_int *abort, const 
                          .parts = parts,
                          .nparts = (uint32_t)np,
                          .targets = pack_targets,
-                         .targets_ctx = &tc,
+                         .targets_ctx = tc,
                          .outs = outs,
                          .nouts = 3,
                          .threads = TG_MAX(r->sopts.threads, 1),
@@ -533,16 +534,23 @@ static int gen_layout_pack(tg_strategy_t *s, gen_t *g, atomic_int *abort, const 
                          .progress = progress,
                          .io_stats = &s->pack_stats,
                          .rowcrc = r->rowcrc};
-    rc = tg_pack(&po, &g->pst);
-    g->pack_s = tg_now() - t2;
-    if (rc < 0) goto out;
-    if (!s->hot_filled) s->hot_filled = 1;
-out:
-    tg_layout_loc_free(&loc);
-    free(rec);
-    if (rec_held) tg_budget_release(&r->budget, rec_held);
+    if (rc == 0) rc = tg_pack(&po, &g->pst);
+    g->pack_s = tg_now() - t0;
     free(parts);
-    if (parts_held) tg_budget_release(&r->budget, parts_held);
+    tg_budget_release(&r->budget, np * sizeof(tg_pack_part_t));
+    if (rc == 0) s->hot_filled = 1;
+    return rc;
+}
+
+/* Lays out the sampled batches, writes their maps (each input row's row number in the packed
+ * file) and packs the rows, from the generation's trace (its ids freed by the caller after). */
+static int gen_layout_pack(tg_strategy_t *s, gen_t *g, atomic_int *abort, const char *progress)
+{
+    tg_layout_t *L = NULL;
+    targets_ctx_t tc = {0};
+    int rc = gen_layout(s, g, &L, &tc);
+    if (rc == 0) rc = gen_write_maps(s, g, &tc);
+    if (rc == 0) rc = gen_pack(s, g, &tc, abort, progress);
     tg_layout_destroy(L);
     return rc;
 }
@@ -847,21 +855,16 @@ static int dg_open(tg_strategy_t **out, tg_run_t *r, const tg_strategy_opts_t *s
 /* Sizes the fixed parts at the first pass: the extraction's staging, the packing's memory, the
  * maps; the hot rows are sized when the first generation is laid out (size_hot), from what its
  * planning measured. */
-static int dg_setup(tg_strategy_t *s, const tg_pass_t *p)
+/* The executor's reader: reads in flight and the merge gap from the device probe (the
+ * extraction's plan, --io-depth and --io-gap override), 1 MiB disk reads, 16 MiB of staging
+ * rows. *reader gets the bytes it took of avail. */
+static int setup_reader(tg_strategy_t *s, uint64_t avail, uint64_t *reader)
 {
     tg_run_t *r = s->r;
     const dg_cfg_t *c = r->sopts.cfg;
-    const tg_meta_t *m = &r->ds->meta;
-    uint64_t N = m->num_nodes;
-    char path[4096], a[32], b[32], d[32], e[32], f[32];
-    s->dim = m->feat_dim;
-    s->row_bytes = r->row_bytes;
-    /* the reader: reads in flight and the merge gap from the device probe (the extraction's
-     * plan, --io-depth and --io-gap override), 1 MiB disk reads, 16 MiB of staging rows */
+    char path[4096];
     tg_extract_plan_opts_t po;
     tg_xpass_ahead_plan_opts(r->ds, &c->x, r->sopts.sampler_threads, path, sizeof path, &po);
-    uint64_t limit = r->budget.limit;
-    uint64_t avail = limit ? (limit > r->budget.used ? limit - r->budget.used : 0) : 0;
     tg_extract_plan_t xp;
     int rc = tg_extract_plan(&xp, &po);
     if (rc < 0) return rc;
@@ -878,13 +881,29 @@ static int dg_setup(tg_strategy_t *s, const tg_pass_t *p)
                        .stats = &s->stats};
     uint64_t used0 = r->budget.used;
     if ((rc = tg_io_create(&s->io, &io)) < 0) return tg_err_prefix(rc, "diskgnn: the reader");
-    uint64_t reader = r->budget.used - used0;
+    *reader = r->budget.used - used0;
     if ((rc = tg_budget_reserve(&r->budget, s->stage_bytes, "diskgnn: reading staging")) < 0)
         return rc;
     s->reader_bytes = s->stage_bytes;
     if (!(s->stage = malloc(s->stage_bytes)))
         return tg_err(-ENOMEM, "diskgnn: out of memory for the reading staging");
-    reader += s->stage_bytes;
+    *reader += s->stage_bytes;
+    return 0;
+}
+
+static int dg_setup(tg_strategy_t *s, const tg_pass_t *p)
+{
+    tg_run_t *r = s->r;
+    const dg_cfg_t *c = r->sopts.cfg;
+    const tg_meta_t *m = &r->ds->meta;
+    uint64_t N = m->num_nodes;
+    char a[32], b[32], d[32], e[32], f[32];
+    s->dim = m->feat_dim;
+    s->row_bytes = r->row_bytes;
+    uint64_t limit = r->budget.limit, reader = 0;
+    uint64_t avail = limit ? (limit > r->budget.used ? limit - r->budget.used : 0) : 0;
+    int rc = setup_reader(s, avail, &reader);
+    if (rc < 0) return rc;
     avail = avail > reader ? avail - reader : 0;
     uint64_t feat_bytes = tg_meta_expected_size(m, TG_FILE_FEATURES);
     s->disk_budget = c->disk_budget > 0 ? (uint64_t)c->disk_budget : feat_bytes;

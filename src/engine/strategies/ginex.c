@@ -287,6 +287,76 @@ static int choose_split(tg_strategy_t *s, const tg_pass_t *p, uint64_t caches, u
     return rc < 0 ? rc : 0;
 }
 
+/* Splits the cache memory between the neighbour cache (given its share first: its file is built
+ * once, reused after) and the feature cache (s->entries rows). */
+static int split_caches(tg_strategy_t *s, const tg_pass_t *p, uint64_t caches, int *split,
+                        uint64_t *nc_bytes)
+{
+    tg_run_t *r = s->r;
+    const gx_cfg_t *c = r->sopts.cfg;
+    uint64_t N = r->ds->meta.num_nodes;
+    /* the neighbour cache that holds every list: address table, counts and neighbours */
+    uint64_t nc_all = tg_ncache_full_bytes(N, s->disk->indptr);
+    int rc;
+    *split = c->split >= 0 ? (int)c->split : 0;
+    gx_split_t sp = {0};
+    if (c->split < 0 && c->x.neighbor_cache < 0 && caches) {
+        if ((rc = choose_split(s, p, caches, nc_all, &sp)) < 0) return rc;
+        *split = sp.split;
+        tg_log_info("ginex: split from a profile of %llu batches (%.2f s: %.0f index reads per "
+                    "batch): neighbour cache %d%%; estimated reads per batch at 0/25/50/75/"
+                    "100%%: %.0f %.0f %.0f %.0f %.0f",
+                    (unsigned long long)sp.profile_batches, sp.profile_s,
+                    sp.profile_batches ? (double)sp.index_reads / (double)sp.profile_batches : 0,
+                    *split, sp.work[0], sp.work[5], sp.work[10], sp.work[15], sp.work[20]);
+    }
+    uint64_t nc =
+        c->x.neighbor_cache >= 0 ? (uint64_t)c->x.neighbor_cache : caches / 100 * (uint64_t)*split;
+    nc = TG_MIN(nc, nc_all);
+    if (nc < tg_ncache_min_bytes(r->ds)) nc = 0;
+    if (nc) {
+        uint64_t used0 = r->budget.used;
+        if ((rc = tg_xpass_ncache(r, s->disk, nc, &s->stats, "ginex")) < 0) return rc;
+        nc = r->budget.used - used0;
+    }
+    *nc_bytes = nc;
+    uint64_t fc_bytes = caches > nc ? caches - nc : 0;
+    if (c->feature_cache >= 0 && r->budget.limit)
+        fc_bytes = TG_MIN(fc_bytes, (uint64_t)c->feature_cache);
+    uint64_t per_entry = s->xrow + 2 * sizeof(uint32_t); /* row, owner, free list */
+    s->entries = TG_MIN(fc_bytes / per_entry, N);
+    return 0;
+}
+
+/* The feature cache (every slot free, no node cached) with its address table, and the
+ * executor's staging (stage bytes for s->chunk rows and their ids), reserved together. */
+static int cache_alloc(tg_strategy_t *s, uint64_t stage)
+{
+    tg_run_t *r = s->r;
+    uint64_t N = r->ds->meta.num_nodes;
+    uint64_t per_entry = s->xrow + 2 * sizeof(uint32_t);
+    uint64_t mine = N * sizeof(uint32_t) + s->entries * per_entry + stage;
+    int rc = tg_budget_reserve(&r->budget, mine, "ginex: feature cache and its address table");
+    if (rc < 0) return rc;
+    s->fixed_bytes = mine;
+    s->addr = malloc(N ? N * sizeof(uint32_t) : 1);
+    s->owner = malloc(s->entries ? s->entries * sizeof(uint32_t) : 1);
+    s->free_slots = malloc(s->entries ? s->entries * sizeof(uint32_t) : 1);
+    s->rows = malloc(s->entries ? s->entries * s->xrow : 1);
+    s->stage = malloc((size_t)s->chunk * s->xrow);
+    s->chunk_nodes = malloc((size_t)s->chunk * sizeof(uint64_t));
+    if (!s->addr || !s->owner || !s->free_slots || !s->rows || !s->stage || !s->chunk_nodes)
+        return tg_err(-ENOMEM, "ginex: out of memory for a feature cache of %llu rows",
+                      (unsigned long long)s->entries);
+    memset(s->addr, 0xff, N * sizeof(uint32_t));
+    for (uint64_t i = 0; i < s->entries; i++) {
+        s->owner[i] = GX_NONE;
+        s->free_slots[i] = (uint32_t)(s->entries - 1 - i);
+    }
+    s->nfree = s->entries;
+    return 0;
+}
+
 /* Bytes the inspector may hold per access of a superbatch: its trace (4), the simulation's iters
  * (4) and the changesets of the superbatch it plans and of the one the executor reads (up to 12
  * per miss each; about half the accesses miss at the sizes Ginex runs with). */
@@ -347,56 +417,11 @@ static int gx_setup(tg_strategy_t *s, const tg_pass_t *p)
                                        : TG_MIN(tg_phys_mem_bytes() / 8, N * s->xrow);
     s->xrow = (size_t)m->feat_dim * sizeof(float);
     if ((rc = tg_cs_ws_create(&s->ws, N, &r->budget)) < 0) return rc;
-    /* the neighbour cache that holds every list: address table, counts and neighbours */
-    uint64_t nc_all = tg_ncache_full_bytes(N, s->disk->indptr);
-    int split = c->split >= 0 ? (int)c->split : 0;
-    gx_split_t sp = {0};
-    if (c->split < 0 && c->x.neighbor_cache < 0 && caches) {
-        if ((rc = choose_split(s, p, caches, nc_all, &sp)) < 0) return rc;
-        split = sp.split;
-        tg_log_info("ginex: split from a profile of %llu batches (%.2f s: %.0f index reads per "
-                    "batch): neighbour cache %d%%; estimated reads per batch at 0/25/50/75/"
-                    "100%%: %.0f %.0f %.0f %.0f %.0f",
-                    (unsigned long long)sp.profile_batches, sp.profile_s,
-                    sp.profile_batches ? (double)sp.index_reads / (double)sp.profile_batches : 0,
-                    split, sp.work[0], sp.work[5], sp.work[10], sp.work[15], sp.work[20]);
-    }
-    uint64_t nc_bytes =
-        c->x.neighbor_cache >= 0 ? (uint64_t)c->x.neighbor_cache : caches / 100 * (uint64_t)split;
-    nc_bytes = TG_MIN(nc_bytes, nc_all);
-    if (nc_bytes < tg_ncache_min_bytes(r->ds)) nc_bytes = 0;
-    if (nc_bytes) {
-        /* the neighbour cache takes its share first (its file is built once, reused after) */
-        uint64_t used0 = r->budget.used;
-        if ((rc = tg_xpass_ncache(r, s->disk, nc_bytes, &s->stats, "ginex")) < 0) return rc;
-        nc_bytes = r->budget.used - used0;
-    }
-    uint64_t fc_bytes = caches > nc_bytes ? caches - nc_bytes : 0;
-    if (c->feature_cache >= 0 && limit) fc_bytes = TG_MIN(fc_bytes, (uint64_t)c->feature_cache);
-    uint64_t per_entry = s->xrow + 2 * sizeof(uint32_t); /* row, owner, free list */
-    s->entries = TG_MIN(fc_bytes / per_entry, N);
-
-    /* Allocate and reserve. */
-    uint64_t mine = N * sizeof(uint32_t) + s->entries * per_entry + stage;
-    if ((rc = tg_budget_reserve(&r->budget, mine, "ginex: feature cache and its address table")) <
-        0)
+    int split;
+    uint64_t nc_bytes;
+    if ((rc = split_caches(s, p, caches, &split, &nc_bytes)) < 0 ||
+        (rc = cache_alloc(s, stage)) < 0)
         return rc;
-    s->fixed_bytes = mine;
-    s->addr = malloc(N ? N * sizeof(uint32_t) : 1);
-    s->owner = malloc(s->entries ? s->entries * sizeof(uint32_t) : 1);
-    s->free_slots = malloc(s->entries ? s->entries * sizeof(uint32_t) : 1);
-    s->rows = malloc(s->entries ? s->entries * s->xrow : 1);
-    s->stage = malloc((size_t)pl.chunk * s->xrow);
-    s->chunk_nodes = malloc((size_t)pl.chunk * sizeof(uint64_t));
-    if (!s->addr || !s->owner || !s->free_slots || !s->rows || !s->stage || !s->chunk_nodes)
-        return tg_err(-ENOMEM, "ginex: out of memory for a feature cache of %llu rows",
-                      (unsigned long long)s->entries);
-    memset(s->addr, 0xff, N * sizeof(uint32_t));
-    for (uint64_t i = 0; i < s->entries; i++) {
-        s->owner[i] = GX_NONE;
-        s->free_slots[i] = (uint32_t)(s->entries - 1 - i);
-    }
-    s->nfree = s->entries;
     tg_extract_opts_t eo = {.plan = &pl,
                             .feat = s->feat,
                             .normalize = s->normalize,
