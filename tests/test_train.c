@@ -209,7 +209,8 @@ TG_TEST(bad_flags)
                 "train %s --out %s/b --layers 2 --fanouts 10,10,10", ds, root);
     expect_fail("--fanouts item 2", "train %s --out %s/b --fanouts 10,abc", ds, root);
     expect_fail("expected -1 (all) or >= 0", "train %s --out %s/b --fanouts 10,-5", ds, root);
-    expect_fail("--threads 0 out of range", "train %s --out %s/b --threads 0", ds, root);
+    expect_fail("--threads must be between 1 and 1024", "train %s --out %s/b --threads 0", ds,
+                root);
     expect_fail("not a multiple of --heads",
                 "train %s --out %s/b --model gat --hidden 10 --heads 4", ds, root);
     expect_fail("--optimizer", "train %s --out %s/b --optimizer rmsprop", ds, root);

@@ -11,6 +11,9 @@
 #include "tiergnn/rowcrc.h"
 #include "tiergnn/store.h"
 
+#include "../graph/adj-counting.h"
+#include "../io/proc-io.h"
+
 /* ================================================================ strategies
  *
  * A strategy decides when and in what order batches are sampled, where each feature row comes
@@ -237,6 +240,8 @@ extern const tg_strategy_i tg_strategy_diskgnn;
 extern const tg_strategy_i tg_strategy_hier;
 extern const tg_strategy_i tg_strategy_gids;
 
+/* The table's strategy i (0 .. tg_strategy_count() - 1), or NULL. */
+const tg_strategy_i *tg_strategy_at(int i);
 /* The strategy called name ("auto" is not one: see tg_strategy_choose). */
 int tg_strategy_find(const char *name, const tg_strategy_i **out);
 
@@ -350,15 +355,10 @@ void tg_pass_report_fields(const tg_pass_stats_t *st, tg_json_t *j, char *line, 
 void tg_pass_line(const tg_run_t *r, const tg_pass_stats_t *st, uint64_t needed, char *line,
                   size_t len);
 
-/* ---------------------------------------------------------------- strategy helpers */
-
-/* Wraps adj so that every read adds n * index_bytes to *counter; the wrapper owns adj. */
-int tg_adj_counting_wrap(tg_adj_t **out, tg_adj_t *adj, size_t index_bytes,
-                         _Atomic uint64_t *counter);
-/* The same without owning adj (destroying the view leaves adj): e.g. to count the index bytes
- * of batches sampled ahead apart, and add them to the pass that trains them. */
-int tg_adj_counting_view(tg_adj_t **out, tg_adj_t *adj, size_t index_bytes,
-                         _Atomic uint64_t *counter);
+/* ---------------------------------------------------------------- the kit's pass helpers
+ *
+ * The counting adjacency (graph/adj-counting.h) wraps every strategy's adjacency; the loader
+ * options of a pass are engine/pipeline.c's; the gather pass is engine/gather.c. */
 
 /* Gathers one batch's rows into X for loader-based strategies. */
 typedef int (*tg_gather_fn)(void *ctx, const tg_batch_t *b, float *X);
@@ -370,25 +370,15 @@ tg_sloader_opts_t tg_pass_sloader_opts(const tg_pass_t *p, tg_adj_t *adj, int sa
 
 /* A pass on the pipeline (engine/pipeline.h) whose sampler threads gather each batch's rows right
  * after sampling (prefetch batches ahead per thread); the trainer runs the steps in id order. The
- * process's own I/O over the pass (tg_proc_io_t) goes into st: for strategies whose reads the io/
- * layer does not see (memory, mmap). */
+ * process's own I/O over the pass (tg_proc_io_t, io/proc-io.h) goes into st: for strategies
+ * whose reads the io/ layer does not see (rows in RAM, a mapped file). */
 int tg_gather_pass(tg_run_t *r, const tg_pass_t *p, int sampler_threads, size_t prefetch,
                    tg_gather_fn gather, void *gctx, tg_pass_stats_t *st);
-
-/* The process's own I/O as the kernel counts it: bytes read from storage (/proc/self/io
- * read_bytes), major page faults, and block-I/O delay when delay accounting is on. For strategies
- * whose reads the io/ layer does not see (page faults of mmap). */
-typedef struct tg_proc_io {
-    uint64_t read_bytes, major_faults;
-    double blkio_s;
-    int have_read_bytes, have_blkio;
-} tg_proc_io_t;
-void tg_proc_io_sample(tg_proc_io_t *s);
-/* st->io_* = what happened between a and b. */
-void tg_proc_io_delta(const tg_proc_io_t *a, const tg_proc_io_t *b, tg_pass_stats_t *st);
-
 /* The matrices in flight of tg_gather_pass with that many sampler threads and prefetch. */
 int tg_gather_pass_in_flight(int sampler_threads, size_t prefetch);
+
+/* st->io_* = the process's own I/O between a and b (major faults as requests). */
+void tg_proc_io_delta(const tg_proc_io_t *a, const tg_proc_io_t *b, tg_pass_stats_t *st);
 
 /* ---------------------------------------------------------------- the whole-process budget
  *

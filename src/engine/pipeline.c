@@ -530,3 +530,22 @@ out:
     pipe_destroy(&P);
     return rc;
 }
+
+/* ---------------------------------------------------------------- a pass's loader */
+
+tg_sloader_opts_t tg_pass_sloader_opts(const tg_pass_t *p, tg_adj_t *adj, int sampler_threads,
+                                       size_t prefetch)
+{
+    return (tg_sloader_opts_t){.adj = adj,
+                               .num_layers = p->num_layers,
+                               .fanouts = p->fanouts,
+                               .seeds = p->seeds,
+                               .num_seeds = p->num_seeds,
+                               .batch_size = p->batch_size,
+                               .seed = p->seed,
+                               .epoch = p->epoch,
+                               .num_threads = sampler_threads,
+                               .prefetch = prefetch,
+                               .first_batch = p->first_batch,
+                               .sampler = p->sampler};
+}

@@ -185,3 +185,8 @@ void tg_run_labels(const tg_run_t *r, const uint64_t *nodes, size_t n, const uin
         }
     }
 }
+
+int tg_run_pass(tg_run_t *r, const tg_pass_t *p, tg_pass_stats_t *st)
+{
+    return r->strat_i->pass(r->strat, p, st);
+}

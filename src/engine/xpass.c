@@ -1,4 +1,4 @@
-/* What the extracting strategies share (strategies/xpass.h). */
+/* What the extracting strategies share (engine/xpass.h). */
 #include "xpass.h"
 
 #include <errno.h>
@@ -138,13 +138,9 @@ void tg_xpass_end(tg_extract_t *ex, tg_io_stats_t *io, int ram_tiers, tg_pass_st
     tg_tier_stats_t ts[TG_PASS_MAX_TIERS];
     int nt = tg_extract_tier_stats(ex, ts, TG_PASS_MAX_TIERS, 1);
     nt = TG_MIN(nt, TG_PASS_MAX_TIERS); /* not inside TG_MIN: it evaluates twice */
-    for (int t = 0; t < nt; t++) {
-        snprintf(st->tiers[t].name, sizeof st->tiers[t].name, "%s", ts[t].name);
-        st->tiers[t].lookups = ts[t].lookups;
-        st->tiers[t].hits = ts[t].hits;
-        st->tiers[t].bytes = ts[t].bytes;
-    }
-    st->ntiers = nt;
+    st->ntiers = 0;
+    for (int t = 0; t < nt; t++)
+        (void)tg_pass_tier_add(st, ts[t].name, ts[t].lookups, ts[t].hits, ts[t].bytes);
     st->have_cache = 1;
     st->cache_lookups = ts[0].lookups;
     st->cache_hits = ram_tiers ? ts[0].hits : 0;

@@ -1,18 +1,21 @@
-/* strategies/xpass.h - what the strategies that extract feature rows on pipeline workers share
- * (gnndrive, pagraph): the disk adjacency their samplers read, the pipeline's work function over
- * a store/extract extraction, and a pass's tier, cache and I/O figures from its counters.
+/* engine/xpass.h - the kit of the strategies that read a disk adjacency and extract feature rows
+ * through store/extract on pipeline workers (most out-of-core strategies, and the evaluation
+ * passes of those that train otherwise): the disk adjacency their samplers read (indices through
+ * io/ or in RAM, the neighbour cache), their shared options, the pipeline's work function over an
+ * extraction, the extraction plan and least memory, and a pass's tier, cache and I/O figures from
+ * its counters.
  *
  *     tg_xpass_adj_open(r, queues, &stats);          // in open: r->adj, indices through io/
  *     tg_xpass_begin(ex, &stats);                    // before tg_pipe_run: counters to zero
  *     po.work = tg_xpass_work; po.work_ctx = ex;     // workers call tg_extract_group
  *     rc = tg_pipe_run(&po, st);
- *     tg_xpass_end(ex, &stats, st);                  // st->tiers, io_*, cache = first tier
+ *     tg_xpass_end(ex, &stats, ram_tiers, st);       // st->tiers, io_*, cache = first tier
  */
-#ifndef TG_STRATEGIES_XPASS_H
-#define TG_STRATEGIES_XPASS_H
+#ifndef TG_ENGINE_XPASS_H
+#define TG_ENGINE_XPASS_H
 
-#include "../engine-impl.h"
-#include "../pipeline.h"
+#include "engine-impl.h"
+#include "pipeline.h"
 #include "tiergnn/extract.h"
 
 #include <stddef.h>
@@ -45,7 +48,7 @@ int tg_xpass_ncache(tg_run_t *r, tg_adj_t *disk, uint64_t bytes, tg_io_stats_t *
  * hits, its bytes), and zeroes them; st NULL: zeroes only. Nothing without a cache. */
 void tg_xpass_ncache_take(tg_adj_t *disk, tg_pass_stats_t *st);
 
-/* What strategies that sample ahead share (ginex, diskgnn): opens r->adj on disk (queues,
+/* What strategies that sample ahead share: opens r->adj on disk (queues,
  * reads counting into stats), r->store from the file, and features.bin through io/ into *feat,
  * checking its size against meta.txt. On error *feat is closed and NULL. */
 int tg_xpass_open_disk(tg_run_t *r, unsigned queues, tg_io_stats_t *stats, tg_io_file_t **feat);
@@ -78,8 +81,8 @@ typedef struct {
 /* Input matrices the pipeline of such a strategy holds at once: extractors x sweep-batches +
  * queue-depth (pipeline.h). */
 int tg_xpass_in_flight(const tg_xpass_cfg_t *x);
-/* The extraction plan's options of a strategy whose extractors read features.bin (pagraph,
- * hier's evaluation passes): features.bin (its path into path), x's --extractors, --io-depth,
+/* The extraction plan's options of a strategy whose extractors read features.bin (with RAM
+ * tiers in front, or none): features.bin (its path into path), x's --extractors, --io-depth,
  * --io-gap and --chunk-rows, no feature buffer, and the samplers' index-read bookkeeping as other
  * transient memory. */
 void tg_xpass_plan_opts(const tg_dataset_t *ds, const tg_xpass_cfg_t *x, int sampler_threads,
@@ -90,9 +93,9 @@ void tg_xpass_plan_opts(const tg_dataset_t *ds, const tg_xpass_cfg_t *x, int sam
  * with UINT64_MAX. */
 uint64_t tg_xpass_min_bytes(const tg_dataset_t *ds, tg_extract_plan_opts_t *po, int sampler_threads,
                             uint64_t fixed, const char *what, char *why, size_t why_len);
-/* For the strategies that sample ahead (ginex, diskgnn), their extraction plan's options:
- * features.bin (its path into path), one executor, x's
- * --io-depth, --io-gap and --chunk-rows, no feature buffer, and the samplers' index-read
+/* For the strategies that sample ahead and read on one executor thread, their extraction plan's
+ * options: features.bin (its path into path), one executor, x's --io-depth, --io-gap and
+ * --chunk-rows, no feature buffer, and the samplers' index-read
  * bookkeeping as other transient memory. */
 void tg_xpass_ahead_plan_opts(const tg_dataset_t *ds, const tg_xpass_cfg_t *x, int sampler_threads,
                               char *path, size_t path_len, tg_extract_plan_opts_t *po);

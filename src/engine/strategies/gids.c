@@ -36,7 +36,7 @@
 #include "tiergnn/featbuf.h"
 #include "gids.h"
 #include "tiergnn/rank.h"
-#include "xpass.h"
+#include "../xpass.h"
 
 /* The hot list and the tier's sorted copy while the constant buffer is made (16 bytes a node),
  * and the fill's io/ staging (as pagraph's). */

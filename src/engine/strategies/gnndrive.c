@@ -40,7 +40,7 @@
  * the queues are closed, every thread joined, every batch freed, and the pass returns it. */
 #include "../engine-impl.h"
 #include "../pipeline.h"
-#include "xpass.h"
+#include "../xpass.h"
 
 #include <pthread.h>
 #include <stddef.h>

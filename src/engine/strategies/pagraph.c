@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "tiergnn/outdeg.h"
-#include "xpass.h"
+#include "../xpass.h"
 /* While the static tier is made: the hot list and the tier's sorted copy (16 bytes a node) and
  * the fill's io/ staging (8 reads of 512 KiB, bookkeeping), or the ranking's read buffer. */
 #define HOT_LIST_BYTES 16u
