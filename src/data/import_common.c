@@ -107,9 +107,13 @@ int tg_imp_edges_finish(tg_imp_t *im)
 {
     int rc = tg_imp_flush_edges(im);
     if (rc) return rc;
+    /* Both writers are open while the sort merges into them, each with two buffers: 8 MiB
+     * each (the default) for a --mem of 256 MiB or more, less below, so that a small --mem is
+     * kept (their size changes how the bytes reach the disk, not the bytes). */
+    size_t wbuf = (size_t)TG_MAX(TG_MIN(im->o->mem_bytes / 32, (uint64_t)8 << 20), 1ull << 20);
     tg_filew_t wp, wi;
-    if ((rc = tg_imp_open(im, TG_FILE_INDPTR, &wp, 0))) return rc;
-    if ((rc = tg_imp_open(im, TG_FILE_INDICES, &wi, 0))) {
+    if ((rc = tg_imp_open(im, TG_FILE_INDPTR, &wp, wbuf))) return rc;
+    if ((rc = tg_imp_open(im, TG_FILE_INDICES, &wi, wbuf))) {
         tg_filew_discard(&wp);
         return rc;
     }
