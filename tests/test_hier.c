@@ -391,6 +391,102 @@ TG_TEST(damaged_partition_files)
     TG_CHECK_OK(one_pass("partadj repaired"));
 }
 
+/* Records each batch's part (one part per mega-batch: its seeds' part); stops after stop_at
+ * batches when stop_at > 0. */
+typedef struct {
+    uint32_t parts[N];
+    uint64_t n, stop_at;
+} order_t;
+
+static int order_step(void *ctx, const tg_batch_t *b, const float *X)
+{
+    order_t *o = ctx;
+    (void)X;
+    if (o->n < N) o->parts[o->n] = part_of[b->nodes[0]];
+    o->n++;
+    return o->stop_at && o->n == o->stop_at ? TG_PASS_STOP : 0;
+}
+
+static int order_pass(order_t *o, uint64_t stop_at, tg_pass_stats_t *st)
+{
+    tg_run_t r;
+    memset(o, 0, sizeof *o);
+    o->stop_at = stop_at;
+    if (open_run(&r, 0, "1", "1") < 0) return -1;
+    static const int64_t f[2] = {5, 5};
+    tg_pass_t p = {.seeds = r.split[0],
+                   .num_seeds = r.split_n[0],
+                   .batch_size = 32,
+                   .seed = 3,
+                   .num_layers = 2,
+                   .fanouts = f,
+                   .step = order_step,
+                   .ctx = o,
+                   .training = 1};
+    int rc = tg_run_pass(&r, &p, st);
+    tg_run_close(&r);
+    return rc;
+}
+
+/* Mega-batch k + 1 loads while k trains: a load that fails (a damaged part) reaches the pass at
+ * its mega-batch, with its message, after every batch of the mega-batches before it trained; a
+ * pass stopped mid-way (while the next mega-batch loads) ends there, and the next pass runs. */
+TG_TEST(load_error_in_order)
+{
+    order_t clean, o;
+    tg_pass_stats_t st;
+    TG_CHECK_OK(order_pass(&clean, 0, &st));
+    TG_CHECK(clean.n > 0 && clean.n <= N && st.hier_megabatches == PARTS);
+    /* the third part in the schedule, and the batches before its first */
+    uint32_t k = UINT32_MAX, seen = 0;
+    uint64_t before = 0;
+    for (uint64_t i = 0; i < clean.n && k == UINT32_MAX; i++)
+        if (i == 0 || clean.parts[i] != clean.parts[i - 1]) {
+            if (++seen == 3) {
+                k = clean.parts[i];
+                before = i;
+            }
+        }
+    TG_CHECK(k != UINT32_MAX);
+    if (k == UINT32_MAX) return;
+    fprintf(stderr, "  %llu batches; part %u third, after %llu batches\n",
+            (unsigned long long)clean.n, k, (unsigned long long)before);
+    tg_dataset_t *d = NULL;
+    TG_CHECK_OK(tg_dataset_open(&d, ds, 0));
+    tg_part_t *p = NULL;
+    TG_CHECK_OK(tg_part_open(&p, d, "parts=10,method=stream,seed=1,imbalance=0.03,passes=4"));
+    if (!p) {
+        tg_dataset_close(d);
+        return;
+    }
+    char adj[4600];
+    snprintf(adj, sizeof adj, "%s", p->adj->path);
+    uint64_t v = p->pp[k] + 2, ipv[2];
+    TG_CHECK(p->pp[k + 1] > v);
+    TG_CHECK_OK(tg_part_indptr(p, v - 1, 2, ipv));
+    tg_part_close(p);
+    tg_dataset_close(d);
+    TG_CHECK(ipv[0] > 0);
+    uint64_t below = ipv[0] - 1;
+    poke_forged(adj, v * 8, &below, 8);
+    int rc = order_pass(&o, 0, &st);
+    TG_CHECK(rc < 0);
+    if (!strstr(tg_errmsg(), "partadj")) TG_FAIL("message: %s", tg_errmsg());
+    TG_CHECK_EQ_U64(o.n, before);
+    TG_CHECK(memcmp(o.parts, clean.parts, before * sizeof *o.parts) == 0);
+    poke_forged(adj, v * 8, &ipv[1], 8);
+    /* stopped at every few batches: mid mega-batch, at its last batch, at the first */
+    for (uint64_t at = 1; at < clean.n; at += 7) {
+        TG_CHECK_OK(order_pass(&o, at, &st));
+        TG_CHECK(st.stopped);
+        TG_CHECK_EQ_U64(st.next_batch, at);
+        TG_CHECK_EQ_U64(o.n, at);
+    }
+    TG_CHECK_OK(order_pass(&o, 0, &st));
+    TG_CHECK_EQ_U64(o.n, clean.n);
+    TG_CHECK(memcmp(o.parts, clean.parts, clean.n * sizeof *o.parts) == 0);
+}
+
 TG_TEST(budget)
 {
     tg_run_t r;
@@ -490,6 +586,7 @@ int main(void)
     TG_RUN(megabatch_subgraph_and_rows);
     TG_RUN(static_pairs_file);
     TG_RUN(damaged_partition_files);
+    TG_RUN(load_error_in_order);
     TG_RUN(budget);
     TG_RUN(budgets_through_train);
     free(ip);
