@@ -322,6 +322,101 @@ TG_TEST(errors_named)
     free(path);
 }
 
+/* The CLI's JSON object: the line that starts with '{'. */
+static const char *json_line(const char *out)
+{
+    const char *p = out;
+    while (p && *p && *p != '{') {
+        p = strchr(p, '\n');
+        if (p) p++;
+    }
+    return p && *p == '{' ? p : "";
+}
+
+/* How many rows layer l kept resident in the run whose -v output is out (-1: no row file). */
+static long resident(const char *out, int l)
+{
+    char key[64];
+    snprintf(key, sizeof key, "layer-wise layer %d: ", l);
+    for (const char *p = out ? strstr(out, key) : NULL; p; p = strstr(p + 1, key)) {
+        long k, n;
+        char word[16];
+        if (sscanf(p + strlen(key), "%ld of %ld rows %15s", &k, &n, word) == 3 &&
+            !strcmp(word, "resident,"))
+            return k;
+    }
+    return -1;
+}
+
+/* Evaluation and inference of an out-of-core strategy under budgets from "the row file's stage
+ * does not fit" to "everything in RAM" give memory's bytes: the same accuracy and loss, the same
+ * predictions and embeddings. Between them the budgets cover every way a layer reads: rows
+ * resident or not, some by weight, the intermediate layer in a file or in RAM. */
+TG_TEST(out_of_core_same_results)
+{
+    char ds[4300], run[4300];
+    snprintf(ds, sizeof ds, "%s/ds", g_dir);
+    snprintf(run, sizeof run, "%s/run", g_dir);
+    char *out = NULL;
+    TG_CHECK(tg_test_cli(&out,
+                         "generate %s --nodes 20000 --feat-dim 32 --avg-degree 10 "
+                         "--threads 1",
+                         ds) == 0);
+    free(out);
+    TG_CHECK(tg_test_cli(&out,
+                         "train %s --out %s --strategy memory --model sage --layers 2 "
+                         "--hidden 64 --fanouts 5,5 --batch-size 500 --epochs 1 "
+                         "--batches-per-epoch 2 --eval-every 0 --threads 1",
+                         ds, run) == 0);
+    free(out);
+    char *ref = NULL;
+    TG_CHECK(tg_test_cli(&ref,
+                         "eval %s --checkpoint %s --strategy memory --eval-chunk 500 --json "
+                         "--threads 1",
+                         ds, run) == 0);
+    char p0[4400], p1[4400], e0[4400], e1[4400];
+    snprintf(p0, sizeof p0, "%s/pred-memory", g_dir);
+    snprintf(e0, sizeof e0, "%s/pred-memory.emb", g_dir);
+    TG_CHECK(tg_test_cli(&out,
+                         "infer %s --checkpoint %s --out %s --strategy memory --chunk-nodes 500 "
+                         "--embeddings --threads 1",
+                         ds, run, p0) == 0);
+    free(out);
+    const char *mems[4] = {"8M", "16M", "20M", "24M"};
+    int none0 = 0, some0 = 0, all0 = 0, some1 = 0, ram1 = 0;
+    for (int i = 0; i < 4; i++) {
+        int rc = tg_test_cli(&out,
+                             "-v eval %s --checkpoint %s --strategy gnndrive --mem %s "
+                             "--eval-chunk 500 --json --threads 1",
+                             ds, run, mems[i]);
+        TG_CHECK(rc == 0);
+        if (rc) fprintf(stderr, "%s\n", out ? out : "");
+        if (strcmp(json_line(out), json_line(ref)))
+            TG_FAIL("--mem %s: %s, memory: %s", mems[i], json_line(out), json_line(ref));
+        long k0 = resident(out, 0), k1 = resident(out, 1);
+        none0 += k0 == 0;
+        some0 += k0 > 0 && k0 < 20000;
+        all0 += k0 == 20000;
+        some1 += k1 > 0 && k1 < 20000;
+        ram1 += k1 < 0;
+        free(out);
+        snprintf(p1, sizeof p1, "%s/pred-%d", g_dir, i);
+        snprintf(e1, sizeof e1, "%s/pred-%d.emb", g_dir, i);
+        rc = tg_test_cli(&out,
+                         "infer %s --checkpoint %s --out %s --strategy gnndrive --mem %s "
+                         "--chunk-nodes 500 --embeddings --threads 1",
+                         ds, run, p1, mems[i]);
+        TG_CHECK(rc == 0);
+        if (rc) fprintf(stderr, "%s\n", out ? out : "");
+        free(out);
+        if (!tg_test_same_file(p0, p1) || !tg_test_same_file(e0, e1))
+            TG_FAIL("--mem %s: inference differs from memory's", mems[i]);
+    }
+    /* every way a layer reads was taken */
+    TG_CHECK(none0 && some0 && all0 && some1 && ram1);
+    free(ref);
+}
+
 int main(void)
 {
     g_dir = tg_test_tmpdir("layerwise_rows");
@@ -330,6 +425,7 @@ int main(void)
     TG_RUN(resident_by_weight);
     TG_RUN(runs_merged);
     TG_RUN(errors_named);
+    TG_RUN(out_of_core_same_results);
     int rc = tg_test_done();
     if (!rc) tg_rmtree(g_dir);
     return rc;
