@@ -188,6 +188,50 @@ TG_TEST(read_errors)
     }
 }
 
+/* The inspector fails while it samples a later superbatch (an index read after `after` good
+ * ones): the superbatches before it train first, the pass then fails naming the file, and the
+ * inspector's thread, spill files and plans all go (ASan, the derived/ directory). */
+TG_TEST(inspector_error_later)
+{
+    int late = 0;
+    for (uint64_t after = 10; after <= 10000; after *= 4) {
+        tg_run_t r;
+        TG_CHECK_OK(open_run(&r, &(cfg_t){.superbatch = 2, .feature_cache = 600 * 72}));
+        check_t c = {0};
+        TG_CHECK_OK(tg_store_memory_open(&c.ref, r.ds, &(tg_store_opts_t){0}));
+        int before = derived_files();
+        tg_pass_stats_t st;
+        TG_CHECK_OK(run_pass(&r, &c, 0, 0, &st)); /* sets up (the split's profile reads too) */
+        uint64_t all = c.steps;
+        c.steps = 0;
+        tg_io_fault_t f = {.op = TG_IO_FAULT_READ,
+                           .file = "indices.bin",
+                           .hi = 1ull << 40,
+                           .err = EIO,
+                           .after = after};
+        TG_CHECK_OK(tg_io_fault_add(&f));
+        tg_err_clear();
+        int rc = run_pass(&r, &c, 1, 0, &st);
+        tg_io_fault_clear();
+        if (rc == 0) {
+            TG_CHECK_EQ_U64(c.steps, all); /* fewer reads than `after` */
+        } else {
+            if (!strstr(tg_errmsg(), "indices.bin")) TG_FAIL("message: %s", tg_errmsg());
+            TG_CHECK(c.steps < all);
+            late |= c.steps > 0;
+            fprintf(stderr, "  after %llu index reads: %llu of %llu batches trained\n",
+                    (unsigned long long)after, (unsigned long long)c.steps,
+                    (unsigned long long)all);
+        }
+        TG_CHECK_EQ_U64(c.bad_rows, 0);
+        tg_store_release(c.ref);
+        free(c.Xref);
+        tg_run_close(&r);
+        TG_CHECK_EQ_U64((uint64_t)derived_files(), (uint64_t)before);
+    }
+    TG_CHECK(late);
+}
+
 /* The CLI: the epoch JSON has the plan's figures and the misses equal the prediction. */
 TG_TEST(cli_json)
 {
@@ -224,6 +268,7 @@ int main(void)
     TG_RUN(rows_and_planned_misses);
     TG_RUN(budget_too_small);
     TG_RUN(read_errors);
+    TG_RUN(inspector_error_later);
     TG_RUN(cli_json);
     int rc = tg_test_done();
     if (rc == 0) tg_rmtree(root);
