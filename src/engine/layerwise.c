@@ -234,6 +234,15 @@ static uint64_t budget_left(tg_run_t *r)
     return left;
 }
 
+/* What a row file may keep resident: the budget left, or without a limit a quarter of the RAM,
+ * the share the automatic choice of strategy gives a dataset (an out-of-core strategy runs
+ * because the data did not fit it). */
+static uint64_t ram_left(tg_run_t *r)
+{
+    uint64_t left = budget_left(r), quarter = tg_phys_mem_bytes() / 4;
+    return left != UINT64_MAX || !quarter ? left : quarter;
+}
+
 /* The most sources a chunk of the layer can have: each chunk's nodes and their in-neighbours
  * (repeats counted, so at least what the block holds), at most N; an MLP reads the chunk only. */
 static uint64_t max_sources(const tg_run_t *r, const tg_lw_opts_t *o, int mlp, int last,
@@ -314,12 +323,11 @@ static int input_open(tg_run_t *r, int l, const mat_t *prev, uint64_t work, lw_i
         ro.normalize = r->sopts.normalize;
         ro.rowcrc = r->rowcrc;
     }
-    uint64_t all = ro.num_rows * ro.dim * sizeof(float), left = budget_left(r);
-    int rc = 0;
-    if (left != UINT64_MAX && left < work + all) rc = input_weights(r, in);
+    uint64_t all = ro.num_rows * ro.dim * sizeof(float), left = ram_left(r);
+    int rc = left < work + all ? input_weights(r, in) : 0;
     if (rc == 0) {
-        left = budget_left(r);
-        ro.ram_bytes = left == UINT64_MAX ? UINT64_MAX : left > work ? left - work : 0;
+        left = ram_left(r);
+        ro.ram_bytes = left > work ? left - work : 0;
         ro.weight = in->weight;
         rc = tg_rowfile_open(&in->rf, &ro);
     }
