@@ -299,6 +299,47 @@ TG_TEST(close_while_preparing)
     TG_CHECK_EQ_U64((uint64_t)derived_files(), (uint64_t)before);
 }
 
+/* The inspector's generation waits across an evaluation pass: epoch 0 announces epoch 1, an
+ * evaluation pass (its own generation, prepared at its start) runs in between, and epoch 1 then
+ * trains the generation prepared in the background, its rows still the file's. A generation
+ * announced for another pass than the one that comes is dropped and the pass prepares its own;
+ * a drain between passes drops one still in preparation. */
+TG_TEST(generation_across_passes)
+{
+    int before = derived_files();
+    tg_run_t r;
+    TG_CHECK_OK(open_run(&r, &(cfg_t){.hot = 100 * 68, .segment = 2, .disk_budget = 4 << 20}));
+    check_t c = {.signal_fd = -1};
+    TG_CHECK_OK(tg_store_memory_open(&c.ref, r.ds, &(tg_store_opts_t){0}));
+    tg_pass_stats_t st;
+    TG_CHECK_OK(run_pass(&r, &c, 0, 0, 1, &st));
+    TG_CHECK(st.have_pack && st.pack_prepared_now);
+    uint64_t all = c.steps;
+    tg_pass_t ev = make_pass(&r, &c, 0, 0);
+    ev.allow_out_of_order = 0;
+    ev.num_seeds = r.split_n[0] / 2;
+    c.steps = 0;
+    TG_CHECK_OK(tg_run_pass(&r, &ev, &st));
+    TG_CHECK(st.pack_prepared_now && c.steps > 0 && c.steps < all);
+    c.steps = 0;
+    TG_CHECK_OK(run_pass(&r, &c, 1, 0, 1, &st)); /* announces epoch 2 */
+    TG_CHECK(!st.pack_prepared_now && c.steps == all);
+    /* epoch 2 was announced, epoch 5 comes: prepared now */
+    c.steps = 0;
+    TG_CHECK_OK(run_pass(&r, &c, 5, 0, 1, &st)); /* announces epoch 6 */
+    TG_CHECK(st.pack_prepared_now && c.steps == all);
+    /* drained while epoch 6 may still be in preparation, then epoch 6 prepared again */
+    r.strat_i->drain(r.strat);
+    c.steps = 0;
+    TG_CHECK_OK(run_pass(&r, &c, 6, 0, 0, &st));
+    TG_CHECK(st.pack_prepared_now && c.steps == all);
+    TG_CHECK_EQ_U64(c.bad_rows, 0);
+    tg_run_close(&r);
+    TG_CHECK_EQ_U64((uint64_t)derived_files(), (uint64_t)before);
+    tg_store_release(c.ref);
+    free(c.Xref);
+}
+
 /* The CLI: the epoch JSON's "preprocess" object; from the second epoch on the preparation ran
  * during the epoch before. --reuse-samples 2 packs once for two epochs. */
 TG_TEST(cli_json)
@@ -346,6 +387,7 @@ int main(void)
     TG_RUN(read_errors);
     TG_RUN(killed_while_packing);
     TG_RUN(close_while_preparing);
+    TG_RUN(generation_across_passes);
     TG_RUN(cli_json);
     int rc = tg_test_done();
     if (rc == 0) tg_rmtree(root);
