@@ -275,6 +275,7 @@ typedef struct {
     tg_rowfile_t *rf;    /* a file: features.bin or the previous layer's (read through io/) */
     uint32_t *weight;    /* the row file's weights: 1 + in-degree, clamped (one per node) */
     uint64_t weight_res; /* bytes of weight reserved */
+    tg_io_stats_t io;    /* the row file's disk reads */
 } lw_input_t;
 
 static int input_gather(lw_input_t *in, const uint64_t *ids, size_t n, float *out)
@@ -309,8 +310,10 @@ static int input_weights(tg_run_t *r, lw_input_t *in)
 static int input_open(tg_run_t *r, int l, const mat_t *prev, uint64_t work, lw_input_t *in)
 {
     char path[4096];
+    tg_io_stats_init(&in->io);
     tg_rowfile_opts_t ro = {.num_rows = r->adj->num_nodes,
-                            .budget = r->budget_init ? &r->budget : NULL};
+                            .budget = r->budget_init ? &r->budget : NULL,
+                            .stats = &in->io};
     if (prev) {
         ro.file = prev->iof;
         ro.dim = prev->cols;
@@ -351,12 +354,16 @@ static void input_close(tg_run_t *r, lw_input_t *in, int l)
     if (in->rf) {
         tg_rowfile_counts_t c;
         tg_rowfile_counts(in->rf, &c);
+        tg_io_counts_t io;
+        tg_io_stats_snapshot(&in->io, &io);
         tg_log_debug("layer-wise layer %d: %llu of %llu rows resident, %llu bytes streamed; "
-                     "%llu of %llu rows gathered from the file in %llu requests of %llu bytes",
+                     "%llu of %llu rows gathered from the file in %llu requests of %llu bytes; "
+                     "the disk read %llu bytes in %llu reads",
                      l, (unsigned long long)c.resident_rows, (unsigned long long)r->adj->num_nodes,
                      (unsigned long long)c.stream_bytes, (unsigned long long)c.miss_rows,
                      (unsigned long long)c.gather_rows, (unsigned long long)c.miss_requests,
-                     (unsigned long long)c.miss_bytes);
+                     (unsigned long long)c.miss_bytes, (unsigned long long)io.io_read_bytes,
+                     (unsigned long long)io.io_requests);
     }
     tg_rowfile_close(in->rf);
     in->rf = NULL;
