@@ -5,8 +5,8 @@
  * A *generation* is the batches of one pass sampled ahead ("offline sampling") and laid out for
  * them:
  *
- *   sample      the pass's batches (sampler threads over the disk adjacency), spilled through
- *               graph/spill (ids and blocks) with their access trace
+ *   sample      the pass's batches (sampler threads over the disk adjacency), spilled (ids and
+ *               blocks) with their access trace (graph/batchtrace)
  *   lay out     store/layout: the hot rows (most used, in RAM), per segment of --segment batches
  *               a disk cache of the rows several of its batches use (one copy each, MinHash
  *               order so rows needed together share pages), and each batch's packed chunk (the
@@ -24,11 +24,11 @@
  * the one place every strategy converts them, so X equals the file's rows bit for bit.
  *
  * Fresh samples every epoch (tiergnn's addition: DiskGNN samples once and reuses the samples):
- * the run hands a training pass the next one (TG_STRAT_NEXT_PASS), and an inspector thread
- * samples, lays out and packs the next epoch while this one trains, so from the second epoch on
- * the preprocessing hides behind training. --reuse-samples K is the paper's mode: one generation
- * serves K epochs (the batches then differ from memory's after the first of them). Evaluation
- * passes get a generation of their own, prepared before they run.
+ * the run hands a training pass the next one (TG_STRAT_NEXT_PASS), and the inspector (engine/ahead
+ * with one item) samples, lays out and packs the next epoch while this one trains, so from the
+ * second epoch on the preprocessing hides behind training. --reuse-samples K is the paper's mode:
+ * one generation serves K epochs (the batches then differ from memory's after the first of them).
+ * Evaluation passes get a generation of their own, prepared before they run.
  *
  * Files: the spill, map and packed files are O_TMPFILE files in the dataset's derived/ directory
  * (the same disk): an error, SIGINT or SIGKILL leaves nothing behind, and nothing of a packing

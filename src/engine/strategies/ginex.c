@@ -1,10 +1,11 @@
 /* Strategy "ginex": Ginex's inspector-executor pipeline (Park et al., "Ginex", section 3) on the
  * CPU, with the same sampler, batches and model as every other strategy.
  *
- *   inspector thread:  sampler threads (tg_sloader) -> superbatch of S batches written to a spill
- *                      file (ids and blocks) + its access trace -> changesets (store/changeset:
- *                      the initial state and, per iteration, the rows to insert and evict, from
- *                      Belady's MIN over the superbatch) -> ready
+ *   inspector (engine/ahead's thread): sampler threads (tg_sloader) -> superbatch of S batches
+ *                      written to a spill file (ids and blocks) with its access trace
+ *                      (graph/batchtrace) -> changesets (store/changeset: the initial state
+ *                      and, per iteration, the rows to insert and evict, from Belady's MIN over
+ *                      the superbatch) -> ready
  *   executor (the pipeline's one worker): at a superbatch's start, moves the feature cache to its
  *                      initial state (evicts, prefetches the missing rows with large sorted reads);
  *                      per batch: reads it back from the spill file, copies the rows the cache
@@ -14,9 +15,9 @@
  *   trainer (the calling thread) -> releaser
  *
  * Superbatch k+1 is sampled and its changesets computed while superbatch k trains (the paper's
- * Fig. 9), so two superbatches exist at once: the one the executor reads and the one the
- * inspector fills, each in its own spill file (O_TMPFILE: nothing is left behind by an error,
- * SIGINT or SIGKILL).
+ * Fig. 9), so two superbatches exist at once (engine/ahead's two slots): the one the executor
+ * reads and the one the inspector fills, each in its own spill file (O_TMPFILE: nothing is left
+ * behind by an error, SIGINT or SIGKILL).
  *
  * The feature cache (3.3): direct addressing, as in the paper: a u32 address table over every
  * node (slot or none) and an array of rows. A row is kept as the batch input holds it (f32,

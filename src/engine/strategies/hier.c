@@ -8,8 +8,8 @@
  *
  * Caches (3.2): the static cache pins the features and the in-neighbour lists of the
  * --static-ratio highest in-degree nodes in RAM for the whole run. The dynamic cache, what the
- * budget leaves, holds two mega-batches (one trained, one loading): N_d = --dynamic-parts parts
- * each (automatic: as many as fit).
+ * budget leaves, holds two mega-batches (one trained, one loading: engine/ahead's two slots):
+ * N_d = --dynamic-parts parts each (automatic: as many as fit).
  *
  * An epoch (Algorithm 1): the parts shuffled (a pure function of seed and epoch), taken N_d at a
  * time. A mega-batch reads its parts' rows, old ids and lists with large sequential reads (a
