@@ -458,7 +458,10 @@ typedef struct tg_lw_opts {
 } tg_lw_opts_t;
 
 /* Full-neighbour forward of every layer: layers 0..L-2 for all nodes (each layer's output is the
- * next one's input), the last layer for the targets only. chunk 0 = tg_lw_auto_chunk. */
+ * next one's input), the last layer for the targets only. chunk 0 = tg_lw_auto_chunk. A strategy
+ * in RAM (TG_STRAT_IN_RAM) gathers layer 0 from r->store; any other reads features.bin, and a
+ * layer kept in a file, through a row file (tiergnn/store.h) within r->budget, whatever the
+ * strategy. With tmp_dir, an intermediate layer stays in RAM when the budget holds it. */
 int tg_lw_forward(tg_run_t *r, tg_model_t *m, const tg_lw_opts_t *o);
 /* Nodes per chunk when none is given, the same for every strategy (the chunk decides the GEMM
  * shapes): as many as make about 64 MiB of input rows, at most 65536. */
