@@ -132,3 +132,31 @@ printf '\030' | seed fuzz_outdeg valid-top20
 printf '\001\004\000\004\377' | seed fuzz_outdeg count-minus-1-crc-forged
 printf '\044\000\000\020\007' | seed fuzz_outdeg count-bit-verify-top40
 printf '\003\005\010\020' | seed fuzz_outdeg truncated-crc-fixed
+
+# ---- fuzz_npz: .npz archives as Python's zipfile writes them (np.savez: stored;
+# np.savez_compressed: deflated; force_zip64: zip64 extra fields), a 4-node graph
+npz() { # NAME METHOD ZIP64: a 4-node archive on stdout (Python's zipfile, no NumPy needed)
+    python3 - "$2" "$3" <<'PY'
+import io, struct, sys, zipfile
+def npy(descr, shape, raw):
+    h = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, shape)
+    h += ' ' * (63 - (10 + len(h)) % 64) + '\n'
+    return b'\x93NUMPY\x01\x00' + struct.pack('<H', len(h)) + h.encode() + raw
+q = lambda *v: struct.pack('<%dq' % len(v), *v)
+arrays = {'edge_index': npy('<i8', '(2, 5)', q(0, 1, 2, 3, 0, 1, 2, 3, 0, 2)),
+          'x': npy('<f4', '(4, 2)', struct.pack('<8f', 1, 2, 3, 4, 5, 6, 7, 8)),
+          'y': npy('<i8', '(4,)', q(0, 1, -1, 2)),
+          'train_mask': npy('|b1', '(4,)', bytes([1, 1, 0, 0])),
+          'test_idx': npy('<i8', '(1,)', q(3))}
+b = io.BytesIO()
+with zipfile.ZipFile(b, 'w', zipfile.ZIP_DEFLATED if sys.argv[1] == 'deflate' else zipfile.ZIP_STORED) as z:
+    for k, v in arrays.items():
+        with z.open(k + '.npy', 'w', force_zip64=sys.argv[2] == '1') as f:
+            f.write(v)
+sys.stdout.buffer.write(b.getvalue())
+PY
+}
+npz stored stored 0 | seed fuzz_npz stored
+npz deflated deflate 0 | seed fuzz_npz deflated
+npz zip64 deflate 1 | seed fuzz_npz deflated-zip64
+npz zip64s stored 1 | seed fuzz_npz stored-zip64

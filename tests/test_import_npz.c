@@ -550,6 +550,21 @@ TG_TEST(errors)
         expect_fail("id out of range", src, TG_IMPORT_NPZ, "edge_index.npy: member offset",
                     "node id 9 out of range [0, 4)");
     }
+    /* an empty stored member is read to its end at once: its CRC is checked at open */
+    {
+        member_t m[1];
+        memset(m, 0, sizeof m);
+        snprintf(m[0].name, sizeof m[0].name, "empty.npy");
+        m[0].data = malloc(1);
+        write_zip(src, m, 1, &(damage_t){.member = "empty.npy", .bad_crc = 1}, 0);
+        free(m[0].data);
+        tg_zip_t z;
+        TG_CHECK_OK(tg_zip_open(&z, src));
+        tg_zip_rd_t r;
+        if (z.n == 1)
+            TG_CHECK_ERR(tg_zip_rd_open(&r, &z, &z.e[0], 0), "'empty.npy': CRC-32 mismatch");
+        tg_zip_close(&z);
+    }
     /* the archive itself */
     small_npz(src, 0, NULL, NULL, NULL, NULL, NULL, 0, &(damage_t){.trunc_file = 100});
     expect_fail("cut archive", src, TG_IMPORT_NPZ, src, "not a zip archive");

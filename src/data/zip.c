@@ -381,7 +381,7 @@ int tg_zip_rd_open(tg_zip_rd_t *r, const tg_zip_t *z, const tg_zip_entry_t *e, u
     if (start > e->usize) return rd_err(r, -EINVAL, "read past the member's end");
     if (e->method == 0) {
         r->pos = r->crc_from = start;
-        return 0;
+        return rd_check_end(r); /* an empty member is read to its end already */
     }
     r->in_cap = (size_t)TG_MIN((uint64_t)ZIP_IN_BUF, TG_MAX(e->csize, (uint64_t)1));
     if (!(r->in = malloc(r->in_cap))) return tg_err(-ENOMEM, "out of memory");
