@@ -736,22 +736,65 @@ static int open_pstat(tg_strategy_t *s)
     return 0;
 }
 
-/* What does not depend on N_d, set up once: evaluation's extraction, the parts' sizes, the
- * training nodes by part, the static cache (rows, lists, bitmap and ranks) and the loading's
- * maps. The budget's profile keeps it: only the mega-batches are sized again after the plan. */
-static int setup_fixed(tg_strategy_t *s)
+/* The static cache's nodes (s->s_new holds their old ids on entry): old ids kept, new ids
+ * sorted, their rows read (checked under --verify-reads), their bitmap and ranks, their lists
+ * (the static-to-static half in RAM, the rest by part in partstat), and the evaluation passes'
+ * tier over their rows. */
+static int static_cache_fill(tg_strategy_t *s)
 {
-    if (s->fixed_ready) return 0;
-    tg_run_t *r = s->r;
-    const hier_cfg_t *c = s->c;
-    tg_budget_t *bg = &r->budget;
+    tg_part_t *p = s->part;
+    tg_budget_t *bg = &s->r->budget;
+    uint64_t S = s->S;
+    int rc = 0;
+    memcpy(s->s_old, s->s_new, S * sizeof *s->s_new);
+    if ((rc = to_new_ids(s, s->s_new, S)) < 0) return rc;
+    /* sort (new, old) pairs by new id */
+    uint64_t *pairs = malloc(2 * S * sizeof *pairs);
+    if (!pairs) return tg_err(-ENOMEM, "hier: out of memory");
+    for (uint64_t i = 0; i < S; i++)
+        pairs[2 * i] = s->s_new[i], pairs[2 * i + 1] = s->s_old[i];
+    qsort(pairs, S, 2 * sizeof *pairs, cmp_u64);
+    for (uint64_t i = 0; i < S; i++)
+        s->s_new[i] = pairs[2 * i], s->s_old[i] = pairs[2 * i + 1];
+    free(pairs);
+    for (uint64_t i = 0; i < S && rc == 0; i++) {
+        uint64_t v = s->s_new[i];
+        rc = rd(s, p->feat, s->s_feat + i * s->row, s->row, v * s->row);
+        /* --verify-reads: partfeat's rows are copies of features.bin's, by original id */
+        if (rc == 0)
+            rc = tg_rowcrc_check(s->r->rowcrc, s->s_old[i], s->s_feat + i * s->row, p->feat->path,
+                                 p->feat->payload_off + v * s->row);
+        s->is_static[v >> 6] |= 1ull << (v & 63);
+    }
+    if (rc < 0) return rc;
+    /* ranks: the static index of a node is the static nodes before it (s_new ascending) */
+    uint32_t acc = 0;
+    for (uint64_t w = 0; w < (s->N + 63) / 64; w++) {
+        s->s_rank[w] = acc;
+        acc += (uint32_t)pop64(s->is_static[w]);
+    }
+    /* the lists: the static-to-static half in RAM, the rest by part on disk */
+    if ((rc = each_static_list(s, NULL, keep_static, NULL)) < 0) return rc;
+    if ((rc = open_pstat(s)) < 0) return rc;
+    /* evaluation passes sample the whole graph: the static rows, the most often sampled
+     * (highest degree), come from RAM there too (an extraction made before, for an
+     * evaluation first, has no tier: made again) */
+    if ((rc = tg_tier_borrow_create(&s->eval_tier, "hier-static", s->s_feat, s->row, s->s_old, S,
+                                    s->N, bg)) < 0)
+        return tg_err_prefix(rc, "hier");
+    tg_extract_destroy(s->ex);
+    s->ex = NULL;
+    return 0;
+}
+
+/* The parts' sizes and edge counts, each largest first (a mega-batch's caps come from the
+ * largest parts), and the largest part's size. */
+static int part_sizes(tg_strategy_t *s, uint64_t *max_part)
+{
     tg_part_t *p = s->part;
     uint32_t P = s->P;
     int rc = 0;
-    s->ntrain = r->split_n[0];
-    uint64_t S = c->static_ratio > 0 ? (uint64_t)((double)s->N * c->static_ratio + 0.5) : 0;
-    S = TG_MIN(S, s->N);
-    /* part sizes and edges, largest first: a mega-batch's caps come from the largest parts */
+    *max_part = 0;
     s->psize = malloc(P * sizeof *s->psize + 1);
     s->pedge = malloc(P * sizeof *s->pedge + 1);
     uint64_t *ipb = malloc((P + 1) * sizeof *ipb);
@@ -767,16 +810,35 @@ static int setup_fixed(tg_strategy_t *s)
                         (unsigned long long)p->pp[k], (unsigned long long)ipb[k],
                         (unsigned long long)p->pp[k - 1], (unsigned long long)ipb[k - 1]);
     }
-    uint64_t max_part = 0;
     for (uint32_t k = 0; k < P && rc == 0; k++) {
         s->psize[k] = p->pp[k + 1] - p->pp[k];
         s->pedge[k] = ipb[k + 1] - ipb[k];
-        max_part = TG_MAX(max_part, s->psize[k]);
+        *max_part = TG_MAX(*max_part, s->psize[k]);
     }
     free(ipb);
     if (rc < 0) return rc;
     qsort(s->psize, P, sizeof *s->psize, cmp_desc);
     qsort(s->pedge, P, sizeof *s->pedge, cmp_desc);
+    return 0;
+}
+
+/* What does not depend on N_d, set up once: evaluation's extraction, the parts' sizes, the
+ * training nodes by part, the static cache (rows, lists, bitmap and ranks) and the loading's
+ * maps. The budget's profile keeps it: only the mega-batches are sized again after the plan. */
+static int setup_fixed(tg_strategy_t *s)
+{
+    if (s->fixed_ready) return 0;
+    tg_run_t *r = s->r;
+    const hier_cfg_t *c = s->c;
+    tg_budget_t *bg = &r->budget;
+    tg_part_t *p = s->part;
+    uint32_t P = s->P;
+    s->ntrain = r->split_n[0];
+    uint64_t S = c->static_ratio > 0 ? (uint64_t)((double)s->N * c->static_ratio + 0.5) : 0;
+    S = TG_MIN(S, s->N);
+    uint64_t max_part;
+    int rc = part_sizes(s, &max_part);
+    if (rc < 0) return rc;
     /* the static nodes: degrees from the original indptr; their lists' lengths are the same */
     uint64_t *sids = S ? malloc(S * sizeof *sids) : NULL;
     if (S && !sids) return tg_err(-ENOMEM, "hier: out of memory");
@@ -836,47 +898,7 @@ static int setup_fixed(tg_strategy_t *s)
         s->tp[tg_part_of(p, s->train_new[i]) + 1]++;
     for (uint32_t k = 0; k < P; k++)
         s->tp[k + 1] += s->tp[k];
-    /* the static nodes: old ids kept, new ids sorted, rows and lists read */
-    if (S) {
-        memcpy(s->s_old, s->s_new, S * sizeof *s->s_new);
-        if ((rc = to_new_ids(s, s->s_new, S)) < 0) return rc;
-        /* sort (new, old) pairs by new id */
-        uint64_t *pairs = malloc(2 * S * sizeof *pairs);
-        if (!pairs) return tg_err(-ENOMEM, "hier: out of memory");
-        for (uint64_t i = 0; i < S; i++)
-            pairs[2 * i] = s->s_new[i], pairs[2 * i + 1] = s->s_old[i];
-        qsort(pairs, S, 2 * sizeof *pairs, cmp_u64);
-        for (uint64_t i = 0; i < S; i++)
-            s->s_new[i] = pairs[2 * i], s->s_old[i] = pairs[2 * i + 1];
-        free(pairs);
-        for (uint64_t i = 0; i < S && rc == 0; i++) {
-            uint64_t v = s->s_new[i];
-            rc = rd(s, p->feat, s->s_feat + i * s->row, s->row, v * s->row);
-            /* --verify-reads: partfeat's rows are copies of features.bin's, by original id */
-            if (rc == 0)
-                rc = tg_rowcrc_check(s->r->rowcrc, s->s_old[i], s->s_feat + i * s->row,
-                                     p->feat->path, p->feat->payload_off + v * s->row);
-            s->is_static[v >> 6] |= 1ull << (v & 63);
-        }
-        if (rc < 0) return rc;
-        /* ranks: the static index of a node is the static nodes before it (s_new ascending) */
-        uint32_t acc = 0;
-        for (uint64_t w = 0; w < (s->N + 63) / 64; w++) {
-            s->s_rank[w] = acc;
-            acc += (uint32_t)pop64(s->is_static[w]);
-        }
-        /* the lists: the static-to-static half in RAM, the rest by part on disk */
-        if ((rc = each_static_list(s, NULL, keep_static, NULL)) < 0) return rc;
-        if ((rc = open_pstat(s)) < 0) return rc;
-        /* evaluation passes sample the whole graph: the static rows, the most often sampled
-         * (highest degree), come from RAM there too (an extraction made before, for an
-         * evaluation first, has no tier: made again) */
-        if ((rc = tg_tier_borrow_create(&s->eval_tier, "hier-static", s->s_feat, s->row, s->s_old,
-                                        S, s->N, bg)) < 0)
-            return tg_err_prefix(rc, "hier");
-        tg_extract_destroy(s->ex);
-        s->ex = NULL;
-    }
+    if (S && (rc = static_cache_fill(s)) < 0) return rc;
     if ((rc = setup_eval(s)) < 0) return rc;
     s->fixed_ready = 1;
     return 0;
@@ -1154,11 +1176,52 @@ static int load_static(tg_strategy_t *s, mega_t *m, const uint32_t *parts, const
     return 0;
 }
 
+/* T's lists, part by part (parts[0..n) in id order, part i's locals from base[i]), filtered to
+ * the mega-batch: neighbours in T, and static ones, which join it. */
+static int load_lists(tg_strategy_t *s, mega_t *m, const uint32_t *parts, uint64_t *base,
+                      uint64_t n)
+{
+    tg_part_t *p = s->part;
+    size_t ib = p->index_bytes;
+    int rc = 0;
+    for (uint64_t i = 0; i < n && rc == 0; i++) {
+        uint32_t k = parts[i];
+        uint64_t lo = p->pp[k], cnt = p->pp[k + 1] - lo;
+        if ((rc = rd(s, p->adj, s->ipbuf, (cnt + 1) * 8, lo * 8)) < 0 ||
+            (rc = tg_part_check_indptr(p, lo, cnt + 1, s->ipbuf)) < 0)
+            break;
+        uint64_t bs = 0, bn = 0; /* the list buffer holds entries [bs, bs + bn) */
+        for (uint64_t v = 0; v < cnt && rc == 0; v++) {
+            m->indptr[base[i] + v] = m->ne;
+            for (uint64_t e = s->ipbuf[v]; e < s->ipbuf[v + 1] && rc == 0; e++) {
+                if (e >= bs + bn) {
+                    bs = e;
+                    bn = TG_MIN(s->ipbuf[cnt] - e, LIST_READ / ib);
+                    if ((rc = rd(s, p->adj, s->lbuf, bn * ib, p->indices_off + e * ib)) < 0 ||
+                        (rc = tg_part_check_indices(p, bs, bn, s->lbuf)) < 0)
+                        break;
+                }
+                uint64_t u = rd_id(s, s->lbuf, e - bs);
+                int st;
+                uint32_t l = local_of(s, m, u, 1, base, &st);
+                m->deg_full++;
+                if (l == NONE) continue;
+                if ((rc = edge_room(s, m, 1)) < 0) break;
+                m->indices[m->ne++] = l;
+                if (st)
+                    m->deg_static++;
+                else
+                    m->deg_induced++;
+            }
+        }
+    }
+    return rc;
+}
+
 static int load(tg_strategy_t *s, mega_t *m, uint64_t index)
 {
     tg_part_t *p = s->part;
     double t0 = tg_now();
-    size_t ib = p->index_bytes;
     uint64_t first = index * s->nd, n = TG_MIN((uint64_t)s->P, first + s->nd) - first;
     /* its parts in id order: reads go up the files */
     uint32_t *parts = malloc(n * sizeof *parts + 1);
@@ -1205,37 +1268,7 @@ static int load(tg_strategy_t *s, mega_t *m, uint64_t index)
         i = j;
     }
     /* T's lists, part by part, filtered to the mega-batch (static neighbours join it) */
-    for (uint64_t i = 0; i < n && rc == 0; i++) {
-        uint32_t k = parts[i];
-        uint64_t lo = p->pp[k], cnt = p->pp[k + 1] - lo;
-        if ((rc = rd(s, p->adj, s->ipbuf, (cnt + 1) * 8, lo * 8)) < 0 ||
-            (rc = tg_part_check_indptr(p, lo, cnt + 1, s->ipbuf)) < 0)
-            break;
-        uint64_t bs = 0, bn = 0; /* the list buffer holds entries [bs, bs + bn) */
-        for (uint64_t v = 0; v < cnt && rc == 0; v++) {
-            m->indptr[base[i] + v] = m->ne;
-            for (uint64_t e = s->ipbuf[v]; e < s->ipbuf[v + 1] && rc == 0; e++) {
-                if (e >= bs + bn) {
-                    bs = e;
-                    bn = TG_MIN(s->ipbuf[cnt] - e, LIST_READ / ib);
-                    if ((rc = rd(s, p->adj, s->lbuf, bn * ib, p->indices_off + e * ib)) < 0 ||
-                        (rc = tg_part_check_indices(p, bs, bn, s->lbuf)) < 0)
-                        break;
-                }
-                uint64_t u = rd_id(s, s->lbuf, e - bs);
-                int st;
-                uint32_t l = local_of(s, m, u, 1, base, &st);
-                m->deg_full++;
-                if (l == NONE) continue;
-                if ((rc = edge_room(s, m, 1)) < 0) break;
-                m->indices[m->ne++] = l;
-                if (st)
-                    m->deg_static++;
-                else
-                    m->deg_induced++;
-            }
-        }
-    }
+    if (rc == 0) rc = load_lists(s, m, parts, base, n);
     /* the static nodes that joined: their lists, filtered to the mega-batch */
     if (rc == 0 && m->nm > m->nt) rc = load_static(s, m, parts, base, n);
     m->indptr[m->nm] = m->ne;
