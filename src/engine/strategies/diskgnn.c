@@ -937,9 +937,10 @@ static int dg_setup(tg_strategy_t *s, const tg_pass_t *p)
                       tg_fmt_bytes(plan_min, e, sizeof e),
                       tg_fmt_bytes(s->set_aside + plan_min, f, sizeof f));
     /* The indices in RAM before the first epoch is sampled, when they fit beside an estimate of
-     * the planning (the trace's 4 bytes and about 8 more per access, 8 per node: 126 MiB
-     * measured for 11.8 M accesses over 4 M nodes); size_hot checks again with the measured
-     * peak. Without --mem: when they fit in an eighth of the RAM (tg_xpass_adj_resident). */
+     * the planning (the trace's 4 bytes and about 8 more per access, 8 per node; see
+     * bench/README.md, "DiskGNN: first measurements on the shared bench"); size_hot checks
+     * again with the measured peak. Without --mem: when they fit in an eighth of the RAM
+     * (tg_xpass_adj_resident). */
     uint64_t est = s->set_aside + 12 * B * bn + 8 * N;
     uint64_t keep = limit ? est + est / 4 : 0;
     int resident = 0;
@@ -957,8 +958,8 @@ static int dg_setup(tg_strategy_t *s, const tg_pass_t *p)
     }
     /* Indices on disk: the samplers' index reads set the pace (a random read per neighbour
      * list, an epoch sampled ahead). --neighbor-cache gives Ginex's neighbour cache its bytes
-     * before the hot rows; not automatic: on the shared bench what the planning leaves (18 MiB)
-     * served too few lists to matter (epoch 3: 40.6 s with it, 36.9 s without). */
+     * before the hot rows; not automatic: what the planning leaves serves too few lists to
+     * matter (bench/README.md, "DiskGNN: first measurements on the shared bench"). */
     if (!resident && c->x.neighbor_cache > 0 &&
         (uint64_t)c->x.neighbor_cache >= tg_ncache_min_bytes(r->ds) &&
         (rc = tg_xpass_ncache(r, s->disk, (uint64_t)c->x.neighbor_cache, &s->stats, "diskgnn")) < 0)
@@ -971,8 +972,9 @@ static int dg_setup(tg_strategy_t *s, const tg_pass_t *p)
 /* Sizes the hot rows at the first generation's layout: a layout planned without them measures
  * the planning's peak; the budget keeps that (+25%) for the generations to come, the set-aside
  * parts, and, when they fit, the indices in RAM before any hot row (sampling an epoch ahead from
- * disk costs a random read per neighbour list, 3.9 M reads an epoch on the shared bench: the
- * preparation, not the reading, then sets the pace); the hot rows get the rest. */
+ * disk costs a random read per neighbour list: the preparation, not the reading, then sets the
+ * pace; bench/README.md, "DiskGNN: first measurements on the shared bench"); the hot rows get
+ * the rest. */
 static int size_hot(tg_strategy_t *s, const tg_cs_trace_t *tr, const tg_layout_cfg_t *lc0)
 {
     tg_run_t *r = s->r;
