@@ -132,21 +132,15 @@ int tg_budget_check_model(const tg_run_t *r, uint64_t model_bytes)
                   (unsigned long long)((want + (1 << 20) - 1) >> 20));
 }
 
-int tg_budget_plan(tg_run_t *r, const tg_model_t *m, const tg_budget_plan_opts_t *o,
-                   tg_budget_plan_t *p)
+/* Measures the plan's parts: the largest profiled batch, one step's activations on it, one
+ * input matrix, and the process's own memory. */
+static int plan_measure(tg_run_t *r, const tg_model_t *m, const tg_budget_plan_opts_t *o,
+                        tg_budget_plan_t *p)
 {
-    memset(p, 0, sizeof *p);
-    p->limit = r->budget.limit;
-    p->model = tg_model_param_bytes(m);
-    p->in_flight = r->strat_i->batches_in_flight ? r->strat_i->batches_in_flight(&r->sopts) : 2;
-    if (!p->limit || o->plan->num_batches == 0 || r->budget_planned) return 0;
-    /* measuring a batch creates a second model: not when the first alone is too large */
-    int rc = tg_budget_check_model(r, p->model);
-    if (rc < 0) return rc;
     double t0 = tg_now();
     tg_batch_t big;
-    rc = r->strat_i->profile_batch ? r->strat_i->profile_batch(r->strat, o, &big)
-                                   : profile_batches(r, o, &big);
+    int rc = r->strat_i->profile_batch ? r->strat_i->profile_batch(r->strat, o, &big)
+                                       : profile_batches(r, o, &big);
     if (rc < 0) return rc;
     uint64_t act = 0;
     rc = measure_activations(r, m, o->optim, &big, &act);
@@ -168,7 +162,7 @@ int tg_budget_plan(tg_run_t *r, const tg_model_t *m, const tg_budget_plan_opts_t
     p->activations = (uint64_t)((double)act * grow);
     /* What the process holds that is neither data in the budget nor the model: the binary and
      * its libraries, OpenBLAS's buffers (allocated by the step above), thread stacks. */
-    /* anonymous memory only: mmap's mapped file pages are page cache, not the process */
+    /* anonymous memory only: the pages of a mapped file are page cache, not the process */
     uint64_t rss = tg_rss_anon_bytes(), known = r->budget.used + p->model;
 #ifdef TG_SANITIZE
     /* Under ASan the RSS is mostly shadow memory and the quarantine of freed blocks: not the
@@ -180,37 +174,62 @@ int tg_budget_plan(tg_run_t *r, const tg_model_t *m, const tg_budget_plan_opts_t
     p->overhead = (rss > known ? rss - known : 0) + OVERHEAD_SLACK;
 #endif
     p->profile_s = tg_now() - t0;
-    uint64_t need = p->overhead + p->model + p->activations + p->in_flight * p->batch_x;
+    return 0;
+}
+
+/* The plan's bytes for its in-flight count. */
+static uint64_t plan_need(const tg_budget_plan_t *p)
+{
+    return p->overhead + p->model + p->activations + p->in_flight * p->batch_x;
+}
+
+/* Fits the plan in the budget: sampler threads left at their default give way before the
+ * budget refuses (each holds batches ahead, and one sampler with fewer matrices in flight still
+ * trains, slower); then -ENOMEM naming every part and the --mem needed. */
+static int plan_fit(tg_run_t *r, tg_budget_plan_t *p)
+{
     char a[32], b[32], c[32], d[32], e[32], f[32], g[32];
-    /* Sampler threads left at their default give way before the budget refuses: each holds
-     * batches ahead, and one sampler with fewer matrices in flight still trains (slower). */
+    uint64_t need = plan_need(p);
     int st0 = r->sopts.sampler_threads;
     while (r->budget.used + need > p->limit && r->sopts.sampler_threads_auto &&
            r->sopts.sampler_threads > 1 && r->strat_i->batches_in_flight) {
         r->sopts.sampler_threads--;
         p->in_flight = r->strat_i->batches_in_flight(&r->sopts);
-        need = p->overhead + p->model + p->activations + p->in_flight * p->batch_x;
+        need = plan_need(p);
     }
     if (r->sopts.sampler_threads != st0 && r->budget.used + need <= p->limit)
         tg_log_info("--mem %s leaves room for %llu batch matrices of %s in flight: %d sampler "
                     "thread(s), not the default %d (--sampler-threads sets it)",
                     tg_fmt_bytes(p->limit, a, sizeof a), (unsigned long long)p->in_flight,
                     tg_fmt_bytes(p->batch_x, e, sizeof e), r->sopts.sampler_threads, st0);
-    if (r->budget.used + need > p->limit) {
-        uint64_t want = r->budget.used + need;
-        return tg_err(-ENOMEM,
-                      "--mem %s is too small for this model and batch size: the process (%s), "
-                      "the model with its optimiser state (%s), one batch's activations (%s, a "
-                      "batch of %u input nodes) and %llu input matrices in flight (%s each) need "
-                      "%s beside the %s of data strategy %s holds; give --mem %lluM or more, or "
-                      "a smaller --batch-size or fanouts",
-                      tg_fmt_bytes(p->limit, a, sizeof a), tg_fmt_bytes(p->overhead, b, sizeof b),
-                      tg_fmt_bytes(p->model, c, sizeof c),
-                      tg_fmt_bytes(p->activations, d, sizeof d), p->batch_nodes,
-                      (unsigned long long)p->in_flight, tg_fmt_bytes(p->batch_x, e, sizeof e),
-                      tg_fmt_bytes(need, f, sizeof f), tg_fmt_bytes(r->budget.used, g, sizeof g),
-                      r->strat_i->info.name, (unsigned long long)((want + (1 << 20) - 1) >> 20));
-    }
+    if (r->budget.used + need <= p->limit) return 0;
+    uint64_t want = r->budget.used + need;
+    return tg_err(-ENOMEM,
+                  "--mem %s is too small for this model and batch size: the process (%s), the "
+                  "model with its optimiser state (%s), one batch's activations (%s, a batch of "
+                  "%u input nodes) and %llu input matrices in flight (%s each) need %s beside "
+                  "the %s of data strategy %s holds; give --mem %lluM or more, or a smaller "
+                  "--batch-size or fanouts",
+                  tg_fmt_bytes(p->limit, a, sizeof a), tg_fmt_bytes(p->overhead, b, sizeof b),
+                  tg_fmt_bytes(p->model, c, sizeof c), tg_fmt_bytes(p->activations, d, sizeof d),
+                  p->batch_nodes, (unsigned long long)p->in_flight,
+                  tg_fmt_bytes(p->batch_x, e, sizeof e), tg_fmt_bytes(need, f, sizeof f),
+                  tg_fmt_bytes(r->budget.used, g, sizeof g), r->strat_i->info.name,
+                  (unsigned long long)((want + (1 << 20) - 1) >> 20));
+}
+
+int tg_budget_plan(tg_run_t *r, const tg_model_t *m, const tg_budget_plan_opts_t *o,
+                   tg_budget_plan_t *p)
+{
+    memset(p, 0, sizeof *p);
+    p->limit = r->budget.limit;
+    p->model = tg_model_param_bytes(m);
+    p->in_flight = r->strat_i->batches_in_flight ? r->strat_i->batches_in_flight(&r->sopts) : 2;
+    if (!p->limit || o->plan->num_batches == 0 || r->budget_planned) return 0;
+    /* measuring a batch creates a second model: not when the first alone is too large */
+    int rc = tg_budget_check_model(r, p->model);
+    if (rc < 0 || (rc = plan_measure(r, m, o, p)) < 0 || (rc = plan_fit(r, p)) < 0) return rc;
+    uint64_t need = plan_need(p);
     if ((rc = tg_budget_reserve(&r->budget, need, "process, model, activations, batches")) < 0)
         return rc;
     p->reserved = need;
@@ -218,6 +237,7 @@ int tg_budget_plan(tg_run_t *r, const tg_model_t *m, const tg_budget_plan_opts_t
     r->batch_nodes = p->batch_nodes;
     p->data = r->budget.used - need;
     p->rest = p->limit - r->budget.used;
+    char a[32], b[32], c[32], d[32], e[32], f[32], g[32];
     tg_log_info("memory budget %s: process %s, model %s, activations %s, %llu batch matrices of "
                 "%s, data so far %s; %s left for %s's caches and buffers (measured in %.2f s)",
                 tg_fmt_bytes(p->limit, a, sizeof a), tg_fmt_bytes(p->overhead, b, sizeof b),

@@ -5,8 +5,9 @@
 #include <string.h>
 #include <unistd.h>
 
-/* How a saved run is opened: which checkpoint, through which strategy ("auto" picking memory
- * when graph and features fit mem_bytes), and what is checked (--verify, --verify-reads). */
+/* How a saved run is opened: which checkpoint, through which strategy ("auto" picking an
+ * in-RAM one when graph and features fit mem_bytes), and what is checked (--verify,
+ * --verify-reads). */
 typedef struct saved_opts {
     int which_last;
     const char *strategy;
@@ -187,6 +188,100 @@ static int publish(const char *tmp, const char *final)
     return 0;
 }
 
+/* The strategy inference opens: the one asked for, or with "auto" and no --mem the automatic
+ * choice against a quarter of the RAM (graph and features go to RAM only when they fit;
+ * otherwise indices are read from disk and each row from the feature file when a chunk needs
+ * it; without --mem nothing is then accounted). */
+static int infer_strategy(const char *dataset, const tg_infer_opts_t *o, const char **strategy)
+{
+    *strategy = o->strategy && *o->strategy ? o->strategy : "auto";
+    if (o->mem_bytes || strcmp(*strategy, "auto")) return 0;
+    tg_dataset_t *probe;
+    int rc = tg_dataset_open(&probe, dataset, 0);
+    if (rc < 0) return rc;
+    tg_strategy_opts_t so;
+    tg_strategy_opts_default(&so);
+    const tg_strategy_i *si;
+    char why[256];
+    rc = tg_strategy_choose(probe, 0, 0, 0, &so, o->strategy_args, o->num_strategy_args, &si, why,
+                            sizeof why);
+    tg_dataset_close(probe);
+    if (rc < 0) return rc;
+    *strategy = si->info.name;
+    return 0;
+}
+
+/* The files' names: OUT.tmp, OUT.emb, OUT.emb.tmp, OUT.json. */
+typedef struct {
+    char *pred_tmp, *emb, *emb_tmp, *json;
+} infer_paths_t;
+
+/* Closes the prediction (and embedding) files and renames them to their final names; fi gets
+ * their sizes and CRCs. */
+static int infer_publish(infer_ctx_t *c, const infer_paths_t *pa, const char *out_path,
+                         tg_file_info_t fi[2])
+{
+    memset(fi, 0, 2 * sizeof *fi);
+    int rc = tg_filew_close(&c->pred, &fi[0]);
+    c->pred.fd = -1;
+    if (rc < 0) return rc;
+    if (c->have_emb) {
+        rc = tg_filew_close(&c->emb, &fi[1]);
+        c->emb.fd = -1;
+        if (rc < 0) return rc;
+    }
+    if ((rc = publish(pa->pred_tmp, out_path)) < 0) return rc;
+    if (c->have_emb && (rc = publish(pa->emb_tmp, pa->emb)) < 0) return rc;
+    return 0;
+}
+
+/* OUT.json: what the files hold (dtypes, widths, CRCs) and the checkpoint they come from,
+ * written atomically, then the directory synced so that the renames are durable too. */
+static int infer_manifest(const tg_run_t *r, const infer_ctx_t *c, const infer_paths_t *pa,
+                          const char *out_path, const tg_file_info_t fi[2], const char *ckpath,
+                          uint64_t ckpt_epoch)
+{
+    tg_json_t j;
+    tg_json_begin(&j);
+    tg_json_uint(&j, "num_nodes", r->ds->meta.num_nodes);
+    tg_json_str(&j, "predictions", out_path);
+    tg_json_str(&j, "predictions_dtype", "int32");
+    tg_json_uint(&j, "predictions_width", c->multi ? c->C : 1);
+    tg_json_bool(&j, "multi_label", c->multi);
+    tg_json_uint(&j, "num_classes", c->C);
+    char crc[16];
+    snprintf(crc, sizeof crc, "%08x", fi[0].crc32);
+    tg_json_str(&j, "predictions_crc32", crc);
+    if (c->have_emb) {
+        snprintf(crc, sizeof crc, "%08x", fi[1].crc32);
+        tg_json_str(&j, "embeddings", pa->emb);
+        tg_json_str(&j, "embeddings_dtype", "float32");
+        tg_json_uint(&j, "embed_dim", c->E);
+        tg_json_str(&j, "embeddings_crc32", crc);
+    }
+    tg_json_str(&j, "checkpoint", ckpath);
+    tg_json_uint(&j, "checkpoint_epoch", ckpt_epoch);
+    char *text = NULL;
+    tg_json_end(&j, NULL, &text);
+    if (!text) return tg_err(-ENOMEM, "infer: out of memory");
+    size_t tlen = strlen(text);
+    char *nl = realloc(text, tlen + 2); /* end the file with a newline */
+    if (nl) {
+        text = nl;
+        text[tlen++] = '\n';
+        text[tlen] = 0;
+    }
+    int rc = tg_write_file_atomic(pa->json, text, tlen);
+    free(text);
+    if (rc < 0) return rc;
+    /* make the renames of the data files durable too */
+    char *d = strdup(out_path), *slash = d ? strrchr(d, '/') : NULL;
+    if (slash) *slash = 0;
+    rc = tg_fsync_dir(slash ? (d[0] ? d : "/") : ".");
+    free(d);
+    return rc;
+}
+
 int tg_infer(const char *dataset, const char *rundir, const char *out_path,
              const tg_infer_opts_t *o)
 {
@@ -196,34 +291,17 @@ int tg_infer(const char *dataset, const char *rundir, const char *out_path,
     char ckpath[4096];
     snprintf(ckpath, sizeof ckpath, "%s/%s", rundir,
              o->which_last ? TG_CKPT_NAME : TG_CKPT_BEST_NAME);
-    /* Graph and features go to RAM only when they fit in the memory allowed (strategy auto);
-     * otherwise indices are read from disk and each row from the feature file when a chunk
-     * needs it. Without --mem the limit for that choice is a quarter of the RAM, but nothing
-     * is then accounted. */
-    int rc;
+    const char *strategy;
+    int rc = infer_strategy(dataset, o, &strategy);
+    if (rc < 0) return rc;
     tg_run_t r;
     tg_model_t *m = NULL;
-    int threads = o->threads > 0 ? o->threads : 1;
-    const char *strategy = o->strategy && *o->strategy ? o->strategy : "auto";
-    if (!o->mem_bytes && !strcmp(strategy, "auto")) {
-        tg_dataset_t *probe;
-        if ((rc = tg_dataset_open(&probe, dataset, 0)) < 0) return rc;
-        tg_strategy_opts_t so;
-        tg_strategy_opts_default(&so);
-        const tg_strategy_i *si;
-        char why[256];
-        rc = tg_strategy_choose(probe, 0, 0, 0, &so, o->strategy_args, o->num_strategy_args, &si,
-                                why, sizeof why);
-        tg_dataset_close(probe);
-        if (rc < 0) return rc;
-        strategy = si->info.name;
-    }
     saved_opts_t so = {.which_last = o->which_last,
                        .strategy = strategy,
                        .args = o->strategy_args,
                        .nargs = o->num_strategy_args,
                        .mem_bytes = o->mem_bytes,
-                       .threads = threads,
+                       .threads = o->threads > 0 ? o->threads : 1,
                        .verify = o->verify,
                        .verify_reads = o->verify_reads};
     if ((rc = open_saved(dataset, rundir, &so, &r, &m, &info, ckpath, sizeof ckpath)) < 0)
@@ -236,27 +314,20 @@ int tg_infer(const char *dataset, const char *rundir, const char *out_path,
     c.E = tg_model_embed_dim(m);
     c.multi = cfg->multi_label;
     c.have_emb = o->embeddings;
-    size_t pl = strlen(out_path) + 32;
-    char *pred_tmp = malloc(pl), *emb_path = malloc(pl), *emb_tmp = malloc(pl),
-         *json_path = malloc(pl);
-    char *tmp_dir = NULL;
-    if (!pred_tmp || !emb_path || !emb_tmp || !json_path) {
+    size_t pl = strlen(out_path) + 32, tl = strlen(rundir) + 48;
+    infer_paths_t pa = {malloc(pl), malloc(pl), malloc(pl), malloc(pl)};
+    char *tmp_dir = malloc(tl);
+    if (!pa.pred_tmp || !pa.emb || !pa.emb_tmp || !pa.json || !tmp_dir) {
         rc = tg_err(-ENOMEM, "infer: out of memory");
         goto out;
     }
-    snprintf(pred_tmp, pl, "%s.tmp", out_path);
-    snprintf(emb_path, pl, "%s.emb", out_path);
-    snprintf(emb_tmp, pl, "%s.emb.tmp", out_path);
-    snprintf(json_path, pl, "%s.json", out_path);
-    if ((rc = tg_filew_open(&c.pred, pred_tmp, 4u << 20)) < 0) goto out;
-    if (c.have_emb && (rc = tg_filew_open(&c.emb, emb_tmp, 4u << 20)) < 0) goto out;
+    snprintf(pa.pred_tmp, pl, "%s.tmp", out_path);
+    snprintf(pa.emb, pl, "%s.emb", out_path);
+    snprintf(pa.emb_tmp, pl, "%s.emb.tmp", out_path);
+    snprintf(pa.json, pl, "%s.json", out_path);
+    if ((rc = tg_filew_open(&c.pred, pa.pred_tmp, 4u << 20)) < 0) goto out;
+    if (c.have_emb && (rc = tg_filew_open(&c.emb, pa.emb_tmp, 4u << 20)) < 0) goto out;
     /* Intermediate layers go to a private folder in RUNDIR, removed whatever happens. */
-    size_t tl = strlen(rundir) + 48;
-    tmp_dir = malloc(tl);
-    if (!tmp_dir) {
-        rc = tg_err(-ENOMEM, "infer: out of memory");
-        goto out;
-    }
     snprintf(tmp_dir, tl, "%s/infer-tmp-%d", rundir, (int)getpid());
     if ((rc = tg_mkdir_p(tmp_dir)) < 0) goto out;
     tg_lw_opts_t lo = {.chunk = o->chunk_nodes,
@@ -265,76 +336,24 @@ int tg_infer(const char *dataset, const char *rundir, const char *out_path,
                        .sink = infer_sink,
                        .ctx = &c,
                        .progress_label = o->progress && isatty(STDERR_FILENO) ? "infer" : NULL};
-    if ((rc = tg_lw_forward(&r, m, &lo)) < 0) goto out;
-    tg_file_info_t fi_pred, fi_emb;
-    memset(&fi_emb, 0, sizeof fi_emb);
-    rc = tg_filew_close(&c.pred, &fi_pred);
-    c.pred.fd = -1;
-    if (rc < 0) goto out;
-    if (c.have_emb) {
-        rc = tg_filew_close(&c.emb, &fi_emb);
-        c.emb.fd = -1;
-        if (rc < 0) goto out;
-    }
-    if ((rc = publish(pred_tmp, out_path)) < 0) goto out;
-    if (c.have_emb && (rc = publish(emb_tmp, emb_path)) < 0) goto out;
-    tg_json_t j;
-    tg_json_begin(&j);
-    tg_json_uint(&j, "num_nodes", r.ds->meta.num_nodes);
-    tg_json_str(&j, "predictions", out_path);
-    tg_json_str(&j, "predictions_dtype", "int32");
-    tg_json_uint(&j, "predictions_width", c.multi ? c.C : 1);
-    tg_json_bool(&j, "multi_label", c.multi);
-    tg_json_uint(&j, "num_classes", c.C);
-    char crc[16];
-    snprintf(crc, sizeof crc, "%08x", fi_pred.crc32);
-    tg_json_str(&j, "predictions_crc32", crc);
-    if (c.have_emb) {
-        snprintf(crc, sizeof crc, "%08x", fi_emb.crc32);
-        tg_json_str(&j, "embeddings", emb_path);
-        tg_json_str(&j, "embeddings_dtype", "float32");
-        tg_json_uint(&j, "embed_dim", c.E);
-        tg_json_str(&j, "embeddings_crc32", crc);
-    }
-    tg_json_str(&j, "checkpoint", ckpath);
-    tg_json_uint(&j, "checkpoint_epoch", o->which_last ? info.epochs_done : info.best_epoch);
-    char *text = NULL;
-    tg_json_end(&j, NULL, &text);
-    if (!text) {
-        rc = tg_err(-ENOMEM, "infer: out of memory");
+    tg_file_info_t fi[2];
+    if ((rc = tg_lw_forward(&r, m, &lo)) < 0 || (rc = infer_publish(&c, &pa, out_path, fi)) < 0)
         goto out;
-    }
-    size_t tlen = strlen(text);
-    char *nl = realloc(text, tlen + 2); /* end the file with a newline */
-    if (nl) {
-        text = nl;
-        text[tlen++] = '\n';
-        text[tlen] = 0;
-    }
-    rc = tg_write_file_atomic(json_path, text, tlen);
-    free(text);
-    if (rc >= 0) {
-        /* make the renames of the data files durable too */
-        char *d = strdup(out_path), *slash = d ? strrchr(d, '/') : NULL;
-        if (slash) *slash = 0;
-        rc = tg_fsync_dir(slash ? (d[0] ? d : "/") : ".");
-        free(d);
-    }
+    rc = infer_manifest(&r, &c, &pa, out_path, fi, ckpath,
+                        o->which_last ? info.epochs_done : info.best_epoch);
 out:
     if (c.pred.fd >= 0) tg_filew_discard(&c.pred);
     if (c.emb.fd >= 0) tg_filew_discard(&c.emb);
     /* After a successful rename the .tmp names no longer exist; after a failure they go. */
-    if (pred_tmp) unlink(pred_tmp);
-    if (emb_tmp) unlink(emb_tmp);
-    if (tmp_dir) {
-        tg_rmtree(tmp_dir);
-        free(tmp_dir);
-    }
+    if (pa.pred_tmp) unlink(pa.pred_tmp);
+    if (pa.emb_tmp) unlink(pa.emb_tmp);
+    if (tmp_dir) tg_rmtree(tmp_dir);
+    free(tmp_dir);
     free(c.buf);
-    free(pred_tmp);
-    free(emb_path);
-    free(emb_tmp);
-    free(json_path);
+    free(pa.pred_tmp);
+    free(pa.emb);
+    free(pa.emb_tmp);
+    free(pa.json);
     tg_model_destroy(m);
     tg_run_close(&r);
     return rc;

@@ -19,9 +19,9 @@
  * A strategy that samples on its own hands the batches in through `source` (workers > 0 only).
  *
  * With workers = 0, X comes from `gather`, called on the sampler thread right after sampling
- * (memory, mmap); with workers > 0 the pipeline allocates X and `work` fills it. A work function
- * reports a failure with tg_pipe_fail (the first error of any stage wins, with its message) and
- * returns it; it should give up early (-ECANCELED) when tg_pipe_aborted says so.
+ * (rows in RAM or mapped); with workers > 0 the pipeline allocates X and `work` fills it. A work
+ * function reports a failure with tg_pipe_fail (the first error of any stage wins, with its
+ * message) and returns it; it should give up early (-ECANCELED) when tg_pipe_aborted says so.
  *
  * Order and exactness: batches enter the workers in id order; in order (the default) the window
  * has queue_depth + workers x group places and hands them to the trainer in id order, so the
@@ -39,7 +39,7 @@
  * Errors: the first error of a sampler (at the batch it failed), a worker, or the trainer is kept
  * in one tg_errbox_t; then every queue is closed, every thread joined, every batch freed, and
  * tg_pipe_run returns it with its message. on_error (optional) runs once after the first error,
- * on the calling thread before the workers are joined (gnndrive shuts its feature buffer down
+ * on the calling thread before the workers are joined (a strategy shuts its feature buffer down
  * there, so that workers blocked in it wake up).
  *
  * Timing (tg_pass_stats_t): sample_s summed over sampler threads, gather_s over the gather hook
@@ -60,12 +60,13 @@ typedef struct tg_pipe tg_pipe_t;
 typedef int (*tg_pipe_work_fn)(void *ctx, tg_pipe_t *P, int worker, const tg_batch_t *const *b,
                                float *const *X, int n);
 
-/* Where the batches come from when they are not sampled by the pipeline's own loader (Ginex
- * samples a superbatch ahead on a thread of its own and reads the batches back from spill
- * files). next hands out the pass's batches in id order from first_batch on (it->batch.id set,
- * it->sample_s what sampling it took): 1 with *it, 0 at the end, or a negative error code with
- * its message; it runs on a worker under the pipeline's loader lock, and should return
- * -ECANCELED soon once tg_pipe_aborted(P). item_free frees an item next returned. */
+/* Where the batches come from when they are not sampled by the pipeline's own loader (a
+ * strategy that samples batches ahead on a thread of its own reads them back from spill files,
+ * or takes them from a look-ahead source). next hands out the pass's batches in id order from
+ * first_batch on (it->batch.id set, it->sample_s what sampling it took): 1 with *it, 0 at the end,
+ * or a negative error code with its message; it runs on a worker under the pipeline's loader lock,
+ * and should return -ECANCELED soon once tg_pipe_aborted(P). item_free frees an item next returned.
+ */
 typedef struct tg_pipe_source {
     int (*next)(void *ctx, tg_pipe_t *P, tg_sloader_item_t **it);
     void (*item_free)(void *ctx, tg_sloader_item_t *it);

@@ -27,6 +27,77 @@ static void malloc_tune(void)
 #endif
 }
 
+/* The run's strategy (asked for, or chosen for mem_bytes when "auto"), its options parsed from
+ * its table, and its derived files built (or found valid) before it opens. common: the run's
+ * own bytes beside the strategy's. */
+static int run_strategy(tg_run_t *r, const tg_run_opts_t *o, uint64_t mem_bytes, uint64_t common)
+{
+    int rc;
+    char why[512];
+    if (!o->strategy || !*o->strategy || !strcmp(o->strategy, "auto")) {
+        if ((rc = tg_strategy_choose(r->ds, mem_bytes, common, o->auto_extra, &r->sopts, o->args,
+                                     o->nargs, &r->strat_i, why, sizeof why)) < 0)
+            return rc;
+        tg_log_info("strategy %s: %s", r->strat_i->info.name, why);
+    } else if ((rc = tg_strategy_find(o->strategy, &r->strat_i)) < 0) {
+        return rc;
+    }
+    /* The strategy's own options, from its table. */
+    r->scfg = calloc(1, r->strat_i->info.config_size + 1);
+    if (!r->scfg) return tg_err(-ENOMEM, "out of memory");
+    if ((rc = tg_strategy_parse(&r->strat_i->info, o->args, o->nargs, r->scfg, 1)) < 0) return rc;
+    r->sopts.cfg = r->scfg;
+    if (r->strat_i->prepare && (rc = r->strat_i->prepare(r->ds, &r->sopts)) < 0) return rc;
+    return 0;
+}
+
+/* The minimum working set (the strategy's, labels and splits lb + sb, the caller's extra bytes
+ * and --verify-reads' checksums), refused with the amount needed before anything large is
+ * loaded. */
+static int run_check_min(tg_run_t *r, const tg_run_opts_t *o, uint64_t mem_bytes, uint64_t lb,
+                         uint64_t sb)
+{
+    char why[512];
+    uint64_t common = lb + sb + o->extra_bytes;
+    uint64_t crc_bytes = o->verify_reads ? r->ds->meta.num_nodes * sizeof(uint32_t) : 0;
+    uint64_t need = r->strat_i->min_bytes(r->ds, &r->sopts, why, sizeof why) + common + crc_bytes;
+    if (!mem_bytes || need <= mem_bytes) return 0;
+    char a[32], b[32], c[32], d[32];
+    if (crc_bytes) {
+        size_t k = strlen(why);
+        snprintf(why + k, sizeof why - k, "; row checksums of --verify-reads %s",
+                 tg_fmt_bytes(crc_bytes, a, sizeof a));
+    }
+    return tg_err(-ENOMEM,
+                  "--mem %s is too small for strategy %s on %s: its minimum working set is %s "
+                  "(labels and splits %s, seed order and masks %s, %s); give --mem %lluM or more",
+                  tg_fmt_bytes(mem_bytes, a, sizeof a), r->strat_i->info.name, o->dataset,
+                  tg_fmt_bytes(need, b, sizeof b), tg_fmt_bytes(lb + sb, c, sizeof c),
+                  tg_fmt_bytes(o->extra_bytes, d, sizeof d), why,
+                  (unsigned long long)((need + (1 << 20) - 1) >> 20));
+}
+
+/* The budget, then labels (lb bytes) and the splits (sb), reserved against it. */
+static int run_load_common(tg_run_t *r, uint64_t mem_bytes, uint64_t lb, uint64_t sb)
+{
+    const tg_meta_t *m = &r->ds->meta;
+    tg_budget_init(&r->budget, mem_bytes);
+    r->budget_init = 1;
+    int rc = tg_budget_reserve(&r->budget, lb, "labels");
+    if (rc < 0) return rc;
+    r->label_bytes = lb;
+    if ((rc = tg_dataset_load_labels(r->ds, &r->labels)) < 0) return rc;
+    r->label_width = m->multi_label ? m->num_classes : 1;
+    if ((rc = tg_budget_reserve(&r->budget, sb, "split ids")) < 0) return rc;
+    r->split_bytes = sb;
+    static const tg_file_id_t ids[3] = {TG_FILE_TRAIN, TG_FILE_VALID, TG_FILE_TEST};
+    for (int s = 0; s < 3; s++)
+        if ((rc = tg_dataset_load_split(r->ds, ids[s], &r->split[s], &r->split_n[s])) < 0)
+            return rc;
+    r->row_bytes = (uint32_t)(m->feat_dim * tg_feat_dtype_size(m->feat_dtype));
+    return 0;
+}
+
 int tg_run_open_opts(tg_run_t *r, const tg_run_opts_t *o)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -55,64 +126,16 @@ int tg_run_open_opts(tg_run_t *r, const tg_run_opts_t *o)
         r->sopts.sampler_threads = r->sopts.threads;
         r->sopts.sampler_threads_auto = 1;
     }
-
     /* Under a cgroup memory limit the budget is at most that limit (less a margin). */
     char cgwhy[256];
     uint64_t mem_bytes =
         tg_budget_effective(o->mem_bytes, tg_cgroup_mem_limit(), cgwhy, sizeof cgwhy);
     if (cgwhy[0]) tg_log_info("%s", cgwhy);
     uint64_t lb, sb, common = common_bytes(m, &lb, &sb) + o->extra_bytes;
-    char why[512];
-    if (!o->strategy || !*o->strategy || !strcmp(o->strategy, "auto")) {
-        if ((rc = tg_strategy_choose(r->ds, mem_bytes, common, o->auto_extra, &r->sopts, o->args,
-                                     o->nargs, &r->strat_i, why, sizeof why)) < 0)
-            goto err;
-        tg_log_info("strategy %s: %s", r->strat_i->info.name, why);
-    } else if ((rc = tg_strategy_find(o->strategy, &r->strat_i)) < 0) {
+    if ((rc = run_strategy(r, o, mem_bytes, common)) < 0 ||
+        (rc = run_check_min(r, o, mem_bytes, lb, sb)) < 0 ||
+        (rc = run_load_common(r, mem_bytes, lb, sb)) < 0)
         goto err;
-    }
-    /* The strategy's own options, from its table. */
-    r->scfg = calloc(1, r->strat_i->info.config_size + 1);
-    if (!r->scfg) {
-        rc = tg_err(-ENOMEM, "out of memory");
-        goto err;
-    }
-    if ((rc = tg_strategy_parse(&r->strat_i->info, o->args, o->nargs, r->scfg, 1)) < 0) goto err;
-    r->sopts.cfg = r->scfg;
-    /* Derived files the strategy reads are built (or found valid) before it opens. */
-    if (r->strat_i->prepare && (rc = r->strat_i->prepare(r->ds, &r->sopts)) < 0) goto err;
-    /* The minimum working set, checked before anything large is loaded. */
-    uint64_t crc_bytes = o->verify_reads ? m->num_nodes * sizeof(uint32_t) : 0;
-    uint64_t need = r->strat_i->min_bytes(r->ds, &r->sopts, why, sizeof why) + common + crc_bytes;
-    if (mem_bytes && need > mem_bytes) {
-        char a[32], b[32], c[32], d[32];
-        if (crc_bytes) {
-            size_t k = strlen(why);
-            snprintf(why + k, sizeof why - k, "; row checksums of --verify-reads %s",
-                     tg_fmt_bytes(crc_bytes, a, sizeof a));
-        }
-        rc = tg_err(-ENOMEM,
-                    "--mem %s is too small for strategy %s on %s: its minimum working set is %s "
-                    "(labels and splits %s, seed order and masks %s, %s); give --mem %lluM or "
-                    "more",
-                    tg_fmt_bytes(mem_bytes, a, sizeof a), r->strat_i->info.name, o->dataset,
-                    tg_fmt_bytes(need, b, sizeof b), tg_fmt_bytes(lb + sb, c, sizeof c),
-                    tg_fmt_bytes(o->extra_bytes, d, sizeof d), why,
-                    (unsigned long long)((need + (1 << 20) - 1) >> 20));
-        goto err;
-    }
-    tg_budget_init(&r->budget, mem_bytes);
-    r->budget_init = 1;
-    if ((rc = tg_budget_reserve(&r->budget, lb, "labels")) < 0) goto err;
-    r->label_bytes = lb;
-    if ((rc = tg_dataset_load_labels(r->ds, &r->labels)) < 0) goto err;
-    r->label_width = m->multi_label ? m->num_classes : 1;
-    if ((rc = tg_budget_reserve(&r->budget, sb, "split ids")) < 0) goto err;
-    r->split_bytes = sb;
-    static const tg_file_id_t ids[3] = {TG_FILE_TRAIN, TG_FILE_VALID, TG_FILE_TEST};
-    for (int s = 0; s < 3; s++)
-        if ((rc = tg_dataset_load_split(r->ds, ids[s], &r->split[s], &r->split_n[s])) < 0) goto err;
-    r->row_bytes = (uint32_t)(m->feat_dim * tg_feat_dtype_size(m->feat_dtype));
     /* before the strategy: its stores and tiers read rows while they open */
     if (o->verify_reads && (rc = tg_rowcrc_open(&r->rowcrc, r->ds, NULL, &r->budget)) < 0) goto err;
     tg_adj_t *raw = NULL;

@@ -267,12 +267,70 @@ static uint32_t window_auto(const tg_extract_plan_t *pl, uint32_t S, uint64_t bn
 
 /* At the first pass: the extraction's plan, the constant buffer from what the budget leaves
  * beside the plan and the look-ahead, the feature buffer (WINDOW) with the rest. */
+/* The look-ahead window (--window, or auto from what the budget leaves: left bytes, base of
+ * them the extraction's with no window) and what it costs (*wc; *plan: the extraction's bytes
+ * with it); -ENOMEM naming the window when --mem cannot hold it. */
+static int gi_window(tg_strategy_t *s, const tg_pass_t *p, const tg_extract_plan_t *pl,
+                     uint64_t base, uint64_t left, win_cost_t *wc, uint64_t *plan)
+{
+    tg_run_t *r = s->r;
+    const tg_budget_t *bg = &r->budget;
+    uint32_t S = (uint32_t)s->c->x.sweep_batches;
+    /* the budget plan's largest batch, else the sampler's bound (no --mem: no plan) */
+    uint64_t bn = r->batch_nodes ? r->batch_nodes
+                                 : tg_sampler_max_nodes(p->sampler, p->batch_size, p->num_layers,
+                                                        p->fanouts, r->ds->meta.num_nodes);
+    bn = TG_MAX(bn, 1);
+    s->win_est = bn * WIN_BYTES_PER_NODE;
+    s->max_nodes = bn;
+    if (s->c->window < 0) {
+        s->window = window_auto(pl, S, bn, bg->limit && left > base ? left - base : 0);
+        if (s->window < WIN_AUTO_MAX)
+            tg_log_info("gids: --window auto: %u (a look-ahead of %u batches of up to %llu nodes "
+                        "would take over an eighth of the feature memory --mem leaves)",
+                        s->window, WIN_AUTO_MAX, (unsigned long long)bn);
+    }
+    *wc = window_cost(pl, S, bn, s->window);
+    *plan = base - pl->featbuf_min + wc->fb_min + wc->keep;
+    if (!bg->limit || *plan <= left) return 0;
+    char a[32], c[32], d[32], e[32];
+    return tg_err(-ENOMEM,
+                  "gids: --window %u needs %s for %llu look-ahead positions and batches beside "
+                  "the extraction's %s, but --mem leaves %s: give a smaller --window (or "
+                  "--extractors / --queue-depth), or --mem %s more",
+                  s->window, tg_fmt_bytes(wc->fb_min - pl->featbuf_min + wc->keep, a, sizeof a),
+                  (unsigned long long)wc->positions,
+                  tg_fmt_bytes(tg_extract_plan_bytes(pl), c, sizeof c),
+                  tg_fmt_bytes(left, d, sizeof d), tg_fmt_bytes(*plan - left, e, sizeof e));
+}
+
+/* What the setup made: the constant buffer's k rows, the feature buffer, the extractors and
+ * their depth against N_access. */
+static void gi_setup_log(const tg_strategy_t *s, const tg_extract_plan_t *pl, uint64_t k,
+                         uint64_t file_bytes)
+{
+    char a[32], b[32], g[32];
+    if (pl->depth < s->n_access && s->c->x.io_depth <= 0)
+        tg_log_warn("gids: --mem leaves room for %u reads in flight per extractor, below the "
+                    "device's N_access %.0f: the accumulator cannot reach its target",
+                    pl->depth, s->n_access);
+    tg_log_info("gids: constant buffer %llu rows (%s, %.1f%% of the feature file), feature "
+                "buffer %u slots (%s, window %u), %d extractor(s) x %u reads in flight, target "
+                "N_access %.0f, chunk %u%s%s",
+                (unsigned long long)k, tg_fmt_bytes(s->hot ? s->hot->mem_bytes : 0, a, sizeof a),
+                file_bytes ? 100.0 * (double)k * s->r->row_bytes / (double)file_bytes : 0.0,
+                tg_featbuf_num_slots(s->fb),
+                tg_fmt_bytes(tg_featbuf_reserved_bytes(s->fb), b, sizeof b), s->window,
+                pl->extractors, pl->depth, s->n_access, pl->chunk, pl->gap ? ", holes up to " : "",
+                pl->gap ? tg_fmt_bytes(pl->gap, g, sizeof g) : "");
+}
+
 static int gi_setup(tg_strategy_t *s, const tg_pass_t *p)
 {
     tg_run_t *r = s->r;
     const tg_meta_t *m = &r->ds->meta;
     tg_budget_t *bg = &r->budget;
-    char path[4096], a[32], b[32], g[32];
+    char path[4096];
     int64_t ncb = s->c->x.neighbor_cache;
     int rc = ncb > 0 ? tg_xpass_ncache(r, s->disk, (uint64_t)ncb, &s->stats, "gids") : 0;
     if (rc < 0) return rc;
@@ -292,36 +350,11 @@ static int gi_setup(tg_strategy_t *s, const tg_pass_t *p)
     if (bg->limit) po.avail = TG_MAX(left, 1);
     tg_extract_plan_t pl;
     if ((rc = tg_extract_plan(&pl, &po)) < 0) return tg_err_prefix(rc, "gids");
-    uint32_t S = (uint32_t)s->c->x.sweep_batches;
-    /* the budget plan's largest batch, else the sampler's bound (no --mem: no plan) */
-    uint64_t bn = r->batch_nodes ? r->batch_nodes
-                                 : tg_sampler_max_nodes(p->sampler, p->batch_size, p->num_layers,
-                                                        p->fanouts, m->num_nodes);
-    bn = TG_MAX(bn, 1);
-    s->win_est = bn * WIN_BYTES_PER_NODE;
-    s->max_nodes = bn;
     uint64_t base = tg_extract_plan_bytes(&pl) + po.other_transient; /* with W = 0 */
-    if (s->c->window < 0) {
-        s->window = window_auto(&pl, S, bn, bg->limit && left > base ? left - base : 0);
-        if (s->window < WIN_AUTO_MAX)
-            tg_log_info("gids: --window auto: %u (a look-ahead of %u batches of up to %llu nodes "
-                        "would take over an eighth of the feature memory --mem leaves)",
-                        s->window, WIN_AUTO_MAX, (unsigned long long)bn);
-    }
-    win_cost_t wc = window_cost(&pl, S, bn, s->window);
+    win_cost_t wc;
+    uint64_t plan;
+    if ((rc = gi_window(s, p, &pl, base, left, &wc, &plan)) < 0) return rc;
     uint64_t win_keep = wc.keep, positions = wc.positions;
-    uint64_t plan = base - pl.featbuf_min + wc.fb_min + win_keep;
-    if (bg->limit && plan > left) {
-        char c[32], d[32], e[32];
-        return tg_err(-ENOMEM,
-                      "gids: --window %u needs %s for %llu look-ahead positions and batches "
-                      "beside the extraction's %s, but --mem leaves %s: give a smaller --window "
-                      "(or --extractors / --queue-depth), or --mem %s more",
-                      s->window, tg_fmt_bytes(wc.fb_min - pl.featbuf_min + win_keep, a, sizeof a),
-                      (unsigned long long)positions,
-                      tg_fmt_bytes(tg_extract_plan_bytes(&pl), c, sizeof c),
-                      tg_fmt_bytes(left, d, sizeof d), tg_fmt_bytes(plan - left, e, sizeof e));
-    }
     uint64_t feat_room = left > plan ? left - plan : 0;
     uint64_t file_bytes = m->num_nodes * (uint64_t)r->row_bytes;
     uint64_t cb = s->c->constant_buffer >= 0
@@ -355,19 +388,7 @@ static int gi_setup(tg_strategy_t *s, const tg_pass_t *p)
     /* an --io-depth given is the depth asked for (all extractors); else the device's */
     if (s->n_access < 1) s->n_access = (double)pl.depth * pl.extractors;
     s->plan_depth = pl.depth;
-    if (pl.depth < s->n_access && s->c->x.io_depth <= 0)
-        tg_log_warn("gids: --mem leaves room for %u reads in flight per extractor, below the "
-                    "device's N_access %.0f: the accumulator cannot reach its target",
-                    pl.depth, s->n_access);
-    tg_log_info("gids: constant buffer %llu rows (%s, %.1f%% of the feature file), feature "
-                "buffer %u slots (%s, window %u), %d extractor(s) x %u reads in flight, target "
-                "N_access %.0f, chunk %u%s%s",
-                (unsigned long long)k, tg_fmt_bytes(s->hot ? s->hot->mem_bytes : 0, a, sizeof a),
-                file_bytes ? 100.0 * (double)k * r->row_bytes / (double)file_bytes : 0.0,
-                tg_featbuf_num_slots(s->fb),
-                tg_fmt_bytes(tg_featbuf_reserved_bytes(s->fb), b, sizeof b), s->window,
-                pl.extractors, pl.depth, s->n_access, pl.chunk, pl.gap ? ", holes up to " : "",
-                pl.gap ? tg_fmt_bytes(pl.gap, g, sizeof g) : "");
+    gi_setup_log(s, &pl, k, file_bytes);
     if (s->c->x.resident_indices && tg_xpass_adj_resident(r, s->disk, eo.keep_bytes, "gids") < 0)
         tg_log_warn("%s; reading the indices from disk", tg_errmsg());
     return 0;

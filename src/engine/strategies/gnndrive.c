@@ -1,4 +1,5 @@
-/* Strategy "gnndrive": GNNDrive's CPU-training pipeline (Jin et al., "GNNDrive", section 4):
+/* Strategy "gnndrive": GNNDrive's CPU-training pipeline (Jiang, Jia and Wang, "GNNDrive: Reducing
+ * Memory Contention and I/O Congestion for Disk-based GNN Training", ICPP 2024, section 4):
  *
  *     sampler threads -> extracting queue -> extractor threads -> training queue -> trainer
  *                                                                  -> releasing queue -> releaser
@@ -23,7 +24,7 @@
  * than a budget such as --mem 100M. Streaming each batch through the buffer in chunks keeps the
  * buffer's minimum at extractors x chunk rows, and everything above it is cache. The input
  * matrices of the batches in flight are part of those batches' activations (the model reads X
- * exactly as in the other strategies), accounted apart from --mem and reported.
+ * exactly as in the other strategies): the budget plan reserves them (batches_in_flight).
  *
  * Order: batches reach the extractors in id order; by default the training queue is a reorder
  * window that hands them to the trainer in id order too, so results are bit-identical to the
