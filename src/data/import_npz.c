@@ -257,7 +257,7 @@ static int read_split(tg_imp_t *im, const npz_plan_t *p, int k, char *path)
     int rc;
     if (!p->split[k]) {
         snprintf(path, PATHLEN, "%s", p->g->path);
-        if ((rc = tg_imp_open(im, which, &fw, 0))) return rc;
+        if ((rc = tg_imp_open(im, which, &fw, 4096))) return rc;
         return tg_dsw_close_file(&im->dsw, which, &fw);
     }
     tg_npz_arr_t a;
