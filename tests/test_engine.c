@@ -336,11 +336,60 @@ TG_TEST(checkpoint_records)
     tg_dataset_close(a);
 }
 
+/* A pass's shared figures: tiers appended up to TG_PASS_MAX_TIERS, passes summed (counts add,
+ * tiers by name, the peak of batch bytes), the cache_tiers and neighbor_cache JSON values; a
+ * strategy without a report hook reports the shared struct's fields (none here: nothing). */
+TG_TEST(pass_figures)
+{
+    tg_pass_stats_t a, sum;
+    memset(&a, 0, sizeof a);
+    memset(&sum, 0, sizeof sum);
+    TG_CHECK_OK(tg_pass_tier_add(&a, "ram", 10, 4, 400));
+    TG_CHECK_OK(tg_pass_tier_add(&a, "file", 6, 6, 600));
+    a.steps = 3;
+    a.batch_bytes_peak = 100;
+    a.have_ncache = 1;
+    a.ncache_lookups = 8;
+    a.ncache_hits = 2;
+    a.ncache_bytes = 4096;
+    tg_pass_stats_t b = a;
+    b.batch_bytes_peak = 50;
+    b.ntiers = 0;
+    TG_CHECK_OK(tg_pass_tier_add(&b, "file", 1, 1, 100));
+    TG_CHECK_OK(tg_pass_tier_add(&b, "featbuf", 5, 2, 200));
+    tg_run_t r;
+    memset(&r, 0, sizeof r);
+    TG_CHECK_OK(tg_strategy_find("memory", &r.strat_i));
+    tg_pass_stats_add(&r, &sum, &a);
+    tg_pass_stats_add(&r, &sum, &b);
+    TG_CHECK_EQ_U64(sum.steps, 6);
+    TG_CHECK_EQ_U64(sum.batch_bytes_peak, 100);
+    TG_CHECK(sum.ntiers == 3 && !strcmp(sum.tiers[2].name, "featbuf"));
+    TG_CHECK_EQ_U64(sum.tiers[1].lookups, 7);
+    TG_CHECK_EQ_U64(sum.tiers[1].bytes, 700);
+    TG_CHECK_EQ_U64(sum.ncache_lookups, 16);
+    TG_CHECK_EQ_U64(sum.ncache_bytes, 4096);
+    char buf[1024];
+    TG_CHECK(!strcmp(tg_pass_tiers_json(&a, buf, sizeof buf),
+                     "[{\"name\":\"ram\",\"lookups\":10,\"hits\":4,\"bytes\":400},"
+                     "{\"name\":\"file\",\"lookups\":6,\"hits\":6,\"bytes\":600}]"));
+    TG_CHECK(!strcmp(tg_pass_ncache_json(&a, buf, sizeof buf),
+                     "{\"bytes\":4096,\"lookups\":8,\"hits\":2,\"hit_ratio\":0.250000}"));
+    char line[256] = "";
+    tg_pass_line(&r, &a, 0, line, sizeof line);
+    TG_CHECK(!strcmp(line, "; neighbour cache hit ratio 0.250"));
+    for (int t = a.ntiers; t < TG_PASS_MAX_TIERS; t++)
+        TG_CHECK_OK(tg_pass_tier_add(&a, "more", 1, 1, 1));
+    TG_CHECK(tg_pass_tier_add(&a, "one too many", 1, 1, 1) == -ENOSPC);
+    TG_CHECK(a.ntiers == TG_PASS_MAX_TIERS);
+}
+
 int main(void)
 {
     TG_RUN(stores_agree);
     TG_RUN(layerwise_equals_whole_graph);
     TG_RUN(evaluate_modes);
     TG_RUN(checkpoint_records);
+    TG_RUN(pass_figures);
     return tg_test_done();
 }

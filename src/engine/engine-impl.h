@@ -181,8 +181,10 @@ typedef struct tg_strategy_i {
     /* Opens r->adj (raw, before the run wraps it) and r->store, reserving against r->budget, and
      * the strategy's own state (which may be created lazily at the first pass). */
     int (*open)(tg_strategy_t **out, tg_run_t *r, const tg_strategy_opts_t *o);
-    /* One pass; see above. On error every thread the pass started is joined and every batch
-     * freed before it returns. */
+    /* One pass; see above. It fills st from zero: the shared figures (the pipeline's timing,
+     * I/O, cache lookups and hits, tiers with tg_pass_tier_add, the neighbour cache) and, when
+     * it has a report hook, its own block (tg_pass_own_put). On error every thread the pass
+     * started is joined and every batch freed before it returns. */
     int (*pass)(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st);
     /* Frees the strategy's state (not r->adj / r->store: the run closes those). NULL is fine. */
     void (*close)(tg_strategy_t *s);
