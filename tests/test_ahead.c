@@ -395,8 +395,11 @@ TG_TEST(misuse_is_refused)
     void *same[2] = {&it[0], &it[0]}, *ok[2] = {&it[0], &it[1]};
     tg_ahead_t *a = NULL;
     tg_ahead_opts_t o = {.slots = 2, .items = same, .produce = produce};
-    TG_CHECK_ERR(tg_ahead_open(&a, &o), "the same as item");
+    TG_CHECK_ERR(tg_ahead_open(&a, &o), "item 1 is the same as item 0");
     TG_CHECK(!a);
+    void *none[2] = {&it[0], NULL};
+    o.items = none;
+    TG_CHECK_ERR(tg_ahead_open(&a, &o), "item 1 is NULL");
     o.items = ok;
     o.slots = 0;
     TG_CHECK_ERR(tg_ahead_open(&a, &o), "bad options");

@@ -1,5 +1,7 @@
 /* engine/ahead - see ahead.h. One producer thread per run; one lock (mu) guards the slots'
- * states, the run's position and the failure point; cv is broadcast on every change of them. */
+ * states, the run's position and the failure point; cv is broadcast on every change of them.
+ * Lock order: mu, then the error box's own lock (tg_ahead_next raises the error under mu; the
+ * producer records it holding neither). */
 #include "ahead.h"
 
 #include <errno.h>
@@ -42,11 +44,12 @@ int tg_ahead_open(tg_ahead_t **out, const tg_ahead_opts_t *o)
     if (!o || o->slots < 1 || o->slots > TG_AHEAD_MAX_SLOTS || !o->items || !o->produce)
         return tg_err(-EINVAL, "%s: bad options (%d slots; 1..%d, items and produce needed)", who,
                       o ? o->slots : 0, TG_AHEAD_MAX_SLOTS);
-    for (int i = 0; i < o->slots; i++)
+    for (int i = 0; i < o->slots; i++) {
+        if (!o->items[i]) return tg_err(-EINVAL, "%s: item %d is NULL", who, i);
         for (int j = 0; j < i; j++)
-            if (!o->items[i] || o->items[i] == o->items[j])
-                return tg_err(-EINVAL, "%s: item %d is NULL or the same as item %d", who, i, j);
-    if (!o->items[0]) return tg_err(-EINVAL, "%s: item 0 is NULL", who);
+            if (o->items[i] == o->items[j])
+                return tg_err(-EINVAL, "%s: item %d is the same as item %d", who, i, j);
+    }
     tg_ahead_t *a = calloc(1, sizeof *a);
     if (!a) return tg_err(-ENOMEM, "%s: out of memory", who);
     a->o = *o;
