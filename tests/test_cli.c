@@ -117,7 +117,7 @@ TG_TEST(checkpoint_is_a_run_or_a_file)
     if (rc) fprintf(stderr, "%s\n", out ? out : "");
     free(out);
     /* the run directory, its best.bin and its checkpoint.bin */
-    char args[9000];
+    char args[20000];
     snprintf(args, sizeof args, "eval %s --checkpoint %s/run --json", ds, root);
     char *by_dir = expect_cli(0, "\"acc\"", args);
     snprintf(args, sizeof args, "eval %s --checkpoint %s/run/best.bin --json", ds, root);
@@ -139,6 +139,21 @@ TG_TEST(checkpoint_is_a_run_or_a_file)
               "eval %s --checkpoint %s/run/result.json", ds, root);
     cli_fails("no such run directory or file", "eval %s --checkpoint %s/nowhere/best.bin", ds,
               root);
+    /* infer takes the same forms: the run's best.bin predicts as the run directory does */
+    char pa[4300], pb[4300];
+    snprintf(pa, sizeof pa, "%s/pred-dir", root);
+    snprintf(pb, sizeof pb, "%s/pred-file", root);
+    snprintf(args, sizeof args, "infer %s --checkpoint %s/run --out %s", ds, root, pa);
+    free(expect_cli(0, "", args));
+    snprintf(args, sizeof args, "infer %s --checkpoint %s/run/best.bin --out %s", ds, root, pb);
+    free(expect_cli(0, "", args));
+    TG_CHECK(tg_test_same_file(pa, pb));
+    snprintf(args, sizeof args, "infer %s --checkpoint %s/run/result.json --out %s/x", ds, root,
+             root);
+    free(expect_cli(1, "expected a run directory, or the best.bin", args));
+    snprintf(args, sizeof args, "infer %s --checkpoint %s/run --out %s/x --chunk-nodes 0", ds, root,
+             root);
+    free(expect_cli(1, "--chunk-nodes must be at least 1", args));
 }
 
 TG_TEST(truncated_checkpoint_says_what_it_lacks)

@@ -13,7 +13,7 @@
 #include "tiergnn/util.h"
 
 static const char infer_usage[] =
-    "usage: tiergnn infer DATASET --checkpoint RUNDIR --out FILE [options]\n"
+    "usage: tiergnn infer DATASET --checkpoint RUNDIR|FILE --out FILE [options]\n"
     "\n"
     "Computes the model layer by layer with full neighbourhoods over chunks of nodes and writes\n"
     "  FILE        int32[N]: the argmax class of every node (multi-label: int32[N][C] of 0/1)\n"
@@ -129,9 +129,13 @@ int tg_cmd_infer(int argc, char **argv)
     char spec[4096];
     if (tg_cli_strategy_spec(spec, sizeof spec,
                              "checkpoint=,out=,embeddings,format=,last,chunk-nodes=,mem=,threads=,"
-                             "strategy=,verify,verify-reads,help") < 0 ||
+                             "strategy=,verify,verify-reads,help,help-strategy=") < 0 ||
         tg_args_parse(&a, argc, argv, spec) < 0)
         return tg_cli_fail();
+    if (tg_args_has(&a, "help-strategy"))
+        return tg_cli_strategy_help(stdout, tg_args_str(&a, "help-strategy", "")) < 0
+                   ? tg_cli_fail()
+                   : 0;
     if (tg_args_has(&a, "help")) {
         fputs(infer_usage, stdout);
         tg_cli_strategy_usage(stdout);
@@ -141,14 +145,13 @@ int tg_cmd_infer(int argc, char **argv)
         tg_err(-EINVAL, "infer: expected one DATASET directory, got %d arguments", a.npos);
         return tg_cli_fail();
     }
-    const char *rundir = tg_args_str(&a, "checkpoint", NULL);
+    const char *ckpt = tg_args_str(&a, "checkpoint", NULL);
     const char *out = tg_args_str(&a, "out", NULL);
-    if (!rundir || !out) {
-        tg_err(-EINVAL, "infer: --checkpoint RUNDIR and --out FILE are required");
+    if (!ckpt || !out) {
+        tg_err(-EINVAL, "infer: --checkpoint RUNDIR|FILE and --out FILE are required");
         return tg_cli_fail();
     }
     tg_infer_opts_t o = {.embeddings = tg_args_has(&a, "embeddings"),
-                         .which_last = tg_args_has(&a, "last"),
                          .progress = 1,
                          .verify = tg_args_has(&a, "verify"),
                          .verify_reads = tg_args_has(&a, "verify-reads")};
@@ -157,20 +160,14 @@ int tg_cmd_infer(int argc, char **argv)
         tg_cli_strategy_args(&a, sargs, TG_ARGS_MAX, &o.num_strategy_args) < 0)
         return tg_cli_fail();
     o.strategy_args = sargs;
-    uint64_t t;
-    if (tg_args_u64(&a, "chunk-nodes", 0, &o.chunk_nodes) < 0 ||
+    if (tg_args_uint(&a, "chunk-nodes", 0, 1, UINT64_MAX, &o.chunk_nodes) < 0 ||
         tg_args_size(&a, "mem", 0, &o.mem_bytes) < 0 ||
-        tg_args_u64(&a, "threads", (uint64_t)tg_cli_default_threads(), &t) < 0)
+        tg_args_int_range(&a, "threads", tg_cli_default_threads(), 1, 1024, &o.threads) < 0)
         return tg_cli_fail();
-    if (tg_args_str(&a, "chunk-nodes", NULL) && o.chunk_nodes == 0) {
-        tg_err(-EINVAL, "--chunk-nodes must be at least 1");
+    /* the number options first, then the checkpoint path, as eval does */
+    char rundir[4096];
+    if (tg_cli_checkpoint(ckpt, tg_args_has(&a, "last"), rundir, sizeof rundir, &o.which_last) < 0)
         return tg_cli_fail();
-    }
-    if (t < 1 || t > 1024) {
-        tg_err(-EINVAL, "--threads %llu out of range, expected 1..1024", (unsigned long long)t);
-        return tg_cli_fail();
-    }
-    o.threads = (int)t;
     const char *format = tg_args_str(&a, "format", "raw");
     if (strcmp(format, "raw") && strcmp(format, "npy")) {
         tg_err(-EINVAL, "--format must be raw or npy, got '%s'", format);
