@@ -215,11 +215,10 @@ static int gx_open(tg_strategy_t **out, tg_run_t *r, const tg_strategy_opts_t *s
  * metric's premise: caching a node's list saves reads in proportion to its size); a missed row
  * counts as one read. w weighs an index read against a feature read: index reads are small and
  * run on the sampler threads a superbatch ahead, feature reads are on the executor's path to the
- * trainer. w = 1/4 orders the splits as the acceptance setup measured them (4M nodes, --mem
- * 1200M, 12 batches: splits 0 / 50 / 100 % took 30.2 / 31.5 / 65.7 s); w = 1 picked 100 %, and so
- * did an estimate that let rows within the read plan's merge gap share a read (it ignored the
- * bytes read through the holes). The split with the fewest estimated reads wins; ties go to the
- * larger feature cache. */
+ * trainer. w = 1/4 orders the splits as the shared bench measured them (bench/README.md, "Ginex":
+ * "Split calibration"); w = 1 picked 100 %, and so did an estimate that let rows within the read
+ * plan's merge gap share a read (it ignored the bytes read through the holes). The split with the
+ * fewest estimated reads wins; ties go to the larger feature cache. */
 #define GX_PROFILE 4u
 
 typedef struct {

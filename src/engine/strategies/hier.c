@@ -1,6 +1,6 @@
-/* Strategy "hier": HierBatching (Zheng et al., "Hierarchical Batching for Out-of-core GNN
- * Training", section 3 and Algorithm 1) on the CPU, with the same model, sampler and fanouts as
- * every other strategy.
+/* Strategy "hier": HierBatching (anonymous, "HierBatching: Locality-aware out-of-core training of
+ * graph neural networks", an ICLR submission under review; section 3 and Algorithm 1) on the CPU,
+ * with the same model, sampler and fanouts as every other strategy.
  *
  * Layout (data/part_build.c, `tiergnn partition`, or this strategy's prepare step): the nodes in
  * --parts min-edge-cut parts, the features and the in-neighbour lists rewritten so that every
