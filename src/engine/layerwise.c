@@ -419,17 +419,18 @@ int tg_lw_forward(tg_run_t *r, tg_model_t *m, const tg_lw_opts_t *o)
         uint64_t count = last && o->targets ? o->num_targets : N;
         int in_file = l == 0 ? ooc : prev.mem == NULL;
         uint64_t work = chunk_bytes(max_sources(r, o, fan == 0, last, chunk), chunk, din, dout);
-        /* The output goes to a file only when asked for files and it does not fit in the budget
-         * beside the chunk's working set and the whole input. */
+        /* The output goes to a file only when asked for files and it does not fit beside the
+         * chunk's working set and the whole input in the budget (without a limit: a quarter of
+         * the RAM). */
         if (!last) {
             const char *dir = o->tmp_dir;
             tg_budget_t *bud = NULL;
             uint64_t need = work + N * dout * sizeof(float);
             if (in_file) need += N * din * sizeof(float);
-            uint64_t left = budget_left(r);
+            uint64_t left = ram_left(r);
             if (dir && left != UINT64_MAX && left >= need) {
                 dir = NULL;
-                bud = &r->budget;
+                bud = r->budget_init ? &r->budget : NULL;
             }
             if ((rc = mat_create(&next, N, dout, dir, l, bud)) < 0) goto out;
         }
