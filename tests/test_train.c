@@ -228,7 +228,7 @@ TG_TEST(bad_flags)
     expect_fail("not a dataset directory", "train %s/nonexistent --out %s/b", root, root);
     expect_fail("--split 'dev'", "eval %s --checkpoint %s/run1 --split dev", ds, root);
     expect_fail("no best model", "eval %s --checkpoint %s/nonexistent", ds, root);
-    expect_fail("--checkpoint RUNDIR and --out FILE are required", "infer %s --out x", ds);
+    expect_fail("--checkpoint RUNDIR|FILE and --out FILE are required", "infer %s --out x", ds);
     /* a run directory is not overwritten by accident */
     char *out = NULL;
     TG_CHECK(tg_test_cli(&out, "train %s --out %s/taken " SMALL " --epochs 1", ds, root) == 0);
