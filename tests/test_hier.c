@@ -9,6 +9,7 @@
 #include "test_engine_common.h"
 
 #include "engine/engine-impl.h"
+#include "engine/strategies/hier.h"
 #include "tiergnn/partition.h"
 
 #include <dirent.h>
@@ -157,28 +158,64 @@ static void train_pass(tg_run_t *r, uint64_t epoch, const char *what, uint64_t p
     TG_CHECK_OK(r->strat_i->epoch_batches(r->strat, &p, &nb));
     tg_pass_stats_t st;
     TG_CHECK_OK(tg_run_pass(r, &p, &st));
+    tg_hier_figures_t f;
+    TG_CHECK_OK(tg_hier_figures(&st, &f));
     fprintf(stderr,
             "  %s: %llu batches, %llu mega-batches, mean degree %.2f full, %.2f in, "
             "+%.2f static\n",
-            what, (unsigned long long)c.steps, (unsigned long long)st.hier_megabatches,
-            (double)st.hier_deg_full / (double)st.hier_nodes,
-            (double)st.hier_deg_induced / (double)st.hier_nodes,
-            (double)st.hier_deg_static / (double)st.hier_nodes);
+            what, (unsigned long long)c.steps, (unsigned long long)f.megabatches,
+            (double)f.deg_full / (double)f.nodes, (double)f.deg_induced / (double)f.nodes,
+            (double)f.deg_static / (double)f.nodes);
     TG_CHECK_EQ_U64(c.steps, nb);
     TG_CHECK_EQ_U64(st.steps, nb);
     TG_CHECK_EQ_U64(st.next_batch, nb);
     TG_CHECK_EQ_U64(c.bad_rows, 0);
     TG_CHECK_EQ_U64(c.seeds_seen, r->split_n[0] * passes);
     if (one_part) TG_CHECK_EQ_U64(c.bad_edges, 0);
-    TG_CHECK(st.have_hier && st.hier_megabatches >= 1 && st.hier_megabatches <= PARTS);
-    TG_CHECK(st.hier_deg_induced + st.hier_deg_static <= st.hier_deg_full);
-    TG_CHECK(st.hier_deg_induced > 0);
-    if (st.hier_dynamic_parts < PARTS) { /* the static cache adds what the mega-batch lacks */
-        TG_CHECK(st.hier_deg_static > 0);
+    TG_CHECK(f.megabatches >= 1 && f.megabatches <= PARTS);
+    TG_CHECK(f.deg_induced + f.deg_static <= f.deg_full);
+    TG_CHECK(f.deg_induced > 0);
+    if (f.dynamic_parts < PARTS) { /* the static cache adds what the mega-batch lacks */
+        TG_CHECK(f.deg_static > 0);
         TG_CHECK(st.have_cache && st.cache_hits > 0 && st.cache_hits < st.cache_lookups);
     } else { /* one mega-batch holds the whole graph */
-        TG_CHECK_EQ_U64(st.hier_deg_induced, st.hier_deg_full);
+        TG_CHECK_EQ_U64(f.deg_induced, f.deg_full);
     }
+    /* two tiers: the static cache's rows, then the mega-batch's */
+    TG_CHECK(st.ntiers == 2 && !strcmp(st.tiers[0].name, "hier-static") &&
+             !strcmp(st.tiers[1].name, "hier-megabatch"));
+    /* the report: the object "megabatch" and the human line's clause */
+    tg_pass_stats_t sum = {0};
+    tg_pass_stats_add(r, &sum, &st);
+    tg_pass_stats_add(r, &sum, &st);
+    tg_hier_figures_t f2;
+    TG_CHECK_OK(tg_hier_figures(&sum, &f2));
+    TG_CHECK_EQ_U64(f2.megabatches, 2 * f.megabatches);
+    TG_CHECK_EQ_U64(f2.dynamic_parts, f.dynamic_parts);
+    char line[1024] = "";
+    tg_pass_report(r, &st, NULL, line, sizeof line);
+    char want[128];
+    snprintf(want, sizeof want, "; %llu mega-batches of %llu parts, loaded in ",
+             (unsigned long long)f.megabatches, (unsigned long long)f.dynamic_parts);
+    if (strncmp(line, want, strlen(want)) || !strstr(line, " from the static cache"))
+        TG_FAIL("line: %s", line);
+    tg_json_t j;
+    tg_json_begin(&j);
+    tg_pass_report(r, &st, &j, NULL, 0);
+    char *text = NULL;
+    tg_json_end(&j, NULL, &text);
+    static const char *keys[] = {"\"megabatch\":{\"megabatches\":",
+                                 "\"dynamic_parts\":",
+                                 "\"static_nodes\":",
+                                 "\"nodes\":",
+                                 "\"load_s\":",
+                                 "\"load_wait_s\":",
+                                 "\"mean_degree_full\":",
+                                 "\"mean_degree_induced\":",
+                                 "\"mean_degree_static\":"};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
+        if (!text || !strstr(text, keys[i])) TG_FAIL("no %s in %s", keys[i], text ? text : "");
+    free(text);
     TG_CHECK(st.have_io && st.io_read_bytes > 0);
     tg_store_release(c.ref);
     free(c.Xref);
@@ -436,7 +473,9 @@ TG_TEST(load_error_in_order)
     order_t clean, o;
     tg_pass_stats_t st;
     TG_CHECK_OK(order_pass(&clean, 0, &st));
-    TG_CHECK(clean.n > 0 && clean.n <= N && st.hier_megabatches == PARTS);
+    tg_hier_figures_t f;
+    TG_CHECK_OK(tg_hier_figures(&st, &f));
+    TG_CHECK(clean.n > 0 && clean.n <= N && f.megabatches == PARTS);
     /* the third part in the schedule, and the batches before its first */
     uint32_t k = UINT32_MAX, seen = 0;
     uint64_t before = 0;

@@ -140,15 +140,6 @@ typedef struct tg_pass_stats {
     double pack_wait_s, pack_sample_s, pack_layout_s, pack_s, pack_prep_s;
     uint64_t pack_read_bytes, pack_write_bytes, pack_disk_bytes, pack_segment;
     double pack_read_amp_est;
-    /* Mega-batches of partitions (hier): the mega-batches loaded, the parts each holds (N_d),
-     * the static cache's nodes, the loading's wall time (its own thread) and the trainer's wait
-     * for it, and over the mega-batches' dynamic nodes: how many, and their in-degrees in the
-     * full graph, inside the mega-batch and from the static cache (what the static cache gives
-     * back). */
-    int have_hier;
-    uint64_t hier_megabatches, hier_dynamic_parts, hier_static_nodes, hier_nodes;
-    double hier_load_s, hier_load_wait_s;
-    uint64_t hier_deg_full, hier_deg_induced, hier_deg_static;
 } tg_pass_stats_t;
 
 /* Copies a strategy's own figures (n <= TG_PASS_OWN_BYTES bytes) into st->own, or out of it. */
@@ -348,7 +339,7 @@ void tg_pass_report(const tg_run_t *r, const tg_pass_stats_t *st, tg_json_t *j, 
                     size_t len);
 /* The default report: the shared struct's strategy fields (have_plan: ginex's keys changeset_s,
  * cache_init_s, cache_update_s, cache_misses, predicted_misses, prefetch_rows, superbatches;
- * have_pack: the object preprocess; have_hier: the object megabatch), for strategies that fill
+ * have_pack: the object preprocess), for strategies that fill
  * those fields and have no report hook. */
 void tg_pass_report_fields(const tg_pass_stats_t *st, tg_json_t *j, char *line, size_t len);
 /* The pass's part of the human epoch line, appended to line: "; io R req, X read / Y needed,

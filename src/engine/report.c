@@ -175,34 +175,8 @@ static void report_pack(const tg_pass_stats_t *st, tg_json_t *j, char *line, siz
                  st->pack_prep_s, st->pack_wait_s);
 }
 
-/* Mega-batches (have_hier): the object "megabatch", mean in-degrees over the dynamic nodes. */
-static void report_megabatch(const tg_pass_stats_t *st, tg_json_t *j, char *line, size_t len)
-{
-    double n = st->hier_nodes ? (double)st->hier_nodes : 1.0;
-    if (j) {
-        char buf[512];
-        snprintf(buf, sizeof buf,
-                 "{\"megabatches\":%llu,\"dynamic_parts\":%llu,\"static_nodes\":%llu,"
-                 "\"nodes\":%llu,\"load_s\":%.6f,\"load_wait_s\":%.6f,\"mean_degree_full\":%.6f,"
-                 "\"mean_degree_induced\":%.6f,\"mean_degree_static\":%.6f}",
-                 (unsigned long long)st->hier_megabatches,
-                 (unsigned long long)st->hier_dynamic_parts,
-                 (unsigned long long)st->hier_static_nodes, (unsigned long long)st->hier_nodes,
-                 st->hier_load_s, st->hier_load_wait_s, (double)st->hier_deg_full / n,
-                 (double)st->hier_deg_induced / n, (double)st->hier_deg_static / n);
-        tg_json_raw(j, "megabatch", buf);
-    }
-    line_add(line, len,
-             "; %llu mega-batches of %llu parts, loaded in %.2f s (waited %.2f s); mean "
-             "in-degree %.2f in the graph, %.2f in the mega-batches + %.2f from the static cache",
-             (unsigned long long)st->hier_megabatches, (unsigned long long)st->hier_dynamic_parts,
-             st->hier_load_s, st->hier_load_wait_s, (double)st->hier_deg_full / n,
-             (double)st->hier_deg_induced / n, (double)st->hier_deg_static / n);
-}
-
 void tg_pass_report_fields(const tg_pass_stats_t *st, tg_json_t *j, char *line, size_t len)
 {
     if (st->have_plan) report_plan(st, j, line, len);
     if (st->have_pack) report_pack(st, j, line, len);
-    if (st->have_hier) report_megabatch(st, j, line, len);
 }

@@ -36,7 +36,8 @@
 
 #include "../ahead.h"
 #include "tiergnn/partition.h"
-#include "xpass.h"
+#include "../xpass.h"
+#include "hier.h"
 
 #define NONE UINT32_MAX
 #define PREFETCH 1 /* sampling from RAM is quick: a batch ahead per sampler thread */
@@ -1442,44 +1443,110 @@ static int train_mega(tg_strategy_t *s, sub_t *c, mega_t *m, uint64_t i, uint64_
     return rc;
 }
 
-/* What a training pass reports: the loads' reads as its I/O, the static cache and the mega-batch
- * as its two tiers, and the mega-batches' figures. */
+/* A pass's own figures (tg_pass_stats_t.own): counts and sums, N_d and the static cache's size
+ * as settings (the larger), so that passes add; the means are derived when they are reported. */
 typedef struct {
-    uint64_t rb0, rq0, nmega, deg_full, deg_ind, deg_st, nodes;
-    double load0, waited;
+    uint64_t passes;
+    uint64_t megabatches, dynamic_parts, static_nodes, nodes;
+    double load_s, load_wait_s;
+    uint64_t deg_full, deg_induced, deg_static;
+} hier_own_t;
+TG_PASS_OWN_FITS(hier_own_t);
+
+/* What a training pass gathers as it goes: the loads' reads and time at its start, and the
+ * mega-batches' figures. */
+typedef struct {
+    uint64_t rb0, rq0;
+    double load0;
+    hier_own_t o;
 } hier_fig_t;
 
-static void train_report(const tg_strategy_t *s, const sub_t *c, const hier_fig_t *f,
-                         tg_pass_stats_t *st)
+/* What a training pass reports: the loads' reads as its I/O, the static cache and the mega-batch
+ * as its two tiers, and the mega-batches' figures as its own. */
+static void train_report(const tg_strategy_t *s, const sub_t *c, hier_fig_t *f, tg_pass_stats_t *st)
 {
     st->have_io = 1;
     st->io_read_bytes = s->read_bytes - f->rb0;
     st->io_requests = s->reads - f->rq0;
     st->have_io_wait = 1;
-    st->io_wait_s = f->waited;
+    st->io_wait_s = f->o.load_wait_s;
     uint64_t rows = c->rows_static + c->rows_dyn;
     st->have_cache = 1;
     st->cache_lookups = rows;
     st->cache_hits = c->rows_static;
-    st->ntiers = 2;
-    snprintf(st->tiers[0].name, sizeof st->tiers[0].name, "hier-static");
-    st->tiers[0].lookups = rows;
-    st->tiers[0].hits = c->rows_static;
-    st->tiers[0].bytes = c->rows_static * s->row;
-    snprintf(st->tiers[1].name, sizeof st->tiers[1].name, "hier-megabatch");
-    st->tiers[1].lookups = c->rows_dyn;
-    st->tiers[1].hits = c->rows_dyn;
-    st->tiers[1].bytes = c->rows_dyn * s->row;
-    st->have_hier = 1;
-    st->hier_megabatches = f->nmega;
-    st->hier_dynamic_parts = s->nd;
-    st->hier_static_nodes = s->S;
-    st->hier_load_s = s->load_s - f->load0;
-    st->hier_load_wait_s = f->waited;
-    st->hier_nodes = f->nodes;
-    st->hier_deg_full = f->deg_full;
-    st->hier_deg_induced = f->deg_ind;
-    st->hier_deg_static = f->deg_st;
+    (void)tg_pass_tier_add(st, "hier-static", rows, c->rows_static, c->rows_static * s->row);
+    (void)tg_pass_tier_add(st, "hier-megabatch", c->rows_dyn, c->rows_dyn, c->rows_dyn * s->row);
+    f->o.passes = 1;
+    f->o.dynamic_parts = s->nd;
+    f->o.static_nodes = s->S;
+    f->o.load_s = s->load_s - f->load0;
+    tg_pass_own_put(st, &f->o, sizeof f->o);
+}
+
+static void hier_own_add(tg_pass_stats_t *sum, const tg_pass_stats_t *add)
+{
+    hier_own_t a, b;
+    tg_pass_own_get(sum, &a, sizeof a);
+    tg_pass_own_get(add, &b, sizeof b);
+    a.passes += b.passes;
+    a.megabatches += b.megabatches;
+    a.dynamic_parts = TG_MAX(a.dynamic_parts, b.dynamic_parts);
+    a.static_nodes = TG_MAX(a.static_nodes, b.static_nodes);
+    a.nodes += b.nodes;
+    a.load_s += b.load_s;
+    a.load_wait_s += b.load_wait_s;
+    a.deg_full += b.deg_full;
+    a.deg_induced += b.deg_induced;
+    a.deg_static += b.deg_static;
+    tg_pass_own_put(sum, &a, sizeof a);
+}
+
+int tg_hier_figures(const tg_pass_stats_t *st, tg_hier_figures_t *f)
+{
+    hier_own_t o;
+    tg_pass_own_get(st, &o, sizeof o);
+    memset(f, 0, sizeof *f);
+    if (!o.passes) return -ENOENT;
+    *f = (tg_hier_figures_t){.megabatches = o.megabatches,
+                             .dynamic_parts = o.dynamic_parts,
+                             .static_nodes = o.static_nodes,
+                             .nodes = o.nodes,
+                             .load_s = o.load_s,
+                             .load_wait_s = o.load_wait_s,
+                             .deg_full = o.deg_full,
+                             .deg_induced = o.deg_induced,
+                             .deg_static = o.deg_static};
+    return 0;
+}
+
+/* The object "megabatch" and the clause "; N mega-batches of ...": the mean in-degrees over the
+ * dynamic nodes. Training passes only (evaluation runs on the original graph). */
+static void hier_report(const tg_pass_stats_t *st, tg_json_t *j, char *line, size_t len)
+{
+    tg_hier_figures_t f;
+    if (tg_hier_figures(st, &f) < 0) return;
+    double n = f.nodes ? (double)f.nodes : 1.0;
+    double full = (double)f.deg_full / n, ind = (double)f.deg_induced / n;
+    double stc = (double)f.deg_static / n;
+    if (j) {
+        char buf[512];
+        snprintf(buf, sizeof buf,
+                 "{\"megabatches\":%llu,\"dynamic_parts\":%llu,\"static_nodes\":%llu,"
+                 "\"nodes\":%llu,\"load_s\":%.6f,\"load_wait_s\":%.6f,\"mean_degree_full\":%.6f,"
+                 "\"mean_degree_induced\":%.6f,\"mean_degree_static\":%.6f}",
+                 (unsigned long long)f.megabatches, (unsigned long long)f.dynamic_parts,
+                 (unsigned long long)f.static_nodes, (unsigned long long)f.nodes, f.load_s,
+                 f.load_wait_s, full, ind, stc);
+        tg_json_raw(j, "megabatch", buf);
+    }
+    size_t l = line ? strlen(line) : len;
+    if (l + 1 < len)
+        snprintf(line + l, len - l,
+                 "; %llu mega-batches of %llu parts, loaded in %.2f s (waited %.2f s); mean "
+                 "in-degree %.2f in the graph, %.2f in the mega-batches + %.2f from the static "
+                 "cache",
+                 (unsigned long long)f.megabatches, (unsigned long long)f.dynamic_parts, f.load_s,
+                 f.load_wait_s, full, ind, stc);
 }
 
 /* A training pass (Algorithm 1): the schedule's mega-batches in order, each loaded while the one
@@ -1499,13 +1566,15 @@ static int train_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
         void *item;
         double t0 = tg_now();
         rc = tg_ahead_next(s->ahead, NULL, &item);
-        f.waited += tg_now() - t0;
+        f.o.load_wait_s += tg_now() - t0;
         if (rc == 0) rc = tg_err(-EIO, "hier: the loader ended early (internal error)");
         if (rc < 0) break;
         mega_t *m = item;
-        f.nmega++;
-        f.deg_full += m->deg_full, f.deg_ind += m->deg_induced, f.deg_st += m->deg_static;
-        f.nodes += m->nt;
+        f.o.megabatches++;
+        f.o.nodes += m->nt;
+        f.o.deg_full += m->deg_full;
+        f.o.deg_induced += m->deg_induced;
+        f.o.deg_static += m->deg_static;
         rc = train_mega(s, &c, m, s->run[q], &k, limit, st);
         tg_ahead_release(s->ahead, m);
     }
@@ -1622,4 +1691,6 @@ const tg_strategy_i tg_strategy_hier = {
     .epoch_batches = hier_epoch_batches,
     .profile_batch = hier_profile,
     .evaluating = megas_release,
+    .report = hier_report,
+    .own_add = hier_own_add,
 };
