@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "engine/engine-impl.h"
+#include "engine/strategies/ginex.h"
 
 static char root[4000], ds[4200];
 #define N 3000u
@@ -116,19 +117,22 @@ static void pass_case(const cfg_t *cfg, const char *what)
             TG_FAIL("%s: pass %d: %s", what, pass, tg_errmsg());
         TG_CHECK_EQ_U64(c.bad_rows, 0);
         TG_CHECK(c.steps > 0 && c.first_id == first[pass]);
-        TG_CHECK(st.have_cache && st.have_plan && st.have_io);
+        tg_ginex_figures_t f;
+        TG_CHECK_OK(tg_ginex_figures(&st, &f));
+        TG_CHECK(st.have_cache && st.have_io);
         TG_CHECK(st.cache_lookups > 0);
-        TG_CHECK_EQ_U64(st.cache_lookups - st.cache_hits, st.predicted_misses);
+        TG_CHECK_EQ_U64(f.misses, st.cache_lookups - st.cache_hits);
+        TG_CHECK_EQ_U64(f.misses, f.predicted_misses);
         TG_CHECK_EQ_U64(st.tiers[0].lookups, st.cache_lookups);
         TG_CHECK(!strcmp(st.tiers[0].name, "ginex-cache"));
         /* the file tier read exactly the misses and the prefetched rows */
-        TG_CHECK_EQ_U64(st.tiers[st.ntiers - 1].lookups, st.predicted_misses + st.prefetch_rows);
-        TG_CHECK(st.superbatches >= 1);
+        TG_CHECK_EQ_U64(st.tiers[st.ntiers - 1].lookups, f.predicted_misses + f.prefetch_rows);
+        TG_CHECK(f.superbatches >= 1 && f.superbatch >= 1);
         if (pass == 1) {
             TG_CHECK(st.cache_hits > 0 || cfg->feature_cache == 1 || cfg->mem);
             fprintf(stderr, "  %-28s hit ratio %.3f, %llu superbatches, %llu prefetched\n", what,
                     (double)st.cache_hits / (double)st.cache_lookups,
-                    (unsigned long long)st.superbatches, (unsigned long long)st.prefetch_rows);
+                    (unsigned long long)f.superbatches, (unsigned long long)f.prefetch_rows);
         }
     }
     TG_CHECK_EQ_U64((uint64_t)derived_files(), (uint64_t)before); /* no spill file left */

@@ -122,14 +122,7 @@ typedef struct tg_pass_stats {
     } own;
     /* Figures of the strategies that have no report hook yet, written by the kit's
      * tg_pass_report_fields (engine/report.c) with their JSON keys; a strategy with a report
-     * hook leaves them zero. A planned cache over sampled-ahead batches (ginex): the planning
-     * time (changeset precomputation, on its own thread), the cache moving to each plan's
-     * initial state and the per-batch updates (on the gathering thread), the misses the plan
-     * predicted (equal to cache_lookups - cache_hits when the cache followed it), the rows read
-     * ahead at the plans' starts, and the plans made. */
-    int have_plan;
-    double plan_s, cache_init_s, cache_update_s;
-    uint64_t predicted_misses, prefetch_rows, superbatches;
+     * hook leaves them zero. */
     /* A pass sampled ahead and its rows packed (diskgnn): the pass's preparation - whether it
      * ran at the pass's start (1) or during the pass before (0: hidden behind it, but for
      * pack_wait_s, the time the pass waited for it to finish), its sampling (wall), layout and
@@ -337,10 +330,8 @@ const char *tg_pass_ncache_json(const tg_pass_stats_t *st, char *buf, size_t len
  * (appended to line): its report hook, else tg_pass_report_fields. */
 void tg_pass_report(const tg_run_t *r, const tg_pass_stats_t *st, tg_json_t *j, char *line,
                     size_t len);
-/* The default report: the shared struct's strategy fields (have_plan: ginex's keys changeset_s,
- * cache_init_s, cache_update_s, cache_misses, predicted_misses, prefetch_rows, superbatches;
- * have_pack: the object preprocess), for strategies that fill
- * those fields and have no report hook. */
+/* The default report: the shared struct's strategy fields (have_pack: the object preprocess), for
+ * strategies that fill those fields and have no report hook. */
 void tg_pass_report_fields(const tg_pass_stats_t *st, tg_json_t *j, char *line, size_t len);
 /* The pass's part of the human epoch line, appended to line: "; io R req, X read / Y needed,
  * wait W, hit ratio H" (with I/O figures; needed: the bytes the batches needed), then the

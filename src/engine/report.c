@@ -127,27 +127,6 @@ void tg_pass_line(const tg_run_t *r, const tg_pass_stats_t *st, uint64_t needed,
 
 /* ---------------------------------------------------------------- the shared struct's fields */
 
-/* A planned cache (have_plan): the planner's breakdown and the simulator's misses beside the
- * cache's. */
-static void report_plan(const tg_pass_stats_t *st, tg_json_t *j, char *line, size_t len)
-{
-    uint64_t misses = st->cache_lookups - st->cache_hits;
-    if (j) {
-        tg_json_num(j, "changeset_s", st->plan_s);
-        tg_json_num(j, "cache_init_s", st->cache_init_s);
-        tg_json_num(j, "cache_update_s", st->cache_update_s);
-        tg_json_uint(j, "cache_misses", misses);
-        tg_json_uint(j, "predicted_misses", st->predicted_misses);
-        tg_json_uint(j, "prefetch_rows", st->prefetch_rows);
-        tg_json_uint(j, "superbatches", st->superbatches);
-    }
-    /* the human line's clause follows the I/O figures, which a planned cache always has */
-    if (st->have_io)
-        line_add(line, len, ", misses %llu (planned %llu), changesets %.2f s, cache init %.2f s",
-                 (unsigned long long)misses, (unsigned long long)st->predicted_misses, st->plan_s,
-                 st->cache_init_s);
-}
-
 /* A pass sampled and packed ahead (have_pack): the object "preprocess". */
 static void report_pack(const tg_pass_stats_t *st, tg_json_t *j, char *line, size_t len)
 {
@@ -177,6 +156,5 @@ static void report_pack(const tg_pass_stats_t *st, tg_json_t *j, char *line, siz
 
 void tg_pass_report_fields(const tg_pass_stats_t *st, tg_json_t *j, char *line, size_t len)
 {
-    if (st->have_plan) report_plan(st, j, line, len);
     if (st->have_pack) report_pack(st, j, line, len);
 }

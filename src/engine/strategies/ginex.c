@@ -42,10 +42,13 @@
 #include "../ahead.h"
 #include "../engine-impl.h"
 #include "../pipeline.h"
-#include "xpass.h"
+#include "../xpass.h"
+#include "ginex.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -796,26 +799,112 @@ static int pass_begin(tg_strategy_t *s, const tg_pass_t *p)
     return 0;
 }
 
+/* A pass's own figures (tg_pass_stats_t.own): counts, sums and settings (the larger), so that
+ * passes add; the misses are the shared cache counters' (tg_ginex_figures). */
+typedef struct {
+    uint64_t passes;
+    uint64_t superbatch, cache_rows; /* settings */
+    double changeset_s, init_s, update_s;
+    uint64_t predicted_misses, prefetch_rows, superbatches;
+} gx_own_t;
+TG_PASS_OWN_FITS(gx_own_t);
+
 /* The pass's figures: the cache is the first tier, then the extraction's (the file). */
-static void pass_report(const tg_strategy_t *s, tg_pass_stats_t *st)
+static void pass_report(tg_strategy_t *s, tg_pass_stats_t *st)
 {
-    int nt = TG_MIN(st->ntiers, TG_PASS_MAX_TIERS - 1);
-    memmove(&st->tiers[1], &st->tiers[0], (size_t)nt * sizeof st->tiers[0]);
-    snprintf(st->tiers[0].name, sizeof st->tiers[0].name, "ginex-cache");
-    st->tiers[0].lookups = s->lookups;
-    st->tiers[0].hits = s->hits;
-    st->tiers[0].bytes = s->hits * s->r->row_bytes;
-    st->ntiers = nt + 1;
+    tg_pass_stats_t ex; /* the extraction's tiers, to follow the cache's */
+    tg_xpass_end(s->ex, &s->stats, 0, st);
+    ex.ntiers = st->ntiers;
+    memcpy(ex.tiers, st->tiers, sizeof ex.tiers);
+    st->ntiers = 0;
+    (void)tg_pass_tier_add(st, "ginex-cache", s->lookups, s->hits, s->hits * s->r->row_bytes);
+    for (int t = 0; t < ex.ntiers; t++)
+        (void)tg_pass_tier_add(st, ex.tiers[t].name, ex.tiers[t].lookups, ex.tiers[t].hits,
+                               ex.tiers[t].bytes);
     st->have_cache = 1;
     st->cache_lookups = s->lookups;
     st->cache_hits = s->hits;
-    st->have_plan = 1;
-    st->plan_s = s->changeset_s;
-    st->cache_init_s = s->init_s;
-    st->cache_update_s = s->update_s;
-    st->predicted_misses = s->predicted_misses;
-    st->prefetch_rows = s->prefetch_rows;
-    st->superbatches = s->superbatches;
+    gx_own_t o = {.passes = 1,
+                  .superbatch = s->S,
+                  .cache_rows = s->entries,
+                  .changeset_s = s->changeset_s,
+                  .init_s = s->init_s,
+                  .update_s = s->update_s,
+                  .predicted_misses = s->predicted_misses,
+                  .prefetch_rows = s->prefetch_rows,
+                  .superbatches = s->superbatches};
+    tg_pass_own_put(st, &o, sizeof o);
+}
+
+static void gx_own_add(tg_pass_stats_t *sum, const tg_pass_stats_t *add)
+{
+    gx_own_t a, b;
+    tg_pass_own_get(sum, &a, sizeof a);
+    tg_pass_own_get(add, &b, sizeof b);
+    a.passes += b.passes;
+    a.superbatch = TG_MAX(a.superbatch, b.superbatch);
+    a.cache_rows = TG_MAX(a.cache_rows, b.cache_rows);
+    a.changeset_s += b.changeset_s;
+    a.init_s += b.init_s;
+    a.update_s += b.update_s;
+    a.predicted_misses += b.predicted_misses;
+    a.prefetch_rows += b.prefetch_rows;
+    a.superbatches += b.superbatches;
+    tg_pass_own_put(sum, &a, sizeof a);
+}
+
+int tg_ginex_figures(const tg_pass_stats_t *st, tg_ginex_figures_t *f)
+{
+    gx_own_t o;
+    tg_pass_own_get(st, &o, sizeof o);
+    memset(f, 0, sizeof *f);
+    if (!o.passes) return -ENOENT;
+    f->superbatch = (uint32_t)o.superbatch;
+    f->cache_rows = o.cache_rows;
+    f->changeset_s = o.changeset_s;
+    f->init_s = o.init_s;
+    f->update_s = o.update_s;
+    f->misses = st->cache_lookups - st->cache_hits;
+    f->predicted_misses = o.predicted_misses;
+    f->prefetch_rows = o.prefetch_rows;
+    f->superbatches = o.superbatches;
+    return 0;
+}
+
+/* Appends printf-style text to the NUL-terminated line (len bytes in all). */
+static void line_add(char *line, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void line_add(char *line, size_t len, const char *fmt, ...)
+{
+    if (!line) return;
+    size_t l = strlen(line);
+    if (l + 1 >= len) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line + l, len - l, fmt, ap);
+    va_end(ap);
+}
+
+/* The planner's breakdown and the plans' misses beside the cache's: the keys changeset_s,
+ * cache_init_s, cache_update_s, cache_misses, predicted_misses, prefetch_rows, superbatches, and
+ * a clause after the I/O figures of the human line. */
+static void gx_report(const tg_pass_stats_t *st, tg_json_t *j, char *line, size_t len)
+{
+    tg_ginex_figures_t f;
+    if (tg_ginex_figures(st, &f) < 0) return;
+    if (j) {
+        tg_json_num(j, "changeset_s", f.changeset_s);
+        tg_json_num(j, "cache_init_s", f.init_s);
+        tg_json_num(j, "cache_update_s", f.update_s);
+        tg_json_uint(j, "cache_misses", f.misses);
+        tg_json_uint(j, "predicted_misses", f.predicted_misses);
+        tg_json_uint(j, "prefetch_rows", f.prefetch_rows);
+        tg_json_uint(j, "superbatches", f.superbatches);
+    }
+    if (st->have_io)
+        line_add(line, len, ", misses %llu (planned %llu), changesets %.2f s, cache init %.2f s",
+                 (unsigned long long)f.misses, (unsigned long long)f.predicted_misses,
+                 f.changeset_s, f.init_s);
 }
 
 /* One pass: the inspector plans the superbatches on its thread (engine/ahead), the executor
@@ -864,9 +953,8 @@ static int gx_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
     s->ld = NULL;
     for (int k = 0; k < 2; k++)
         tg_spill_reset(s->sb[k].spill); /* the files' bytes go back now */
-    tg_xpass_end(s->ex, &s->stats, 0, st);
-    tg_xpass_ncache_take(s->disk, st);
     pass_report(s, st);
+    tg_xpass_ncache_take(s->disk, st);
     if (rc < 0) s->dead = 1;
     return rc;
 }
@@ -891,4 +979,6 @@ const tg_strategy_i tg_strategy_ginex = {
     .pass = gx_pass,
     .close = gx_close,
     .batches_in_flight = gx_in_flight,
+    .report = gx_report,
+    .own_add = gx_own_add,
 };
