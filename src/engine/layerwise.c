@@ -2,7 +2,7 @@
  *
  * Layer l runs over chunks of destination nodes; each chunk's block (dst = the chunk, src = dst +
  * every in-neighbour) comes from a one-layer sampler with fanout -1, its input rows from the
- * feature store (l = 0) or from layer l-1's output matrix, which lives in RAM or in a temporary
+ * features (l = 0) or from layer l-1's output matrix, which lives in RAM or in a temporary
  * file. Only one chunk's block and rows are in memory at a time when files are used.
  *
  * GCN and chunks: nn's GCN layer normalises by 1/sqrt(d_i d_j) with d_j taken from the block; a
@@ -371,39 +371,160 @@ static void input_close(tg_run_t *r, lw_input_t *in, int l)
     in->store = NULL;
 }
 
+/* One layer-wise pass: the sampler, the chunk buffers and the two matrices between layers. */
+typedef struct {
+    tg_run_t *r;
+    tg_model_t *m;
+    const tg_lw_opts_t *o;
+    uint64_t chunk;
+    int64_t fan; /* -1: every in-neighbour; 0: an MLP's chunk alone */
+    int ooc;     /* features.bin through a row file (a strategy not in RAM) */
+    tg_sampler_t *s;
+    uint32_t *deg;    /* GCN: true in-degrees (NULL otherwise) */
+    uint32_t *outdeg; /* (hin rows) GCN scaling scratch */
+    uint64_t *ids;    /* (chunk) the chunk's destinations */
+    float *Hin, *Hout;
+    size_t hin_cap, hout_cap;
+    mat_t prev, next; /* layer l-1's output (l's input), layer l's output */
+    lw_input_t in;
+    tg_batch_t b;
+} lw_pass_t;
+
+/* Hin for the block's sources and Hout for its destinations. */
+static int lw_grow(lw_pass_t *w, const tg_block_t *blk, uint32_t din, uint32_t dout)
+{
+    size_t need_in = (size_t)blk->num_src * din, need_out = (size_t)blk->num_dst * dout;
+    if (need_in > w->hin_cap) {
+        free(w->Hin);
+        free(w->outdeg);
+        w->Hin = malloc(need_in * sizeof *w->Hin);
+        w->outdeg = malloc((size_t)blk->num_src * sizeof *w->outdeg);
+        w->hin_cap = need_in;
+        if (!w->Hin || !w->outdeg) {
+            w->hin_cap = 0;
+            return tg_err(-ENOMEM, "layer-wise forward: out of memory for %u input rows",
+                          blk->num_src);
+        }
+    }
+    if (need_out > w->hout_cap) {
+        free(w->Hout);
+        w->Hout = malloc(need_out * sizeof *w->Hout);
+        w->hout_cap = need_out;
+        if (!w->Hout) {
+            w->hout_cap = 0;
+            return tg_err(-ENOMEM, "layer-wise forward: out of memory for %u output rows",
+                          blk->num_dst);
+        }
+    }
+    return 0;
+}
+
+/* Layer l's output matrix and where its input rows come from. The output goes to a file only
+ * when asked for files and it does not fit beside the chunk's working set and the whole input
+ * in the budget (without a limit: a quarter of the RAM). */
+static int lw_layer_open(lw_pass_t *w, int l, int last, uint32_t din, uint32_t dout)
+{
+    tg_run_t *r = w->r;
+    uint64_t N = r->adj->num_nodes;
+    int in_file = l == 0 ? w->ooc : w->prev.mem == NULL, rc;
+    uint64_t src = max_sources(r, w->o, w->fan == 0, last, w->chunk);
+    uint64_t work = chunk_bytes(src, w->chunk, din, dout);
+    if (!last) {
+        const char *dir = w->o->tmp_dir;
+        tg_budget_t *bud = NULL;
+        uint64_t need = work + N * dout * sizeof(float);
+        if (in_file) need += N * din * sizeof(float);
+        uint64_t left = ram_left(r);
+        if (dir && left != UINT64_MAX && left >= need) {
+            dir = NULL;
+            bud = r->budget_init ? &r->budget : NULL;
+        }
+        if ((rc = mat_create(&w->next, N, dout, dir, l, bud)) < 0) return rc;
+    }
+    if (in_file) {
+        tg_log_debug("layer-wise layer %d: %llu bytes of the budget left, %llu for a chunk's work",
+                     l, (unsigned long long)budget_left(r), (unsigned long long)work);
+        return input_open(r, l, l ? &w->prev : NULL, work, &w->in);
+    }
+    if (l == 0)
+        w->in.store = r->store;
+    else
+        w->in.mat = &w->prev;
+    return 0;
+}
+
+/* Layer l for destinations c0..c0+n of the layer's list: block, input rows, the layer, and the
+ * output written to the next matrix or, at the last layer, handed to the sink. */
+static int lw_chunk(lw_pass_t *w, int l, int last, uint64_t c0, uint64_t n, uint32_t din,
+                    uint32_t dout)
+{
+    const tg_lw_opts_t *o = w->o;
+    for (uint64_t i = 0; i < n; i++)
+        w->ids[i] = last && o->targets ? o->targets[c0 + i] : c0 + i;
+    tg_rng_t unused; /* fanout -1 / 0 draws nothing */
+    tg_rng_seed(&unused, 0);
+    int rc = tg_sampler_sample(w->s, w->ids, (size_t)n, &unused, &w->b);
+    if (rc < 0) return rc;
+    const tg_block_t *blk = &w->b.blocks[0];
+    if ((rc = lw_grow(w, blk, din, dout)) < 0) return rc;
+    if ((rc = input_gather(&w->in, w->b.nodes, blk->num_src, w->Hin)) < 0) return rc;
+    if (w->deg) gcn_scale_sources(blk, w->b.nodes, w->deg, w->Hin, din, w->outdeg);
+    if ((rc = tg_model_layer_forward(w->m, l, blk, w->Hin, w->Hout)) < 0) {
+        tg_err_prefix(rc, "layer %d, nodes %llu..%llu", l, (unsigned long long)c0,
+                      (unsigned long long)(c0 + n));
+        return rc;
+    }
+    if (!last) {
+        rc = mat_write(&w->next, c0, n, w->Hout);
+    } else {
+        /* The embedding is the last layer's input for the chunk's own rows (dst first among the
+         * sources), unscaled because destinations are never scaled. */
+        rc = o->sink(o->ctx, w->ids, (size_t)n, w->Hout, o->want_emb ? w->Hin : NULL);
+    }
+    tg_batch_free(&w->b);
+    return rc;
+}
+
+static void lw_free(lw_pass_t *w)
+{
+    input_close(w->r, &w->in, -1);
+    if (w->in.weight_res) tg_budget_release(&w->r->budget, w->in.weight_res);
+    free(w->in.weight);
+    tg_batch_free(&w->b);
+    mat_destroy(&w->prev);
+    mat_destroy(&w->next);
+    free(w->Hin);
+    free(w->Hout);
+    free(w->outdeg);
+    free(w->ids);
+    free(w->deg);
+    tg_sampler_destroy(w->s);
+}
+
 int tg_lw_forward(tg_run_t *r, tg_model_t *m, const tg_lw_opts_t *o)
 {
     const tg_model_config_t *cfg = tg_model_config(m);
     int L = cfg->num_layers, rc = 0;
     uint64_t N = r->adj->num_nodes;
-    uint64_t chunk = o->chunk ? o->chunk : tg_lw_auto_chunk(r, m);
-    int64_t full = TG_FANOUT_ALL;
-    tg_sampler_t *s = NULL;
-    uint32_t *deg = NULL, *outdeg = NULL;
-    uint64_t *ids = NULL;
-    float *Hin = NULL, *Hout = NULL;
-    size_t hin_cap = 0, hout_cap = 0;
-    mat_t prev, next;
-    mat_init(&prev);
-    mat_init(&next);
-    lw_input_t in;
-    memset(&in, 0, sizeof in);
-    /* Out of core, features.bin is read through a row file; a strategy in RAM gathers from its
-     * store. */
-    int ooc = r->strat_i && !(r->strat_i->info.caps & TG_STRAT_IN_RAM);
-    tg_batch_t b;
-    memset(&b, 0, sizeof b);
-
+    lw_pass_t w;
+    memset(&w, 0, sizeof w);
+    w.r = r;
+    w.m = m;
+    w.o = o;
+    w.chunk = o->chunk ? o->chunk : tg_lw_auto_chunk(r, m);
+    w.ooc = r->strat_i && !(r->strat_i->info.caps & TG_STRAT_IN_RAM);
+    mat_init(&w.prev);
+    mat_init(&w.next);
     /* An MLP reads no neighbours: a fanout of 0 keeps its chunks to the chunk itself. A GCN
      * trained with a layer-wise sampler (ladies) gets that sampler's full-neighbour blocks: they
      * carry the exact weights of the operator its training estimated (P = D^-1 (A + I)), which
      * need no degree scaling. */
-    int64_t fan = cfg->type == TG_MODEL_MLP ? 0 : full;
+    w.fan = cfg->type == TG_MODEL_MLP ? 0 : TG_FANOUT_ALL;
     const tg_sampler_i *kind = cfg->type == TG_MODEL_GCN ? r->sampler : NULL;
-    if ((rc = tg_sampler_open(&s, kind, r->adj, 1, &fan)) < 0) goto out;
-    if (cfg->type == TG_MODEL_GCN && !kind && (rc = true_degrees(r->adj, &deg)) < 0) goto out;
-    ids = malloc(chunk * sizeof *ids);
-    if (!ids) {
+    if ((rc = tg_sampler_open(&w.s, kind, r->adj, 1, &w.fan)) < 0) goto out;
+    if (cfg->type == TG_MODEL_GCN && !kind && (rc = true_degrees(r->adj, &w.deg)) < 0) goto out;
+    w.ids = malloc(w.chunk * sizeof *w.ids);
+    if (!w.ids) {
         rc = tg_err(-ENOMEM, "layer-wise forward: out of memory");
         goto out;
     }
@@ -411,112 +532,28 @@ int tg_lw_forward(tg_run_t *r, tg_model_t *m, const tg_lw_opts_t *o)
     uint64_t work_done = 0;
     tg_progress_t prog;
     if (o->progress_label) tg_progress_begin(&prog, o->progress_label, total_work, "nodes");
-
     for (int l = 0; l < L; l++) {
         uint32_t din, dout;
         tg_model_layer_dims(m, l, &din, &dout);
         int last = l == L - 1;
         uint64_t count = last && o->targets ? o->num_targets : N;
-        int in_file = l == 0 ? ooc : prev.mem == NULL;
-        uint64_t work = chunk_bytes(max_sources(r, o, fan == 0, last, chunk), chunk, din, dout);
-        /* The output goes to a file only when asked for files and it does not fit beside the
-         * chunk's working set and the whole input in the budget (without a limit: a quarter of
-         * the RAM). */
-        if (!last) {
-            const char *dir = o->tmp_dir;
-            tg_budget_t *bud = NULL;
-            uint64_t need = work + N * dout * sizeof(float);
-            if (in_file) need += N * din * sizeof(float);
-            uint64_t left = ram_left(r);
-            if (dir && left != UINT64_MAX && left >= need) {
-                dir = NULL;
-                bud = r->budget_init ? &r->budget : NULL;
-            }
-            if ((rc = mat_create(&next, N, dout, dir, l, bud)) < 0) goto out;
-        }
-        if (in_file) {
-            tg_log_debug("layer-wise layer %d: %llu bytes of the budget left, %llu for a chunk's "
-                         "work",
-                         l, (unsigned long long)budget_left(r), (unsigned long long)work);
-            if ((rc = input_open(r, l, l ? &prev : NULL, work, &in)) < 0) goto out;
-        } else if (l == 0) {
-            in.store = r->store;
-        } else {
-            in.mat = &prev;
-        }
-        for (uint64_t c0 = 0; c0 < count; c0 += chunk) {
-            uint64_t n = TG_MIN(chunk, count - c0);
-            for (uint64_t i = 0; i < n; i++)
-                ids[i] = last && o->targets ? o->targets[c0 + i] : c0 + i;
-            tg_rng_t unused; /* fanout -1 / 0 draws nothing */
-            tg_rng_seed(&unused, 0);
-            if ((rc = tg_sampler_sample(s, ids, (size_t)n, &unused, &b)) < 0) goto out;
-            const tg_block_t *blk = &b.blocks[0];
-            size_t need_in = (size_t)blk->num_src * din, need_out = (size_t)blk->num_dst * dout;
-            if (need_in > hin_cap) {
-                free(Hin);
-                free(outdeg);
-                Hin = malloc(need_in * sizeof *Hin);
-                outdeg = malloc((size_t)blk->num_src * sizeof *outdeg);
-                hin_cap = need_in;
-                if (!Hin || !outdeg) {
-                    hin_cap = 0;
-                    rc = tg_err(-ENOMEM, "layer-wise forward: out of memory for %u input rows",
-                                blk->num_src);
-                    goto out;
-                }
-            }
-            if (need_out > hout_cap) {
-                free(Hout);
-                Hout = malloc(need_out * sizeof *Hout);
-                hout_cap = need_out;
-                if (!Hout) {
-                    hout_cap = 0;
-                    rc = tg_err(-ENOMEM, "layer-wise forward: out of memory for %u output rows",
-                                blk->num_dst);
-                    goto out;
-                }
-            }
-            if ((rc = input_gather(&in, b.nodes, blk->num_src, Hin)) < 0) goto out;
-            if (deg) gcn_scale_sources(blk, b.nodes, deg, Hin, din, outdeg);
-            if ((rc = tg_model_layer_forward(m, l, blk, Hin, Hout)) < 0) {
-                tg_err_prefix(rc, "layer %d, nodes %llu..%llu", l, (unsigned long long)c0,
-                              (unsigned long long)(c0 + n));
-                goto out;
-            }
-            if (!last) {
-                rc = mat_write(&next, c0, n, Hout);
-            } else {
-                /* The embedding is the last layer's input for the chunk's own rows (dst first
-                 * among the sources), unscaled because destinations are never scaled. */
-                rc = o->sink(o->ctx, ids, (size_t)n, Hout, o->want_emb ? Hin : NULL);
-            }
-            if (rc < 0) goto out;
-            tg_batch_free(&b);
+        if ((rc = lw_layer_open(&w, l, last, din, dout)) < 0) goto out;
+        for (uint64_t c0 = 0; c0 < count; c0 += w.chunk) {
+            uint64_t n = TG_MIN(w.chunk, count - c0);
+            if ((rc = lw_chunk(&w, l, last, c0, n, din, dout)) < 0) goto out;
             work_done += n;
             if (o->progress_label) tg_progress_update(&prog, work_done, NULL);
         }
-        input_close(r, &in, l);
+        input_close(r, &w.in, l);
         if (!last) {
-            if ((rc = mat_finish(&next)) < 0) goto out;
-            mat_destroy(&prev);
-            prev = next;
-            mat_init(&next);
+            if ((rc = mat_finish(&w.next)) < 0) goto out;
+            mat_destroy(&w.prev);
+            w.prev = w.next;
+            mat_init(&w.next);
         }
     }
     if (o->progress_label) tg_progress_end(&prog);
 out:
-    input_close(r, &in, -1);
-    if (in.weight_res) tg_budget_release(&r->budget, in.weight_res);
-    free(in.weight);
-    tg_batch_free(&b);
-    mat_destroy(&prev);
-    mat_destroy(&next);
-    free(Hin);
-    free(Hout);
-    free(outdeg);
-    free(ids);
-    free(deg);
-    tg_sampler_destroy(s);
+    lw_free(&w);
     return rc;
 }
