@@ -10,12 +10,14 @@
 #include "test_engine_common.h"
 
 #include <dirent.h>
+#include <math.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "engine/engine-impl.h"
+#include "engine/strategies/diskgnn.h"
 
 static char root[4000], ds[4200];
 #define N 3000u
@@ -121,6 +123,39 @@ static int derived_files(void)
     return n < 0 ? 0 : (int)n;
 }
 
+/* The seam: the strategy's figures reach the epoch line only through its report hook (the
+ * object "preprocess" and the human line's clause), and two passes summed report times and
+ * bytes that add, settings and the read amplification that stay. */
+static void report_case(const tg_run_t *r, const tg_pass_stats_t *st)
+{
+    tg_json_t j;
+    tg_json_begin(&j);
+    char line[256] = "";
+    tg_pass_report(r, st, &j, line, sizeof line);
+    char *text = NULL;
+    tg_json_end(&j, NULL, &text);
+    TG_CHECK(text && strstr(text, "{\"preprocess\":{\"at_start\":") &&
+             strstr(text, "\"read_amp_estimate\":"));
+    TG_CHECK(strstr(line, "; sampled and packed ") == line);
+    free(text);
+    tg_pass_stats_t sum;
+    memset(&sum, 0, sizeof sum);
+    tg_diskgnn_figures_t one, two;
+    TG_CHECK(tg_diskgnn_figures(&sum, &two) == -ENOENT);
+    tg_pass_stats_add(r, &sum, st);
+    tg_pass_stats_add(r, &sum, st);
+    TG_CHECK_OK(tg_diskgnn_figures(st, &one));
+    TG_CHECK_OK(tg_diskgnn_figures(&sum, &two));
+    TG_CHECK_EQ_U64(two.passes, 2);
+    TG_CHECK_EQ_U64(two.read_bytes, 2 * one.read_bytes);
+    TG_CHECK_EQ_U64(two.write_bytes, 2 * one.write_bytes);
+    TG_CHECK(two.disk_bytes == one.disk_bytes && two.segment == one.segment);
+    TG_CHECK(two.prepared_now == one.prepared_now && two.reused == one.reused);
+    TG_CHECK(fabs(two.prep_s - 2 * one.prep_s) <= 1e-9 * (1 + one.prep_s));
+    TG_CHECK(fabs(two.read_amp_est - one.read_amp_est) <= 1e-9 * (1 + one.read_amp_est));
+    TG_CHECK(sum.ntiers == 2 && sum.tiers[1].hits == 2 * st->tiers[1].hits);
+}
+
 static void pass_case(const cfg_t *cfg, const char *what)
 {
     tg_run_t r;
@@ -142,20 +177,26 @@ static void pass_case(const cfg_t *cfg, const char *what)
             TG_FAIL("%s: pass %d: %s", what, pass, tg_errmsg());
         TG_CHECK_EQ_U64(c.bad_rows, 0);
         TG_CHECK(c.steps > 0 && c.first_id == first[pass]);
-        TG_CHECK(st.have_pack && st.have_io && st.have_cache);
-        TG_CHECK(st.pack_prepared_now == at_start[pass]);
-        TG_CHECK(st.pack_read_bytes > 0 || st.pack_disk_bytes == 0);
-        if (cfg->disk_budget) TG_CHECK(st.pack_disk_bytes <= cfg->disk_budget);
+        tg_diskgnn_figures_t f;
+        TG_CHECK_OK(tg_diskgnn_figures(&st, &f));
+        TG_CHECK(st.have_io && st.have_cache && f.passes == 1);
+        TG_CHECK(f.prepared_now == at_start[pass] && !f.reused);
+        TG_CHECK(f.read_bytes > 0 || f.disk_bytes == 0);
+        if (cfg->disk_budget) TG_CHECK(f.disk_bytes <= cfg->disk_budget);
         /* a segment longer than the pass is the pass */
-        if (cfg->segment) TG_CHECK_EQ_U64(st.pack_segment, TG_MIN(cfg->segment, c.steps));
-        TG_CHECK(!strcmp(st.tiers[0].name, "diskgnn-hot"));
+        if (cfg->segment) TG_CHECK_EQ_U64(f.segment, TG_MIN(cfg->segment, c.steps));
+        TG_CHECK(st.ntiers == 2 && !strcmp(st.tiers[0].name, "diskgnn-hot") &&
+                 !strcmp(st.tiers[1].name, "file"));
+        /* every row of the batches from one of the two tiers */
+        TG_CHECK_EQ_U64(st.tiers[0].lookups, st.tiers[0].hits + st.tiers[1].hits);
+        if (pass == 0) report_case(&r, &st);
         if (pass == 1)
             fprintf(stderr,
                     "  %-28s hot hit ratio %.3f, segment %llu, packed %llu bytes, estimated "
                     "read amplification %.2f\n",
                     what, st.cache_lookups ? (double)st.cache_hits / (double)st.cache_lookups : 0,
-                    (unsigned long long)st.pack_segment, (unsigned long long)st.pack_disk_bytes,
-                    st.pack_read_amp_est);
+                    (unsigned long long)f.segment, (unsigned long long)f.disk_bytes,
+                    f.read_amp_est);
     }
     TG_CHECK_EQ_U64((uint64_t)derived_files(), (uint64_t)before); /* no runtime file left */
     TG_CHECK(!cfg->mem || r.budget.peak <= cfg->mem);
@@ -299,6 +340,13 @@ TG_TEST(close_while_preparing)
     TG_CHECK_EQ_U64((uint64_t)derived_files(), (uint64_t)before);
 }
 
+/* Whether the pass's generation was prepared at its start (1) or before (0); -1: no figures. */
+static int prepared_now(const tg_pass_stats_t *st)
+{
+    tg_diskgnn_figures_t f;
+    return tg_diskgnn_figures(st, &f) < 0 ? -1 : f.prepared_now;
+}
+
 /* The inspector's generation waits across an evaluation pass: epoch 0 announces epoch 1, an
  * evaluation pass (its own generation, prepared at its start) runs in between, and epoch 1 then
  * trains the generation prepared in the background, its rows still the file's. A generation
@@ -313,26 +361,26 @@ TG_TEST(generation_across_passes)
     TG_CHECK_OK(tg_store_memory_open(&c.ref, r.ds, &(tg_store_opts_t){0}));
     tg_pass_stats_t st;
     TG_CHECK_OK(run_pass(&r, &c, 0, 0, 1, &st));
-    TG_CHECK(st.have_pack && st.pack_prepared_now);
+    TG_CHECK(prepared_now(&st) == 1);
     uint64_t all = c.steps;
     tg_pass_t ev = make_pass(&r, &c, 0, 0);
     ev.allow_out_of_order = 0;
     ev.num_seeds = r.split_n[0] / 2;
     c.steps = 0;
     TG_CHECK_OK(tg_run_pass(&r, &ev, &st));
-    TG_CHECK(st.pack_prepared_now && c.steps > 0 && c.steps < all);
+    TG_CHECK(prepared_now(&st) == 1 && c.steps > 0 && c.steps < all);
     c.steps = 0;
     TG_CHECK_OK(run_pass(&r, &c, 1, 0, 1, &st)); /* announces epoch 2 */
-    TG_CHECK(!st.pack_prepared_now && c.steps == all);
+    TG_CHECK(prepared_now(&st) == 0 && c.steps == all);
     /* epoch 2 was announced, epoch 5 comes: prepared now */
     c.steps = 0;
     TG_CHECK_OK(run_pass(&r, &c, 5, 0, 1, &st)); /* announces epoch 6 */
-    TG_CHECK(st.pack_prepared_now && c.steps == all);
+    TG_CHECK(prepared_now(&st) == 1 && c.steps == all);
     /* drained while epoch 6 may still be in preparation, then epoch 6 prepared again */
     r.strat_i->drain(r.strat);
     c.steps = 0;
     TG_CHECK_OK(run_pass(&r, &c, 6, 0, 0, &st));
-    TG_CHECK(st.pack_prepared_now && c.steps == all);
+    TG_CHECK(prepared_now(&st) == 1 && c.steps == all);
     TG_CHECK_EQ_U64(c.bad_rows, 0);
     tg_run_close(&r);
     TG_CHECK_EQ_U64((uint64_t)derived_files(), (uint64_t)before);

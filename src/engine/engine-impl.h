@@ -120,19 +120,6 @@ typedef struct tg_pass_stats {
         unsigned char bytes[TG_PASS_OWN_BYTES];
         uint64_t align_;
     } own;
-    /* Figures of the strategies that have no report hook yet, written by the kit's
-     * tg_pass_report_fields (engine/report.c) with their JSON keys; a strategy with a report
-     * hook leaves them zero. */
-    /* A pass sampled ahead and its rows packed (diskgnn): the pass's preparation - whether it
-     * ran at the pass's start (1) or during the pass before (0: hidden behind it, but for
-     * pack_wait_s, the time the pass waited for it to finish), its sampling (wall), layout and
-     * maps, packing and whole time, the feature bytes packing read and wrote, the packed file's
-     * bytes on disk, the segment size and the layout's estimated read amplification. */
-    int have_pack, pack_prepared_now;
-    int pack_reused; /* the batches and packed file of an earlier pass (--reuse-samples) */
-    double pack_wait_s, pack_sample_s, pack_layout_s, pack_s, pack_prep_s;
-    uint64_t pack_read_bytes, pack_write_bytes, pack_disk_bytes, pack_segment;
-    double pack_read_amp_est;
 } tg_pass_stats_t;
 
 /* Copies a strategy's own figures (n <= TG_PASS_OWN_BYTES bytes) into st->own, or out of it. */
@@ -207,7 +194,7 @@ typedef struct tg_strategy_i {
      * appends its part of the human epoch line to line (NULL: none; len bytes in all,
      * NUL-terminated; clauses that start with "; " or ", " after the I/O figures). The keys
      * are an interface (tiergnn bench, scripts): a key keeps its name and meaning. NULL: the
-     * kit's tg_pass_report_fields, which writes the shared struct's strategy fields. */
+     * strategy has no figures of its own. */
     void (*report)(const tg_pass_stats_t *st, tg_json_t *j, char *line, size_t len);
     /* Optional, with report: sum->own += add->own, so that several passes report as one
      * (evaluation sums its splits' passes with tg_pass_stats_add). A block of zeros is the sum
@@ -327,12 +314,9 @@ const char *tg_pass_tiers_json(const tg_pass_stats_t *st, char *buf, size_t len)
 /* The JSON value of neighbor_cache: {"bytes":..., "lookups":..., "hits":..., "hit_ratio":...}. */
 const char *tg_pass_ncache_json(const tg_pass_stats_t *st, char *buf, size_t len);
 /* The strategy's keys of the epoch's JSON line (j; NULL: none) and its part of the human line
- * (appended to line): its report hook, else tg_pass_report_fields. */
+ * (appended to line): its report hook, if it has one. */
 void tg_pass_report(const tg_run_t *r, const tg_pass_stats_t *st, tg_json_t *j, char *line,
                     size_t len);
-/* The default report: the shared struct's strategy fields (have_pack: the object preprocess), for
- * strategies that fill those fields and have no report hook. */
-void tg_pass_report_fields(const tg_pass_stats_t *st, tg_json_t *j, char *line, size_t len);
 /* The pass's part of the human epoch line, appended to line: "; io R req, X read / Y needed,
  * wait W, hit ratio H" (with I/O figures; needed: the bytes the batches needed), then the
  * strategy's part (tg_pass_report), then the neighbour cache's hit ratio. */

@@ -86,10 +86,7 @@ const char *tg_pass_ncache_json(const tg_pass_stats_t *st, char *buf, size_t len
 void tg_pass_report(const tg_run_t *r, const tg_pass_stats_t *st, tg_json_t *j, char *line,
                     size_t len)
 {
-    if (r->strat_i->report)
-        r->strat_i->report(st, j, line, len);
-    else
-        tg_pass_report_fields(st, j, line, len);
+    if (r->strat_i->report) r->strat_i->report(st, j, line, len);
 }
 
 /* Appends printf-style text to the NUL-terminated line (len bytes in all). */
@@ -123,38 +120,4 @@ void tg_pass_line(const tg_run_t *r, const tg_pass_stats_t *st, uint64_t needed,
     if (st->have_ncache)
         line_add(line, len, "; neighbour cache hit ratio %.3f",
                  st->ncache_lookups ? (double)st->ncache_hits / (double)st->ncache_lookups : 0.0);
-}
-
-/* ---------------------------------------------------------------- the shared struct's fields */
-
-/* A pass sampled and packed ahead (have_pack): the object "preprocess". */
-static void report_pack(const tg_pass_stats_t *st, tg_json_t *j, char *line, size_t len)
-{
-    if (j) {
-        char buf[512];
-        snprintf(buf, sizeof buf,
-                 "{\"at_start\":%s,\"reused\":%s,\"wait_s\":%.6f,\"sample_s\":%.6f,"
-                 "\"layout_s\":%.6f,\"pack_s\":%.6f,\"total_s\":%.6f,\"read_bytes\":%llu,"
-                 "\"write_bytes\":%llu,\"disk_bytes\":%llu,\"segment\":%llu,"
-                 "\"read_amp_estimate\":%.6f}",
-                 st->pack_prepared_now ? "true" : "false", st->pack_reused ? "true" : "false",
-                 st->pack_wait_s, st->pack_sample_s, st->pack_layout_s, st->pack_s, st->pack_prep_s,
-                 (unsigned long long)st->pack_read_bytes, (unsigned long long)st->pack_write_bytes,
-                 (unsigned long long)st->pack_disk_bytes, (unsigned long long)st->pack_segment,
-                 st->pack_read_amp_est);
-        tg_json_raw(j, "preprocess", buf);
-    }
-    if (st->pack_reused)
-        line_add(line, len, "; the samples and packing of an earlier epoch (%.2f s then)",
-                 st->pack_prep_s);
-    else if (st->pack_prepared_now)
-        line_add(line, len, "; sampled and packed at its start in %.2f s", st->pack_prep_s);
-    else
-        line_add(line, len, "; sampled and packed during the epoch before (%.2f s; waited %.2f s)",
-                 st->pack_prep_s, st->pack_wait_s);
-}
-
-void tg_pass_report_fields(const tg_pass_stats_t *st, tg_json_t *j, char *line, size_t len)
-{
-    if (st->have_pack) report_pack(st, j, line, len);
 }

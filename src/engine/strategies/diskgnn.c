@@ -41,7 +41,8 @@
 #include "../ahead.h"
 #include "../engine-impl.h"
 #include "../pipeline.h"
-#include "xpass.h"
+#include "../xpass.h"
+#include "diskgnn.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -1120,8 +1121,19 @@ static int pass_generation(tg_strategy_t *s, const tg_pass_t *p, uint64_t K, gen
     return 0;
 }
 
+/* A pass's own figures (tg_pass_stats_t.own): counts, sums and settings, so that passes add;
+ * the read amplification is derived when it is reported (tg_diskgnn_figures). */
+typedef struct {
+    uint64_t passes, prepared_now, reused; /* passes, of which prepared at their start, reused */
+    double wait_s, sample_s, layout_s, pack_s, prep_s;
+    uint64_t read_bytes, write_bytes;
+    uint64_t disk_bytes, segment;          /* settings: the larger */
+    uint64_t est_read_bytes, needed_bytes; /* the layout's estimate of a pass's reads, and need */
+} dg_own_t;
+TG_PASS_OWN_FITS(dg_own_t);
+
 /* The pass's figures: the reader's and the samplers' I/O, the hot rows and the packed file as
- * its two tiers, and the generation's preparation. */
+ * its two tiers, and the generation's preparation in its own block. */
 static void pass_report(tg_strategy_t *s, const gen_t *g, int prepared_now, double insp_wait,
                         tg_pass_stats_t *st)
 {
@@ -1135,32 +1147,107 @@ static void pass_report(tg_strategy_t *s, const gen_t *g, int prepared_now, doub
     st->have_cache = 1;
     st->cache_lookups = s->lookups;
     st->cache_hits = s->hot_hits;
-    st->ntiers = 2;
-    snprintf(st->tiers[0].name, sizeof st->tiers[0].name, "diskgnn-hot");
-    st->tiers[0].lookups = s->lookups;
-    st->tiers[0].hits = s->hot_hits;
-    st->tiers[0].bytes = s->hot_hits * s->row_bytes;
-    snprintf(st->tiers[1].name, sizeof st->tiers[1].name, "file");
-    st->tiers[1].lookups = st->tiers[1].hits = s->file_rows;
-    st->tiers[1].bytes = s->file_rows * s->row_bytes;
+    st->ntiers = 0;
+    (void)tg_pass_tier_add(st, "diskgnn-hot", s->lookups, s->hot_hits, s->hot_hits * s->row_bytes);
+    (void)tg_pass_tier_add(st, "file", s->file_rows, s->file_rows, s->file_rows * s->row_bytes);
     /* the preparation's reads (sampling, packing) are the epoch's too */
     tg_io_counts_t pk;
     tg_io_stats_take(&s->pack_stats, &pk);
     st->io_requests += pk.io_requests;
     st->io_read_bytes += pk.io_read_bytes;
-    st->have_pack = 1;
-    st->pack_prepared_now = prepared_now;
-    st->pack_reused = g->uses > 1;
-    st->pack_wait_s = insp_wait;
-    st->pack_sample_s = g->sample_wall_s;
-    st->pack_layout_s = g->layout_s + g->map_s;
-    st->pack_s = g->pack_s;
-    st->pack_prep_s = g->prep_s;
-    st->pack_read_bytes = g->pst.read_bytes;
-    st->pack_write_bytes = g->pst.file_bytes;
-    st->pack_disk_bytes = g->sum.disk_bytes;
-    st->pack_segment = g->sum.segment;
-    st->pack_read_amp_est = g->sum.read_amp;
+    dg_own_t o = {.passes = 1,
+                  .prepared_now = prepared_now != 0,
+                  .reused = g->uses > 1,
+                  .wait_s = insp_wait,
+                  .sample_s = g->sample_wall_s,
+                  .layout_s = g->layout_s + g->map_s,
+                  .pack_s = g->pack_s,
+                  .prep_s = g->prep_s,
+                  .read_bytes = g->pst.read_bytes,
+                  .write_bytes = g->pst.file_bytes,
+                  .disk_bytes = g->sum.disk_bytes,
+                  .segment = g->sum.segment,
+                  .est_read_bytes = g->sum.read_bytes,
+                  .needed_bytes = g->sum.needed_bytes};
+    tg_pass_own_put(st, &o, sizeof o);
+}
+
+static void dg_own_add(tg_pass_stats_t *sum, const tg_pass_stats_t *add)
+{
+    dg_own_t a, b;
+    tg_pass_own_get(sum, &a, sizeof a);
+    tg_pass_own_get(add, &b, sizeof b);
+    a.passes += b.passes;
+    a.prepared_now += b.prepared_now;
+    a.reused += b.reused;
+    a.wait_s += b.wait_s;
+    a.sample_s += b.sample_s;
+    a.layout_s += b.layout_s;
+    a.pack_s += b.pack_s;
+    a.prep_s += b.prep_s;
+    a.read_bytes += b.read_bytes;
+    a.write_bytes += b.write_bytes;
+    a.disk_bytes = TG_MAX(a.disk_bytes, b.disk_bytes);
+    a.segment = TG_MAX(a.segment, b.segment);
+    a.est_read_bytes += b.est_read_bytes;
+    a.needed_bytes += b.needed_bytes;
+    tg_pass_own_put(sum, &a, sizeof a);
+}
+
+int tg_diskgnn_figures(const tg_pass_stats_t *st, tg_diskgnn_figures_t *f)
+{
+    dg_own_t o;
+    tg_pass_own_get(st, &o, sizeof o);
+    memset(f, 0, sizeof *f);
+    if (!o.passes) return -ENOENT;
+    f->passes = o.passes;
+    f->prepared_now = o.prepared_now > 0;
+    f->reused = o.reused == o.passes;
+    f->wait_s = o.wait_s;
+    f->sample_s = o.sample_s;
+    f->layout_s = o.layout_s;
+    f->pack_s = o.pack_s;
+    f->prep_s = o.prep_s;
+    f->read_bytes = o.read_bytes;
+    f->write_bytes = o.write_bytes;
+    f->disk_bytes = o.disk_bytes;
+    f->segment = o.segment;
+    /* as the layout computes it (tg_layout_summary_t.read_amp): read / needed, 0 when nothing is
+     * needed */
+    f->read_amp_est = o.needed_bytes ? (double)o.est_read_bytes / (double)o.needed_bytes : 0;
+    return 0;
+}
+
+/* The object "preprocess" and the human line's clause on the generation's preparation. */
+static void dg_report(const tg_pass_stats_t *st, tg_json_t *j, char *line, size_t len)
+{
+    tg_diskgnn_figures_t f;
+    if (tg_diskgnn_figures(st, &f) < 0) return;
+    if (j) {
+        char buf[512];
+        snprintf(buf, sizeof buf,
+                 "{\"at_start\":%s,\"reused\":%s,\"wait_s\":%.6f,\"sample_s\":%.6f,"
+                 "\"layout_s\":%.6f,\"pack_s\":%.6f,\"total_s\":%.6f,\"read_bytes\":%llu,"
+                 "\"write_bytes\":%llu,\"disk_bytes\":%llu,\"segment\":%llu,"
+                 "\"read_amp_estimate\":%.6f}",
+                 f.prepared_now ? "true" : "false", f.reused ? "true" : "false", f.wait_s,
+                 f.sample_s, f.layout_s, f.pack_s, f.prep_s, (unsigned long long)f.read_bytes,
+                 (unsigned long long)f.write_bytes, (unsigned long long)f.disk_bytes,
+                 (unsigned long long)f.segment, f.read_amp_est);
+        tg_json_raw(j, "preprocess", buf);
+    }
+    if (!line) return;
+    size_t l = strlen(line);
+    if (l + 1 >= len) return;
+    if (f.reused)
+        snprintf(line + l, len - l, "; the samples and packing of an earlier epoch (%.2f s then)",
+                 f.prep_s);
+    else if (f.prepared_now)
+        snprintf(line + l, len - l, "; sampled and packed at its start in %.2f s", f.prep_s);
+    else
+        snprintf(line + l, len - l,
+                 "; sampled and packed during the epoch before (%.2f s; waited %.2f s)", f.prep_s,
+                 f.wait_s);
 }
 
 /* The first pass sizes the fixed parts; what a failed setup made goes back, so a later pass
@@ -1265,4 +1352,6 @@ const tg_strategy_i tg_strategy_diskgnn = {
     .close = dg_close,
     .drain = dg_drain,
     .batches_in_flight = dg_in_flight,
+    .report = dg_report,
+    .own_add = dg_own_add,
 };
