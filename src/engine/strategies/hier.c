@@ -35,14 +35,13 @@
 #include <unistd.h>
 
 #include "../ahead.h"
+#include "tiergnn/megabatch.h"
 #include "tiergnn/partition.h"
 #include "../xpass.h"
 #include "hier.h"
 
-#define NONE UINT32_MAX
-#define PREFETCH 1 /* sampling from RAM is quick: a batch ahead per sampler thread */
-#define LIST_READ ((uint64_t)4 << 20) /* bytes of neighbour lists read at once */
-#define NODES_PER_PART 4096           /* --parts auto: the paper's "several thousand nodes" */
+#define PREFETCH 1          /* sampling from RAM is quick: a batch ahead per sampler thread */
+#define NODES_PER_PART 4096 /* --parts auto: the paper's "several thousand nodes" */
 
 /* ---------------------------------------------------------------- options */
 
@@ -88,25 +87,10 @@ static const tg_strategy_opt_t hier_opts[] = {
 
 /* ---------------------------------------------------------------- state */
 
-/* One mega-batch in RAM: T (its parts' nodes, locals [0, nt)) and the static nodes it reached
- * (locals [nt, nm)), their subgraph, rows and original ids, and T's training nodes. */
-typedef struct mega {
-    uint64_t nt, nm, ne, nseeds;
-    uint64_t e_cap;    /* edges indices holds (grows, against the budget) */
-    char *feat;        /* nt rows (T); the static ones are in the static cache */
-    uint64_t *old_ids; /* nm */
-    uint64_t *indptr;  /* nm + 1 */
-    uint32_t *indices; /* ne locals */
-    uint32_t *sidx;    /* nm - nt: the static index of local nt + j */
-    uint64_t *seeds;   /* nseeds locals */
-    tg_adj_t *adj;
-    uint64_t deg_full, deg_induced, deg_static;
-} mega_t;
-
 typedef struct {
     uint64_t ntrain; /* their training nodes */
     uint64_t batches;
-} sched_mega_t;
+} sched_tg_megabatch_t;
 
 struct tg_strategy {
     tg_run_t *r;
@@ -121,95 +105,25 @@ struct tg_strategy {
     uint32_t P;
     uint64_t N;
     size_t row;         /* bytes of a stored row */
-    int fixed_ready;    /* setup_fixed done */
     int ready;          /* setup done: N_d sized */
-    uint64_t held;      /* budget reserved by setup_fixed */
-    uint64_t mega_held; /* budget of the two mega-batches, while they exist */
+    uint64_t held;      /* budget reserved by setup_fixed beside the loader's (the parts' order) */
     uint64_t prov_left; /* the budget plan's profile: the dynamic cache's provisional room */
-    /* training nodes, new ids ascending, and where each part's start */
-    uint64_t *train_new, *tp;
-    uint64_t ntrain;
-    /* the static cache: S nodes (new ids ascending), rows, original ids. A static node's
-     * in-neighbours are kept in two halves, so that a mega-batch touches only the edges it keeps:
-     * those that are static nodes too, in RAM (s_ip, s_lists: static indices), and the others,
-     * by the part they are in (pstat: the derived partstat-* file, per part the pairs (static
-     * index, offset in the part) of its nodes' edges into static nodes, read with the part). */
-    uint64_t S;
-    uint64_t *s_new, *s_old, *s_ip;
-    uint32_t *s_lists;
-    uint64_t ss_edges, ss_cap; /* s_lists' entries, and its room */
-    char *s_feat;
-    uint32_t *s_rank;      /* per 64 new ids: the static nodes before them */
-    uint32_t *s_local;     /* while a mega-batch loads: the local id given to a static node */
-    uint64_t *s_cur;       /* while a mega-batch loads: a joined static node's edge count/cursor */
-    uint64_t *s_join;      /* while a mega-batch loads: the static nodes that joined (bitmap) */
-    uint32_t *s_jrank;     /* per 64 static nodes: the joined ones before them */
-    uint64_t static_edges; /* in the static nodes' lists */
-    uint64_t *psize, *pedge; /* the parts' nodes and edges, each largest first */
-    tg_derived_file_t *pstat;
-    uint64_t *ps_off;   /* P + 1: the pairs before part k in pstat (after these offsets) */
-    uint64_t *pspairs;  /* the parts' pairs, largest first */
-    uint32_t *pairs;    /* the loading mega-batch's pairs (2 u32 each) */
-    uint64_t pairs_cap; /* its room: the N_d largest parts' pairs */
-    /* the dynamic cache */
-    uint64_t nd; /* parts per mega-batch */
-    uint64_t t_cap, e_cap, seeds_cap;
-    mega_t mega[2];
-    int32_t *slot;              /* while a mega-batch loads: per part, its first local (or -1) */
-    uint64_t *in_t, *is_static; /* bitmaps over new ids: in the loading T; in the static cache */
-    uint64_t *ipbuf;
-    uint32_t *lbuf;
-    uint64_t ipbuf_cap;
+    /* the static cache and the mega-batches' loading (graph/megabatch), set up once */
+    tg_mb_t *mb;
+    /* the dynamic cache: N_d parts per mega-batch, two buffers for mega-batches of at most
+     * t_cap nodes, ed edges and np static pairs (the N_d largest parts') */
+    uint64_t nd, t_cap, ed, np;
+    tg_megabatch_t mega[2];
     /* the epoch's schedule */
     uint64_t sched_epoch;
     int sched_valid;
     uint32_t *order; /* parts, shuffled */
-    sched_mega_t *sched;
+    sched_tg_megabatch_t *sched;
     uint64_t nmega, epoch_batches;
-    /* loading: mega-batch k + 1 on engine/ahead's thread while k trains; the loader's figures */
+    /* loading: mega-batch k + 1 on engine/ahead's thread while k trains */
     tg_ahead_t *ahead;
     uint64_t *run; /* a training pass's mega-batches in order (set before the loader starts) */
-    uint64_t read_bytes, reads;
-    double load_s;
 };
-
-/* ---------------------------------------------------------------- small helpers */
-
-/* Bits set in x. Without -mpopcnt, __builtin_popcountll is a call into libgcc, and the loader
- * ranks a few hundred million ids an epoch at 100 M nodes: 12% of its time went to the call. */
-static inline uint32_t pop64(uint64_t x)
-{
-    x -= (x >> 1) & 0x5555555555555555ull;
-    x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
-    x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0full;
-    return (uint32_t)((x * 0x0101010101010101ull) >> 56);
-}
-
-/* The static index of new id v (its rank among the static nodes, which are sorted by new id),
- * or NONE: a bit test and a popcount, no probing. */
-static uint32_t static_find(const tg_strategy_t *s, uint64_t v)
-{
-    uint64_t w = s->is_static[v >> 6];
-    if (!((w >> (v & 63)) & 1)) return NONE;
-    return s->s_rank[v >> 6] + (uint32_t)pop64(w & ((1ull << (v & 63)) - 1));
-}
-
-/* Reads payload bytes of a derived file and drops them from the page cache (a cgroup counts
- * it): the mega-batches are read once per epoch, sequentially. */
-static int rd(tg_strategy_t *s, const tg_derived_file_t *f, void *buf, uint64_t len, uint64_t off)
-{
-    if (!len) return 0;
-    int rc = tg_derived_read(f, buf, len, off);
-    (void)posix_fadvise(f->fd, (off_t)(f->payload_off + off), (off_t)len, POSIX_FADV_DONTNEED);
-    s->read_bytes += len;
-    s->reads++;
-    return rc;
-}
-
-static uint64_t rd_id(const tg_strategy_t *s, const void *a, uint64_t i)
-{
-    return s->part->index_bytes == 4 ? ((const uint32_t *)a)[i] : ((const uint64_t *)a)[i];
-}
 
 /* The epoch' of mega-batch i, pass j: the RNG streams of its shuffles and batches. Training
  * epochs stay far below evaluation's (graph/plan.c: near UINT64_MAX). */
@@ -293,52 +207,37 @@ static uint64_t hier_min_bytes(const tg_dataset_t *ds, const tg_strategy_opts_t 
     return tg_xpass_min_bytes(ds, &po, so->sampler_threads, 0, NULL, why, len);
 }
 
-static void mega_free(mega_t *m)
+static void megas_release(tg_strategy_t *s)
 {
-    tg_adj_destroy(m->adj);
-    free(m->feat);
-    free(m->old_ids);
-    free(m->indptr);
-    free(m->indices);
-    free(m->sidx);
-    free(m->seeds);
-    memset(m, 0, sizeof *m);
+    if (s->mb) tg_mb_release(s->mb);
 }
 
-static void megas_release(tg_strategy_t *s);
+/* The dynamic cache: the two mega-batch buffers and their budget, allocated for training passes
+ * and released for evaluation (tg_strategy_i.evaluating, and an evaluation pass that comes
+ * without it), whose batches (sampled from the whole graph, larger than the budget plan
+ * measured for hier) and layer-wise passes take their room. */
+static int megas_alloc(tg_strategy_t *s)
+{
+    int rc = tg_mb_alloc(s->mb, s->mega, 2, s->t_cap, s->ed, s->np);
+    if (rc < 0) megas_release(s);
+    return rc;
+}
 
 /* Undoes setup: every cache, map and buffer freed, its budget released. */
 static void teardown(tg_strategy_t *s)
 {
-    megas_release(s);
     tg_extract_destroy(s->ex);
     s->ex = NULL;
-    tg_tier_destroy(s->eval_tier); /* after the extraction that asks it, before s_feat */
+    tg_tier_destroy(s->eval_tier); /* after the extraction that asks it, before the rows */
     s->eval_tier = NULL;
-    free(s->train_new), free(s->tp), free(s->s_new), free(s->s_old), free(s->s_ip);
-    free(s->s_lists), free(s->s_feat), free(s->s_rank), free(s->s_local), free(s->s_cur);
-    free(s->ps_off), free(s->pspairs), free(s->s_join), free(s->s_jrank);
-    s->s_join = NULL;
-    s->s_jrank = NULL;
-    tg_derived_close(s->pstat);
-    s->pstat = NULL;
-    s->ps_off = s->pspairs = s->s_cur = NULL;
-    s->ss_edges = s->ss_cap = 0;
-    free(s->slot), free(s->ipbuf), free(s->lbuf), free(s->order), free(s->sched);
-    free(s->in_t), free(s->is_static), free(s->psize), free(s->pedge);
-    s->in_t = s->is_static = s->psize = s->pedge = NULL;
-    s->train_new = s->tp = s->s_new = s->s_old = s->s_ip = NULL;
-    s->s_lists = s->s_local = s->s_rank = NULL;
-    s->s_feat = NULL;
-    s->slot = NULL;
-    s->ipbuf = NULL;
-    s->lbuf = NULL;
+    tg_mb_close(s->mb);
+    s->mb = NULL;
+    free(s->order), free(s->sched);
     s->order = NULL;
     s->sched = NULL;
-    s->S = 0;
     if (s->held) tg_budget_release(&s->r->budget, s->held);
     s->held = 0;
-    s->ready = s->fixed_ready = 0;
+    s->ready = 0;
     s->sched_valid = 0;
 }
 
@@ -384,49 +283,29 @@ static int hier_open(tg_strategy_t **out, tg_run_t *r, const tg_strategy_opts_t 
     return rc;
 }
 
-/* ---------------------------------------------------------------- setup */
-
-static int cmp_u64(const void *a, const void *b)
+/* Evaluation passes: the smallest extraction plan over the original feature file, with the
+ * static cache's rows (once loaded) as a RAM tier before it. */
+static int setup_eval(tg_strategy_t *s)
 {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-static int cmp_desc(const void *a, const void *b)
-{
-    return -cmp_u64(a, b);
-}
-
-/* New ids of the training nodes and of the static nodes (given as old ids): one sequential pass
- * over new_of_old. */
-static int to_new_ids(tg_strategy_t *s, uint64_t *ids, uint64_t n)
-{
-    /* ids sorted by old id with their positions, so one sweep of the map serves them */
-    uint64_t *pos = malloc(n * 2 * sizeof *pos + 1);
-    if (!pos) return tg_err(-ENOMEM, "hier: out of memory");
-    for (uint64_t i = 0; i < n; i++)
-        pos[2 * i] = ids[i], pos[2 * i + 1] = i;
-    qsort(pos, n, 2 * sizeof *pos, cmp_u64);
-    const tg_part_t *p = s->part;
-    uint64_t chunk = (4u << 20) / 8;
-    uint64_t *buf = malloc(chunk * 8);
-    int rc = buf ? 0 : tg_err(-ENOMEM, "hier: out of memory");
-    uint64_t k = 0;
-    for (uint64_t lo = 0; rc == 0 && lo < s->N && k < n; lo += chunk) {
-        uint64_t hi = TG_MIN(s->N, lo + chunk);
-        if (pos[2 * k] >= hi) continue;
-        /* new ids checked to be nodes: they index the bitmaps and the parts */
-        rc = tg_part_new_ids(p, lo, hi - lo, buf);
-        (void)posix_fadvise(p->map->fd,
-                            (off_t)(p->map->payload_off + p->new_of_old_off + lo * p->id_bytes),
-                            (off_t)((hi - lo) * p->id_bytes), POSIX_FADV_DONTNEED);
-        s->read_bytes += (hi - lo) * p->id_bytes, s->reads++;
-        for (; rc == 0 && k < n && pos[2 * k] < hi; k++)
-            ids[pos[2 * k + 1]] = buf[pos[2 * k] - lo];
-    }
-    free(buf);
-    free(pos);
-    return rc;
+    if (s->ex) return 0;
+    tg_run_t *r = s->r;
+    char path[4096];
+    tg_extract_plan_opts_t po;
+    plan_opts(r->ds, &r->sopts, path, sizeof path, &po);
+    tg_extract_plan_t pl;
+    int rc = tg_extract_plan(&pl, &po);
+    if (rc < 0) return tg_err_prefix(rc, "hier");
+    tg_extract_opts_t eo = {.plan = &pl,
+                            .feat = s->feat,
+                            .normalize = r->sopts.normalize,
+                            .budget = &r->budget,
+                            .stats = &s->stats,
+                            .who = "hier",
+                            .rowcrc = r->rowcrc,
+                            .tiers = &s->eval_tier,
+                            .ntiers = s->eval_tier ? 1 : 0};
+    if ((rc = tg_extract_create(&s->ex, &eo)) < 0) return tg_err_prefix(rc, "hier");
+    return 0;
 }
 
 /* The S highest in-degree nodes (ties: lower id), as old ids. */
@@ -454,455 +333,58 @@ static int top_degree(tg_strategy_t *s, uint64_t S, uint64_t *out)
     return 0;
 }
 
-/* Bytes of one mega-batch buffer for these caps. */
-static uint64_t mega_bytes(const tg_strategy_t *s, uint64_t t, uint64_t e, uint64_t seeds)
+/* --verify-reads: a row of partfeat against features.bin's checksum of its original id. */
+static int check_row(void *ctx, uint64_t old_id, const void *row, const char *path, uint64_t off)
 {
-    uint64_t m = t + s->S;
-    return t * s->row + m * 8 + (m + 1) * 8 + e * 4 + s->S * 4 + seeds * 8;
+    return tg_rowcrc_check(ctx, old_id, row, path, off);
 }
 
-/* The dynamic cache for mega-batches of t nodes, e edges of T's lists and np static pairs:
- * two mega-batches, each with room for every edge it can keep, and one pair buffer. */
-static uint64_t dyn_bytes(const tg_strategy_t *s, uint64_t t, uint64_t e, uint64_t np)
-{
-    return 2 * mega_bytes(s, t, e + np + s->ss_edges, TG_MIN(t, s->ntrain)) + np * 8;
-}
-
-/* The two mega-batch buffers and their budget: allocated for training passes, released for
- * evaluation (tg_strategy_i.evaluating, and an evaluation pass that comes without it), whose
- * batches (sampled from the whole graph, larger than the budget plan measured for hier) and
- * layer-wise passes take their room. */
-static int megas_alloc(tg_strategy_t *s)
-{
-    if (s->mega_held) return 0;
-    uint64_t mb = mega_bytes(s, s->t_cap, s->e_cap, s->seeds_cap);
-    int rc = tg_budget_reserve(&s->r->budget, 2 * mb + s->pairs_cap * 8, "hier: two mega-batches");
-    if (rc < 0) return rc;
-    s->mega_held = 2 * mb + s->pairs_cap * 8;
-    if (!(s->pairs = malloc(s->pairs_cap * 8 + 8)))
-        return tg_err(-ENOMEM, "hier: out of memory for a mega-batch's static pairs");
-    for (int i = 0; i < 2; i++) {
-        mega_t *m = &s->mega[i];
-        uint64_t mm = s->t_cap + s->S;
-        m->feat = malloc(s->t_cap * s->row + 1);
-        m->old_ids = malloc(mm * 8 + 8);
-        m->indptr = malloc((mm + 1) * 8);
-        m->indices = malloc(s->e_cap * 4 + 4);
-        m->e_cap = s->e_cap;
-        m->sidx = malloc(s->S * 4 + 4);
-        m->seeds = malloc(s->seeds_cap * 8 + 8);
-        if (!m->feat || !m->old_ids || !m->indptr || !m->indices || !m->sidx || !m->seeds)
-            return tg_err(-ENOMEM, "hier: out of memory for a mega-batch");
-    }
-    return 0;
-}
-
-static void megas_release(tg_strategy_t *s)
-{
-    for (int i = 0; i < 2; i++)
-        mega_free(&s->mega[i]);
-    free(s->pairs);
-    s->pairs = NULL;
-    if (s->mega_held) tg_budget_release(&s->r->budget, s->mega_held);
-    s->mega_held = 0;
-}
-
-/* Evaluation passes: the smallest extraction plan over the original feature file, with the
- * static cache's rows (once loaded) as a RAM tier before it. */
-static int setup_eval(tg_strategy_t *s)
-{
-    if (s->ex) return 0;
-    tg_run_t *r = s->r;
-    char path[4096];
-    tg_extract_plan_opts_t po;
-    plan_opts(r->ds, &r->sopts, path, sizeof path, &po);
-    tg_extract_plan_t pl;
-    int rc = tg_extract_plan(&pl, &po);
-    if (rc < 0) return tg_err_prefix(rc, "hier");
-    tg_extract_opts_t eo = {.plan = &pl,
-                            .feat = s->feat,
-                            .normalize = r->sopts.normalize,
-                            .budget = &r->budget,
-                            .stats = &s->stats,
-                            .who = "hier",
-                            .rowcrc = r->rowcrc,
-                            .tiers = &s->eval_tier,
-                            .ntiers = s->eval_tier ? 1 : 0};
-    if ((rc = tg_extract_create(&s->ex, &eo)) < 0) return tg_err_prefix(rc, "hier");
-    return 0;
-}
-
-/* ---------------------------------------------------------------- the static nodes' lists */
-
-/* fn(s, ctx, si, raw, n): n entries of static node si's in-neighbour list (the partadj file's
- * width: rd_id), each checked to name a node. */
-typedef int (*list_fn)(tg_strategy_t *s, void *ctx, uint32_t si, const void *raw, uint64_t n);
-
-/* Calls fn on every static node's list (static index ascending), LIST_READ at a time and at
- * least once per node (n = 0 for an empty list); with a progress bar when what is given. */
-static int each_static_list(tg_strategy_t *s, const char *what, list_fn fn, void *ctx)
-{
-    tg_part_t *p = s->part;
-    tg_progress_t pg;
-    if (what) tg_progress_begin(&pg, what, s->S, "nodes");
-    uint64_t seen = 0;
-    int rc = 0;
-    for (uint64_t i = 0; i < s->S && rc == 0; i++) {
-        uint64_t be[2];
-        if ((rc = rd(s, p->adj, be, 16, s->s_new[i] * 8)) < 0 ||
-            (rc = tg_part_check_indptr(p, s->s_new[i], 2, be)) < 0)
-            break;
-        uint64_t len = be[1] - be[0];
-        if (be[1] < be[0] || len > s->static_edges - seen) {
-            rc = tg_err(-EINVAL, "%s: the static nodes' lists hold more than indptr.bin says",
-                        p->adj->path);
-            break;
-        }
-        seen += len;
-        uint64_t done = 0;
-        do {
-            uint64_t n = TG_MIN(len - done, LIST_READ / p->index_bytes);
-            if (n)
-                rc = rd(s, p->adj, s->lbuf, n * p->index_bytes,
-                        p->indices_off + (be[0] + done) * p->index_bytes);
-            if (rc == 0) rc = tg_part_check_indices(p, be[0] + done, n, s->lbuf);
-            if (rc == 0) rc = fn(s, ctx, (uint32_t)i, s->lbuf, n);
-            done += n;
-        } while (rc == 0 && done < len);
-        if (what && (i & 1023) == 0) tg_progress_update(&pg, i, NULL);
-    }
-    if (what) {
-        if (rc == 0) tg_progress_update(&pg, s->S, NULL);
-        tg_progress_end(&pg);
-    }
-    return rc;
-}
-
-/* The RAM half: a static node's in-neighbours that are static too, as static indices. */
-static int keep_static(tg_strategy_t *s, void *ctx, uint32_t si, const void *raw, uint64_t n)
-{
-    (void)ctx;
-    for (uint64_t j = 0; j < n; j++) {
-        uint32_t sj = static_find(s, rd_id(s, raw, j));
-        if (sj == NONE) continue;
-        if (s->ss_edges == s->ss_cap) {
-            uint64_t add = TG_MAX(s->ss_cap / 2, (uint64_t)1 << 16);
-            int rc = tg_budget_reserve(&s->r->budget, add * 4, "hier: the static cache's lists");
-            if (rc < 0) return rc;
-            s->held += add * 4;
-            uint32_t *l = realloc(s->s_lists, (s->ss_cap + add) * 4);
-            if (!l) return tg_err(-ENOMEM, "hier: out of memory for the static cache's lists");
-            s->s_lists = l;
-            s->ss_cap += add;
-        }
-        s->s_lists[s->ss_edges++] = sj;
-    }
-    s->s_ip[si + 1] = s->ss_edges;
-    return 0;
-}
-
-/* partstat's payload: (P + 1) u64, the pairs before part k, then the pairs, 2 u32 each (static
- * index, the in-neighbour's offset in its part); within a part, by static index and list order.
- * Built in windows: a window's pairs, counting-sorted by part, go out as one positional write per
- * part (the layout of part_build's rewrites). */
-typedef struct {
-    tg_derived_writer_t *w;
-    uint64_t cap, n, hdr, unflushed;
-    uint32_t *key, *pr, *out; /* cap parts; 2 cap pairs; 2 cap sorted pairs */
-    uint64_t *wc, *cur;       /* P + 1 window counts; P + 1 write cursors (in pairs) */
-} pwin_t;
-
-static int count_pairs(tg_strategy_t *s, void *ctx, uint32_t si, const void *raw, uint64_t n)
-{
-    (void)si;
-    uint64_t *cnt = ctx;
-    for (uint64_t j = 0; j < n; j++)
-        cnt[tg_part_of(s->part, rd_id(s, raw, j)) + 1]++;
-    return 0;
-}
-
-static int pwin_flush(tg_strategy_t *s, pwin_t *w)
-{
-    uint32_t P = s->P;
-    memset(w->wc, 0, (P + 1) * sizeof *w->wc);
-    for (uint64_t x = 0; x < w->n; x++)
-        w->wc[w->key[x] + 1]++;
-    for (uint32_t k = 0; k < P; k++)
-        w->wc[k + 1] += w->wc[k];
-    for (uint64_t x = 0; x < w->n; x++) { /* stable; afterwards wc[k] is part k's end */
-        uint64_t y = w->wc[w->key[x]]++;
-        w->out[2 * y] = w->pr[2 * x], w->out[2 * y + 1] = w->pr[2 * x + 1];
-    }
-    int rc = 0;
-    for (uint32_t k = 0; k < P && rc == 0; k++) {
-        uint64_t b = k ? w->wc[k - 1] : 0, en = w->wc[k];
-        if (en > b) {
-            rc = tg_derived_pwrite(w->w, w->out + 2 * b, (en - b) * 8, w->hdr + w->cur[k] * 8);
-            w->cur[k] += en - b;
-        }
-    }
-    w->unflushed += w->n * 8;
-    w->n = 0;
-    if (rc == 0 && w->unflushed >= ((uint64_t)256 << 20)) {
-        rc = tg_derived_flush(w->w);
-        w->unflushed = 0;
-    }
-    return rc;
-}
-
-static int add_pairs(tg_strategy_t *s, void *ctx, uint32_t si, const void *raw, uint64_t n)
-{
-    pwin_t *w = ctx;
-    for (uint64_t j = 0; j < n; j++) {
-        uint64_t u = rd_id(s, raw, j);
-        uint32_t k = tg_part_of(s->part, u);
-        w->key[w->n] = k;
-        w->pr[2 * w->n] = si, w->pr[2 * w->n + 1] = (uint32_t)(u - s->part->pp[k]);
-        if (++w->n == w->cap) {
-            int rc = pwin_flush(s, w);
-            if (rc < 0) return rc;
-        }
-    }
-    return 0;
-}
-
-/* Builds partstat for these params: two passes over the static nodes' lists (count, write), in
- * windows of what the budget leaves (at most 320 MiB, 20 bytes a pair). */
-static int build_pstat(tg_strategy_t *s, const char *params)
-{
-    uint32_t P = s->P;
-    tg_budget_t *bg = &s->r->budget;
-    uint64_t left = bg->limit ? (bg->limit > bg->used ? bg->limit - bg->used : 0) : UINT64_MAX;
-    uint64_t cap = TG_MIN(TG_MAX(left / 2 / 20, (uint64_t)1 << 16), (uint64_t)1 << 24);
-    uint64_t tmp = cap * 20 + (P + 1) * 8 * 2 + ((uint64_t)16 << 20);
-    int rc = tg_budget_reserve(bg, tmp, "hier: building the static pairs (partstat)");
-    if (rc < 0) return rc;
-    double t0 = tg_now();
-    pwin_t w = {.cap = cap, .hdr = (P + 1) * 8};
-    w.key = malloc(cap * 4);
-    w.pr = malloc(cap * 8);
-    w.out = malloc(cap * 8);
-    w.wc = calloc(P + 1, 8);
-    w.cur = calloc(P + 1, 8);
-    if (!w.key || !w.pr || !w.out || !w.wc || !w.cur)
-        rc = tg_err(-ENOMEM, "hier: out of memory building the static pairs");
-    /* the header: the pairs before each part (counted in cur, then made a prefix sum) */
-    if (rc == 0) rc = each_static_list(s, "hier: static pairs, counting", count_pairs, w.cur);
-    for (uint32_t k = 0; rc == 0 && k < P; k++)
-        w.cur[k + 1] += w.cur[k];
-    if (rc == 0) rc = tg_derived_create(&w.w, s->r->ds, NULL, "partstat", params, 0);
-    if (rc == 0) rc = tg_derived_pwrite(w.w, w.cur, (P + 1) * 8, 0);
-    if (rc == 0) rc = tg_derived_set_size(w.w, w.hdr + w.cur[P] * 8);
-    if (rc == 0) rc = each_static_list(s, "hier: static pairs, writing", add_pairs, &w);
-    if (rc == 0 && w.n) rc = pwin_flush(s, &w);
-    if (w.w) rc = rc < 0 ? (tg_derived_abort(w.w), rc) : tg_derived_commit(w.w);
-    if (rc == 0)
-        tg_log_info("hier: static pairs (partstat, %llu pairs) built in %.1f s",
-                    (unsigned long long)s->static_edges, tg_now() - t0);
-    free(w.key), free(w.pr), free(w.out), free(w.wc), free(w.cur);
-    tg_budget_release(bg, tmp);
-    return rc;
-}
-
-/* partstat opened (built when missing or stale) and its part offsets read and checked. */
-static int open_pstat(tg_strategy_t *s)
-{
-    uint32_t P = s->P;
-    char params[TG_DERIVED_PARAMS_MAX + 1];
-    int n = snprintf(params, sizeof params, "%s,static=%llu", s->params, (unsigned long long)s->S);
-    if (n < 0 || (size_t)n >= sizeof params)
-        return tg_err(-ENAMETOOLONG, "hier: partstat's parameters are too long");
-    int rc = tg_derived_open(&s->pstat, s->r->ds, NULL, "partstat", params, 0);
-    if (rc == -ENOENT || rc == -ESTALE) {
-        if (rc == -ESTALE) tg_log_info("hier: rebuilding partstat: %s", tg_errmsg());
-        if ((rc = build_pstat(s, params)) == 0)
-            rc = tg_derived_open(&s->pstat, s->r->ds, NULL, "partstat", params, 0);
-    }
-    if (rc < 0) return tg_err_prefix(rc, "hier: the static pairs");
-    if ((rc = rd(s, s->pstat, s->ps_off, (P + 1) * 8, 0)) < 0) return rc;
-    for (uint32_t k = 0; k < P; k++) {
-        if (s->ps_off[k + 1] < s->ps_off[k])
-            return tg_err(-EINVAL, "%s: part %u's pairs end before they start", s->pstat->path, k);
-        s->pspairs[k] = s->ps_off[k + 1] - s->ps_off[k];
-    }
-    if (s->ps_off[0] != 0 || s->ps_off[P] != s->static_edges ||
-        s->pstat->payload_len != (P + 1) * 8 + s->ps_off[P] * 8)
-        return tg_err(-EINVAL,
-                      "%s: %llu pairs in %llu payload bytes, expected the static nodes' %llu "
-                      "edges",
-                      s->pstat->path, (unsigned long long)s->ps_off[P],
-                      (unsigned long long)s->pstat->payload_len,
-                      (unsigned long long)s->static_edges);
-    qsort(s->pspairs, P, sizeof *s->pspairs, cmp_desc);
-    return 0;
-}
-
-/* The static cache's nodes (s->s_new holds their old ids on entry): old ids kept, new ids
- * sorted, their rows read (checked under --verify-reads), their bitmap and ranks, their lists
- * (the static-to-static half in RAM, the rest by part in partstat), and the evaluation passes'
- * tier over their rows. */
-static int static_cache_fill(tg_strategy_t *s)
-{
-    tg_part_t *p = s->part;
-    tg_budget_t *bg = &s->r->budget;
-    uint64_t S = s->S;
-    int rc = 0;
-    memcpy(s->s_old, s->s_new, S * sizeof *s->s_new);
-    if ((rc = to_new_ids(s, s->s_new, S)) < 0) return rc;
-    /* sort (new, old) pairs by new id */
-    uint64_t *pairs = malloc(2 * S * sizeof *pairs);
-    if (!pairs) return tg_err(-ENOMEM, "hier: out of memory");
-    for (uint64_t i = 0; i < S; i++)
-        pairs[2 * i] = s->s_new[i], pairs[2 * i + 1] = s->s_old[i];
-    qsort(pairs, S, 2 * sizeof *pairs, cmp_u64);
-    for (uint64_t i = 0; i < S; i++)
-        s->s_new[i] = pairs[2 * i], s->s_old[i] = pairs[2 * i + 1];
-    free(pairs);
-    for (uint64_t i = 0; i < S && rc == 0; i++) {
-        uint64_t v = s->s_new[i];
-        rc = rd(s, p->feat, s->s_feat + i * s->row, s->row, v * s->row);
-        /* --verify-reads: partfeat's rows are copies of features.bin's, by original id */
-        if (rc == 0)
-            rc = tg_rowcrc_check(s->r->rowcrc, s->s_old[i], s->s_feat + i * s->row, p->feat->path,
-                                 p->feat->payload_off + v * s->row);
-        s->is_static[v >> 6] |= 1ull << (v & 63);
-    }
-    if (rc < 0) return rc;
-    /* ranks: the static index of a node is the static nodes before it (s_new ascending) */
-    uint32_t acc = 0;
-    for (uint64_t w = 0; w < (s->N + 63) / 64; w++) {
-        s->s_rank[w] = acc;
-        acc += (uint32_t)pop64(s->is_static[w]);
-    }
-    /* the lists: the static-to-static half in RAM, the rest by part on disk */
-    if ((rc = each_static_list(s, NULL, keep_static, NULL)) < 0) return rc;
-    if ((rc = open_pstat(s)) < 0) return rc;
-    /* evaluation passes sample the whole graph: the static rows, the most often sampled
-     * (highest degree), come from RAM there too (an extraction made before, for an
-     * evaluation first, has no tier: made again) */
-    if ((rc = tg_tier_borrow_create(&s->eval_tier, "hier-static", s->s_feat, s->row, s->s_old, S,
-                                    s->N, bg)) < 0)
-        return tg_err_prefix(rc, "hier");
-    tg_extract_destroy(s->ex);
-    s->ex = NULL;
-    return 0;
-}
-
-/* The parts' sizes and edge counts, each largest first (a mega-batch's caps come from the
- * largest parts), and the largest part's size. */
-static int part_sizes(tg_strategy_t *s, uint64_t *max_part)
-{
-    tg_part_t *p = s->part;
-    uint32_t P = s->P;
-    int rc = 0;
-    *max_part = 0;
-    s->psize = malloc(P * sizeof *s->psize + 1);
-    s->pedge = malloc(P * sizeof *s->pedge + 1);
-    uint64_t *ipb = malloc((P + 1) * sizeof *ipb);
-    if (!s->psize || !s->pedge || !ipb) {
-        free(ipb);
-        return tg_err(-ENOMEM, "hier: out of memory");
-    }
-    for (uint32_t k = 0; k <= P && rc == 0; k++) {
-        rc = rd(s, p->adj, ipb + k, 8, p->pp[k] * 8);
-        if (rc == 0) rc = tg_part_check_indptr(p, p->pp[k], 1, ipb + k);
-        if (rc == 0 && k && ipb[k] < ipb[k - 1])
-            rc = tg_err(-EINVAL, "%s: indptr[%llu] = %llu, below indptr[%llu] = %llu", p->adj->path,
-                        (unsigned long long)p->pp[k], (unsigned long long)ipb[k],
-                        (unsigned long long)p->pp[k - 1], (unsigned long long)ipb[k - 1]);
-    }
-    for (uint32_t k = 0; k < P && rc == 0; k++) {
-        s->psize[k] = p->pp[k + 1] - p->pp[k];
-        s->pedge[k] = ipb[k + 1] - ipb[k];
-        *max_part = TG_MAX(*max_part, s->psize[k]);
-    }
-    free(ipb);
-    if (rc < 0) return rc;
-    qsort(s->psize, P, sizeof *s->psize, cmp_desc);
-    qsort(s->pedge, P, sizeof *s->pedge, cmp_desc);
-    return 0;
-}
-
-/* What does not depend on N_d, set up once: evaluation's extraction, the parts' sizes, the
- * training nodes by part, the static cache (rows, lists, bitmap and ranks) and the loading's
- * maps. The budget's profile keeps it: only the mega-batches are sized again after the plan. */
+/* What does not depend on N_d, set up once: the static cache (the --static-ratio highest
+ * in-degree nodes, 3.2) and the mega-batches' loader over the partition, the parts' order, and
+ * evaluation's extraction with the static rows as its first tier. The budget's profile keeps
+ * it: only the mega-batches are sized again after the plan. */
 static int setup_fixed(tg_strategy_t *s)
 {
-    if (s->fixed_ready) return 0;
+    if (s->mb) return 0;
     tg_run_t *r = s->r;
-    const hier_cfg_t *c = s->c;
-    tg_budget_t *bg = &r->budget;
-    tg_part_t *p = s->part;
-    uint32_t P = s->P;
-    s->ntrain = r->split_n[0];
-    uint64_t S = c->static_ratio > 0 ? (uint64_t)((double)s->N * c->static_ratio + 0.5) : 0;
+    uint64_t S = s->c->static_ratio > 0 ? (uint64_t)((double)s->N * s->c->static_ratio + 0.5) : 0;
     S = TG_MIN(S, s->N);
-    uint64_t max_part;
-    int rc = part_sizes(s, &max_part);
-    if (rc < 0) return rc;
     /* the static nodes: degrees from the original indptr; their lists' lengths are the same */
-    uint64_t *sids = S ? malloc(S * sizeof *sids) : NULL;
-    if (S && !sids) return tg_err(-ENOMEM, "hier: out of memory");
-    if (S && (rc = top_degree(s, S, sids)) < 0) {
-        free(sids);
-        return rc;
-    }
+    uint64_t *sids = malloc(S * sizeof *sids + 1);
+    if (!sids) return tg_err(-ENOMEM, "hier: out of memory");
+    int rc = S ? top_degree(s, S, sids) : 0;
     uint64_t static_edges = 0;
-    for (uint64_t i = 0; i < S; i++)
+    for (uint64_t i = 0; i < S && rc == 0; i++)
         static_edges += s->disk->indptr[sids[i] + 1] - s->disk->indptr[sids[i]];
-    /* reserved: the parts' sizes, training nodes (new ids, per part), the parts' order and
-     * slots, the parts' pairs (offsets, sizes), the static cache (rows, ids, list bounds,
-     * locals, cursors; its static-to-static lists as they grow), the bitmaps and ranks, the
-     * list-reading buffers */
-    s->ipbuf_cap = max_part + 1;
-    uint64_t fixed = P * 16 + s->ntrain * 8 + (P + 1) * 8 + P * (4 + 4) + (P + 1) * 8 + P * 8 +
-                     S * (s->row + 8 + 8 + 8 + 4 + 8) + (S + 63) / 64 * (8 + 4) +
-                     (s->N + 63) / 64 * (8 + 8 + 4) + s->ipbuf_cap * 8 + LIST_READ;
-    if ((rc = tg_budget_reserve(bg, fixed, "hier: static cache and maps")) < 0) {
-        free(sids);
-        return rc;
+    tg_mb_opts_t o = {.ds = r->ds,
+                      .part = s->part,
+                      .params = s->params,
+                      .budget = &r->budget,
+                      .row_bytes = s->row,
+                      .static_old = sids,
+                      .num_static = S,
+                      .static_edges = static_edges,
+                      .train_old = r->split[0],
+                      .num_train = r->split_n[0],
+                      .check_row = r->rowcrc ? check_row : NULL,
+                      .check_ctx = r->rowcrc,
+                      .who = "hier"};
+    if (rc == 0) rc = tg_mb_open(&s->mb, &o);
+    free(sids);
+    if (rc < 0) return rc;
+    if ((rc = tg_budget_reserve(&r->budget, s->P * 4, "hier: the parts' order")) < 0) return rc;
+    s->held = s->P * 4;
+    /* evaluation passes sample the whole graph: the static rows, the most often sampled (highest
+     * degree), come from RAM there too (an extraction made before, for an evaluation first, has
+     * no tier: made again) */
+    if (S) {
+        if ((rc = tg_tier_borrow_create(&s->eval_tier, "hier-static", s->mb->s_feat, s->row,
+                                        s->mb->s_old, S, s->N, &r->budget)) < 0)
+            return tg_err_prefix(rc, "hier");
+        tg_extract_destroy(s->ex);
+        s->ex = NULL;
     }
-    s->held += fixed;
-    s->S = S;
-    s->static_edges = static_edges;
-    s->s_new = sids; /* old ids until to_new_ids below */
-    s->train_new = malloc(s->ntrain * sizeof *s->train_new + 1);
-    s->tp = calloc(P + 1, sizeof *s->tp);
-    s->slot = malloc(P * sizeof *s->slot + 1);
-    s->in_t = calloc((s->N + 63) / 64, 8);
-    s->is_static = calloc((s->N + 63) / 64, 8);
-    s->ipbuf = malloc(s->ipbuf_cap * sizeof *s->ipbuf);
-    s->lbuf = malloc(LIST_READ);
-    s->s_old = malloc(S * sizeof *s->s_old + 1);
-    s->s_ip = calloc(S + 1, sizeof *s->s_ip);
-    s->s_feat = malloc(S * s->row + 1);
-    s->s_local = malloc(S * sizeof *s->s_local + 1);
-    s->s_cur = malloc(S * sizeof *s->s_cur + 1);
-    s->s_join = malloc((S + 63) / 64 * sizeof *s->s_join + 1);
-    s->s_jrank = malloc((S + 63) / 64 * sizeof *s->s_jrank + 1);
-    s->s_rank = malloc((s->N + 63) / 64 * sizeof *s->s_rank + 1);
-    s->ps_off = calloc(P + 1, sizeof *s->ps_off);
-    s->pspairs = calloc(P + 1, sizeof *s->pspairs);
-    if (!s->train_new || !s->tp || !s->slot || !s->in_t || !s->is_static || !s->ipbuf || !s->lbuf ||
-        !s->s_old || !s->s_ip || !s->s_feat || !s->s_local || !s->s_cur || !s->s_join ||
-        !s->s_jrank || !s->s_rank || !s->ps_off || !s->pspairs)
-        return tg_err(-ENOMEM, "hier: out of memory for the static cache and the maps");
-    for (uint32_t k = 0; k < P; k++)
-        s->slot[k] = -1;
-    for (uint64_t i = 0; i < S; i++)
-        s->s_local[i] = NONE;
-    /* the training nodes */
-    memcpy(s->train_new, r->split[0], s->ntrain * sizeof *s->train_new);
-    if ((rc = to_new_ids(s, s->train_new, s->ntrain)) < 0) return rc;
-    qsort(s->train_new, s->ntrain, sizeof *s->train_new, cmp_u64);
-    for (uint64_t i = 0; i < s->ntrain; i++)
-        s->tp[tg_part_of(p, s->train_new[i]) + 1]++;
-    for (uint32_t k = 0; k < P; k++)
-        s->tp[k + 1] += s->tp[k];
-    if (S && (rc = static_cache_fill(s)) < 0) return rc;
-    if ((rc = setup_eval(s)) < 0) return rc;
-    s->fixed_ready = 1;
-    return 0;
+    return setup_eval(s);
 }
 
 /* N_d, the most parts whose two mega-batches fit what the budget leaves (the profile: at most
@@ -914,7 +396,8 @@ static int setup(tg_strategy_t *s)
     const hier_cfg_t *c = s->c;
     tg_budget_t *bg = &s->r->budget;
     uint32_t P = s->P;
-    uint64_t S = s->S;
+    const tg_mb_t *L = s->mb;
+    uint64_t S = L->S;
     char a[32], b[32], d[32], e[32];
     uint64_t left = bg->limit ? (bg->limit > bg->used ? bg->limit - bg->used : 0) : 0;
     if (s->prov_left) left = TG_MIN(left, s->prov_left);
@@ -923,36 +406,35 @@ static int setup(tg_strategy_t *s)
                     : bg->limit          ? P
                                          : TG_MAX((uint64_t)1, (P + 7) / 8);
     while (nd < want) {
-        uint64_t t2 = t + s->psize[nd], e2 = ed + s->pedge[nd], np2 = np + s->pspairs[nd];
-        if (bg->limit && dyn_bytes(s, t2, e2, np2) > left) break;
+        uint64_t t2 = t + L->psize[nd], e2 = ed + L->pedge[nd], np2 = np + L->pspairs[nd];
+        if (bg->limit && tg_mb_bytes(L, 2, t2, e2, np2) > left) break;
         t = t2, ed = e2, np = np2, nd++;
     }
     if (nd == 0 || (c->dynamic_parts > 0 && nd < want)) {
-        uint64_t t1 = nd ? t : s->psize[0], e1 = nd ? ed : s->pedge[0];
-        uint64_t np1 = nd ? np : s->pspairs[0];
+        uint64_t t1 = nd ? t : L->psize[0], e1 = nd ? ed : L->pedge[0];
+        uint64_t np1 = nd ? np : L->pspairs[0];
         return tg_err(-ENOMEM,
                       "hier: --mem leaves %s for the dynamic cache after the static cache (%llu "
                       "nodes, %s), but two mega-batches of %llu part(s) need %s: raise --mem, "
                       "lower --static-ratio or --dynamic-parts, or use more --parts",
                       tg_fmt_bytes(left, a, sizeof a), (unsigned long long)S,
-                      tg_fmt_bytes(s->held, b, sizeof b), (unsigned long long)(nd ? want : 1),
-                      tg_fmt_bytes(dyn_bytes(s, t1, e1, np1), d, sizeof d));
+                      tg_fmt_bytes(L->held + s->held, b, sizeof b),
+                      (unsigned long long)(nd ? want : 1),
+                      tg_fmt_bytes(tg_mb_bytes(L, 2, t1, e1, np1), d, sizeof d));
     }
     s->nd = nd;
     s->sched_valid = 0; /* a schedule cuts the parts into mega-batches of N_d */
     s->t_cap = t;
     /* exact bounds: T's edges, its parts' pairs, the static-to-static edges */
-    s->e_cap = ed + np + s->ss_edges;
-    s->pairs_cap = np;
-    s->seeds_cap = TG_MIN(t, s->ntrain);
+    s->ed = ed;
+    s->np = np;
     if ((rc = megas_alloc(s)) < 0) return rc;
     tg_log_info("hier: %u parts (%s), %llu per mega-batch (%s each, two in RAM); static cache "
                 "%llu nodes (%.2f%%, %s with %llu in-edges, %llu of them from static nodes)",
-                P, s->params, (unsigned long long)s->nd,
-                tg_fmt_bytes(s->mega_held / 2, a, sizeof a), (unsigned long long)S,
-                s->N ? 100.0 * (double)S / (double)s->N : 0.0,
-                tg_fmt_bytes(S * s->row, e, sizeof e), (unsigned long long)s->static_edges,
-                (unsigned long long)s->ss_edges);
+                P, s->params, (unsigned long long)s->nd, tg_fmt_bytes(L->buf_held / 2, a, sizeof a),
+                (unsigned long long)S, s->N ? 100.0 * (double)S / (double)s->N : 0.0,
+                tg_fmt_bytes(S * s->row, e, sizeof e), (unsigned long long)L->static_edges,
+                (unsigned long long)L->ss_edges);
     s->ready = 1;
     return 0;
 }
@@ -979,10 +461,10 @@ static int schedule(tg_strategy_t *s, const tg_pass_t *p)
     if (!(s->sched = calloc(s->nmega, sizeof *s->sched))) return tg_err(-ENOMEM, "out of memory");
     uint64_t B = p->batch_size, passes = (uint64_t)s->c->passes, total = 0;
     for (uint64_t i = 0; i < s->nmega; i++) {
-        sched_mega_t *m = &s->sched[i];
+        sched_tg_megabatch_t *m = &s->sched[i];
         for (uint64_t k = i * s->nd; k < TG_MIN((uint64_t)P, (i + 1) * s->nd); k++) {
             uint32_t q = s->order[k];
-            m->ntrain += s->tp[q + 1] - s->tp[q];
+            m->ntrain += s->mb->tp[q + 1] - s->mb->tp[q];
         }
         m->batches = passes * ((m->ntrain + B - 1) / B);
         total += m->batches;
@@ -996,7 +478,7 @@ static int schedule(tg_strategy_t *s, const tg_pass_t *p)
 static uint64_t limit_of(const tg_strategy_t *s, const tg_pass_t *p)
 {
     /* --batches-per-epoch: the plan gives fewer seeds than the training split */
-    if (p->num_seeds < s->ntrain)
+    if (p->num_seeds < s->mb->ntrain)
         return TG_MIN(s->epoch_batches, (p->num_seeds + p->batch_size - 1) / p->batch_size);
     return s->epoch_batches;
 }
@@ -1010,287 +492,11 @@ static int hier_epoch_batches(tg_strategy_t *s, const tg_pass_t *p, uint64_t *n)
     return 0;
 }
 
-/* ---------------------------------------------------------------- loading a mega-batch */
-
-/* The local id of neighbour u (a new id) in the mega-batch being loaded, or NONE; static nodes
- * join it when add (T's lists), not when they are reached from a static node's list. */
-static inline int bit(const uint64_t *b, uint64_t i)
+/* Mega-batch i of the epoch's schedule into m: the parts order[i N_d, (i + 1) N_d). */
+static int load_mega(tg_strategy_t *s, tg_megabatch_t *m, uint64_t i)
 {
-    return (int)((b[i >> 6] >> (i & 63)) & 1);
-}
-
-/* Sets (on) or clears bits [lo, hi). */
-static void bits_range(uint64_t *b, uint64_t lo, uint64_t hi, int on)
-{
-    for (uint64_t i = lo; i < hi;) {
-        if ((i & 63) == 0 && hi - i >= 64) {
-            b[i >> 6] = on ? ~0ull : 0;
-            i += 64;
-        } else {
-            if (on)
-                b[i >> 6] |= 1ull << (i & 63);
-            else
-                b[i >> 6] &= ~(1ull << (i & 63));
-            i++;
-        }
-    }
-}
-
-/* Most neighbours are in neither T nor the static cache: two bit tests drop them, and only the
- * kept ones pay for a part lookup (binary search) or the static map. */
-static uint32_t local_of(tg_strategy_t *s, mega_t *m, uint64_t u, int add, uint64_t *base,
-                         int *is_static)
-{
-    *is_static = 0;
-    if (bit(s->in_t, u)) {
-        uint32_t k = tg_part_of(s->part, u);
-        return (uint32_t)(base[s->slot[k]] + (u - s->part->pp[k]));
-    }
-    if (!bit(s->is_static, u)) return NONE;
-    uint32_t si = static_find(s, u);
-    if (si == NONE) return NONE;
-    *is_static = 1;
-    if (s->s_local[si] == NONE && add) {
-        uint64_t j = m->nm - m->nt;
-        m->sidx[j] = si;
-        m->old_ids[m->nm] = s->s_old[si];
-        s->s_local[si] = (uint32_t)m->nm++;
-    }
-    return s->s_local[si];
-}
-
-/* Room for need more edges in m. setup's e_cap bounds every mega-batch (T's edges, its parts'
- * pairs, the static-to-static edges), so this only guards it; a growth is reserved first. */
-static int edge_room(tg_strategy_t *s, mega_t *m, uint64_t need)
-{
-    if (need <= m->e_cap - m->ne) return 0;
-    uint64_t add = TG_MAX(need - (m->e_cap - m->ne), TG_MAX(m->e_cap / 2, (uint64_t)1 << 16));
-    int rc = tg_budget_reserve(&s->r->budget, add * 4, "hier: a mega-batch's edges");
-    if (rc < 0) return rc;
-    uint32_t *n = realloc(m->indices, (m->e_cap + add) * 4);
-    if (!n) {
-        tg_budget_release(&s->r->budget, add * 4);
-        return tg_err(-ENOMEM, "hier: out of memory for a mega-batch's edges");
-    }
-    m->indices = n;
-    m->e_cap += add;
-    s->mega_held += add * 4;
-    return 0;
-}
-
-/* The joined static node si's local: nt + its rank among the joined (s_join, s_jrank: 128 KiB
- * and 64 KiB a million static nodes, which stay in cache where s_local would not). */
-static inline uint32_t joined_local(const tg_strategy_t *s, uint64_t nt, uint32_t si)
-{
-    uint64_t w = s->s_join[si >> 6];
-    return (uint32_t)(nt + s->s_jrank[si >> 6] + (uint32_t)pop64(w & ((1ull << (si & 63)) - 1)));
-}
-
-/* The lists of the static nodes that joined m (locals [nt, nm), in join order so far): their
- * in-neighbours in T, from the pairs of T's parts (read with them), then their static
- * in-neighbours that joined too, from RAM. First the joined nodes are renumbered in static-index
- * order (T's lists follow), so that "joined?" and "which local?" are a bit test and a rank in
- * small tables; then each list gets the room of its pairs and its whole static list, is filled
- * in one pass and the lists are closed up. Every edge touched is one of the joined nodes'. */
-static int load_static(tg_strategy_t *s, mega_t *m, const uint32_t *parts, const uint64_t *base,
-                       uint64_t n)
-{
-    tg_part_t *p = s->part;
-    uint64_t nt = m->nt, nj = m->nm - m->nt, np = 0, hdr = (s->P + 1) * 8, words = (s->S + 63) / 64;
-    uint64_t *cnt = s->s_cur;
-    int rc = 0;
-    /* the joined set, its ranks, and the renumbering (T's edges into it follow) */
-    memset(s->s_join, 0, words * sizeof *s->s_join);
-    for (uint64_t j = 0; j < nj; j++)
-        s->s_join[m->sidx[j] >> 6] |= 1ull << (m->sidx[j] & 63);
-    for (uint64_t w = 0, acc = 0; w < words; w++) {
-        s->s_jrank[w] = (uint32_t)acc;
-        acc += (uint64_t)pop64(s->s_join[w]);
-    }
-    for (uint64_t j = 0; j < nj; j++)
-        cnt[j] = joined_local(s, nt, m->sidx[j]);
-    for (uint64_t x = 0; x < m->ne; x++)
-        if (m->indices[x] >= nt) m->indices[x] = (uint32_t)cnt[m->indices[x] - nt];
-    for (uint64_t w = 0, j = 0; w < words; w++)
-        for (uint64_t b = s->s_join[w]; b; b &= b - 1) {
-            uint32_t si = (uint32_t)(w * 64 + (uint64_t)__builtin_ctzll(b));
-            m->sidx[j] = si;
-            m->old_ids[nt + j++] = s->s_old[si];
-        }
-    memset(cnt, 0, nj * sizeof *cnt);
-    /* the parts' pairs, read, checked and counted */
-    for (uint64_t i = 0; i < n && rc == 0; i++) {
-        uint32_t k = parts[i];
-        uint64_t c = s->ps_off[k + 1] - s->ps_off[k], size = p->pp[k + 1] - p->pp[k];
-        if (np + c > s->pairs_cap) {
-            rc = tg_err(-EOVERFLOW, "%s: more pairs than the largest parts hold", s->pstat->path);
-            break;
-        }
-        uint32_t *pr = s->pairs + 2 * np;
-        if ((rc = rd(s, s->pstat, pr, c * 8, hdr + s->ps_off[k] * 8)) < 0) break;
-        for (uint64_t x = 0; x < c; x++) {
-            uint32_t si = pr[2 * x];
-            if (si >= s->S || pr[2 * x + 1] >= size) {
-                rc = tg_err(-EINVAL,
-                            "%s: pair %llu (part %u) names static node %u of %llu at offset %u "
-                            "of %llu",
-                            s->pstat->path, (unsigned long long)(s->ps_off[k] + x), k, si,
-                            (unsigned long long)s->S, pr[2 * x + 1], (unsigned long long)size);
-                break;
-            }
-            if (bit(s->s_join, si)) cnt[joined_local(s, nt, si) - nt]++;
-            pr[2 * x + 1] = (uint32_t)(base[i] + pr[2 * x + 1]); /* the neighbour's local */
-        }
-        np += c;
-    }
-    if (rc < 0) return rc;
-    /* room: each list's pairs and its whole static list; the counts become cursors */
-    uint64_t room = 0;
-    for (uint64_t j = 0; j < nj; j++) {
-        uint32_t si = m->sidx[j];
-        uint64_t c = cnt[j];
-        m->indptr[nt + j] = cnt[j] = m->ne + room;
-        room += c + (s->s_ip[si + 1] - s->s_ip[si]);
-    }
-    if ((rc = edge_room(s, m, room)) < 0) return rc;
-    for (uint64_t x = 0; x < np; x++) {
-        uint32_t si = s->pairs[2 * x];
-        if (bit(s->s_join, si))
-            m->indices[cnt[joined_local(s, nt, si) - nt]++] = s->pairs[2 * x + 1];
-    }
-    for (uint64_t j = 0; j < nj; j++) {
-        uint32_t si = m->sidx[j];
-        for (uint64_t x = s->s_ip[si]; x < s->s_ip[si + 1]; x++) {
-            uint32_t sj = s->s_lists[x];
-            if (bit(s->s_join, sj)) m->indices[cnt[j]++] = joined_local(s, nt, sj);
-        }
-    }
-    /* closed up: a list only moves down */
-    uint64_t w = m->ne;
-    for (uint64_t j = 0; j < nj; j++) {
-        uint64_t st = m->indptr[nt + j], len = cnt[j] - st;
-        if (w != st) memmove(m->indices + w, m->indices + st, len * sizeof *m->indices);
-        m->indptr[nt + j] = w;
-        w += len;
-    }
-    m->ne = w;
-    return 0;
-}
-
-/* T's lists, part by part (parts[0..n) in id order, part i's locals from base[i]), filtered to
- * the mega-batch: neighbours in T, and static ones, which join it. */
-static int load_lists(tg_strategy_t *s, mega_t *m, const uint32_t *parts, uint64_t *base,
-                      uint64_t n)
-{
-    tg_part_t *p = s->part;
-    size_t ib = p->index_bytes;
-    int rc = 0;
-    for (uint64_t i = 0; i < n && rc == 0; i++) {
-        uint32_t k = parts[i];
-        uint64_t lo = p->pp[k], cnt = p->pp[k + 1] - lo;
-        if ((rc = rd(s, p->adj, s->ipbuf, (cnt + 1) * 8, lo * 8)) < 0 ||
-            (rc = tg_part_check_indptr(p, lo, cnt + 1, s->ipbuf)) < 0)
-            break;
-        uint64_t bs = 0, bn = 0; /* the list buffer holds entries [bs, bs + bn) */
-        for (uint64_t v = 0; v < cnt && rc == 0; v++) {
-            m->indptr[base[i] + v] = m->ne;
-            for (uint64_t e = s->ipbuf[v]; e < s->ipbuf[v + 1] && rc == 0; e++) {
-                if (e >= bs + bn) {
-                    bs = e;
-                    bn = TG_MIN(s->ipbuf[cnt] - e, LIST_READ / ib);
-                    if ((rc = rd(s, p->adj, s->lbuf, bn * ib, p->indices_off + e * ib)) < 0 ||
-                        (rc = tg_part_check_indices(p, bs, bn, s->lbuf)) < 0)
-                        break;
-                }
-                uint64_t u = rd_id(s, s->lbuf, e - bs);
-                int st;
-                uint32_t l = local_of(s, m, u, 1, base, &st);
-                m->deg_full++;
-                if (l == NONE) continue;
-                if ((rc = edge_room(s, m, 1)) < 0) break;
-                m->indices[m->ne++] = l;
-                if (st)
-                    m->deg_static++;
-                else
-                    m->deg_induced++;
-            }
-        }
-    }
-    return rc;
-}
-
-static int load(tg_strategy_t *s, mega_t *m, uint64_t index)
-{
-    tg_part_t *p = s->part;
-    double t0 = tg_now();
-    uint64_t first = index * s->nd, n = TG_MIN((uint64_t)s->P, first + s->nd) - first;
-    /* its parts in id order: reads go up the files */
-    uint32_t *parts = malloc(n * sizeof *parts + 1);
-    uint64_t *base = malloc(n * sizeof *base + 1);
-    int rc = parts && base ? 0 : tg_err(-ENOMEM, "hier: out of memory");
-    for (uint64_t i = 0; i < n && rc == 0; i++)
-        parts[i] = s->order[first + i];
-    for (uint64_t i = 1; i < n && rc == 0; i++) /* insertion sort: N_d is small */
-        for (uint64_t j = i; j > 0 && parts[j - 1] > parts[j]; j--) {
-            uint32_t t = parts[j];
-            parts[j] = parts[j - 1];
-            parts[j - 1] = t;
-        }
-    tg_adj_destroy(m->adj);
-    m->adj = NULL;
-    m->nt = m->ne = m->nseeds = 0;
-    m->deg_full = m->deg_induced = m->deg_static = 0;
-    for (uint64_t i = 0; i < n && rc == 0; i++) {
-        uint32_t k = parts[i];
-        base[i] = m->nt;
-        s->slot[k] = (int32_t)i;
-        bits_range(s->in_t, p->pp[k], p->pp[k + 1], 1);
-        m->nt += p->pp[k + 1] - p->pp[k];
-    }
-    if (rc == 0 && m->nt > s->t_cap)
-        rc = tg_err(-EOVERFLOW, "hier: mega-batch %llu has %llu nodes, more than planned (%llu)",
-                    (unsigned long long)index, (unsigned long long)m->nt,
-                    (unsigned long long)s->t_cap);
-    m->nm = m->nt;
-    /* rows and original ids: one read per run of consecutive parts */
-    for (uint64_t i = 0; i < n && rc == 0;) {
-        uint64_t j = i + 1;
-        while (j < n && parts[j] == parts[j - 1] + 1)
-            j++;
-        uint64_t lo = p->pp[parts[i]], hi = p->pp[parts[j - 1] + 1];
-        rc = rd(s, p->feat, m->feat + base[i] * s->row, (hi - lo) * s->row, lo * s->row);
-        if (rc == 0) rc = tg_part_old_ids(p, lo, hi - lo, m->old_ids + base[i]);
-        /* --verify-reads: partfeat's rows are copies of features.bin's, by original id */
-        for (uint64_t t = 0; t < hi - lo && rc == 0 && s->r->rowcrc; t++)
-            rc = tg_rowcrc_check(s->r->rowcrc, m->old_ids[base[i] + t],
-                                 m->feat + (base[i] + t) * s->row, p->feat->path,
-                                 p->feat->payload_off + (lo + t) * s->row);
-        s->read_bytes += (hi - lo) * p->id_bytes, s->reads++;
-        i = j;
-    }
-    /* T's lists, part by part, filtered to the mega-batch (static neighbours join it) */
-    if (rc == 0) rc = load_lists(s, m, parts, base, n);
-    /* the static nodes that joined: their lists, filtered to the mega-batch */
-    if (rc == 0 && m->nm > m->nt) rc = load_static(s, m, parts, base, n);
-    m->indptr[m->nm] = m->ne;
-    /* T's training nodes, part by part */
-    for (uint64_t i = 0; i < n && rc == 0; i++) {
-        uint32_t k = parts[i];
-        for (uint64_t x = s->tp[k]; x < s->tp[k + 1]; x++)
-            m->seeds[m->nseeds++] = base[i] + (s->train_new[x] - p->pp[k]);
-    }
-    if (rc == 0) rc = tg_adj_raw_create(&m->adj, m->nm, m->ne, m->indptr, m->indices, 4);
-    /* the load's maps back to empty */
-    for (uint64_t i = 0; i < n && parts; i++) {
-        s->slot[parts[i]] = -1;
-        bits_range(s->in_t, p->pp[parts[i]], p->pp[parts[i] + 1], 0);
-    }
-    for (uint64_t j = m->nt; j < m->nm; j++)
-        s->s_local[m->sidx[j - m->nt]] = NONE;
-    free(parts);
-    free(base);
-    s->load_s += tg_now() - t0;
-    return rc;
+    uint64_t first = i * s->nd, n = TG_MIN((uint64_t)s->P, first + s->nd) - first;
+    return tg_mb_load(s->mb, m, s->order + first, n);
 }
 
 /* engine/ahead's producer: the pass's mega-batch k into a free buffer. */
@@ -1298,7 +504,7 @@ static int load_run(void *ctx, void *item, uint64_t k, tg_ahead_t *a)
 {
     tg_strategy_t *s = ctx;
     (void)a;
-    return load(s, item, s->run[k]);
+    return load_mega(s, item, s->run[k]);
 }
 
 /* ---------------------------------------------------------------- training on a mega-batch */
@@ -1306,7 +512,7 @@ static int load_run(void *ctx, void *item, uint64_t k, tg_ahead_t *a)
 typedef struct {
     tg_strategy_t *s;
     const tg_pass_t *p; /* the engine's pass */
-    mega_t *m;
+    tg_megabatch_t *m;
     uint64_t base; /* the epoch's number of this sub-pass's batch 0 */
     uint64_t *ids; /* the trainer's: a batch's original ids */
     uint64_t ids_cap;
@@ -1317,7 +523,7 @@ static int sub_gather(void *ctx, const tg_batch_t *b, float *X)
 {
     sub_t *c = ctx;
     tg_strategy_t *s = c->s;
-    const mega_t *m = c->m;
+    const tg_megabatch_t *m = c->m;
     uint32_t dim = s->r->ds->meta.feat_dim;
     tg_feat_dtype_t dt = s->r->ds->meta.feat_dtype;
     int norm = s->r->sopts.normalize;
@@ -1328,7 +534,7 @@ static int sub_gather(void *ctx, const tg_batch_t *b, float *X)
         if (l < m->nt) {
             src = m->feat + l * s->row;
         } else {
-            src = s->s_feat + (uint64_t)m->sidx[l - m->nt] * s->row;
+            src = s->mb->s_feat + (uint64_t)m->sidx[l - m->nt] * s->row;
             st++;
         }
         tg_feat_rows_f32(X + (size_t)i * dim, src, 0, 1, dim, dt, norm);
@@ -1392,7 +598,7 @@ static int plan_run(tg_strategy_t *s, uint64_t first, uint64_t limit, uint64_t *
 
 /* Trains the passes over mega-batch i (the i-th of the schedule, loaded in m) whose batches are
  * the epoch's *k onwards, skipping those a resumed pass did already; *k moves past them. */
-static int train_mega(tg_strategy_t *s, sub_t *c, mega_t *m, uint64_t i, uint64_t *k,
+static int train_mega(tg_strategy_t *s, sub_t *c, tg_megabatch_t *m, uint64_t i, uint64_t *k,
                       uint64_t limit, tg_pass_stats_t *st)
 {
     const tg_pass_t *p = c->p;
@@ -1466,8 +672,8 @@ typedef struct {
 static void train_report(const tg_strategy_t *s, const sub_t *c, hier_fig_t *f, tg_pass_stats_t *st)
 {
     st->have_io = 1;
-    st->io_read_bytes = s->read_bytes - f->rb0;
-    st->io_requests = s->reads - f->rq0;
+    st->io_read_bytes = s->mb->read_bytes - f->rb0;
+    st->io_requests = s->mb->reads - f->rq0;
     st->have_io_wait = 1;
     st->io_wait_s = f->o.load_wait_s;
     uint64_t rows = c->rows_static + c->rows_dyn;
@@ -1478,8 +684,8 @@ static void train_report(const tg_strategy_t *s, const sub_t *c, hier_fig_t *f, 
     (void)tg_pass_tier_add(st, "hier-megabatch", c->rows_dyn, c->rows_dyn, c->rows_dyn * s->row);
     f->o.passes = 1;
     f->o.dynamic_parts = s->nd;
-    f->o.static_nodes = s->S;
-    f->o.load_s = s->load_s - f->load0;
+    f->o.static_nodes = s->mb->S;
+    f->o.load_s = s->mb->load_s - f->load0;
     tg_pass_own_put(st, &f->o, sizeof f->o);
 }
 
@@ -1559,7 +765,8 @@ static int train_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
     st->next_batch = p->first_batch;
     if (p->first_batch >= limit) return 0;
     if ((rc = plan_run(s, p->first_batch, limit, &nrun, &k)) < 0) return rc;
-    hier_fig_t f = {.rb0 = s->read_bytes, .rq0 = s->reads, .load0 = s->load_s};
+    const tg_mb_t *L = s->mb;
+    hier_fig_t f = {.rb0 = L->read_bytes, .rq0 = L->reads, .load0 = L->load_s};
     sub_t c = {.s = s, .p = p};
     if ((rc = tg_ahead_start(s->ahead, nrun)) < 0) return rc;
     for (uint64_t q = 0; q < nrun && rc == 0 && !st->stopped && k < limit; q++) {
@@ -1569,7 +776,7 @@ static int train_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
         f.o.load_wait_s += tg_now() - t0;
         if (rc == 0) rc = tg_err(-EIO, "hier: the loader ended early (internal error)");
         if (rc < 0) break;
-        mega_t *m = item;
+        tg_megabatch_t *m = item;
         f.o.megabatches++;
         f.o.nodes += m->nt;
         f.o.deg_full += m->deg_full;
@@ -1614,10 +821,10 @@ static int hier_profile(tg_strategy_t *s, const struct tg_budget_plan_opts *o, t
     while (rc == 0 && i < s->nmega && !s->sched[i].batches)
         i++;
     tg_sampler_t *sm = NULL;
-    if (rc == 0 && i < s->nmega) rc = load(s, &s->mega[0], i);
+    if (rc == 0 && i < s->nmega) rc = load_mega(s, &s->mega[0], i);
     if (rc == 0 && i < s->nmega)
         rc = tg_sampler_open(&sm, o->sampler, s->mega[0].adj, o->num_layers, o->fanouts);
-    const mega_t *m = &s->mega[0];
+    const tg_megabatch_t *m = &s->mega[0];
     for (uint64_t b = 0; rc == 0 && sm && b < 2 && b * p.batch_size < m->nseeds; b++) {
         tg_rng_t rng;
         tg_sampler_batch_rng(&rng, p.seed, sub_epoch(p.epoch, i, 0), b);
