@@ -185,6 +185,58 @@ void tg_rowfile_counts(const tg_rowfile_t *rf, tg_rowfile_counts_t *c);
 /* Frees everything and returns the reservations. NULL is fine. */
 void tg_rowfile_close(tg_rowfile_t *rf);
 
+/* ---------------------------------------------------------------- the changeset tier
+ *
+ * A feature cache that follows precomputed changesets (tiergnn/changeset.h; Ginex, Park et al.,
+ * section 3.3): direct addressing over every node (a u32 slot per node) and `entries` slots of
+ * row_bytes. Its rows are whatever its owner writes there (Ginex keeps them as the batch input
+ * holds them, f32 and normalised when asked, so a hit is one memcpy), so it is asked directly,
+ * not through an extraction's tiers (whose rows are the file's raw rows). It changes only when
+ * its owner moves it, from one thread between lookups; lookups take no lock.
+ *
+ *     tg_tier_t *t;  tg_tier_cs_create(&t, "ginex-cache", N, entries, row_bytes, budget);
+ *     n = tg_tier_cs_retain(t, c0, n0, fill);    // a plan's initial state; read each fill[i]'s
+ *         ... row (node fill[i] >> 32) into tg_tier_cs_row(t, (uint32_t)fill[i]) ...
+ *     m = tg_tier_cs_gather(t, b->nodes, b->num_nodes, X, miss);  // hits into X, misses listed
+ *         ... read the misses into X ...
+ *     tg_tier_cs_apply(t, &cs, i, b->nodes, b->num_nodes, X);       // iteration i's changeset
+ *     tg_tier_stats(t, &ts, 1);  tg_tier_destroy(t);                   // (tiergnn/extract.h)
+ */
+typedef struct tg_tier tg_tier_t;
+struct tg_cs;
+
+/* Bytes a changeset tier reserves: the address table (4 per node) and per entry its row, its
+ * owner and its place on the free stack. */
+uint64_t tg_tier_cs_bytes(uint64_t num_nodes, uint64_t entries, size_t row_bytes);
+/* An empty tier (every slot free; name NULL = "changeset"), reserved against budget (NULL = not
+ * accounted) first. -EINVAL unless row_bytes > 0, num_nodes < 2^32 - 1 and entries <=
+ * num_nodes; -ENOMEM. tg_tier_destroy frees it and returns its bytes. */
+int tg_tier_cs_create(tg_tier_t **out, const char *name, uint64_t num_nodes, uint64_t entries,
+                      size_t row_bytes, tg_budget_t *budget);
+/* Its slots (0 for a tier of another kind). */
+uint64_t tg_tier_cs_entries(const tg_tier_t *t);
+/* The nodes it holds, in slot order, into nodes (room for tg_tier_cs_entries; NULL: only
+ * counted); returns how many. O(entries). */
+uint64_t tg_tier_cs_held(const tg_tier_t *t, uint32_t *nodes);
+/* The row of a slot (row_bytes), valid until the tier is destroyed. */
+void *tg_tier_cs_row(tg_tier_t *t, uint32_t slot);
+/* A batch's lookup: for r < n, the row of nodes[r] when held is copied to X + r x row_bytes;
+ * the others go to miss (room for n) as nodes[r] << 32 | r, sorted by node (the reads' order).
+ * Returns how many missed; counts n lookups and the hits. O(n + misses log misses). */
+size_t tg_tier_cs_gather(tg_tier_t *t, const uint64_t *nodes, uint32_t n, void *X, uint64_t *miss);
+/* Moves the tier to hold exactly state[0..n) (distinct ids, n <= entries): evicts the nodes not
+ * in it and gives each node of it not held a free slot, listed in fill (room for n) as
+ * node << 32 | slot, sorted by node; the caller writes those rows (tg_tier_cs_row) before the
+ * next lookup. Returns how many. O(n + entries + fills log fills). */
+size_t tg_tier_cs_retain(tg_tier_t *t, const uint32_t *state, uint64_t n, uint64_t *fill);
+/* Applies iteration i of cs (nothing when i >= cs->iters) after its batch's lookup: evicts its
+ * out_ids, then inserts its in_ids, each row copied from X at its position in nodes[0..n) (the
+ * batch's input, rows of row_bytes). -EIO naming the node when the changeset does not fit the
+ * tier's state (an evicted node not held, an inserted one held, at a wrong position, or no free
+ * slot): the changeset was not computed from this state, an internal error. */
+int tg_tier_cs_apply(tg_tier_t *t, const struct tg_cs *cs, uint32_t i, const uint64_t *nodes,
+                     uint32_t n, const void *X);
+
 #ifdef __cplusplus
 }
 #endif

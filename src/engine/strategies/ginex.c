@@ -19,11 +19,10 @@
  * reads and the one the inspector fills, each in its own spill file (O_TMPFILE: nothing is left
  * behind by an error, SIGINT or SIGKILL).
  *
- * The feature cache (3.3): direct addressing, as in the paper: a u32 address table over every
- * node (slot or none) and an array of rows. A row is kept as the batch input holds it (f32,
- * normalised when asked), so a hit is one memcpy and a cached row equals the row extract would
- * produce, bit for bit. Its state only changes on the executor thread, between batches, so the
- * lookups take no lock. Because the executor applies exactly the changesets the simulation
+ * The feature cache (3.3) is store's changeset tier (tiergnn/store.h): direct addressing, rows
+ * kept as the batch input holds them (f32, normalised when asked), so a hit is one memcpy and a
+ * cached row equals the row extract would produce, bit for bit. It changes only on the executor
+ * thread, between batches. Because the executor applies exactly the changesets the simulation
  * computed from exactly its initial state, the rows it misses are the simulation's misses: the
  * pass reports both (cache_lookups/hits and predicted misses) and they must agree.
  *
@@ -46,7 +45,6 @@
 #include "ginex.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,12 +115,8 @@ struct tg_strategy {
     uint32_t dim;
     size_t xrow; /* bytes of one cached row (f32, as in X) */
     uint64_t entries;
-    uint32_t *addr;  /* (N) slot of each node, GX_NONE when not cached */
-    uint32_t *owner; /* (entries) node of each slot, GX_NONE when free */
-    float *rows;     /* (entries x dim) */
-    uint32_t *free_slots;
-    uint64_t nfree;
-    uint64_t fixed_bytes; /* reserved at setup */
+    tg_tier_t *cache;     /* the feature cache (store's changeset tier) of entries rows */
+    uint64_t fixed_bytes; /* the staging, reserved at setup */
     tg_cs_ws_t *ws;
     uint32_t S;
     float *stage; /* (chunk x dim) rows read from disk before they go to X or the cache */
@@ -145,24 +139,18 @@ struct tg_strategy {
     sb_t *cur;
     uint32_t cur_i; /* index in cur of the batch handed out last */
     /* figures of the pass */
-    double changeset_s, init_s, update_s, hit_s, miss_s;
-    uint64_t lookups, hits, predicted_misses, prefetch_rows, superbatches;
+    double changeset_s, init_s, update_s;
+    uint64_t predicted_misses, prefetch_rows, superbatches;
 };
 
 /* ---------------------------------------------------------------- sizing */
-
-/* Bytes per node of the fixed structures: the cache's address table and the changeset
- * workspace. */
-static uint64_t per_node_bytes(uint64_t N)
-{
-    return N * sizeof(uint32_t) + tg_cs_ws_bytes(N);
-}
 
 static uint64_t gx_min_bytes(const tg_dataset_t *ds, const tg_strategy_opts_t *so, char *why,
                              size_t why_len)
 {
     const gx_cfg_t *c = so->cfg;
-    uint64_t fixed = per_node_bytes(ds->meta.num_nodes) + 2 * GX_SPILL_BUF;
+    uint64_t N = ds->meta.num_nodes;
+    uint64_t fixed = tg_tier_cs_bytes(N, 0, 1) + tg_cs_ws_bytes(N) + 2 * GX_SPILL_BUF;
     return tg_xpass_ahead_min_bytes(ds, &c->x, so->sampler_threads, fixed,
                                     "address table and changeset workspace", why, why_len);
 }
@@ -260,7 +248,7 @@ static int choose_split(tg_strategy_t *s, const tg_pass_t *p, uint64_t caches, u
         out->index_reads = c1.io_requests;
         out->profile_batches = P;
         double R = (double)c1.io_requests / P, best = -1;
-        uint64_t per_entry = s->xrow + 2 * sizeof(uint32_t);
+        uint64_t per_entry = tg_tier_cs_bytes(0, 1, s->xrow);
         tg_cs_trace_t tr = {.iters = P, .off = prof.off, .ids = prof.ids};
         for (int k = 0; k <= 20 && rc >= 0; k++) {
             uint64_t nb = caches / 20 * (uint64_t)k;
@@ -326,38 +314,24 @@ static int split_caches(tg_strategy_t *s, const tg_pass_t *p, uint64_t caches, i
     uint64_t fc_bytes = caches > nc ? caches - nc : 0;
     if (c->feature_cache >= 0 && r->budget.limit)
         fc_bytes = TG_MIN(fc_bytes, (uint64_t)c->feature_cache);
-    uint64_t per_entry = s->xrow + 2 * sizeof(uint32_t); /* row, owner, free list */
+    uint64_t per_entry = tg_tier_cs_bytes(0, 1, s->xrow);
     s->entries = TG_MIN(fc_bytes / per_entry, N);
     return 0;
 }
 
-/* The feature cache (every slot free, no node cached) with its address table, and the
- * executor's staging (stage bytes for s->chunk rows and their ids), reserved together. */
+/* The feature cache (every slot free, no node cached) and the executor's staging (stage bytes
+ * for s->chunk rows and their ids). */
 static int cache_alloc(tg_strategy_t *s, uint64_t stage)
 {
     tg_run_t *r = s->r;
-    uint64_t N = r->ds->meta.num_nodes;
-    uint64_t per_entry = s->xrow + 2 * sizeof(uint32_t);
-    uint64_t mine = N * sizeof(uint32_t) + s->entries * per_entry + stage;
-    int rc = tg_budget_reserve(&r->budget, mine, "ginex: feature cache and its address table");
+    int rc = tg_budget_reserve(&r->budget, stage, "ginex: read staging");
     if (rc < 0) return rc;
-    s->fixed_bytes = mine;
-    s->addr = malloc(N ? N * sizeof(uint32_t) : 1);
-    s->owner = malloc(s->entries ? s->entries * sizeof(uint32_t) : 1);
-    s->free_slots = malloc(s->entries ? s->entries * sizeof(uint32_t) : 1);
-    s->rows = malloc(s->entries ? s->entries * s->xrow : 1);
+    s->fixed_bytes = stage;
     s->stage = malloc((size_t)s->chunk * s->xrow);
     s->chunk_nodes = malloc((size_t)s->chunk * sizeof(uint64_t));
-    if (!s->addr || !s->owner || !s->free_slots || !s->rows || !s->stage || !s->chunk_nodes)
-        return tg_err(-ENOMEM, "ginex: out of memory for a feature cache of %llu rows",
-                      (unsigned long long)s->entries);
-    memset(s->addr, 0xff, N * sizeof(uint32_t));
-    for (uint64_t i = 0; i < s->entries; i++) {
-        s->owner[i] = GX_NONE;
-        s->free_slots[i] = (uint32_t)(s->entries - 1 - i);
-    }
-    s->nfree = s->entries;
-    return 0;
+    if (!s->stage || !s->chunk_nodes) return tg_err(-ENOMEM, "ginex: out of memory");
+    return tg_tier_cs_create(&s->cache, "ginex-cache", r->ds->meta.num_nodes, s->entries, s->xrow,
+                             &r->budget);
 }
 
 /* Bytes the inspector may hold per access of a superbatch: its trace (4), the simulation's iters
@@ -386,7 +360,7 @@ static int gx_setup(tg_strategy_t *s, const tg_pass_t *p)
     /* Fixed parts: address table, changeset workspace, spill buffers, the executor's staging
      * and miss list, the extraction. */
     uint64_t stage = (uint64_t)pl.chunk * (s->xrow + sizeof(uint64_t));
-    uint64_t fixed = N * sizeof(uint32_t) + 2 * GX_SPILL_BUF + stage;
+    uint64_t fixed = tg_tier_cs_bytes(N, 0, 1) + 2 * GX_SPILL_BUF + stage;
     uint64_t keep = po.other_transient + pl.transient_bytes;
     uint64_t need = fixed + tg_cs_ws_bytes(N) + tg_extract_plan_bytes(&pl) + keep;
     /* The superbatch: planning memory per batch from the largest profiled batch. */
@@ -477,10 +451,7 @@ static void gx_close(tg_strategy_t *s)
     if (s->fixed_bytes) tg_budget_release(&s->r->budget, s->fixed_bytes);
     if (s->prev_bytes) tg_budget_release(&s->r->budget, s->prev_bytes);
     free(s->prev);
-    free(s->addr);
-    free(s->owner);
-    free(s->free_slots);
-    free(s->rows);
+    tg_tier_destroy(s->cache);
     free(s->stage);
     free(s->chunk_nodes);
     free(s->miss_pairs);
@@ -541,12 +512,6 @@ static int inspect(void *ctx, void *item, uint64_t k, tg_ahead_t *a)
 
 /* ---------------------------------------------------------------- the feature cache */
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 static void ex_fail(void *ctx, int rc, const char *msg)
 {
     tg_pipe_fail(ctx, rc, msg);
@@ -568,7 +533,7 @@ static int read_rows(tg_strategy_t *s, tg_pipe_t *P, uint64_t batch_id, const ui
         if (rc < 0) return rc;
         for (size_t i = 0; i < k; i++) {
             uint32_t dst = (uint32_t)pairs[at + i];
-            float *to = X ? X + (size_t)dst * s->dim : s->rows + (size_t)dst * s->dim;
+            void *to = X ? X + (size_t)dst * s->dim : tg_tier_cs_row(s->cache, dst);
             memcpy(to, s->stage + i * s->dim, s->xrow);
         }
     }
@@ -587,40 +552,13 @@ static int miss_reserve(tg_strategy_t *s, size_t n)
 }
 
 /* Moves the cache to superbatch b's initial state: evicts what it does not keep, reads what it
- * lacks. */
+ * lacks (in node order, each into its slot). */
 static int cache_init(tg_strategy_t *s, tg_pipe_t *P, sb_t *b)
 {
     double t0 = tg_now();
-    /* keep: nodes of c0 already cached; mark them by setting their owner's high bit */
-    size_t nread = 0;
     int rc = miss_reserve(s, b->n0);
     if (rc < 0) return tg_pipe_fail(P, rc, NULL);
-    for (uint64_t i = 0; i < b->n0; i++) {
-        uint32_t v = b->c0[i], slot = s->addr[v];
-        if (slot != GX_NONE)
-            s->owner[slot] |= 0x80000000u;
-        else
-            s->miss_pairs[nread++] = (uint64_t)v << 32;
-    }
-    for (uint64_t slot = 0; slot < s->entries; slot++) {
-        uint32_t o = s->owner[slot];
-        if (o == GX_NONE) continue;
-        if (o & 0x80000000u) {
-            s->owner[slot] = o & 0x7fffffffu;
-        } else {
-            s->addr[o] = GX_NONE;
-            s->owner[slot] = GX_NONE;
-            s->free_slots[s->nfree++] = (uint32_t)slot;
-        }
-    }
-    /* the rows to read, in node order, each into a free slot */
-    if (nread) qsort(s->miss_pairs, nread, sizeof *s->miss_pairs, cmp_u64);
-    for (size_t i = 0; i < nread; i++) {
-        uint32_t v = (uint32_t)(s->miss_pairs[i] >> 32), slot = s->free_slots[--s->nfree];
-        s->addr[v] = slot;
-        s->owner[slot] = v;
-        s->miss_pairs[i] |= slot;
-    }
+    size_t nread = tg_tier_cs_retain(s->cache, b->c0, b->n0, s->miss_pairs);
     if ((rc = read_rows(s, P, b->first, s->miss_pairs, nread, NULL)) < 0) return rc;
     s->prefetch_rows += nread;
     s->init_s += tg_now() - t0;
@@ -704,62 +642,17 @@ static int gx_work(void *ctx, tg_pipe_t *P, int worker, const tg_batch_t *const 
     if (n != 1) return tg_pipe_fail(P, tg_err(-EINVAL, "ginex: groups of one batch only"), NULL);
     const tg_batch_t *b = bb[0];
     float *X = XX[0];
-    sb_t *sb = s->cur;
-    uint32_t i = s->cur_i;
-    double t0 = tg_now();
     int rc = miss_reserve(s, b->num_nodes);
     if (rc < 0) return tg_pipe_fail(P, rc, NULL);
-    size_t nm = 0;
-    for (uint32_t r = 0; r < b->num_nodes; r++) {
-        uint32_t slot = s->addr[b->nodes[r]];
-        if (slot != GX_NONE)
-            memcpy(X + (size_t)r * s->dim, s->rows + (size_t)slot * s->dim, s->xrow);
-        else
-            s->miss_pairs[nm++] = b->nodes[r] << 32 | r;
-    }
-    s->lookups += b->num_nodes;
-    s->hits += b->num_nodes - nm;
-    double t1 = tg_now();
-    if (nm) qsort(s->miss_pairs, nm, sizeof *s->miss_pairs, cmp_u64);
+    size_t nm = tg_tier_cs_gather(s->cache, b->nodes, b->num_nodes, X, s->miss_pairs);
     if ((rc = read_rows(s, P, b->id, s->miss_pairs, nm, X)) < 0) return rc;
-    double t2 = tg_now();
     /* the changeset: evictions free their slots, insertions take a slot and the row from X */
-    const tg_cs_t *cs = &sb->cs;
-    if (i < cs->iters) {
-        for (uint64_t j = cs->out_off[i]; j < cs->out_off[i + 1]; j++) {
-            uint32_t v = cs->out_ids[j], slot = s->addr[v];
-            if (slot == GX_NONE)
-                return tg_pipe_fail(
-                    P,
-                    tg_err(-EIO,
-                           "ginex: batch %llu: the changeset evicts node %u, which is not "
-                           "cached (internal error)",
-                           (unsigned long long)b->id, v),
-                    NULL);
-            s->addr[v] = GX_NONE;
-            s->owner[slot] = GX_NONE;
-            s->free_slots[s->nfree++] = slot;
-        }
-        for (uint64_t j = cs->in_off[i]; j < cs->in_off[i + 1]; j++) {
-            uint32_t v = cs->in_ids[j], pos = cs->in_pos[j];
-            if (!s->nfree || pos >= b->num_nodes || b->nodes[pos] != v || s->addr[v] != GX_NONE)
-                return tg_pipe_fail(
-                    P,
-                    tg_err(-EIO,
-                           "ginex: batch %llu: the changeset inserts node %u at position "
-                           "%u, which does not fit the cache (internal error)",
-                           (unsigned long long)b->id, v, pos),
-                    NULL);
-            uint32_t slot = s->free_slots[--s->nfree];
-            s->addr[v] = slot;
-            s->owner[slot] = v;
-            memcpy(s->rows + (size_t)slot * s->dim, X + (size_t)pos * s->dim, s->xrow);
-        }
+    double t0 = tg_now();
+    if ((rc = tg_tier_cs_apply(s->cache, &s->cur->cs, s->cur_i, b->nodes, b->num_nodes, X)) < 0) {
+        tg_err_prefix(rc, "ginex: batch %llu", (unsigned long long)b->id);
+        return tg_pipe_fail(P, rc, NULL);
     }
-    double t3 = tg_now();
-    s->hit_s += t1 - t0;
-    s->miss_s += t2 - t1;
-    s->update_s += t3 - t2;
+    s->update_s += tg_now() - t0;
     return 0;
 }
 
@@ -779,66 +672,63 @@ static int pass_begin(tg_strategy_t *s, const tg_pass_t *p)
     s->p = p;
     s->next_id = p->first_batch;
     s->cur = NULL;
-    s->changeset_s = s->init_s = s->update_s = s->hit_s = s->miss_s = 0;
-    s->lookups = s->hits = s->predicted_misses = s->prefetch_rows = s->superbatches = 0;
+    s->changeset_s = s->init_s = s->update_s = 0;
+    s->predicted_misses = s->prefetch_rows = s->superbatches = 0;
+    tg_tier_stats_t ts;
+    tg_tier_stats(s->cache, &ts, 1);
     if (s->prev_bytes) tg_budget_release(&r->budget, s->prev_bytes);
     s->prev_bytes = 0;
     free(s->prev);
     s->prev = NULL;
     s->nprev = 0;
-    uint64_t held = 0;
-    for (uint64_t slot = 0; slot < s->entries; slot++)
-        held += s->owner[slot] != GX_NONE;
+    uint64_t held = tg_tier_cs_held(s->cache, NULL);
     if (!held) return 0;
     int rc = tg_budget_reserve(&r->budget, held * sizeof(uint32_t), "ginex: cache state");
     if (rc < 0) return rc;
     s->prev_bytes = held * sizeof(uint32_t);
     if (!(s->prev = malloc(held * sizeof(uint32_t)))) return tg_err(-ENOMEM, "ginex: oom");
-    for (uint64_t slot = 0; slot < s->entries; slot++)
-        if (s->owner[slot] != GX_NONE) s->prev[s->nprev++] = s->owner[slot];
+    s->nprev = tg_tier_cs_held(s->cache, s->prev);
     return 0;
 }
 
-/* A pass's own figures (tg_pass_stats_t.own): counts, sums and settings (the larger), so that
- * passes add; the misses are the shared cache counters' (tg_ginex_figures). */
-typedef struct {
-    uint64_t passes;
-    uint64_t superbatch, cache_rows; /* settings */
-    double changeset_s, init_s, update_s;
-    uint64_t predicted_misses, prefetch_rows, superbatches;
-} gx_own_t;
-TG_PASS_OWN_FITS(gx_own_t);
+/* A pass's own figures (tg_pass_stats_t.own) are a tg_ginex_figures_t: counts, sums and
+ * settings (the larger), so that passes add; misses come from the shared cache counters when
+ * read (tg_ginex_figures). */
+TG_PASS_OWN_FITS(tg_ginex_figures_t);
 
 /* The pass's figures: the cache is the first tier, then the extraction's (the file). */
 static void pass_report(tg_strategy_t *s, tg_pass_stats_t *st)
 {
     tg_pass_stats_t ex; /* the extraction's tiers, to follow the cache's */
+    tg_tier_stats_t c;
+    tg_tier_stats(s->cache, &c, 1);
     tg_xpass_end(s->ex, &s->stats, 0, st);
     ex.ntiers = st->ntiers;
     memcpy(ex.tiers, st->tiers, sizeof ex.tiers);
     st->ntiers = 0;
-    (void)tg_pass_tier_add(st, "ginex-cache", s->lookups, s->hits, s->hits * s->r->row_bytes);
+    /* bytes as the file holds them, like the other tiers' */
+    (void)tg_pass_tier_add(st, c.name, c.lookups, c.hits, c.hits * s->r->row_bytes);
     for (int t = 0; t < ex.ntiers; t++)
         (void)tg_pass_tier_add(st, ex.tiers[t].name, ex.tiers[t].lookups, ex.tiers[t].hits,
                                ex.tiers[t].bytes);
     st->have_cache = 1;
-    st->cache_lookups = s->lookups;
-    st->cache_hits = s->hits;
-    gx_own_t o = {.passes = 1,
-                  .superbatch = s->S,
-                  .cache_rows = s->entries,
-                  .changeset_s = s->changeset_s,
-                  .init_s = s->init_s,
-                  .update_s = s->update_s,
-                  .predicted_misses = s->predicted_misses,
-                  .prefetch_rows = s->prefetch_rows,
-                  .superbatches = s->superbatches};
+    st->cache_lookups = c.lookups;
+    st->cache_hits = c.hits;
+    tg_ginex_figures_t o = {.passes = 1,
+                            .superbatch = s->S,
+                            .cache_rows = s->entries,
+                            .changeset_s = s->changeset_s,
+                            .init_s = s->init_s,
+                            .update_s = s->update_s,
+                            .predicted_misses = s->predicted_misses,
+                            .prefetch_rows = s->prefetch_rows,
+                            .superbatches = s->superbatches};
     tg_pass_own_put(st, &o, sizeof o);
 }
 
 static void gx_own_add(tg_pass_stats_t *sum, const tg_pass_stats_t *add)
 {
-    gx_own_t a, b;
+    tg_ginex_figures_t a, b;
     tg_pass_own_get(sum, &a, sizeof a);
     tg_pass_own_get(add, &b, sizeof b);
     a.passes += b.passes;
@@ -855,34 +745,10 @@ static void gx_own_add(tg_pass_stats_t *sum, const tg_pass_stats_t *add)
 
 int tg_ginex_figures(const tg_pass_stats_t *st, tg_ginex_figures_t *f)
 {
-    gx_own_t o;
-    tg_pass_own_get(st, &o, sizeof o);
-    memset(f, 0, sizeof *f);
-    if (!o.passes) return -ENOENT;
-    f->superbatch = (uint32_t)o.superbatch;
-    f->cache_rows = o.cache_rows;
-    f->changeset_s = o.changeset_s;
-    f->init_s = o.init_s;
-    f->update_s = o.update_s;
+    tg_pass_own_get(st, f, sizeof *f);
+    if (!f->passes) return -ENOENT;
     f->misses = st->cache_lookups - st->cache_hits;
-    f->predicted_misses = o.predicted_misses;
-    f->prefetch_rows = o.prefetch_rows;
-    f->superbatches = o.superbatches;
     return 0;
-}
-
-/* Appends printf-style text to the NUL-terminated line (len bytes in all). */
-static void line_add(char *line, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void line_add(char *line, size_t len, const char *fmt, ...)
-{
-    if (!line) return;
-    size_t l = strlen(line);
-    if (l + 1 >= len) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line + l, len - l, fmt, ap);
-    va_end(ap);
 }
 
 /* The planner's breakdown and the plans' misses beside the cache's: the keys changeset_s,
@@ -901,8 +767,10 @@ static void gx_report(const tg_pass_stats_t *st, tg_json_t *j, char *line, size_
         tg_json_uint(j, "prefetch_rows", f.prefetch_rows);
         tg_json_uint(j, "superbatches", f.superbatches);
     }
-    if (st->have_io)
-        line_add(line, len, ", misses %llu (planned %llu), changesets %.2f s, cache init %.2f s",
+    size_t l = line ? strlen(line) : len;
+    if (st->have_io && l + 1 < len)
+        snprintf(line + l, len - l,
+                 ", misses %llu (planned %llu), changesets %.2f s, cache init %.2f s",
                  (unsigned long long)f.misses, (unsigned long long)f.predicted_misses,
                  f.changeset_s, f.init_s);
 }

@@ -8,7 +8,8 @@
 #include "../engine-impl.h"
 
 typedef struct tg_ginex_figures {
-    uint32_t superbatch;       /* batches planned together (S) */
+    uint64_t passes;           /* passes summed */
+    uint64_t superbatch;       /* batches planned together (S) */
     uint64_t cache_rows;       /* the feature cache's rows */
     double changeset_s;        /* planning: the changesets' computation, on the inspector */
     double init_s, update_s;   /* the cache moved to each plan's initial state; per-batch updates */
