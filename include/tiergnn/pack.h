@@ -62,7 +62,11 @@
  * order, one partition ahead of the one being written. Outputs must not be touched by anyone
  * else until tg_pack returns.
  *
- * Module: store/ (reads through io/, uses util/ only otherwise).
+ * The packed file that comes out (DiskGNN's, src/engine/strategies/diskgnn.c) is read back
+ * batch by batch through store/extract: see "a packed file" below.
+ *
+ * Module: store/ (reads through io/, uses util/ only otherwise; the packed file's reader sits
+ * on store/extract's public API).
  */
 #ifndef TIERGNN_PACK_H
 #define TIERGNN_PACK_H
@@ -71,6 +75,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tiergnn/extract.h"
 #include "tiergnn/io.h"
 #include "tiergnn/util.h"
 
@@ -162,6 +167,150 @@ uint64_t tg_pack_bytes(const tg_pack_part_t *parts, uint32_t nparts, size_t row_
 
 /* Packs (see the top). stats may be NULL; it is filled on failure too (what was done). */
 int tg_pack(const tg_pack_opts_t *o, tg_pack_stats_t *stats);
+
+/* ================================================================ a packed file
+ *
+ * DiskGNN's packed file is one file of rows (row_bytes each, addressed by row number):
+ *
+ *     [hot rows: a hole][segment caches][chunks]
+ *
+ * Rows [0, hot) are the hot rows, held in RAM and never read from the file (the range is a
+ * hole); a segment cache's rows are shared by several batches of its segment; a batch's chunk is
+ * a run of consecutive rows only it reads. A batch's *map record* says where each of its input
+ * rows (its X row, the position) lies:
+ *
+ *     tg_pack_rec_t  n_hot, n_cache, n_chunk, chunk_first
+ *     u64 cache_row[n_cache]    the cache rows' row numbers, ascending (reads merge); first, so
+ *                               that they are 8-byte aligned
+ *     u32 hot_pos[n_hot], hot_slot[n_hot]   X row and hot row number (slot)
+ *     u32 cache_pos[n_cache]    X row of each cache row
+ *     u32 chunk_pos[n_chunk]    X row of chunk row k, which is row chunk_first + k
+ *     (padded to 8 bytes)
+ *
+ * The records of a pass's batches go one after another into a map file (tg_pack_map_t: an
+ * unnamed file, with each record's offset in RAM) and are read back with their batch. The
+ * reader (tg_pack_reader_t) turns a record into the batch's row list and reads it with
+ * store/extract: the hot rows through a tier over the RAM rows (tg_pack_hot_tier_create), the
+ * rest from the packed file (sorted, rows within the plan's gap merged into one read, O_DIRECT
+ * through io/), each row converted into X by tg_feat_rows_f32 like every other strategy's.
+ *
+ *     tg_pack_map_t m;  tg_pack_map_open(&m, dir, "diskgnn-map", batches, budget);
+ *     for each batch j: tg_pack_rec_fill(rec, &loc, cache_row0, chunk_row0, row_bytes);
+ *                       tg_pack_map_append(&m, rec);
+ *     ...
+ *     tg_pack_reader_opts_t ro = {.plan = &pl, .fd = pack_fd, .name = "diskgnn-pack",
+ *                                 .map_name = m.name, .rows = total_rows, .hot = hot_tier,
+ *                                 .hot_rows = H, .budget = budget, .stats = &io_stats};
+ *     tg_pack_reader_t *rd;  tg_pack_reader_open(&rd, &ro);
+ *     for each batch j: tg_pack_map_read(&m, j, rec, cap, &nb);
+ *                       tg_pack_reader_read(rd, id, rec, nb, n, X, &hooks);
+ *     tg_pack_reader_close(rd);  tg_pack_map_close(&m);
+ *
+ * Errors: 0 or -errno with a message naming the map file and the batch (a record that does not
+ * match its batch's rows, a row out of range or out of order: -EIO), or the packed file, the
+ * offset and the batch (a read error). */
+
+struct tg_layout_loc;
+
+typedef struct tg_pack_rec {
+    uint32_t n_hot, n_cache, n_chunk, pad;
+    uint64_t chunk_first; /* chunk row k is row chunk_first + k */
+} tg_pack_rec_t;
+
+/* The arrays of a record (pointers into it). */
+typedef struct tg_pack_rec_view {
+    const uint64_t *cache_row;
+    const uint32_t *hot_pos, *hot_slot, *cache_pos, *chunk_pos;
+} tg_pack_rec_view_t;
+
+/* Bytes of a record with h's counts. */
+uint64_t tg_pack_rec_bytes(const tg_pack_rec_t *h);
+/* The most a record of n rows takes (every row a cache row). */
+uint64_t tg_pack_rec_bytes_max(uint64_t n);
+/* The arrays of the record at rec (8-byte aligned). */
+tg_pack_rec_view_t tg_pack_rec_view(const void *rec);
+/* Writes the record of a batch located by store/layout (tiergnn/layout.h) into rec (at least
+ * tg_pack_rec_bytes_max(rows) bytes): the cache offsets become rows cache_row0 + off / row_bytes,
+ * the chunk starts at row chunk_row0 + chunk_off / row_bytes. Returns its bytes. */
+uint64_t tg_pack_rec_fill(void *rec, const struct tg_layout_loc *loc, uint64_t cache_row0,
+                          uint64_t chunk_row0, size_t row_bytes);
+/* The record of a batch of n rows (nbytes read back) as its row list: rows[p] = the row of X row
+ * p (a hot row's slot, a cache row, a chunk row). -EIO naming name and batch when the record
+ * does not hold n rows in nbytes, a hot slot is not below hot_rows, a cache row is out of order
+ * or not in [hot_rows, total_rows), the chunk passes total_rows, or an X row is out of range or
+ * named twice. O(n). */
+int tg_pack_rec_rows(const void *rec, uint64_t nbytes, uint32_t n, uint64_t hot_rows,
+                     uint64_t total_rows, uint64_t *rows, const char *name, uint64_t batch);
+/* For --verify-reads: row_node[row] = nodes[p] for every cache and chunk row of the record (the
+ * node whose row lies there; nodes: the batch's ids in X order). */
+void tg_pack_rec_nodes(const void *rec, const uint32_t *nodes, uint64_t *row_node);
+
+/* The map file: records appended one after another, their offsets in RAM. */
+typedef struct tg_pack_map {
+    int fd;
+    char name[4300];
+    uint64_t *off; /* (count + 1): record j is [off[j], off[j + 1]) */
+    uint64_t count, n;
+    uint64_t rec_max; /* the longest record appended */
+    tg_budget_t *budget;
+    uint64_t reserved;
+} tg_pack_map_t;
+
+/* An unnamed map file in dir (tg_tmpfile_open; `what` names it) for count records, their
+ * offsets reserved against budget (NULL: not accounted). */
+int tg_pack_map_open(tg_pack_map_t *m, const char *dir, const char *what, uint64_t count,
+                     tg_budget_t *budget);
+/* Appends record n (tg_pack_rec_bytes of it). -ENOSPC past count; a write error names the file. */
+int tg_pack_map_append(tg_pack_map_t *m, const void *rec);
+/* Reads record j into buf (cap bytes) and its size into *nbytes; -EIO naming the file when it
+ * is longer than cap, the read's error otherwise. */
+int tg_pack_map_read(const tg_pack_map_t *m, uint64_t j, void *buf, uint64_t cap, uint64_t *nbytes);
+/* Closes the file (it goes with its descriptor) and frees the offsets. A map tg_pack_map_open
+ * left (even on failure), a closed one, or one whose fd is -1 is fine. */
+void tg_pack_map_close(tg_pack_map_t *m);
+
+/* A tier over the first n rows of a packed file, held in RAM (rows: n x row_bytes raw bytes,
+ * the caller's, unchanged while the tier lives): row v < n is rows + v x row_bytes. No lookup
+ * table. */
+int tg_pack_hot_tier_create(tg_tier_t **out, const char *name, const void *rows, size_t row_bytes,
+                            uint64_t n);
+
+typedef struct tg_pack_reader tg_pack_reader_t;
+
+typedef struct tg_pack_reader_opts {
+    /* Reads in flight, merge gap, chunk: a plan without a feature buffer made for the feature
+     * file (tg_extract_plan; one extractor); the packed file's rows replace its row count. */
+    const tg_extract_plan_t *plan;
+    int fd;               /* the packed file, open; read through /proc/self/fd/fd with O_DIRECT */
+    const char *name;     /* the packed file, for messages */
+    const char *map_name; /* the map file, for messages about records */
+    uint64_t rows;        /* rows of the packed file: its size is rows x the plan's row_bytes */
+    tg_tier_t *hot;       /* the hot rows' tier (tg_pack_hot_tier_create); NULL: none */
+    uint64_t hot_rows;    /* rows [0, hot_rows) are the hot rows */
+    int normalize;        /* L1 row normalisation (tiergnn/store.h) */
+    tg_budget_t *budget;  /* the extraction's staging and the row list; NULL: not accounted */
+    tg_io_stats_t *stats; /* the reads count here; NULL: not counted */
+    /* --verify-reads: checksums in the packed file's row order (tg_rowcrc_permuted over the
+     * node of each row); NULL: not checked */
+    const struct tg_rowcrc *rowcrc;
+    const char *who; /* prefix of messages (NULL: "pack") */
+} tg_pack_reader_opts_t;
+
+/* Bytes a reader of plan pl holds for batches of up to max_rows rows: the extraction's
+ * (tg_extract_plan_bytes), the row list, and the extraction's sort scratch while it reads. */
+uint64_t tg_pack_reader_bytes(const tg_extract_plan_t *pl, uint64_t max_rows);
+int tg_pack_reader_open(tg_pack_reader_t **out, const tg_pack_reader_opts_t *o);
+/* Reads the n rows of batch `batch` (id, named in messages) into X (n x feat_dim f32) by its
+ * map record rec (nbytes; see tg_pack_rec_rows). hooks as tg_extract_group's; their fail is
+ * called with the extraction's own message, before the reader names the packed file. Returns 0,
+ * -ECANCELED, or the error: "WHO: batch B: reading the packed file NAME: ..." for a read, the
+ * record's message for a record. One thread at a time. */
+int tg_pack_reader_read(tg_pack_reader_t *rd, uint64_t batch, const void *rec, uint64_t nbytes,
+                        uint32_t n, float *X, const tg_extract_hooks_t *hooks);
+/* The counters of the hot tier (if any) and of the file, as tg_extract_tier_stats. */
+int tg_pack_reader_tier_stats(tg_pack_reader_t *rd, tg_tier_stats_t *out, int max, int reset);
+/* NULL is fine. Returns its bytes to the budget. */
+void tg_pack_reader_close(tg_pack_reader_t *rd);
 
 #ifdef __cplusplus
 }

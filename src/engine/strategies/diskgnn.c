@@ -97,8 +97,6 @@ static const tg_strategy_opt_t dg_opts[] = {
 #define DG_SPILL_BUF ((size_t)1 << 20)
 #define DG_PACK_MIN ((uint64_t)1 << 20)
 #define DG_PACK_MAX ((uint64_t)256 << 20)
-#define DG_MAX_REQ 4096u /* requests of one reading round */
-#define DG_STAGE ((size_t)16 << 20)
 
 /* What identifies the batches of a pass. */
 typedef struct {
@@ -115,16 +113,16 @@ typedef struct {
     uint64_t num_batches; /* of the pass, those before first_batch included */
     uint64_t count;       /* batches held: first_batch .. first_batch + count */
     tg_spill_t *spill;
-    tg_btrace_t tr;   /* the batches' ids (freed once laid out), offsets (tr.off) and times */
-    uint64_t *mbyte;  /* (count + 1) offsets of the batches' records in the map file */
-    uint64_t rec_max; /* the longest record */
-    int map_fd, pack_fd;
-    char map_name[4300], pack_name[4300];
+    tg_btrace_t tr;    /* the batches' ids (freed once laid out), offsets (tr.off) and times */
+    tg_pack_map_t map; /* per batch its map record (tiergnn/pack.h) */
+    int pack_fd;
+    char pack_name[4300];
     uint64_t hot;        /* rows [0, hot) of the packed file are the hot rows (a hole) */
     uint64_t total_rows; /* rows of the packed file */
-    tg_io_file_t *pf;    /* the packed file, O_DIRECT */
+    /* --verify-reads: the node of each packed row and their checksums in that order */
+    uint64_t *row_node, row_node_bytes;
+    tg_rowcrc_t *crc;
     tg_layout_summary_t sum;
-    uint64_t reserved; /* budget held by the generation (mbyte) */
     double sample_wall_s, layout_s, map_s, pack_s, prep_s;
     tg_pack_stats_t pst;
     int uses;                     /* passes it served (--reuse-samples) */
@@ -150,16 +148,12 @@ struct tg_strategy {
     uint64_t fixed_bytes;
     uint64_t pack_mem, disk_budget;
     uint64_t set_aside; /* budget the hot rows leave for the reader, packing, maps */
-    /* the executor's reader: an io/ queue over the packed files, the staging rows, the requests
-     * of one round and the rows each covers, the merge gap */
-    tg_io_t *io;
-    unsigned char *stage;
-    size_t stage_bytes;
-    tg_io_req_t req[DG_MAX_REQ];
-    uint64_t span[DG_MAX_REQ][2];
-    uint64_t gap;
-    uint64_t reader_bytes; /* reserved: staging (the queue reserves its own) */
-    int sample_in_ram;     /* the indices are read into RAM for each generation's sampling */
+    /* the executor's reader of the packed file (tiergnn/pack.h, over store/extract): its plan
+     * (reads in flight, merge gap, chunk), the hot rows' tier, the reader of the pass */
+    tg_extract_plan_t plan;
+    tg_tier_t *hot_tier;
+    tg_pack_reader_t *rd;
+    int sample_in_ram; /* the indices are read into RAM for each generation's sampling */
     int warned_disk_sampling;
     uint64_t trace_hint; /* accesses of the last generation, + 1/32 */
     /* generations: cur serves the pass, nxt is the one the inspector prepared */
@@ -170,9 +164,7 @@ struct tg_strategy {
     /* the executor's position in cur, and the map of the batch it hands out */
     uint64_t next_id, pos;
     unsigned char *rec; /* the batch's map record */
-    uint64_t rec_cap;
-    /* figures of the pass */
-    uint64_t lookups, hot_hits, file_rows;
+    uint64_t rec_cap, rec_len;
 };
 
 /* ---------------------------------------------------------------- pass keys */
@@ -235,14 +227,14 @@ static tg_pass_t key_pass(const pass_key_t *k)
 static void gen_destroy(tg_strategy_t *s, gen_t *g)
 {
     if (!g) return;
-    tg_io_file_close(g->pf);
     if (g->pack_fd >= 0) close(g->pack_fd);
-    if (g->map_fd >= 0) close(g->map_fd);
+    tg_pack_map_close(&g->map);
+    tg_rowcrc_close(g->crc);
+    free(g->row_node);
+    if (g->row_node_bytes) tg_budget_release(&s->r->budget, g->row_node_bytes);
     tg_spill_close(g->spill);
     tg_btrace_free(&g->tr);
-    free(g->mbyte);
     key_free(&g->key);
-    if (g->reserved) tg_budget_release(&s->r->budget, g->reserved);
     free(g);
 }
 
@@ -251,7 +243,7 @@ static int gen_new(tg_strategy_t *s, gen_t **out)
     *out = NULL;
     gen_t *g = calloc(1, sizeof *g);
     if (!g) return tg_err(-ENOMEM, "diskgnn: out of memory");
-    g->map_fd = g->pack_fd = -1;
+    g->map.fd = g->pack_fd = -1;
     tg_btrace_init(&g->tr, &s->r->budget, "diskgnn: the sampled batches' trace");
     tg_spill_opts_t so = {.buf_bytes = DG_SPILL_BUF, .budget = &s->r->budget};
     int rc = tg_spill_open(&g->spill, s->dir, &so);
@@ -309,13 +301,6 @@ static int gen_sample(tg_strategy_t *s, gen_t *g, const atomic_int *abort)
     /* the trace at about the last generation's size: growing it by half again would reserve
      * a third more than it needs */
     if ((rc = tg_btrace_reserve(&g->tr, g->count, s->trace_hint)) < 0) goto out;
-    uint64_t bytes = (g->count + 1) * sizeof(uint64_t);
-    if ((rc = tg_budget_reserve(&r->budget, bytes, "diskgnn: batch offsets")) < 0) goto out;
-    g->reserved += bytes;
-    if (!(g->mbyte = malloc(bytes))) {
-        rc = tg_err(-ENOMEM, "diskgnn: out of memory");
-        goto out;
-    }
     if ((rc = tg_btrace_sample(&g->tr, ld, g->count, g->spill, abort)) < 0) goto out;
     s->trace_hint = tg_btrace_accesses(&g->tr) + tg_btrace_accesses(&g->tr) / 32;
 out:
@@ -330,45 +315,6 @@ out:
 }
 
 static int size_hot(tg_strategy_t *s, const tg_cs_trace_t *tr, const tg_layout_cfg_t *lc0);
-
-/* A batch's map record: where each of its input rows comes from, by tier. The header, then the
- * hot rows' X positions and slots, the cache rows' row numbers in the packed file (ascending, so
- * reads merge; 8-byte aligned: they come first) and X positions, and the chunk rows' X positions
- * (chunk row k is packed-file row chunk_first + k). */
-typedef struct {
-    uint32_t n_hot, n_cache, n_chunk, pad;
-    uint64_t chunk_first;
-} rec_t;
-
-typedef struct {
-    uint64_t *cache_row;
-    uint32_t *hot_pos, *hot_slot, *cache_pos, *chunk_pos;
-} rec_view_t;
-
-static uint64_t rec_bytes(const rec_t *h)
-{
-    uint64_t b = sizeof *h + 8 * (uint64_t)h->n_cache +
-                 4 * (2 * (uint64_t)h->n_hot + h->n_cache + h->n_chunk);
-    return (b + 7) & ~(uint64_t)7;
-}
-
-/* The most a record of n rows takes (all cache rows). */
-static uint64_t rec_bytes_max(uint64_t n)
-{
-    return sizeof(rec_t) + 12 * n + 8;
-}
-
-static rec_view_t rec_view(void *buf)
-{
-    rec_t *h = buf;
-    rec_view_t v;
-    v.cache_row = (uint64_t *)(h + 1);
-    v.hot_pos = (uint32_t *)(v.cache_row + h->n_cache);
-    v.hot_slot = v.hot_pos + h->n_hot;
-    v.cache_pos = v.hot_slot + h->n_hot;
-    v.chunk_pos = v.cache_pos + h->n_cache;
-    return v;
-}
 
 /* The packing's targets: the layout's, with the cache and chunk offsets moved to their places in
  * the one packed file ([hot hole][cache file][chunk file]). */
@@ -430,54 +376,51 @@ static int gen_layout(tg_strategy_t *s, gen_t *g, tg_layout_t **L, targets_ctx_t
     return 0;
 }
 
-/* Batch j's map record into rec: its rows by tier, as packed-file row numbers. */
-static void rec_fill(unsigned char *rec, const tg_layout_loc_t *loc, const targets_ctx_t *tc,
-                     uint64_t row)
+/* --verify-reads: the node of every packed row (the hot rows', then each batch's record's), and
+ * the checksums in that order, so that the reader checks each row it reads. */
+static int crc_begin(tg_strategy_t *s, gen_t *g)
 {
-    rec_t *h = (rec_t *)rec;
-    *h = (rec_t){.n_hot = (uint32_t)loc->n_hot,
-                 .n_cache = (uint32_t)loc->n_cache,
-                 .n_chunk = (uint32_t)loc->n_chunk,
-                 .chunk_first = (tc->base[2] + loc->chunk_off) / row};
-    rec_view_t v = rec_view(rec);
-    for (uint64_t i = 0; i < loc->n_cache; i++)
-        v.cache_row[i] = (tc->base[1] + loc->cache_off[i]) / row;
-    memcpy(v.hot_pos, loc->hot_pos, loc->n_hot * sizeof(uint32_t));
-    memcpy(v.hot_slot, loc->hot_slot, loc->n_hot * sizeof(uint32_t));
-    memcpy(v.cache_pos, loc->cache_pos, loc->n_cache * sizeof(uint32_t));
-    memcpy(v.chunk_pos, loc->chunk_pos, loc->n_chunk * sizeof(uint32_t));
+    if (!s->r->rowcrc) return 0;
+    uint64_t bytes = g->total_rows * sizeof *g->row_node;
+    int rc = tg_budget_reserve(&s->r->budget, bytes, "diskgnn: the packed rows' nodes");
+    if (rc < 0) return rc;
+    g->row_node_bytes = bytes;
+    if (!(g->row_node = calloc(g->total_rows + 1, sizeof *g->row_node)))
+        return tg_err(-ENOMEM, "diskgnn: out of memory for the packed rows' nodes");
+    for (uint64_t k = 0; k < g->hot; k++)
+        g->row_node[k] = s->hot_nodes[k];
+    return 0;
 }
 
-/* Writes the generation's map file: per batch a record of its rows by tier (rec_t, then the
- * arrays), at g->mbyte[j]. */
+/* Writes the generation's map file: per batch the record of its rows by tier (tiergnn/pack.h),
+ * as rows of the packed file. */
 static int gen_write_maps(tg_strategy_t *s, gen_t *g, const targets_ctx_t *tc)
 {
     tg_run_t *r = s->r;
-    const uint64_t *moff = g->tr.off;
+    const uint64_t *moff = g->tr.off, row = s->row_bytes;
     double t0 = tg_now();
     uint64_t longest = 0;
     for (uint64_t j = 0; j < g->count; j++)
         longest = TG_MAX(longest, moff[j + 1] - moff[j]);
-    uint64_t ib = rec_bytes_max(longest);
+    uint64_t ib = tg_pack_rec_bytes_max(longest);
     int rc = tg_budget_reserve(&r->budget, ib, "diskgnn: a batch's map");
     if (rc < 0) return rc;
     tg_layout_loc_t loc = {0};
     unsigned char *rec = malloc(ib + 8);
     if (!rec) rc = tg_err(-ENOMEM, "diskgnn: out of memory");
     if (rc == 0) rc = tg_layout_loc_init(&loc, longest, &r->budget);
-    if (rc == 0 && (g->map_fd = tg_tmpfile_open(s->dir, "diskgnn-map", 0, g->map_name,
-                                                sizeof g->map_name)) < 0)
-        rc = g->map_fd;
-    g->mbyte[0] = 0;
+    if (rc == 0) rc = tg_pack_map_open(&g->map, s->dir, "diskgnn-map", g->count, &r->budget);
+    if (rc == 0) rc = crc_begin(s, g);
     for (uint64_t j = 0; j < g->count && rc == 0; j++) {
-        uint64_t n = moff[j + 1] - moff[j];
-        if ((rc = tg_layout_locate(tc->L, (uint32_t)j, g->tr.ids + moff[j], n, &loc)) < 0) break;
-        rec_fill(rec, &loc, tc, s->row_bytes);
-        uint64_t nb = rec_bytes((const rec_t *)rec);
-        if ((rc = tg_pwrite_full(g->map_fd, rec, nb, g->mbyte[j], g->map_name)) < 0) break;
-        g->mbyte[j + 1] = g->mbyte[j] + nb;
-        g->rec_max = TG_MAX(g->rec_max, nb);
+        const uint32_t *ids = g->tr.ids + moff[j];
+        if ((rc = tg_layout_locate(tc->L, (uint32_t)j, ids, moff[j + 1] - moff[j], &loc)) < 0)
+            break;
+        tg_pack_rec_fill(rec, &loc, tc->base[1] / row, tc->base[2] / row, row);
+        if (g->row_node) tg_pack_rec_nodes(rec, ids, g->row_node);
+        rc = tg_pack_map_append(&g->map, rec);
     }
+    if (rc == 0 && g->row_node)
+        rc = tg_rowcrc_permuted(&g->crc, r->rowcrc, g->row_node, g->total_rows, &r->budget);
     tg_layout_loc_free(&loc);
     free(rec);
     tg_budget_release(&r->budget, ib);
@@ -556,15 +499,27 @@ static int gen_layout_pack(tg_strategy_t *s, gen_t *g, atomic_int *abort, const 
     return rc;
 }
 
-/* Opens the generation's packed file for reading (O_DIRECT through io/). */
-static int gen_open_reader(gen_t *g)
+/* The pass's reader of generation g's packed file (tiergnn/pack.h): the hot rows through their
+ * tier, the rest through store/extract with the executor's plan. */
+static int reader_open(tg_strategy_t *s, const gen_t *g)
 {
-    if (g->pf) return 0;
-    char path[64];
-    snprintf(path, sizeof path, "/proc/self/fd/%d", g->pack_fd);
-    int rc = tg_io_file_open(&g->pf, path, 0);
-    if (rc < 0) return tg_err_prefix(rc, "diskgnn: the packed file %s", g->pack_name);
-    return 0;
+    int rc;
+    if (!s->hot_tier && (rc = tg_pack_hot_tier_create(&s->hot_tier, "diskgnn-hot", s->hot_buf,
+                                                      s->row_bytes, s->hot_rows)) < 0)
+        return rc;
+    tg_pack_reader_opts_t ro = {.plan = &s->plan,
+                                .fd = g->pack_fd,
+                                .name = g->pack_name,
+                                .map_name = g->map.name,
+                                .rows = g->total_rows,
+                                .hot = s->hot_tier,
+                                .hot_rows = g->hot,
+                                .normalize = s->normalize,
+                                .budget = &s->r->budget,
+                                .stats = &s->stats,
+                                .rowcrc = g->crc,
+                                .who = "diskgnn"};
+    return tg_pack_reader_open(&s->rd, &ro);
 }
 
 /* Samples, lays out and packs a generation for pass key k (copied). */
@@ -665,24 +620,14 @@ static int src_next(void *ctx, tg_pipe_t *P, tg_sloader_item_t **out)
         return rc;
     }
     uint64_t n = g->tr.off[s->pos + 1] - g->tr.off[s->pos];
-    uint64_t nb = g->mbyte[s->pos + 1] - g->mbyte[s->pos];
     if (it->batch.id != s->next_id || it->batch.num_nodes != n)
         rc = tg_err(-EIO,
                     "%s: holds batch %llu of %u rows where batch %llu of %llu rows was "
                     "expected",
                     tg_spill_name(g->spill), (unsigned long long)it->batch.id, it->batch.num_nodes,
                     (unsigned long long)s->next_id, (unsigned long long)n);
-    else if (nb > s->rec_cap)
-        rc = tg_err(-EIO, "%s: record of batch %llu is %llu bytes, more than planned", g->map_name,
-                    (unsigned long long)s->next_id, (unsigned long long)nb);
     else
-        rc = tg_pread_full(g->map_fd, s->rec, nb, g->mbyte[s->pos], g->map_name);
-    if (rc == 0) {
-        const rec_t *h = (const rec_t *)s->rec;
-        if ((uint64_t)h->n_hot + h->n_cache + h->n_chunk != n || rec_bytes(h) != nb)
-            rc = tg_err(-EIO, "%s: the record of batch %llu does not match its %llu rows",
-                        g->map_name, (unsigned long long)s->next_id, (unsigned long long)n);
-    }
+        rc = tg_pack_map_read(&g->map, s->pos, s->rec, s->rec_cap, &s->rec_len);
     if (rc < 0) {
         tg_batch_free(&it->batch);
         free(it);
@@ -703,106 +648,25 @@ static void src_free(void *ctx, tg_sloader_item_t *it)
     free(it);
 }
 
-/* Reads rows of the packed file into X: row k of the list is packed-file row rows[k] (or
- * first + k when rows is NULL), ascending, and goes to X row pos[k] (the row of node
- * nodes[pos[k]]). Rows within the merge gap of each other are read as one request; requests fill
- * the staging buffer, which is read (io/, O_DIRECT) and then converted into X, round after
- * round. With --verify-reads each row is checked against its node's checksum first. */
-static int read_rows(tg_strategy_t *s, tg_pipe_t *P, const gen_t *g, uint64_t batch, float *X,
-                     const uint64_t *nodes, const uint64_t *rows, uint64_t first,
-                     const uint32_t *pos, uint64_t n)
+/* The extraction's sort scratch counts in batch_bytes_peak like the matrices. */
+static void reader_scratch(void *ctx, int64_t bytes)
 {
-    const size_t row = s->row_bytes, dim = s->dim;
-    const tg_feat_dtype_t dt = s->r->ds->meta.feat_dtype;
-    uint64_t i = 0;
-#define ROW(k) (rows ? rows[k] : first + (k))
-    while (i < n) {
-        if (tg_pipe_aborted(P)) return -ECANCELED;
-        size_t used = 0;
-        uint32_t nreq = 0;
-        uint64_t i0 = i;
-        while (i < n && nreq < DG_MAX_REQ) {
-            uint64_t a = ROW(i), j = i + 1;
-            while (j < n && (ROW(j) - ROW(j - 1) - 1) * row <= s->gap &&
-                   (ROW(j) - a + 1) * row <= s->stage_bytes - used)
-                j++;
-            size_t len = (size_t)(ROW(j - 1) - a + 1) * row;
-            if (len > s->stage_bytes - used) break;
-            s->req[nreq] =
-                (tg_io_req_t){.file = g->pf, .off = a * row, .len = len, .dst = s->stage + used};
-            s->span[nreq][0] = i;
-            s->span[nreq][1] = j;
-            nreq++;
-            used += len;
-            i = j;
-        }
-        int rc = tg_io_read_batch(s->io, s->req, nreq);
-        if (rc < 0)
-            return tg_err_prefix(rc, "diskgnn: batch %llu: reading the packed file %s",
-                                 (unsigned long long)batch, g->pack_name);
-        for (uint32_t q = 0; q < nreq; q++) {
-            const unsigned char *base = s->req[q].dst;
-            uint64_t a = ROW(s->span[q][0]);
-            for (uint64_t k = s->span[q][0]; k < s->span[q][1]; k++) {
-                const unsigned char *src = base + (ROW(k) - a) * row;
-                if (s->r->rowcrc && (rc = tg_rowcrc_check(s->r->rowcrc, nodes[pos[k]], src,
-                                                          g->pack_name, ROW(k) * row)) < 0)
-                    return tg_err_prefix(rc, "diskgnn: batch %llu", (unsigned long long)batch);
-                tg_feat_rows_f32(X + (size_t)pos[k] * dim, src, 0, 1, dim, dt, s->normalize);
-            }
-        }
-        s->file_rows += i - i0;
-    }
-#undef ROW
-    return 0;
+    tg_pipe_count_bytes(ctx, bytes);
 }
 
-/* One batch: the hot rows from RAM, the chunk (consecutive rows: a few large reads) and the cache
- * rows (merged within the gap) from the packed file, each row converted into X where it goes. */
+/* One batch: its map record (read by the source) as the packed file's rows, read into X by the
+ * pass's reader: the hot rows from RAM, the chunk (consecutive rows: a few large reads) and the
+ * cache rows (merged within the gap) from the packed file. */
 static int dg_work(void *ctx, tg_pipe_t *P, int worker, const tg_batch_t *const *bb,
                    float *const *XX, int n)
 {
     tg_strategy_t *s = ctx;
     (void)worker;
     if (n != 1) return tg_pipe_fail(P, tg_err(-EINVAL, "diskgnn: groups of one batch only"), NULL);
-    const gen_t *g = s->run;
-    const rec_t *h = (const rec_t *)s->rec;
-    rec_view_t v = rec_view(s->rec);
-    float *X = XX[0];
-    const tg_feat_dtype_t dt = s->r->ds->meta.feat_dtype;
-    uint32_t nn = bb[0]->num_nodes;
-    for (uint32_t i = 0; i < h->n_hot; i++) {
-        if (v.hot_slot[i] >= s->hot_rows || v.hot_pos[i] >= nn)
-            return tg_pipe_fail(P,
-                                tg_err(-EIO, "%s: batch %llu: hot row %u of %llu out of range",
-                                       g->map_name, (unsigned long long)bb[0]->id, v.hot_slot[i],
-                                       (unsigned long long)s->hot_rows),
-                                NULL);
-        tg_feat_rows_f32(X + (size_t)v.hot_pos[i] * s->dim,
-                         s->hot_buf + (size_t)v.hot_slot[i] * s->row_bytes, 0, 1, s->dim, dt,
-                         s->normalize);
-    }
-    for (uint32_t i = 0; i < h->n_cache; i++)
-        if (v.cache_pos[i] >= nn || v.cache_row[i] >= g->total_rows ||
-            (i && v.cache_row[i] <= v.cache_row[i - 1]))
-            return tg_pipe_fail(P,
-                                tg_err(-EIO, "%s: batch %llu: cache row %u out of order or range",
-                                       g->map_name, (unsigned long long)bb[0]->id, i),
-                                NULL);
-    int bad_chunk = h->chunk_first + h->n_chunk > g->total_rows;
-    for (uint32_t i = 0; i < h->n_chunk && !bad_chunk; i++)
-        bad_chunk = v.chunk_pos[i] >= nn;
-    if (bad_chunk)
-        return tg_pipe_fail(P,
-                            tg_err(-EIO, "%s: batch %llu: its chunk's rows are out of range",
-                                   g->map_name, (unsigned long long)bb[0]->id),
-                            NULL);
-    s->hot_hits += h->n_hot;
-    s->lookups += nn;
-    const uint64_t *nodes = bb[0]->nodes;
-    int rc = read_rows(s, P, g, bb[0]->id, X, nodes, NULL, h->chunk_first, v.chunk_pos, h->n_chunk);
-    if (rc == 0)
-        rc = read_rows(s, P, g, bb[0]->id, X, nodes, v.cache_row, 0, v.cache_pos, h->n_cache);
+    /* no fail hook: the reader names the packed file before the pipeline gets the message */
+    tg_extract_hooks_t hk = {.scratch = reader_scratch, .abort = tg_pipe_abort_flag(P), .ctx = P};
+    int rc =
+        tg_pack_reader_read(s->rd, bb[0]->id, s->rec, s->rec_len, bb[0]->num_nodes, XX[0], &hk);
     if (rc < 0 && rc != -ECANCELED) return tg_pipe_fail(P, rc, NULL);
     return rc;
 }
@@ -853,45 +717,23 @@ static int dg_open(tg_strategy_t **out, tg_run_t *r, const tg_strategy_opts_t *s
     return rc;
 }
 
-/* Sizes the fixed parts at the first pass: the extraction's staging, the packing's memory, the
- * maps; the hot rows are sized when the first generation is laid out (size_hot), from what its
- * planning measured. */
-/* The executor's reader: reads in flight and the merge gap from the device probe (the
- * extraction's plan, --io-depth and --io-gap override), 1 MiB disk reads, 16 MiB of staging
- * rows. *reader gets the bytes it took of avail. */
-static int setup_reader(tg_strategy_t *s, uint64_t avail, uint64_t *reader)
+/* The executor's reading plan (store/extract, one reader, no feature buffer): reads in flight
+ * and the merge gap from the device probe (--io-depth and --io-gap override), the chunk from
+ * --chunk-rows or fitted to avail. */
+static int setup_plan(tg_strategy_t *s, uint64_t avail)
 {
     tg_run_t *r = s->r;
     const dg_cfg_t *c = r->sopts.cfg;
     char path[4096];
     tg_extract_plan_opts_t po;
     tg_xpass_ahead_plan_opts(r->ds, &c->x, r->sopts.sampler_threads, path, sizeof path, &po);
-    tg_extract_plan_t xp;
-    int rc = tg_extract_plan(&xp, &po);
-    if (rc < 0) return rc;
-    s->gap = xp.gap;
-    /* staging: a sixteenth of what is left, 256 KiB .. 16 MiB (at least a row), disk reads of
-     * at most a quarter of it */
-    s->stage_bytes = (size_t)TG_MIN((uint64_t)DG_STAGE, TG_MAX((uint64_t)256 << 10, avail / 16));
-    s->stage_bytes = TG_MAX(s->stage_bytes, s->row_bytes);
-    size_t max_read =
-        TG_MIN((size_t)1 << 20, TG_MAX((size_t)4096, s->stage_bytes / 4 / 4096 * 4096));
-    tg_io_opts_t io = {.depth = TG_MAX(xp.depth, 4),
-                       .max_read_bytes = max_read,
-                       .budget = &r->budget,
-                       .stats = &s->stats};
-    uint64_t used0 = r->budget.used;
-    if ((rc = tg_io_create(&s->io, &io)) < 0) return tg_err_prefix(rc, "diskgnn: the reader");
-    *reader = r->budget.used - used0;
-    if ((rc = tg_budget_reserve(&r->budget, s->stage_bytes, "diskgnn: reading staging")) < 0)
-        return rc;
-    s->reader_bytes = s->stage_bytes;
-    if (!(s->stage = malloc(s->stage_bytes)))
-        return tg_err(-ENOMEM, "diskgnn: out of memory for the reading staging");
-    *reader += s->stage_bytes;
-    return 0;
+    po.avail = avail;
+    return tg_extract_plan(&s->plan, &po);
 }
 
+/* Sizes the fixed parts at the first pass: the reader's plan, the packing's memory, the maps;
+ * the hot rows are sized when the first generation is laid out (size_hot), from what its
+ * planning measured. */
 static int dg_setup(tg_strategy_t *s, const tg_pass_t *p)
 {
     tg_run_t *r = s->r;
@@ -901,10 +743,14 @@ static int dg_setup(tg_strategy_t *s, const tg_pass_t *p)
     char a[32], b[32], d[32], e[32], f[32];
     s->dim = m->feat_dim;
     s->row_bytes = r->row_bytes;
-    uint64_t limit = r->budget.limit, reader = 0;
+    uint64_t limit = r->budget.limit;
     uint64_t avail = limit ? (limit > r->budget.used ? limit - r->budget.used : 0) : 0;
-    int rc = setup_reader(s, avail, &reader);
+    int rc = setup_plan(s, avail);
     if (rc < 0) return rc;
+    /* the reader of a pass (opened with it): the extraction, the row list and the sort scratch
+     * of the largest batch */
+    uint64_t bn = r->batch_nodes ? r->batch_nodes : TG_MIN(N, (uint64_t)1 << 16);
+    uint64_t reader = tg_pack_reader_bytes(&s->plan, bn);
     avail = avail > reader ? avail - reader : 0;
     uint64_t feat_bytes = tg_meta_expected_size(m, TG_FILE_FEATURES);
     s->disk_budget = c->disk_budget > 0 ? (uint64_t)c->disk_budget : feat_bytes;
@@ -913,17 +759,15 @@ static int dg_setup(tg_strategy_t *s, const tg_pass_t *p)
     s->pack_mem = c->pack_mem > 0
                       ? (uint64_t)c->pack_mem
                       : TG_MAX(DG_PACK_MIN, TG_MIN(TG_MIN(DG_PACK_MAX, avail / 5), 8 * feat_bytes));
-    /* set aside while generations come and go: the reading extraction, the packing, a batch's
-     * map twice (the executor's and the next generation's) and the locate arrays, the spill
-     * buffers of two generations */
-    uint64_t bn = r->batch_nodes ? r->batch_nodes : TG_MIN(N, (uint64_t)1 << 16);
+    /* set aside while generations come and go: the packing, a batch's map twice (the
+     * executor's and the next generation's) and the locate arrays, the spill buffers of two
+     * generations; the reader joins them after the check below */
     /* what tg_pack reserves for partitions of pack_mem / 3 (the layout's cut): the two read
      * buffers, the staging of their targets and its read queue */
     uint64_t prow = s->pack_mem / 3 / TG_MAX(s->row_bytes, 1) + 1;
     tg_pack_part_t part = {.lo = 0, .hi = TG_MIN(prow, N), .ntargets = prow};
-    s->set_aside = tg_pack_bytes(&part, 1, s->row_bytes, 3) + 2 * rec_bytes_max(bn) +
-                   bn * tg_layout_loc_bytes(1) + 4 * DG_SPILL_BUF +
-                   (uint64_t)DG_MAX_REQ * TG_EXTRACT_IO_BOOKKEEPING;
+    s->set_aside = tg_pack_bytes(&part, 1, s->row_bytes, 3) + 2 * tg_pack_rec_bytes_max(bn) +
+                   bn * tg_layout_loc_bytes(1) + 4 * DG_SPILL_BUF;
     /* the least planning needs: the trace (4 bytes per access) and the layout's 8 per node */
     uint64_t B = p->batch_size ? (p->num_seeds + p->batch_size - 1) / p->batch_size : 1;
     uint64_t plan_min = 4 * B * bn + 8 * N;
@@ -937,6 +781,7 @@ static int dg_setup(tg_strategy_t *s, const tg_pass_t *p)
                       tg_fmt_bytes(s->pack_mem, d, sizeof d), (unsigned long long)B,
                       tg_fmt_bytes(plan_min, e, sizeof e),
                       tg_fmt_bytes(s->set_aside + plan_min, f, sizeof f));
+    s->set_aside += reader;
     /* The indices in RAM before the first epoch is sampled, when they fit beside an estimate of
      * the planning (the trace's 4 bytes and about 8 more per access, 8 per node; see
      * bench/README.md, "DiskGNN: first measurements on the shared bench"); size_hot checks
@@ -1051,9 +896,8 @@ static void dg_close(tg_strategy_t *s)
     tg_ahead_close(s->insp);
     gen_destroy(s, s->cur);
     gen_destroy(s, s->nxt);
-    tg_io_destroy(s->io);
-    free(s->stage);
-    if (s->reader_bytes) tg_budget_release(&s->r->budget, s->reader_bytes);
+    tg_pack_reader_close(s->rd);
+    tg_tier_destroy(s->hot_tier);
     if (s->fixed_bytes) tg_budget_release(&s->r->budget, s->fixed_bytes);
     if (s->rec_cap) tg_budget_release(&s->r->budget, s->rec_cap);
     free(s->rec);
@@ -1068,17 +912,17 @@ static void dg_close(tg_strategy_t *s)
 
 static int rec_reserve(tg_strategy_t *s, const gen_t *g)
 {
-    if (g->rec_max <= s->rec_cap) return 0;
-    uint64_t add = g->rec_max - s->rec_cap;
+    if (g->map.rec_max <= s->rec_cap) return 0;
+    uint64_t add = g->map.rec_max - s->rec_cap;
     int rc = tg_budget_reserve(&s->r->budget, add, "diskgnn: a batch's map");
     if (rc < 0) return rc;
-    unsigned char *n = realloc(s->rec, g->rec_max);
+    unsigned char *n = realloc(s->rec, g->map.rec_max);
     if (!n) {
         tg_budget_release(&s->r->budget, add);
         return tg_err(-ENOMEM, "diskgnn: out of memory for a batch's map");
     }
     s->rec = n;
-    s->rec_cap = g->rec_max;
+    s->rec_cap = g->map.rec_max;
     return 0;
 }
 
@@ -1144,12 +988,15 @@ static void pass_report(tg_strategy_t *s, const gen_t *g, int prepared_now, doub
     st->io_requests = io.io_requests;
     st->io_read_bytes = io.io_read_bytes;
     st->io_wait_s = io.io_wait_s;
+    /* the reader's tiers: the hot rows (every row is looked up there first), the packed file */
+    tg_tier_stats_t ts[2];
+    int nt = tg_pack_reader_tier_stats(s->rd, ts, 2, 1);
     st->have_cache = 1;
-    st->cache_lookups = s->lookups;
-    st->cache_hits = s->hot_hits;
+    st->cache_lookups = ts[0].lookups;
+    st->cache_hits = ts[0].hits;
     st->ntiers = 0;
-    (void)tg_pass_tier_add(st, "diskgnn-hot", s->lookups, s->hot_hits, s->hot_hits * s->row_bytes);
-    (void)tg_pass_tier_add(st, "file", s->file_rows, s->file_rows, s->file_rows * s->row_bytes);
+    for (int t = 0; t < nt && t < 2; t++)
+        (void)tg_pass_tier_add(st, ts[t].name, ts[t].lookups, ts[t].hits, ts[t].bytes);
     /* the preparation's reads (sampling, packing) are the epoch's too */
     tg_io_counts_t pk;
     tg_io_stats_take(&s->pack_stats, &pk);
@@ -1250,23 +1097,6 @@ static void dg_report(const tg_pass_stats_t *st, tg_json_t *j, char *line, size_
                  f.wait_s);
 }
 
-/* The first pass sizes the fixed parts; what a failed setup made goes back, so a later pass
- * starts again. */
-static int setup_once(tg_strategy_t *s, const tg_pass_t *p)
-{
-    if (s->ready) return 0;
-    int rc = dg_setup(s, p);
-    if (rc < 0) {
-        tg_io_destroy(s->io);
-        s->io = NULL;
-        free(s->stage);
-        s->stage = NULL;
-        if (s->reader_bytes) tg_budget_release(&s->r->budget, s->reader_bytes);
-        s->reader_bytes = 0;
-    }
-    return rc;
-}
-
 /* One pass: the generation of its batches (prepared by the inspector during the pass before,
  * or now), the inspector started on the next training pass's, then the executor reads the
  * batches back in order and gathers their rows on the pipeline's worker. */
@@ -1278,7 +1108,7 @@ static int dg_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
     tg_run_t *r = s->r;
     const dg_cfg_t *c = r->sopts.cfg;
     int rc;
-    if ((rc = setup_once(s, p)) < 0) return rc;
+    if (!s->ready && (rc = dg_setup(s, p)) < 0) return rc; /* the first pass sizes the parts */
     int training = p->allow_out_of_order != 0, prepared_now;
     uint64_t K = (uint64_t)TG_MAX(c->reuse_samples, 1);
     double waited0 = tg_now();
@@ -1290,7 +1120,7 @@ static int dg_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
         return rc;
     }
     s->run = g;
-    if ((rc = gen_open_reader(g)) < 0 || (rc = rec_reserve(s, g)) < 0 ||
+    if ((rc = reader_open(s, g)) < 0 || (rc = rec_reserve(s, g)) < 0 ||
         (rc = tg_spill_rewind(g->spill)) < 0)
         goto done;
     g->uses++;
@@ -1305,7 +1135,6 @@ static int dg_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
     /* the index bytes its batches asked for, sampled at its start or during the pass before,
      * are this pass's (once: a reused generation's batches are sampled once) */
     if (g->uses == 1) atomic_fetch_add(&r->index_bytes, atomic_load(&g->index_bytes));
-    s->lookups = s->hot_hits = s->file_rows = 0;
     tg_pipe_source_t src = {
         .next = src_next, .item_free = src_free, .num_batches = g->num_batches, .ctx = s};
     tg_pipe_opts_t po = {.pass = p,
@@ -1322,6 +1151,8 @@ static int dg_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
     pass_report(s, g, prepared_now, insp_wait, st);
 done:
     s->run = NULL;
+    tg_pack_reader_close(s->rd);
+    s->rd = NULL;
     if (reuse_more_ok(training, K, g) && rc >= 0)
         s->cur = g; /* kept for the next epochs (--reuse-samples) */
     else
