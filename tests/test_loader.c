@@ -118,8 +118,10 @@ static int ref_step(void *ctx, const tg_batch_t *b, const float *X)
 }
 
 /* The strategy's own training passes (tg_run_pass, as tiergnn train runs them) over epochs
- * 0..EPOCHS-1, digested. */
-static int reference(const tg_loader_opts_t *lo, digests_t ref[EPOCHS])
+ * 0..EPOCHS-1, digested; with own, the keys train's epoch line adds for epoch 0's pass beside
+ * the shared ones (the strategy's section by its report hook, neighbor_cache) as one JSON
+ * object. */
+static int reference(const tg_loader_opts_t *lo, digests_t ref[EPOCHS], char *own, size_t len)
 {
     tg_run_t r;
     tg_run_opts_t ro = {.dataset = lo->dataset,
@@ -176,6 +178,17 @@ static int reference(const tg_loader_opts_t *lo, digests_t ref[EPOCHS])
         if (rc >= 0 && ref[e].n != n)
             rc = tg_err(-EIO, "reference: %llu of %llu batches", (unsigned long long)ref[e].n,
                         (unsigned long long)n);
+        if (rc >= 0 && own && e == 0) {
+            char buf[1024], *text = NULL;
+            tg_json_t j;
+            tg_json_begin(&j);
+            tg_pass_report(&r, &ps, &j, NULL, 0);
+            if (ps.have_ncache)
+                tg_json_raw(&j, "neighbor_cache", tg_pass_ncache_json(&ps, buf, sizeof buf));
+            tg_json_end(&j, NULL, &text);
+            snprintf(own, len, "%s", text ? text : "");
+            free(text);
+        }
     }
     tg_plan_destroy(&plan);
     tg_plan_destroy(&next);
@@ -246,7 +259,7 @@ TG_TEST(every_strategy_yields_its_pass)
         tg_loader_opts_t o;
         opts_for(&o, name, &sa);
         digests_t ref[EPOCHS];
-        if (reference(&o, ref) < 0) {
+        if (reference(&o, ref, NULL, 0) < 0) {
             TG_FAIL("%s: reference pass: %s", name, tg_errmsg());
             continue;
         }
@@ -306,7 +319,7 @@ TG_TEST(ranks_partition_the_epoch)
         tg_loader_opts_t o;
         opts_for(&o, names[i], &sa);
         digests_t ref[EPOCHS];
-        if (reference(&o, ref) < 0) {
+        if (reference(&o, ref, NULL, 0) < 0) {
             TG_FAIL("%s: reference pass: %s", names[i], tg_errmsg());
             continue;
         }
@@ -346,7 +359,7 @@ TG_TEST(drop_last)
     tg_loader_opts_t o;
     opts_for(&o, "memory", &sa);
     digests_t ref[EPOCHS];
-    TG_CHECK_OK(reference(&o, ref));
+    TG_CHECK_OK(reference(&o, ref, NULL, 0));
     uint64_t n = ref[0].n; /* 300 training nodes: 4 batches of 64 and one of 44 */
     TG_CHECK_EQ_U64(n, 5);
     o.drop_last = 1;
@@ -376,7 +389,7 @@ TG_TEST(ladies_blocks)
         o.sampler = "ladies";
         o.fanouts[0] = o.fanouts[1] = 100;
         digests_t ref[EPOCHS];
-        TG_CHECK_OK(reference(&o, ref));
+        TG_CHECK_OK(reference(&o, ref, NULL, 0));
         tg_loader_t *L = NULL;
         TG_CHECK_OK(tg_loader_open(&L, &o));
         if (!L) continue;
@@ -409,7 +422,7 @@ TG_TEST(held_limit_and_close)
     tg_loader_opts_t o;
     opts_for(&o, "gnndrive", &sa);
     digests_t ref[EPOCHS];
-    TG_CHECK_OK(reference(&o, ref));
+    TG_CHECK_OK(reference(&o, ref, NULL, 0));
     int fds = open_fds();
     tg_loader_t *L = NULL;
     TG_CHECK_OK(tg_loader_open(&L, &o));
@@ -609,6 +622,165 @@ TG_TEST(seeds_in_order_and_whole_graph)
     tg_dataset_close(d);
 }
 
+/* The top-level keys of the JSON object js into keys (at most max); their count. */
+static int json_keys(const char *js, char keys[][48], int max)
+{
+    int depth = 0, n = 0;
+    for (const char *p = js; *p; p++) {
+        if (*p == '"') {
+            const char *q = p + 1;
+            while (*q && *q != '"')
+                q += *q == '\\' && q[1] ? 2 : 1;
+            if (depth == 1 && q[0] == '"' && q[1] == ':' && n < max)
+                snprintf(keys[n++], 48, "%.*s", (int)(q - p - 1), p + 1);
+            if (!*q) break;
+            p = q;
+        } else if (*p == '{' || *p == '[') {
+            depth++;
+        } else if (*p == '}' || *p == ']') {
+            depth--;
+        }
+    }
+    return n;
+}
+
+static int key_in(const char *k, char keys[][48], int n)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(k, keys[i])) return 1;
+    return 0;
+}
+
+/* The keys tg_loader_stats_json writes for every strategy. */
+static const char *loader_keys[] = {
+    "epoch",           "batches",         "rank_batches",     "pass_done",     "stopped",
+    "sample_s",        "gather_s",        "wait_s",           "copy_s",        "stall_s",
+    "pass_time_s",     "pass_wait_s",     "io_requests",      "io_read_bytes", "io_needed_bytes",
+    "io_wait_s",       "cache_hit_ratio", "batch_bytes_peak", "mem_bytes",     "data_bytes",
+    "data_bytes_peak", "cache_tiers"};
+#define NUM_LOADER_KEYS ((int)(sizeof loader_keys / sizeof *loader_keys))
+
+/* js is one JSON object with exactly the loader's keys and own's (train's strategy section),
+ * each once. */
+static void check_keys(const char *js, const char *own, const char *what)
+{
+    static char got[64][48], want[64][48];
+    int n = json_keys(js, got, 64), w = json_keys(own, want, 64 - NUM_LOADER_KEYS);
+    for (int i = 0; i < NUM_LOADER_KEYS; i++)
+        snprintf(want[w + i], 48, "%s", loader_keys[i]);
+    w += NUM_LOADER_KEYS;
+    for (int i = 0; i < n; i++) {
+        if (!key_in(got[i], want, w))
+            TG_FAIL("%s: key %s is neither train's nor the loader's", what, got[i]);
+        if (key_in(got[i], got, i)) TG_FAIL("%s: key %s twice", what, got[i]);
+    }
+    for (int i = 0; i < w; i++)
+        if (!key_in(want[i], got, n)) TG_FAIL("%s: key %s missing in %s", what, want[i], js);
+    size_t l = strlen(js);
+    if (!l || js[0] != '{' || js[l - 1] != '}' || strstr(js, ",}") || strstr(js, ",,") ||
+        strchr(js, '\n'))
+        TG_FAIL("%s: not one JSON object: %s", what, js);
+}
+
+/* The statistics' JSON carries the strategy's own section as tiergnn train's epoch line has it
+ * (the kit's report hook over the loader's pass): gids's object "gids" with the settings its
+ * training pass reports, none for memory; before the pass ends, the loader's keys alone. */
+TG_TEST(stats_strategy_section)
+{
+    static const char *names[] = {"memory", "gids"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        sargs_t sa;
+        sargs_of(&sa, names[i]);
+        tg_loader_opts_t o;
+        opts_for(&o, names[i], &sa);
+        digests_t ref[EPOCHS];
+        char own[4096] = "";
+        TG_CHECK_OK(reference(&o, ref, own, sizeof own));
+        int gids = !strcmp(names[i], "gids");
+        if (gids && !strstr(own, "\"gids\":{"))
+            TG_FAIL("gids: train's epoch line has no section gids: %s", own);
+        tg_loader_t *L = NULL;
+        TG_CHECK_OK(tg_loader_open(&L, &o));
+        if (!L) continue;
+        tg_loader_stats_t st;
+        char *js = NULL;
+        tg_loader_stats(L, &st); /* the pass may be running: no section yet */
+        if (!st.pass_done) {
+            TG_CHECK_OK(tg_loader_stats_json(&st, &js));
+            if (js) check_keys(js, "{}", names[i]);
+            TG_CHECK(js && strstr(js, "\"cache_tiers\":[]"));
+            free(js);
+        }
+        int seen[MAX_BATCHES] = {0};
+        TG_CHECK_EQ_U64(drain_check(L, &ref[0], 0, MAX_BATCHES, seen, names[i]), ref[0].n);
+        tg_loader_stats(L, &st);
+        TG_CHECK(st.pass_done);
+        js = NULL;
+        TG_CHECK_OK(tg_loader_stats_json(&st, &js));
+        if (js) check_keys(js, own, names[i]);
+        /* the settings gids's pass reports are those of train's pass */
+        static const char *same[] = {"window", "constant_buffer_rows", "target_depth"};
+        for (size_t k = 0; js && gids && k < sizeof same / sizeof *same; k++)
+            if (json_value(js, same[k], 0) != json_value(own, same[k], 0))
+                TG_FAIL("gids: %s %g in the loader's JSON, %g in train's", same[k],
+                        json_value(js, same[k], 0), json_value(own, same[k], 0));
+        if (!strstr(st.pass_line, "; io "))
+            TG_FAIL("%s: the human line's part '%s' has no I/O clause", names[i], st.pass_line);
+        free(js);
+        tg_loader_close(L);
+    }
+}
+
+/* The "at_start" of js's object "preprocess" (diskgnn's preparation): 1, 0, or -1 when absent;
+ * *reused its "reused". */
+static int preprocess_at_start(const char *js, int *reused)
+{
+    const char *p = strstr(js, "\"preprocess\":{");
+    const char *e = p ? strchr(p, '}') : NULL;
+    if (!e) return -1;
+    char obj[1024];
+    snprintf(obj, sizeof obj, "%.*s", (int)(e - p), p);
+    *reused = strstr(obj, "\"reused\":true") != NULL;
+    return strstr(obj, "\"at_start\":true") ? 1 : strstr(obj, "\"at_start\":false") ? 0 : -1;
+}
+
+/* diskgnn prepares the next epoch's share during this one: rank 1 of 2 tells it the share's
+ * start (tg_pass_t.next's first_batch), so the second epoch trains what was prepared during
+ * the first instead of preparing again at its start. */
+TG_TEST(diskgnn_rank_uses_the_prepared_epoch)
+{
+    sargs_t sa;
+    sargs_of(&sa, "diskgnn");
+    tg_loader_opts_t o;
+    opts_for(&o, "diskgnn", &sa);
+    digests_t ref[EPOCHS];
+    TG_CHECK_OK(reference(&o, ref, NULL, 0));
+    o.rank = 1;
+    o.world_size = 2;
+    tg_loader_t *L = NULL;
+    TG_CHECK_OK(tg_loader_open(&L, &o));
+    if (!L) return;
+    for (uint64_t e = 0; e < EPOCHS; e++) {
+        TG_CHECK_OK(tg_loader_set_epoch(L, e));
+        uint64_t m = ref[e].n / 2;
+        int seen[MAX_BATCHES] = {0};
+        char what[64];
+        snprintf(what, sizeof what, "diskgnn rank 1 of 2, epoch %llu", (unsigned long long)e);
+        TG_CHECK_EQ_U64(drain_check(L, &ref[e], m, 2 * m, seen, what), m);
+        tg_loader_stats_t st;
+        tg_loader_stats(L, &st);
+        char *js = NULL;
+        TG_CHECK_OK(tg_loader_stats_json(&st, &js));
+        int reused = -1, at_start = js ? preprocess_at_start(js, &reused) : -1;
+        /* epoch 0 prepares at its start; epoch 1 was prepared during epoch 0 */
+        if (at_start != (e == 0) || reused)
+            TG_FAIL("%s: preprocess at_start %d reused %d, expected at_start %d: %s", what,
+                    at_start, reused, e == 0, js ? js : "(no JSON)");
+        free(js);
+    }
+    tg_loader_close(L);
+}
+
 TG_TEST(bad_options)
 {
     sargs_t sa;
@@ -682,6 +854,8 @@ int main(void)
     TG_RUN(held_limit_and_close);
     TG_RUN(wait_held);
     TG_RUN(error_in_pass);
+    TG_RUN(stats_strategy_section);
+    TG_RUN(diskgnn_rank_uses_the_prepared_epoch);
     TG_RUN(ranks_partition_the_epoch);
     TG_RUN(every_strategy_yields_its_pass);
     if (!tg_test_failures) tg_rmtree(root);

@@ -161,6 +161,8 @@ typedef struct tg_loader_info {
 } tg_loader_info_t;
 
 #define TG_LOADER_MAX_TIERS 8
+#define TG_LOADER_PASS_JSON 4096
+#define TG_LOADER_PASS_LINE 1024
 
 /* The figures of the current epoch's pass, as a training epoch reports them (tiergnn train's
  * JSON epoch line). The pass's own figures (sample_s .. tiers) are known once the pass has
@@ -195,6 +197,15 @@ typedef struct tg_loader_stats {
     } tiers[TG_LOADER_MAX_TIERS];
     /* the budget */
     uint64_t mem_bytes, data_bytes, data_bytes_peak;
+    /* The pass's keys of tiergnn train's JSON epoch line that the fields above do not carry, as
+     * train writes them for this strategy, in one JSON object: cache_tiers, the strategy's own
+     * section (gids's "gids", diskgnn's "preprocess", hier's "megabatch", ...: the figures of
+     * its paper) and neighbor_cache with a neighbour cache. Valid when pass_done ("" before):
+     * tg_loader_stats_json adds its members to its object. */
+    char pass_json[TG_LOADER_PASS_JSON];
+    /* The pass's part of train's human epoch line ("; io 12 req, 1.2 MiB read / ...", the
+     * strategy's clause), when pass_done ("" before). */
+    char pass_line[TG_LOADER_PASS_LINE];
 } tg_loader_stats_t;
 
 /* Opens the dataset, the strategy and the budget, checks every option (an error names it) and
@@ -212,9 +223,11 @@ void tg_loader_info(const tg_loader_t *L, tg_loader_info_t *info);
 void tg_loader_stats(tg_loader_t *L, tg_loader_stats_t *st);
 /* st as one JSON object with the keys of tiergnn train's epoch line where they exist (epoch,
  * batches, sample_s, gather_s, wait_s, io_requests, io_read_bytes, io_needed_bytes, io_wait_s,
- * cache_hit_ratio, cache_tiers, data_bytes, batch_bytes_peak; unknown figures null) and the
- * loader's own (rank_batches, pass_done, stopped, copy_s, stall_s, pass_time_s, pass_wait_s,
- * mem_bytes, data_bytes_peak). *out is malloc'd (the caller frees it). */
+ * cache_hit_ratio, data_bytes, batch_bytes_peak; unknown figures null), the members of
+ * st->pass_json (cache_tiers, the strategy's own section, neighbor_cache; cache_tiers [] before
+ * pass_done) and the loader's own keys (rank_batches, pass_done, stopped, copy_s, stall_s,
+ * pass_time_s, pass_wait_s, mem_bytes, data_bytes_peak). *out is malloc'd (the caller frees
+ * it). */
 int tg_loader_stats_json(const tg_loader_stats_t *st, char **out);
 /* Ends the pass, joins every thread, frees every slot (held batches included) and closes the
  * dataset. NULL is fine. */

@@ -1,7 +1,9 @@
 /* --mem as the whole process's budget: the run measures what a batch costs and reserves the
  * process's own memory, the model, one batch's activations and the input matrices of the batches
  * in flight against the run's budget, so that what is left is what the strategy's caches and
- * buffers may take (docs/STRATEGIES.md, "The memory budget"). */
+ * buffers may take (docs/STRATEGIES.md, "The memory budget"). Without a model (the pull loader,
+ * docs/LOADER.md) the plan reserves the batches the caller holds in place of the model and its
+ * activations. */
 #include "engine-impl.h"
 
 #include <stdlib.h>
@@ -54,17 +56,18 @@ uint64_t tg_budget_estimate(const tg_model_config_t *cfg, uint64_t num_nodes, ui
     return (uint64_t)(act + x * in_flight) + ((uint64_t)32 << 20); /* + the process */
 }
 
-/* Samples the first batches of the pass (the same batches training will run: the RNG is a pure
- * function of seed, epoch and batch) and keeps the one with the most input nodes. */
+/* Samples the first batches of the pass from o->first_batch on (the same batches the pass will
+ * run: the RNG is a pure function of seed, epoch and batch) and keeps the one with the most
+ * input nodes. */
 static int profile_batches(tg_run_t *r, const tg_budget_plan_opts_t *o, tg_batch_t *largest)
 {
     tg_sampler_t *s;
     int rc = tg_sampler_open(&s, o->sampler, r->adj, o->num_layers, o->fanouts);
     if (rc < 0) return rc;
     uint64_t nb = o->plan->num_batches;
-    uint64_t k = nb < PROFILE_BATCHES ? nb : PROFILE_BATCHES;
+    uint64_t k = TG_MIN(nb, o->first_batch + PROFILE_BATCHES);
     memset(largest, 0, sizeof *largest);
-    for (uint64_t b = 0; b < k && rc >= 0; b++) {
+    for (uint64_t b = o->first_batch; b < k && rc >= 0; b++) {
         const uint64_t *seeds;
         tg_rng_t rng;
         uint64_t cnt = tg_plan_batch(o->plan, b, &seeds, &rng);
@@ -132,18 +135,20 @@ int tg_budget_check_model(const tg_run_t *r, uint64_t model_bytes)
                   (unsigned long long)((want + (1 << 20) - 1) >> 20));
 }
 
-/* Measures the plan's parts: the largest profiled batch, one step's activations on it, one
- * input matrix, and the process's own memory. */
+/* Measures the plan's parts: the largest profiled batch, one step's activations on it (with a
+ * model) or one held batch (without), one input matrix, and the process's own memory. */
 static int plan_measure(tg_run_t *r, const tg_model_t *m, const tg_budget_plan_opts_t *o,
                         tg_budget_plan_t *p)
 {
     double t0 = tg_now();
     tg_batch_t big;
-    int rc = r->strat_i->profile_batch ? r->strat_i->profile_batch(r->strat, o, &big)
-                                       : profile_batches(r, o, &big);
+    int own = r->strat_i->profile_batch && !o->plan_batches;
+    int rc = own ? r->strat_i->profile_batch(r->strat, o, &big) : profile_batches(r, o, &big);
     if (rc < 0) return rc;
     uint64_t act = 0;
-    rc = measure_activations(r, m, o->optim, &big, &act);
+    if (m) rc = measure_activations(r, m, o->optim, &big, &act);
+    if (o->held_bytes)
+        p->held_each = (uint64_t)((double)o->held_bytes(o->held_ctx, &big) * SIZE_MARGIN);
     p->batch_nodes = big.num_nodes;
     tg_batch_free(&big);
     if (rc < 0) return tg_err_prefix(rc, "measuring a batch for the memory budget");
@@ -161,7 +166,8 @@ static int plan_measure(tg_run_t *r, const tg_model_t *m, const tg_budget_plan_o
     }
     p->activations = (uint64_t)((double)act * grow);
     /* What the process holds that is neither data in the budget nor the model: the binary and
-     * its libraries, OpenBLAS's buffers (allocated by the step above), thread stacks. */
+     * its libraries, OpenBLAS's buffers (allocated by the step above, when there is a model),
+     * thread stacks. */
     /* anonymous memory only: the pages of a mapped file are page cache, not the process */
     uint64_t rss = tg_rss_anon_bytes(), known = r->budget.used + p->model;
 #ifdef TG_SANITIZE
@@ -180,13 +186,36 @@ static int plan_measure(tg_run_t *r, const tg_model_t *m, const tg_budget_plan_o
 /* The plan's bytes for its in-flight count. */
 static uint64_t plan_need(const tg_budget_plan_t *p)
 {
-    return p->overhead + p->model + p->activations + p->in_flight * p->batch_x;
+    return p->overhead + p->model + p->activations + p->in_flight * p->batch_x +
+           p->held * p->held_each;
+}
+
+/* The refusal of a plan without a model: the process, the matrices in flight and the batches
+ * the caller holds. */
+static int plan_refuse_held(const tg_run_t *r, const tg_budget_plan_opts_t *o,
+                            const tg_budget_plan_t *p)
+{
+    char a[32], b[32], c[32], d[32], e[32], f[32];
+    uint64_t need = plan_need(p), want = r->budget.used + need;
+    return tg_err(-ENOMEM,
+                  "--mem %s is too small for these batches: the process (%s), %llu input "
+                  "matrices strategy %s holds in flight (%s each, a batch of %u input nodes) and "
+                  "%s (%s each) need %s beside the %s of data it holds; give --mem %lluM or "
+                  "more, or hold fewer batches, or a smaller batch size or fanouts",
+                  tg_fmt_bytes(p->limit, a, sizeof a), tg_fmt_bytes(p->overhead, b, sizeof b),
+                  (unsigned long long)p->in_flight, r->strat_i->info.name,
+                  tg_fmt_bytes(p->batch_x, c, sizeof c), p->batch_nodes,
+                  o->held_what ? o->held_what : "the batches held",
+                  tg_fmt_bytes(p->held_each, d, sizeof d), tg_fmt_bytes(need, e, sizeof e),
+                  tg_fmt_bytes(r->budget.used, f, sizeof f),
+                  (unsigned long long)((want + (1 << 20) - 1) >> 20));
 }
 
 /* Fits the plan in the budget: sampler threads left at their default give way before the
  * budget refuses (each holds batches ahead, and one sampler with fewer matrices in flight still
  * trains, slower); then -ENOMEM naming every part and the --mem needed. */
-static int plan_fit(tg_run_t *r, tg_budget_plan_t *p)
+static int plan_fit(tg_run_t *r, const tg_model_t *m, const tg_budget_plan_opts_t *o,
+                    tg_budget_plan_t *p)
 {
     char a[32], b[32], c[32], d[32], e[32], f[32], g[32];
     uint64_t need = plan_need(p);
@@ -203,6 +232,7 @@ static int plan_fit(tg_run_t *r, tg_budget_plan_t *p)
                     tg_fmt_bytes(p->limit, a, sizeof a), (unsigned long long)p->in_flight,
                     tg_fmt_bytes(p->batch_x, e, sizeof e), r->sopts.sampler_threads, st0);
     if (r->budget.used + need <= p->limit) return 0;
+    if (!m) return plan_refuse_held(r, o, p);
     uint64_t want = r->budget.used + need;
     return tg_err(-ENOMEM,
                   "--mem %s is too small for this model and batch size: the process (%s), the "
@@ -218,26 +248,21 @@ static int plan_fit(tg_run_t *r, tg_budget_plan_t *p)
                   (unsigned long long)((want + (1 << 20) - 1) >> 20));
 }
 
-int tg_budget_plan(tg_run_t *r, const tg_model_t *m, const tg_budget_plan_opts_t *o,
-                   tg_budget_plan_t *p)
+/* The plan's log line: the parts it reserved and what is left for the strategy. */
+static void plan_log(const tg_run_t *r, const tg_model_t *m, const tg_budget_plan_t *p)
 {
-    memset(p, 0, sizeof *p);
-    p->limit = r->budget.limit;
-    p->model = tg_model_param_bytes(m);
-    p->in_flight = r->strat_i->batches_in_flight ? r->strat_i->batches_in_flight(&r->sopts) : 2;
-    if (!p->limit || o->plan->num_batches == 0 || r->budget_planned) return 0;
-    /* measuring a batch creates a second model: not when the first alone is too large */
-    int rc = tg_budget_check_model(r, p->model);
-    if (rc < 0 || (rc = plan_measure(r, m, o, p)) < 0 || (rc = plan_fit(r, p)) < 0) return rc;
-    uint64_t need = plan_need(p);
-    if ((rc = tg_budget_reserve(&r->budget, need, "process, model, activations, batches")) < 0)
-        return rc;
-    p->reserved = need;
-    r->budget_planned = 1;
-    r->batch_nodes = p->batch_nodes;
-    p->data = r->budget.used - need;
-    p->rest = p->limit - r->budget.used;
     char a[32], b[32], c[32], d[32], e[32], f[32], g[32];
+    if (!m) {
+        tg_log_info("memory budget %s: process %s, %llu batch matrices of %s, %llu held batches "
+                    "of %s, data so far %s; %s left for %s's caches and buffers (measured in "
+                    "%.2f s)",
+                    tg_fmt_bytes(p->limit, a, sizeof a), tg_fmt_bytes(p->overhead, b, sizeof b),
+                    (unsigned long long)p->in_flight, tg_fmt_bytes(p->batch_x, c, sizeof c),
+                    (unsigned long long)p->held, tg_fmt_bytes(p->held_each, d, sizeof d),
+                    tg_fmt_bytes(p->data, f, sizeof f), tg_fmt_bytes(p->rest, g, sizeof g),
+                    r->strat_i->info.name, p->profile_s);
+        return;
+    }
     tg_log_info("memory budget %s: process %s, model %s, activations %s, %llu batch matrices of "
                 "%s, data so far %s; %s left for %s's caches and buffers (measured in %.2f s)",
                 tg_fmt_bytes(p->limit, a, sizeof a), tg_fmt_bytes(p->overhead, b, sizeof b),
@@ -245,5 +270,30 @@ int tg_budget_plan(tg_run_t *r, const tg_model_t *m, const tg_budget_plan_opts_t
                 (unsigned long long)p->in_flight, tg_fmt_bytes(p->batch_x, e, sizeof e),
                 tg_fmt_bytes(p->data, f, sizeof f), tg_fmt_bytes(p->rest, g, sizeof g),
                 r->strat_i->info.name, p->profile_s);
+}
+
+int tg_budget_plan(tg_run_t *r, const tg_model_t *m, const tg_budget_plan_opts_t *o,
+                   tg_budget_plan_t *p)
+{
+    memset(p, 0, sizeof *p);
+    p->limit = r->budget.limit;
+    p->model = m ? tg_model_param_bytes(m) : 0;
+    p->in_flight = r->strat_i->batches_in_flight ? r->strat_i->batches_in_flight(&r->sopts) : 2;
+    p->held = o->held;
+    if (!p->limit || o->plan->num_batches == 0 || r->budget_planned) return 0;
+    /* measuring a batch creates a second model: not when the first alone is too large */
+    int rc = m ? tg_budget_check_model(r, p->model) : 0;
+    if (rc < 0 || (rc = plan_measure(r, m, o, p)) < 0 || (rc = plan_fit(r, m, o, p)) < 0) return rc;
+    uint64_t need = plan_need(p);
+    if ((rc = tg_budget_reserve(&r->budget, need,
+                                m ? "process, model, activations, batches"
+                                  : "process, batches in flight, held batches")) < 0)
+        return rc;
+    p->reserved = need;
+    r->budget_planned = 1;
+    r->batch_nodes = p->batch_nodes;
+    p->data = r->budget.used - need;
+    p->rest = p->limit - r->budget.used;
+    plan_log(r, m, p);
     return 0;
 }

@@ -61,17 +61,19 @@ typedef struct tg_pass {
     uint64_t num_seeds;
     uint64_t batch_size; /* >= 1 */
     uint64_t seed, epoch;
-    uint64_t first_batch; /* batches before it were run earlier (resume): skipped */
+    uint64_t first_batch; /* batches before it are skipped: run earlier (resume) or by other
+                             ranks (the pull loader's share) */
     int num_layers;
     const int64_t *fanouts;      /* per layer, in the sampler's sense (tiergnn/graph.h) */
     const tg_sampler_i *sampler; /* NULL = node-wise; tg_pass_sloader_opts passes it on */
     int allow_out_of_order; /* training passes: the strategy may use its out_of_order setting */
     int training;           /* a training epoch (not an evaluation of a split) */
     /* The training pass that follows this one, for strategies with TG_STRAT_NEXT_PASS (they
-     * sample and lay out epoch e + 1 while epoch e trains): first_batch 0, no step; it and its
+     * sample and lay out epoch e + 1 while epoch e trains): first_batch is where that pass
+     * will start (0, or a rank's share's start through the pull loader), no step; it and its
      * seeds are valid during this pass only (copy what is kept). NULL at the last epoch, for
      * other strategies and for evaluation passes. What a strategy prepares from it is used only
-     * if the pass that comes equals it (seeds, seed, epoch, batch size, fanouts). */
+     * if the pass that comes equals it (seeds, seed, epoch, batch size, fanouts, first_batch). */
     const struct tg_pass *next;
     tg_pass_step_fn step;
     void *ctx;
@@ -353,7 +355,9 @@ void tg_proc_io_delta(const tg_proc_io_t *a, const tg_proc_io_t *b, tg_pass_stat
  * --mem is everything the process holds (engine/budget.c): before the first pass the run samples
  * the first batches, measures one step's activations on the largest with a scratch model, and
  * reserves the process's own memory, the model, the activations and the strategy's batches in
- * flight; the strategy's caches take what is left. */
+ * flight; the strategy's caches take what is left. A plan without a model (the pull loader,
+ * tiergnn/loader.h) reserves the batches its caller holds in place of the model and the
+ * activations. */
 
 typedef struct tg_budget_plan_opts {
     const tg_plan_t *plan; /* at the first epoch to run: its first batches are measured */
@@ -361,6 +365,17 @@ typedef struct tg_budget_plan_opts {
     const int64_t *fanouts;
     const tg_sampler_i *sampler;    /* NULL = node-wise */
     const tg_optim_config_t *optim; /* NULL: Adam's defaults (evaluation: no optimiser) */
+    uint64_t first_batch; /* the batches measured start here (a rank's share); 0: the first */
+    /* 1: measure the plan's batches, sampled from r->adj, even when the strategy makes its own
+     * training batches (profile_batch): for passes that take the plan's */
+    int plan_batches;
+    /* Batches the caller holds besides the strategy's in flight (the loader's slots), what one
+     * of them takes as a function of the largest measured batch (the margin is added), and
+     * their name in a refusal ("max_held 2 + 1 batch slots"). 0 / NULL: none. */
+    uint64_t held;
+    uint64_t (*held_bytes)(void *ctx, const tg_batch_t *largest);
+    void *held_ctx;
+    const char *held_what;
 } tg_budget_plan_opts_t;
 
 typedef struct tg_budget_plan {
@@ -370,6 +385,8 @@ typedef struct tg_budget_plan {
     uint64_t activations; /* one step's arena on the largest profiled batch, with a margin */
     uint64_t batch_x;     /* one input matrix of that batch, with a margin */
     uint64_t in_flight;   /* matrices the strategy holds at once */
+    uint64_t held;        /* batches the caller holds (opts.held) */
+    uint64_t held_each;   /* one of them, with a margin */
     uint64_t reserved;    /* all of the above */
     uint64_t data;        /* the run's data before the plan (labels, splits, graph, stores) */
     uint64_t rest;        /* what is left for the strategy's caches and buffers */
@@ -389,8 +406,10 @@ uint64_t tg_budget_estimate(const tg_model_config_t *cfg, uint64_t num_nodes, ui
  * data the run holds: checked before the model is created, and before a batch is measured with
  * a second one. */
 int tg_budget_check_model(const tg_run_t *r, uint64_t model_bytes);
-/* Measures and reserves (see above). -ENOMEM naming every part and the --mem needed when the
- * budget cannot hold the model and the batches beside the data. No-op without a budget. */
+/* Measures and reserves (see above). m NULL: a plan without a model (no model, no activations;
+ * the held batches instead). -ENOMEM naming every part and the --mem needed when the budget
+ * cannot hold the model (or the held batches) and the batches beside the data. No-op without a
+ * budget. */
 int tg_budget_plan(tg_run_t *r, const tg_model_t *m, const tg_budget_plan_opts_t *o,
                    tg_budget_plan_t *p);
 

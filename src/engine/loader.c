@@ -6,7 +6,17 @@
  *
  * Lock order: one mutex (tg_loader.mu) guards the slots' states, the queue, the counters and
  * the pass's flags; nothing else is locked while it is held, but for the budget's own mutex
- * (tg_budget_reserve in slot_fit is called without mu). */
+ * (tg_budget_reserve in slot_fit is called without mu).
+ *
+ * The pass's thread is the loader's own, not the kit's prepare-ahead (engine/ahead.h), because
+ * the loader turns a push into a pull rather than preparing items ahead: ahead asks its produce
+ * function for item k and gives item k the slot k % slots, while the loader's items are the
+ * batches a strategy's pass pushes through its step callback from inside tg_run_pass (which
+ * cannot be asked for batch k), released by the caller in any order, up to max_held (64) at
+ * once, where ahead's next item waits for the release of that very slot. Running the whole
+ * pass as ahead's one item would replace only pthread_create, the join and the error box: the
+ * slots would keep their own mutex and conditions, and ahead's abort does not wake them. The
+ * strategies behind the loader prepare ahead with engine/ahead themselves. */
 #include "tiergnn/loader.h"
 
 #include "engine-impl.h"
@@ -16,10 +26,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Margin on the measured batch, as the training run's budget plan takes (engine/budget.c). */
-#define SIZE_MARGIN 1.15
-#define PROFILE_BATCHES 2
-#define OVERHEAD_SLACK ((uint64_t)8 << 20)
 #define MAX_HELD 64
 
 typedef enum { SLOT_FREE = 0, SLOT_FILLING, SLOT_READY, SLOT_HELD } slot_state_t;
@@ -416,6 +422,38 @@ static void stats_take(tg_loader_stats_t *st, const tg_pass_stats_t *ps)
     }
 }
 
+/* The ended pass's keys of the epoch line that the loader's own fields do not carry (loader.h:
+ * pass_json, pass_line), written by the kit's report (engine/report.c) as tiergnn train writes
+ * them: cache_tiers, the strategy's own section (its report hook), neighbor_cache, and the
+ * human line's part. Into json and line: the caller copies them under the mutex. */
+static void pass_render(const tg_loader_t *L, const tg_pass_stats_t *ps, uint64_t needed,
+                        char json[TG_LOADER_PASS_JSON], char line[TG_LOADER_PASS_LINE])
+{
+    char buf[TG_PASS_MAX_TIERS * 128 + 4];
+    tg_json_t j;
+    tg_json_begin(&j);
+    tg_json_raw(&j, "cache_tiers", tg_pass_tiers_json(ps, buf, sizeof buf));
+    tg_pass_report(&L->r, ps, &j, NULL, 0);
+    if (ps->have_ncache)
+        tg_json_raw(&j, "neighbor_cache", tg_pass_ncache_json(ps, buf, sizeof buf));
+    line[0] = 0;
+    tg_pass_line(&L->r, ps, needed, line, TG_LOADER_PASS_LINE);
+    char *text = NULL;
+    tg_json_end(&j, NULL, &text);
+    if (text && strlen(text) < TG_LOADER_PASS_JSON) {
+        memcpy(json, text, strlen(text) + 1);
+    } else {
+        /* a section too large for the field (or no memory for it): the tiers alone */
+        tg_log_warn("loader: strategy %s's figures of epoch %llu left out of its statistics' "
+                    "JSON (%zu bytes, more than %d)",
+                    L->r.strat_i->info.name, (unsigned long long)L->epoch, text ? strlen(text) : 0,
+                    TG_LOADER_PASS_JSON - 1);
+        snprintf(json, TG_LOADER_PASS_JSON, "{\"cache_tiers\":%s}",
+                 tg_pass_tiers_json(ps, buf, sizeof buf));
+    }
+    free(text);
+}
+
 static void *pass_main(void *arg)
 {
     tg_loader_t *L = arg;
@@ -437,11 +475,18 @@ static void *pass_main(void *arg)
                     (unsigned long long)(L->end - L->start), (unsigned long long)L->start,
                     (unsigned long long)L->end, L->o.rank);
     if (rc < 0) tg_errbox_set(&L->box, rc, NULL);
+    double time_s = tg_now() - t0;
+    /* feature_bytes is written by step, on this thread: final here */
+    uint64_t index_bytes = atomic_load(&r->index_bytes) - L->index0;
+    char json[TG_LOADER_PASS_JSON], line[TG_LOADER_PASS_LINE];
+    pass_render(L, &ps, index_bytes + L->st.feature_bytes, json, line);
     pthread_mutex_lock(&L->mu);
     stats_take(&L->st, &ps);
     L->st.stopped = aborted || ps.stopped;
-    L->st.time_s = tg_now() - t0;
-    L->st.index_bytes = atomic_load(&r->index_bytes) - L->index0;
+    L->st.time_s = time_s;
+    L->st.index_bytes = index_bytes;
+    memcpy(L->st.pass_json, json, sizeof json);
+    memcpy(L->st.pass_line, line, sizeof line);
     L->st.pass_done = 1;
     L->done = 1;
     pthread_cond_broadcast(&L->cv_cons);
@@ -511,104 +556,42 @@ static int epoch_start(tg_loader_t *L, uint64_t epoch)
 
 /* ---------------------------------------------------------------- the budget */
 
-/* The largest of the share's first batches, as the strategy will make them. */
-static int profile(tg_loader_t *L, tg_batch_t *big)
+/* One slot's bytes for the batch b (the budget plan's held_bytes). */
+static uint64_t slot_bytes_for(void *ctx, const tg_batch_t *b)
 {
-    tg_run_t *r = &L->r;
-    memset(big, 0, sizeof *big);
-    if (L->training && !L->plan.whole_graph && r->strat_i->profile_batch) {
-        tg_budget_plan_opts_t bo = {.plan = &L->plan,
-                                    .num_layers = L->o.num_layers,
-                                    .fanouts = L->fanouts,
-                                    .sampler = r->sampler};
-        return r->strat_i->profile_batch(r->strat, &bo, big);
-    }
-    tg_sampler_t *s;
-    int rc = tg_sampler_open(&s, r->sampler, r->adj, L->o.num_layers, L->fanouts);
-    if (rc < 0) return rc;
-    for (uint64_t b = L->start; b < TG_MIN(L->end, L->start + PROFILE_BATCHES) && rc >= 0; b++) {
-        const uint64_t *seeds;
-        tg_rng_t rng;
-        uint64_t cnt = tg_plan_batch(&L->plan, b, &seeds, &rng);
-        tg_batch_t bt;
-        memset(&bt, 0, sizeof bt);
-        if ((rc = tg_sampler_sample(s, seeds, (size_t)cnt, &rng, &bt)) < 0) break;
-        if (bt.num_nodes > big->num_nodes) {
-            tg_batch_free(big);
-            *big = bt;
-        } else {
-            tg_batch_free(&bt);
-        }
-    }
-    tg_sampler_destroy(s);
-    if (rc < 0) tg_batch_free(big);
-    return rc;
+    const tg_loader_t *L = ctx;
+    layout_t a;
+    arena_layout(b, L->r.ds->meta.feat_dim, L->r.label_width, &a);
+    return a.total;
 }
 
-/* The process's own memory outside the budget (binary, libraries, stacks), as the training run
- * measures it. */
-static uint64_t process_overhead(const tg_run_t *r)
-{
-#ifdef TG_SANITIZE
-    /* ASan's shadow memory and quarantine are not the program's (engine/budget.c) */
-    (void)r;
-    return ((uint64_t)16 << 20) + OVERHEAD_SLACK;
-#else
-    uint64_t rss = tg_rss_anon_bytes(), known = r->budget.used;
-    return (rss > known ? rss - known : 0) + OVERHEAD_SLACK;
-#endif
-}
-
-/* Reserves the process, the strategy's matrices in flight and the slots (see loader.h,
- * "Memory"), sized on the share's first batches; without a budget, nothing. */
+/* The run's budget plan without a model (engine/budget.c): it measures the share's first
+ * batches and reserves the process, the strategy's matrices in flight and the slots (see
+ * loader.h, "Memory"); without a budget, nothing. */
 static int budget_plan(tg_loader_t *L)
 {
     tg_run_t *r = &L->r;
-    if (!r->budget.limit) return 0;
-    tg_batch_t big;
-    int rc = profile(L, &big);
-    if (rc < 0) return tg_err_prefix(rc, "loader: measuring a batch for the memory budget");
-    uint32_t dim = r->ds->meta.feat_dim;
-    layout_t a;
-    arena_layout(&big, dim, r->label_width, &a);
-    uint32_t nodes = big.num_nodes;
-    tg_batch_free(&big);
-    uint64_t batch_x = (uint64_t)((double)nodes * dim * sizeof(float) * SIZE_MARGIN);
-    L->slot_bytes = up64((size_t)((double)a.total * SIZE_MARGIN));
-    uint64_t overhead = process_overhead(r), slots = (uint64_t)L->nslots * L->slot_bytes;
-    const tg_strategy_i *si = r->strat_i;
-    uint64_t in_flight = si->batches_in_flight ? (uint64_t)si->batches_in_flight(&r->sopts) : 2;
-    /* sampler threads left at their default give way before the budget refuses */
-    while (r->budget.used + overhead + in_flight * batch_x + slots > r->budget.limit &&
-           r->sopts.sampler_threads_auto && r->sopts.sampler_threads > 1 && si->batches_in_flight) {
-        r->sopts.sampler_threads--;
-        in_flight = (uint64_t)si->batches_in_flight(&r->sopts);
-    }
-    uint64_t need = overhead + in_flight * batch_x + slots;
-    if (r->budget.used + need > r->budget.limit) {
-        char b1[32], b2[32], b3[32], b4[32], b5[32], b6[32];
-        return tg_err(-ENOMEM,
-                      "loader: --mem %s is too small: the process (%s), %llu input matrices "
-                      "strategy %s holds in flight (%s each, a batch of %u input nodes) and "
-                      "max_held %d + 1 batch slots (%s each) need %s beside the %s of data it "
-                      "holds; give --mem %lluM or more, or a lower max_held, batch size or "
-                      "fanouts",
-                      tg_fmt_bytes(r->budget.limit, b1, sizeof b1),
-                      tg_fmt_bytes(overhead, b2, sizeof b2), (unsigned long long)in_flight,
-                      si->info.name, tg_fmt_bytes(batch_x, b3, sizeof b3), nodes, L->o.max_held,
-                      tg_fmt_bytes(L->slot_bytes, b4, sizeof b4), tg_fmt_bytes(need, b5, sizeof b5),
-                      tg_fmt_bytes(r->budget.used, b6, sizeof b6),
-                      (unsigned long long)((r->budget.used + need + (1 << 20) - 1) >> 20));
-    }
-    if ((rc = tg_budget_reserve(&r->budget, overhead + in_flight * batch_x,
-                                "the process and the batches in flight")) < 0)
-        return rc;
-    L->reserved += overhead + in_flight * batch_x;
-    if ((rc = tg_budget_reserve(&r->budget, slots, "the loader's batch slots")) < 0) return rc;
+    char what[64];
+    snprintf(what, sizeof what, "max_held %d + 1 batch slots", L->o.max_held);
+    /* a training pass of a strategy that makes its own batches measures those (hier's) */
+    tg_budget_plan_opts_t bo = {.plan = &L->plan,
+                                .num_layers = L->o.num_layers,
+                                .fanouts = L->fanouts,
+                                .sampler = r->sampler,
+                                .first_batch = L->start,
+                                .plan_batches = !L->training || L->plan.whole_graph,
+                                .held = (uint64_t)L->nslots,
+                                .held_bytes = slot_bytes_for,
+                                .held_ctx = L,
+                                .held_what = what};
+    tg_budget_plan_t p;
+    int rc = tg_budget_plan(r, NULL, &bo, &p);
+    if (rc < 0) return tg_err_prefix(rc, "loader");
+    if (!p.reserved) return 0;
+    L->slot_bytes = p.held_each;
+    L->reserved += p.reserved - p.held * p.held_each;
     for (int i = 0; i < L->nslots; i++)
         L->slots[i].reserved = L->slot_bytes;
-    r->budget_planned = 1;
-    r->batch_nodes = nodes;
     return 0;
 }
 
@@ -880,21 +863,26 @@ int tg_loader_stats_json(const tg_loader_stats_t *st, char **out)
                 st->pass_done && st->have_cache && st->cache_lookups
                     ? (double)st->cache_hits / (double)st->cache_lookups
                     : NAN);
-    char tiers[TG_LOADER_MAX_TIERS * 128 + 4];
-    size_t n = (size_t)snprintf(tiers, sizeof tiers, "[");
-    for (int t = 0; t < st->ntiers && n < sizeof tiers; t++)
-        n += (size_t)snprintf(
-            tiers + n, sizeof tiers - n,
-            "%s{\"name\":\"%s\",\"lookups\":%llu,\"hits\":%llu,\"bytes\":%llu}", t ? "," : "",
-            st->tiers[t].name, (unsigned long long)st->tiers[t].lookups,
-            (unsigned long long)st->tiers[t].hits, (unsigned long long)st->tiers[t].bytes);
-    if (n < sizeof tiers) snprintf(tiers + n, sizeof tiers - n, "]");
-    tg_json_raw(&j, "cache_tiers", tiers);
     tg_json_uint(&j, "batch_bytes_peak", st->batch_bytes_peak);
     tg_json_uint(&j, "mem_bytes", st->mem_bytes);
     tg_json_uint(&j, "data_bytes", st->data_bytes);
     tg_json_uint(&j, "data_bytes_peak", st->data_bytes_peak);
-    tg_json_end(&j, NULL, out);
-    if (!*out) return tg_err(-ENOMEM, "loader: out of memory for the statistics' JSON");
+    char *head = NULL;
+    tg_json_end(&j, NULL, &head);
+    /* the pass's keys (pass_json's members) close the object: "{...," + "...}" */
+    const char *pj =
+        st->pass_done && st->pass_json[0] == '{' ? st->pass_json : "{\"cache_tiers\":[]}";
+    size_t hl = head ? strlen(head) : 0, pl = strnlen(pj, TG_LOADER_PASS_JSON - 1);
+    char *all = head ? realloc(head, hl + pl) : NULL;
+    if (!all) {
+        free(head);
+        return tg_err(-ENOMEM, "loader: out of memory for the statistics' JSON");
+    }
+    if (pl > 2) {
+        all[hl - 1] = ',';
+        memcpy(all + hl, pj + 1, pl - 1);
+        all[hl + pl - 1] = 0;
+    }
+    *out = all;
     return 0;
 }
