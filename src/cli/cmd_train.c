@@ -4,8 +4,10 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
+#include "tiergnn/config.h"
 #include "tiergnn/engine.h"
 #include "tiergnn/util.h"
 
@@ -52,7 +54,12 @@ static const char train_usage[] =
     "                                 as take ~64 MiB of input rows, at most 65536)\n"
     "run:\n"
     "  --out RUNDIR                   checkpoints, best model and result.json (required)\n"
-    "  --resume                       continue RUNDIR's run up to --epochs\n"
+    "  --resume                       continue RUNDIR's run up to --epochs, with the settings\n"
+    "                                 of RUNDIR/config.json (a flag that would change the\n"
+    "                                 trained model is refused; --epochs, --threads, --mem,\n"
+    "                                 evaluation options may change)\n"
+    "  --config FILE                  take the settings from FILE (a run's config.json);\n"
+    "                                 flags given beside it override them\n"
     "  --checkpoint-every N           write checkpoint.bin (and best.bin) every N epochs and\n"
     "                                 after the last; 0 = after the last only (default 1)\n"
     "  --seed S                       seed of weights, dropout, shuffling, sampling (default 0)\n"
@@ -84,7 +91,8 @@ static const char train_usage[] =
     "model=,layers=,hidden=,heads=,dropout=,input-dropout=,attn-dropout=,activation=,fanouts=,"    \
     "sampler=,layer-sizes=,"                                                                       \
     "batch-size=,epochs=,optimizer=,lr=,weight-decay=,momentum=,normalize-features,eval-every=,"   \
-    "eval-fanouts=,eval-chunk=,checkpoint-every=,out=,resume,seed=,threads=,sampler-threads=,"     \
+    "eval-fanouts=,eval-chunk=,checkpoint-every=,out=,resume,config=,seed=,threads=,sampler-"      \
+    "threads=,"                                                                                    \
     "strategy=,mem=,json,verify,verify-reads,batches-per-epoch=,eval-max-nodes=,help,help-"        \
     "strategy="
 
@@ -183,6 +191,122 @@ static int parse_train(tg_args_t *a, tg_train_opts_t *o)
     return 0;
 }
 
+/* Whether setting i of config.json was given as a flag. The layer count follows the fanouts (the
+ * parser takes it from their count); with --config the fanouts follow --layers too, since the
+ * parser gave them for that count. */
+static int given(const tg_args_t *a, int i, int resume)
+{
+    const char *key = tg_train_config_key(i), *flag = tg_train_config_flag(i);
+    int fan = tg_args_has(a, "fanouts") || tg_args_has(a, "layer-sizes");
+    if (!strcmp(key, "layers")) return fan || tg_args_has(a, "layers");
+    if (!strcmp(key, "fanouts")) return fan || (!resume && tg_args_has(a, "layers"));
+    return flag && tg_args_has(a, flag);
+}
+
+/* The file's strategy options, then the flags' (replacing those of the same name). */
+static int merge_args(const tg_train_opts_t *file, const tg_train_opts_t *flags,
+                      tg_strategy_arg_t *out, int *n)
+{
+    *n = 0;
+    for (int k = 0; k < file->num_strategy_args; k++)
+        out[(*n)++] = file->strategy_args[k];
+    for (int k = 0; k < flags->num_strategy_args; k++) {
+        int j = 0;
+        while (j < *n && strcmp(out[j].name, flags->strategy_args[k].name) != 0)
+            j++;
+        if (j == *n && *n >= TG_CONFIG_MAX_ARGS) return tg_err(-E2BIG, "too many strategy options");
+        out[j] = flags->strategy_args[k];
+        if (j == *n) (*n)++;
+    }
+    return 0;
+}
+
+/* The settings of path (a run's config.json) with the flags given beside them. With --config
+ * (resume 0) a flag replaces the file's value. With --resume a flag that changes a safe setting
+ * is taken and said; one that would change the trained model is refused naming both values
+ * (the strategy may change between exact ones, and then its options). o holds the flags parsed
+ * and receives the result; cf owns its strings. */
+static int merge_config(const tg_args_t *a, tg_train_opts_t *o, tg_train_config_t *cf,
+                        const char *path, int resume)
+{
+    static tg_strategy_arg_t args[TG_CONFIG_MAX_ARGS];
+    tg_train_opts_t m;
+    tg_train_opts_default(&m);
+    int rc = tg_train_config_read(cf, path, &m);
+    if (rc < 0) return rc;
+    const tg_train_opts_t file = m;
+    char diff[2048] = "", va[512], vb[512];
+    size_t n = 0;
+    for (int i = 0; i < tg_train_config_count(); i++) {
+        if (!given(a, i, resume)) continue;
+        tg_train_config_show(&file, i, va, sizeof va);
+        tg_train_config_show(o, i, vb, sizeof vb);
+        if (!strcmp(va, vb)) continue;
+        const char *flag = tg_train_config_flag(i);
+        int ok = !resume || !tg_train_config_changes_model(i) ||
+                 (!strcmp(flag, "strategy") &&
+                  tg_train_config_strategy_exact(file.strategy, o->strategy));
+        if (!ok) {
+            if (n < sizeof diff)
+                n += (size_t)snprintf(diff + n, sizeof diff - n, "%s--%s %s in %s vs %s here",
+                                      n ? "; " : "", flag, va, path, vb);
+            continue;
+        }
+        tg_train_config_copy(&m, o, i);
+        if (resume) tg_log_info("--resume: --%s %s here (%s in %s): taken", flag, vb, va, path);
+    }
+    int nargs = 0;
+    if ((rc = merge_args(&file, o, args, &nargs)) < 0) return rc;
+    if (!tg_train_config_same_args(file.strategy_args, file.num_strategy_args, args, nargs)) {
+        const tg_strategy_info_t *si = tg_strategy_info_find(m.strategy);
+        int exact = !strcmp(m.strategy, "auto") || (si && (si->caps & TG_STRAT_EXACT));
+        if (resume && !exact) {
+            if (n < sizeof diff)
+                n += (size_t)snprintf(diff + n, sizeof diff - n,
+                                      "%sstrategy %s's options differ from those in %s",
+                                      n ? "; " : "", m.strategy, path);
+        } else if (resume) {
+            for (int k = 0; k < o->num_strategy_args; k++)
+                tg_log_info("--resume: --%s%s%s here: taken (strategy %s gives the same batches "
+                            "with any options)",
+                            o->strategy_args[k].name, o->strategy_args[k].value ? " " : "",
+                            o->strategy_args[k].value ? o->strategy_args[k].value : "", m.strategy);
+        }
+    }
+    if (n)
+        return tg_err(-EINVAL,
+                      "cannot resume %s: settings differ: %s (these change the trained model; "
+                      "leave them out to continue the run, or start a new run with another "
+                      "--out)",
+                      o->out_dir, diff);
+    m.strategy_args = args;
+    m.num_strategy_args = nargs;
+    /* what is not a setting of the run comes from the command line */
+    m.dataset = o->dataset;
+    m.out_dir = o->out_dir;
+    m.resume = o->resume;
+    m.json = o->json;
+    m.progress = o->progress;
+    *o = m;
+    if (resume) tg_log_info("--resume: the other settings from %s", path);
+    return 0;
+}
+
+/* --config FILE, and --resume of a run directory that has a config.json. */
+static int apply_config(const tg_args_t *a, tg_train_opts_t *o, tg_train_config_t *cf)
+{
+    const char *file = tg_args_str(a, "config", NULL);
+    if (file && o->resume)
+        return tg_err(-EINVAL, "--config and --resume: a resumed run takes its settings from "
+                               "RUNDIR/" TG_CONFIG_NAME);
+    if (file) return merge_config(a, o, cf, file, 0);
+    if (!o->resume) return 0;
+    static char path[4200];
+    snprintf(path, sizeof path, "%s/%s", o->out_dir, TG_CONFIG_NAME);
+    if (access(path, F_OK) != 0) return 0; /* a run of a build before config.json */
+    return merge_config(a, o, cf, path, 1);
+}
+
 /* SIGINT asks the run to stop at the next batch boundary (it writes a checkpoint, then returns
  * -EINTR); the handler then restores the default action, so a second Ctrl-C kills at once. */
 static volatile sig_atomic_t stop_requested;
@@ -211,7 +335,12 @@ int tg_cmd_train(int argc, char **argv)
     }
     tg_train_opts_t o;
     tg_train_opts_default(&o);
-    if (parse_train(&a, &o) < 0) return tg_cli_fail();
+    tg_train_config_t cf;
+    memset(&cf, 0, sizeof cf);
+    if (parse_train(&a, &o) < 0 || apply_config(&a, &o, &cf) < 0) {
+        tg_train_config_destroy(&cf);
+        return tg_cli_fail();
+    }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
@@ -221,6 +350,7 @@ int tg_cmd_train(int argc, char **argv)
     tg_train_result_t res;
     int rc = tg_train(&o, &res);
     signal(SIGINT, SIG_DFL);
+    tg_train_config_destroy(&cf);
     if (rc == -EINTR && res.interrupted) {
         fprintf(stderr, "tiergnn: %s\n", tg_errmsg());
         return 130; /* the shell's code for "ended by SIGINT" */

@@ -77,6 +77,16 @@ static int parse_real(const tg_strategy_opt_t *op, const char *v, double *out)
     return 0;
 }
 
+/* Decimal digits with an optional '-': no spaces, signs or bases strtoll would take. */
+static int is_integer(const char *v)
+{
+    const char *p = v + (*v == '-');
+    if (!*p) return 0;
+    for (; *p; p++)
+        if (*p < '0' || *p > '9') return 0;
+    return 1;
+}
+
 static int parse_value(const tg_strategy_opt_t *op, const char *v, int64_t *out)
 {
     if (op->kind == TG_SOPT_CHOICE) {
@@ -95,18 +105,24 @@ static int parse_value(const tg_strategy_opt_t *op, const char *v, int64_t *out)
         *out = -1;
         return 0;
     }
-    int rc;
     if (op->kind == TG_SOPT_SIZE) {
         uint64_t u;
-        if ((rc = tg_parse_size(v, &u)) < 0) return tg_err_prefix(rc, "--%s", op->name);
-        if (u > INT64_MAX) return tg_err(-EINVAL, "--%s %s: too large", op->name, v);
+        int rc = tg_parse_size(v, &u);
+        if (rc < 0) return tg_err_prefix(rc, "--%s", op->name);
+        if (u > INT64_MAX || (int64_t)u < op->min || (int64_t)u > op->max)
+            return tg_err(-EINVAL, "--%s must be between %lld and %lld bytes%s, got '%s'", op->name,
+                          (long long)op->min, (long long)op->max, op->auto_ok ? " or auto" : "", v);
         *out = (int64_t)u;
-    } else if ((rc = tg_parse_i64(v, out, op->name)) < 0) {
-        return rc;
+        return 0;
     }
-    if (*out < op->min || *out > op->max)
-        return tg_err(-EINVAL, "--%s %s out of range, expected %lld..%lld%s", op->name, v,
-                      (long long)op->min, (long long)op->max, op->auto_ok ? " or auto" : "");
+    /* One rule, one message, whatever is wrong with the value (as the CLI's tg_args_uint). */
+    errno = 0;
+    long long x = is_integer(v) ? strtoll(v, NULL, 10) : 0;
+    if (!is_integer(v) || errno || x < op->min || x > op->max)
+        return tg_err(-EINVAL, "--%s must be between %lld and %lld (an integer%s), got '%s'",
+                      op->name, (long long)op->min, (long long)op->max,
+                      op->auto_ok ? " or auto" : "", v);
+    *out = x;
     return 0;
 }
 

@@ -3,6 +3,7 @@
  * tiergnn/engine.h). tg_train runs named stages: setup (check, open, resume, plans, budget),
  * then per epoch: the epoch's pass, evaluation, checkpoint, report. */
 #include "engine-impl.h"
+#include "tiergnn/config.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -205,6 +206,7 @@ typedef struct {
     double compute_s, loss_sum;
     uint64_t correct, count, batches, feature_bytes;
     uint64_t last_batch; /* id of the last batch trained */
+    uint64_t trained;    /* steps this invocation trained, all epochs */
     int show_bar;
     tg_progress_t *prog;
 } step_ctx_t;
@@ -230,6 +232,7 @@ static int train_step(void *ctx, const tg_batch_t *b, const float *X)
     c->correct += st.correct;
     c->count += st.count;
     c->batches++;
+    c->trained++;
     c->feature_bytes += (uint64_t)b->num_nodes * c->r->row_bytes;
     if (c->show_bar) {
         char sfx[64];
@@ -264,7 +267,10 @@ typedef struct {
     int show_bar;
     tg_progress_t prog;
     step_ctx_t sc;
-    char ckpt_path[4096], best_path[4096];
+    int wrote;            /* this invocation wrote the run's files (a new run's) */
+    tg_train_opts_t file; /* --resume: the settings of config.json, when the run has one */
+    tg_train_config_t cf; /* what file points into */
+    char ckpt_path[4096], best_path[4096], cfg_path[4096];
 } trainer_t;
 
 /* What one epoch did, from its pass to its report. */
@@ -299,6 +305,7 @@ static int train_check(trainer_t *t, uint64_t *ntrain, uint64_t *N, uint32_t *D)
     if ((rc = tg_mkdir_p(o->out_dir)) < 0) return rc;
     path_in(t->ckpt_path, sizeof t->ckpt_path, o->out_dir, TG_CKPT_NAME);
     path_in(t->best_path, sizeof t->best_path, o->out_dir, TG_CKPT_BEST_NAME);
+    path_in(t->cfg_path, sizeof t->cfg_path, o->out_dir, TG_CONFIG_NAME);
     if (!o->resume && access(t->ckpt_path, F_OK) == 0)
         return tg_err(-EEXIST,
                       "%s already holds a run (%s); use --resume to continue it or "
@@ -376,8 +383,17 @@ static int train_resume(trainer_t *t)
 {
     if (!t->o.resume) return 0;
     tg_ckpt_info_t got;
-    int rc = resume_from(t->ckpt_path, t->r.ds, &t->ck, t->m, &got);
-    if (rc < 0) return rc;
+    int rc;
+    /* A run directory of a build before config.json resumes from the checkpoint's record and
+     * the flags, as it did. */
+    if (access(t->cfg_path, F_OK) == 0) {
+        tg_train_opts_default(&t->file);
+        if ((rc = tg_train_config_read(&t->cf, t->cfg_path, &t->file)) < 0 ||
+            (rc = tg_train_config_check_resume(&t->file, t->file.strategy, &t->o,
+                                               t->r.strat_i->info.name, t->cfg_path)) < 0)
+            return rc;
+    }
+    if ((rc = resume_from(t->ckpt_path, t->r.ds, &t->ck, t->m, &got)) < 0) return rc;
     t->ck = got;
     t->ckpt_epoch = got.epochs_done;
     if (got.epoch_batches)
@@ -450,8 +466,24 @@ static int train_budget(trainer_t *t)
                                     .optim = &o->optim};
         if ((rc = tg_budget_plan(&t->r, t->m, &bo, &t->bp)) < 0) return rc;
     }
+    /* config.json first: a checkpoint.bin is never without the settings it was made with */
+    if ((rc = tg_train_config_write(t->cfg_path, o, t->r.strat_i->info.name)) < 0) return rc;
+    t->wrote = !o->resume;
     if (!o->resume && (rc = tg_ckpt_write(t->ckpt_path, &t->ck, t->m)) < 0) return rc;
     return 0;
+}
+
+/* A new run that failed before it trained a batch (a budget a strategy refused in its first
+ * pass, a loss not finite at once) leaves no run behind: the retry with other settings would
+ * otherwise be refused as "already holds a run". Interrupted runs keep theirs: they resume. */
+static void train_unwind(trainer_t *t, int rc)
+{
+    if (rc >= 0 || rc == -EINTR || !t->wrote || t->sc.trained) return;
+    const char *paths[] = {t->ckpt_path, t->best_path, t->cfg_path};
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
+        if (unlink(paths[i]) < 0 && errno != ENOENT)
+            tg_log_warn("%s: cannot remove it: %s", paths[i], strerror(errno));
+    rmdir(t->o.out_dir); /* only when empty: the user's other files stay */
 }
 
 /* The step callback's context and the line that opens the run's log. */
@@ -619,13 +651,21 @@ static int train_epoch(trainer_t *t, epoch_t *e)
     e->index_bytes = atomic_load(&t->r.index_bytes) - idx0;
     if (t->show_bar) tg_progress_end(&t->prog);
     t->batch_bytes_peak = TG_MAX(t->batch_bytes_peak, e->ps.batch_bytes_peak);
+    if (rc == -ERANGE && !o->resume && !sc->trained)
+        return tg_err(-ERANGE,
+                      "epoch %llu, batch %llu: the training loss is not finite (NaN or Inf), so "
+                      "training stopped before any batch was trained and %s holds no run; start "
+                      "it again with a lower --lr (now %g)",
+                      (unsigned long long)e->epoch + 1, (unsigned long long)sc->last_batch,
+                      o->out_dir, (double)o->optim.lr);
     if (rc == -ERANGE)
         return tg_err(-ERANGE,
                       "epoch %llu, batch %llu: the training loss is not finite (NaN or Inf), so "
                       "training stopped; %s keeps the last good state (after epoch %llu). Try a "
-                      "lower --lr (now %g)",
+                      "lower learning rate (now %g): set \"lr\" in %s and --resume",
                       (unsigned long long)e->epoch + 1, (unsigned long long)sc->last_batch,
-                      t->ckpt_path, (unsigned long long)t->ckpt_epoch, (double)o->optim.lr);
+                      t->ckpt_path, (unsigned long long)t->ckpt_epoch, (double)o->optim.lr,
+                      t->cfg_path);
     if (rc < 0) return tg_err_prefix(rc, "epoch %llu", (unsigned long long)e->epoch + 1);
     e->time_s = tg_now() - t0;
     if (e->ps.stopped && e->ps.next_batch < t->epoch_batches) return stop_in_epoch(t, e);
@@ -819,6 +859,8 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
         }
     }
     if (rc >= 0) train_finish(t, t_run);
+    train_unwind(t, rc);
+    tg_train_config_destroy(&t->cf);
     free(t->sc.y);
     free(t->best_blob);
     tg_plan_destroy(&t->plan);
