@@ -339,13 +339,46 @@ static int cache_alloc(tg_strategy_t *s, uint64_t stage)
  * per miss each; about half the accesses miss at the sizes Ginex runs with). */
 #define GX_PLAN_BYTES_PER_ACCESS 20u
 
+/* The superbatch S (given, or as many batches as a fifth of what --mem leaves can plan, 2..64)
+ * and the bytes planning it may take, from the largest profiled batch; avail: what --mem leaves
+ * (with a limit), need: the fixed parts. */
+static int size_superbatch(tg_strategy_t *s, uint64_t avail, uint64_t need, uint64_t *plan_bytes)
+{
+    tg_run_t *r = s->r;
+    const gx_cfg_t *c = r->sopts.cfg;
+    uint64_t limit = r->budget.limit;
+    uint64_t batch_nodes = r->batch_nodes;
+    if (!batch_nodes) batch_nodes = TG_MIN(r->ds->meta.num_nodes, (uint64_t)1 << 16);
+    uint64_t per_batch = batch_nodes * GX_PLAN_BYTES_PER_ACCESS * 5 / 4;
+    uint64_t S;
+    if (c->superbatch > 0)
+        S = (uint64_t)c->superbatch;
+    else if (limit)
+        S = avail > need ? (avail - need) / 5 / per_batch : 0;
+    else
+        S = 16;
+    if (c->superbatch <= 0) S = TG_MAX(2, TG_MIN(S, 64));
+    *plan_bytes = S * per_batch;
+    char a[32], b[32], d[32];
+    if (limit && need + *plan_bytes > avail)
+        return tg_err(-ENOMEM,
+                      "ginex: --mem leaves %s after the model and batches, but the feature "
+                      "cache's address table, the changeset workspace and the read staging take "
+                      "%s and planning a superbatch of %llu batches %s: raise --mem or lower "
+                      "--superbatch",
+                      tg_fmt_bytes(avail, a, sizeof a), tg_fmt_bytes(need, b, sizeof b),
+                      (unsigned long long)S, tg_fmt_bytes(*plan_bytes, d, sizeof d));
+    s->S = (uint32_t)S;
+    return 0;
+}
+
 static int gx_setup(tg_strategy_t *s, const tg_pass_t *p)
 {
     tg_run_t *r = s->r;
     const gx_cfg_t *c = r->sopts.cfg;
     const tg_meta_t *m = &r->ds->meta;
     uint64_t N = m->num_nodes;
-    char path[4096], a[32], b[32], d[32], e[32];
+    char path[4096], a[32], b[32], e[32];
     tg_extract_plan_opts_t po;
     tg_xpass_ahead_plan_opts(r->ds, &c->x, r->sopts.sampler_threads, path, sizeof path, &po);
     uint64_t limit = r->budget.limit;
@@ -363,28 +396,8 @@ static int gx_setup(tg_strategy_t *s, const tg_pass_t *p)
     uint64_t fixed = tg_tier_cs_bytes(N, 0, 1) + 2 * GX_SPILL_BUF + stage;
     uint64_t keep = po.other_transient + pl.transient_bytes;
     uint64_t need = fixed + tg_cs_ws_bytes(N) + tg_extract_plan_bytes(&pl) + keep;
-    /* The superbatch: planning memory per batch from the largest profiled batch. */
-    uint64_t batch_nodes = r->batch_nodes;
-    if (!batch_nodes) batch_nodes = TG_MIN(N, (uint64_t)1 << 16);
-    uint64_t per_batch = batch_nodes * GX_PLAN_BYTES_PER_ACCESS * 5 / 4;
-    uint64_t S;
-    if (c->superbatch > 0)
-        S = (uint64_t)c->superbatch;
-    else if (limit)
-        S = avail > need ? (avail - need) / 5 / per_batch : 0;
-    else
-        S = 16;
-    if (c->superbatch <= 0) S = TG_MAX(2, TG_MIN(S, 64));
-    uint64_t plan_bytes = S * per_batch;
-    if (limit && need + plan_bytes > avail)
-        return tg_err(-ENOMEM,
-                      "ginex: --mem leaves %s after the model and batches, but the feature "
-                      "cache's address table, the changeset workspace and the read staging take "
-                      "%s and planning a superbatch of %llu batches %s: raise --mem or lower "
-                      "--superbatch",
-                      tg_fmt_bytes(avail, a, sizeof a), tg_fmt_bytes(need, b, sizeof b),
-                      (unsigned long long)S, tg_fmt_bytes(plan_bytes, d, sizeof d));
-    s->S = (uint32_t)S;
+    uint64_t plan_bytes;
+    if ((rc = size_superbatch(s, avail, need, &plan_bytes)) < 0) return rc;
     /* What is left is cache: the neighbour cache's share and the feature cache. */
     uint64_t caches;
     if (limit)
@@ -392,7 +405,6 @@ static int gx_setup(tg_strategy_t *s, const tg_pass_t *p)
     else
         caches = c->feature_cache >= 0 ? (uint64_t)c->feature_cache
                                        : TG_MIN(tg_phys_mem_bytes() / 8, N * s->xrow);
-    s->xrow = (size_t)m->feat_dim * sizeof(float);
     if ((rc = tg_cs_ws_create(&s->ws, N, &r->budget)) < 0) return rc;
     int split;
     uint64_t nc_bytes;
@@ -461,6 +473,27 @@ static void gx_close(tg_strategy_t *s)
 
 /* ---------------------------------------------------------------- the inspector */
 
+/* The state the inspector plans the next superbatch from becomes ids[0..n), or the cache's
+ * nodes when ids is NULL (a pass's start); held against the budget. */
+static int prev_set(tg_strategy_t *s, const uint32_t *ids, uint64_t n)
+{
+    tg_budget_t *bg = &s->r->budget;
+    if (s->prev_bytes) tg_budget_release(bg, s->prev_bytes);
+    s->prev_bytes = 0;
+    free(s->prev);
+    s->prev = NULL;
+    s->nprev = 0;
+    if (!ids && !(n = tg_tier_cs_held(s->cache, NULL))) return 0;
+    int rc = tg_budget_reserve(bg, n * sizeof(uint32_t), "ginex: cache state");
+    if (rc < 0) return rc;
+    s->prev_bytes = n * sizeof(uint32_t);
+    if (!(s->prev = malloc(n ? n * sizeof(uint32_t) : 1)))
+        return tg_err(-ENOMEM, "ginex: out of memory");
+    if (ids && n) memcpy(s->prev, ids, n * sizeof(uint32_t));
+    s->nprev = ids ? n : tg_tier_cs_held(s->cache, s->prev);
+    return 0;
+}
+
 /* Superbatch b's changesets over its trace, from the final state the superbatch before it
  * planned (the cache's rows at the pass's start for the first); b's own final state becomes the
  * next one's start. */
@@ -472,17 +505,7 @@ static int plan_changesets(tg_strategy_t *s, sb_t *b)
     int rc = tg_cs_init_state(s->ws, &tr, s->entries, s->prev, s->nprev, &b->c0, &b->n0);
     if (rc == 0) rc = tg_cs_compute(s->ws, &tr, s->entries, b->c0, b->n0, &b->cs, &r->budget);
     if (rc < 0) return rc;
-    uint64_t nb = b->cs.num_final * sizeof(uint32_t);
-    if (s->prev_bytes) tg_budget_release(&r->budget, s->prev_bytes);
-    s->prev_bytes = 0;
-    free(s->prev);
-    s->prev = NULL;
-    s->nprev = 0;
-    if ((rc = tg_budget_reserve(&r->budget, nb, "ginex: cache state")) < 0) return rc;
-    s->prev_bytes = nb;
-    if (!(s->prev = malloc(nb ? nb : 1))) return tg_err(-ENOMEM, "ginex: out of memory");
-    if (nb) memcpy(s->prev, b->cs.final, nb);
-    s->nprev = b->cs.num_final;
+    if ((rc = prev_set(s, b->cs.final, b->cs.num_final)) < 0) return rc;
     b->changeset_s = tg_now() - t0;
     return 0;
 }
@@ -668,27 +691,14 @@ static void gx_on_error(void *ctx)
  * they are the first plan's "previous state". */
 static int pass_begin(tg_strategy_t *s, const tg_pass_t *p)
 {
-    tg_run_t *r = s->r;
     s->p = p;
     s->next_id = p->first_batch;
     s->cur = NULL;
     s->changeset_s = s->init_s = s->update_s = 0;
     s->predicted_misses = s->prefetch_rows = s->superbatches = 0;
     tg_tier_stats_t ts;
-    tg_tier_stats(s->cache, &ts, 1);
-    if (s->prev_bytes) tg_budget_release(&r->budget, s->prev_bytes);
-    s->prev_bytes = 0;
-    free(s->prev);
-    s->prev = NULL;
-    s->nprev = 0;
-    uint64_t held = tg_tier_cs_held(s->cache, NULL);
-    if (!held) return 0;
-    int rc = tg_budget_reserve(&r->budget, held * sizeof(uint32_t), "ginex: cache state");
-    if (rc < 0) return rc;
-    s->prev_bytes = held * sizeof(uint32_t);
-    if (!(s->prev = malloc(held * sizeof(uint32_t)))) return tg_err(-ENOMEM, "ginex: oom");
-    s->nprev = tg_tier_cs_held(s->cache, s->prev);
-    return 0;
+    tg_tier_stats(s->cache, &ts, 1); /* the counters start at the pass */
+    return prev_set(s, NULL, 0);
 }
 
 /* A pass's own figures (tg_pass_stats_t.own) are a tg_ginex_figures_t: counts, sums and
