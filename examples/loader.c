@@ -52,6 +52,8 @@ static int run(tg_loader_t *L, uint64_t epochs)
         for (int t = 0; t < st.ntiers; t++)
             printf("    tier %s: %llu of %llu rows\n", st.tiers[t].name,
                    (unsigned long long)st.tiers[t].hits, (unsigned long long)st.tiers[t].lookups);
+        /* the pass's part of tiergnn train's epoch line, the strategy's own clause included */
+        if (!strncmp(st.pass_line, "; ", 2)) printf("    pass: %s\n", st.pass_line + 2);
     }
     return 0;
 }

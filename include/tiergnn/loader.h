@@ -58,12 +58,13 @@
  * and frees every slot, batches still held included: pointers into them are invalid after it.
  *
  * Memory: mem_bytes is the loader's whole budget (tiergnn/engine.h, "Memory"), the caller's
- * model and tensors excepted. Before the first epoch the loader samples its first batches and
- * reserves the process's own memory (measured), the input matrices the strategy holds in flight
- * and the max_held + 1 slots, each sized for that batch with a margin; the strategy's caches take
- * what is left. A slot that a larger batch outgrows reserves the difference (-ENOMEM naming it
- * when the budget has none). A budget too small is refused naming every part and the --mem
- * needed.
+ * model and tensors excepted. Before the first epoch the loader makes the training run's budget
+ * plan without a model: it samples the first batches of its share and reserves the process's
+ * own memory (measured), the input matrices the strategy holds in flight and, in place of a
+ * model, the max_held + 1 slots, each sized for that batch with a margin; the strategy's caches
+ * take what is left. A slot that a larger batch outgrows reserves the difference (-ENOMEM
+ * naming it when the budget has none). A budget too small is refused naming every part and the
+ * --mem needed.
  *
  * Threads: one loader is driven from one thread at a time (tg_loader_next, _set_epoch, _info,
  * _close); tg_loader_release and tg_loader_stats may also come from another thread, while one
