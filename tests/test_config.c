@@ -115,13 +115,16 @@ TG_TEST(sampled_sage_with_strategy_option)
     if (!run_ok(&out, "hier 2 epochs", rc)) return free(out);
     free(out);
     /* a flag that would change the trained model is refused naming both values */
-    expect_fail("--weight-decay 0.001 in",
+    expect_fail("settings differ: --weight-decay 0.001 there vs 0 here",
                 "train %s --out %s/h2 --resume --epochs 4 --weight-decay 0", ds, root);
-    expect_fail("vs 0 here", "train %s --out %s/h2 --resume --epochs 4 --weight-decay 0", ds, root);
-    expect_fail("--batch-size 64 in", "train %s --out %s/h2 --resume --epochs 4 --batch-size 32",
-                ds, root);
-    expect_fail("--strategy hier in", "train %s --out %s/h2 --resume --epochs 4 --strategy memory",
-                ds, root);
+    expect_fail("/h2/config.json", "train %s --out %s/h2 --resume --epochs 4 --weight-decay 0", ds,
+                root);
+    expect_fail("fanout of layer 1 5 there vs 6 here",
+                "train %s --out %s/h2 --resume --epochs 4 --fanouts 5,6", ds, root);
+    expect_fail("--batch-size 64 there vs 32 here",
+                "train %s --out %s/h2 --resume --epochs 4 --batch-size 32", ds, root);
+    expect_fail("--strategy hier there vs memory here",
+                "train %s --out %s/h2 --resume --epochs 4 --strategy memory", ds, root);
     expect_fail("strategy hier's options differ",
                 "train %s --out %s/h2 --resume --epochs 4 --parts 8", ds, root);
     expect_fail("--config and --resume", "train %s --out %s/h2 --resume --config %s/h4/config.json",

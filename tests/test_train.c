@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "tiergnn/engine.h"
 
@@ -245,8 +246,8 @@ TG_TEST(foreign_checkpoints)
                          "--batch-size 64 --epochs 1",
                          ds, root) == 0);
     free(out);
-    /* another model */
-    expect_fail("another model: type gcn in checkpoint vs sage here",
+    /* another model: refused with the settings of config.json */
+    expect_fail("settings differ: --model gcn there vs sage here",
                 "train %s --out %s/gcn --model sage --hidden 16 --fanouts 5,5 "
                 "--batch-size 64 --epochs 2 --resume",
                 ds, root);
@@ -255,6 +256,19 @@ TG_TEST(foreign_checkpoints)
                 "--batch-size 64 --epochs 2 --resume",
                 ds, root);
     /* other run settings that decide the batches */
+    expect_fail("--batch-size 64 there vs 32 here",
+                "train %s --out %s/gcn --model gcn --hidden 16 --fanouts 5,5 --batch-size 32 "
+                "--epochs 2 --resume",
+                ds, root);
+    /* a run directory without config.json (an older build's) is checked against the
+     * checkpoint's record and nn's model record, as before */
+    char cfg[4200];
+    snprintf(cfg, sizeof cfg, "%s/gcn/config.json", root);
+    TG_CHECK(unlink(cfg) == 0);
+    expect_fail("another model: type gcn in checkpoint vs sage here",
+                "train %s --out %s/gcn --model sage --hidden 16 --fanouts 5,5 "
+                "--batch-size 64 --epochs 2 --resume",
+                ds, root);
     expect_fail("--batch-size 64 there vs 32 here",
                 "train %s --out %s/gcn --model gcn --hidden 16 --fanouts 5,5 --batch-size 32 "
                 "--epochs 2 --resume",
@@ -302,6 +316,23 @@ TG_TEST(model_beyond_mem_refused_first)
     tg_rmtree(wide);
 }
 
+/* config.json's text with `from` replaced by `to` (the test fails when it lacks `from`). */
+static void edit_config(const char *run, const char *from, const char *to)
+{
+    char p[4200];
+    snprintf(p, sizeof p, "%s/%s/config.json", root, run);
+    char *text = tg_test_read_all(p, NULL);
+    char *at = text ? strstr(text, from) : NULL;
+    TG_CHECK(at != NULL);
+    if (!at) return free(text);
+    size_t len = strlen(text) + strlen(to) + 1;
+    char *edited = malloc(len);
+    snprintf(edited, len, "%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
+    tg_test_write_file(p, edited);
+    free(edited);
+    free(text);
+}
+
 TG_TEST(nan_loss_stops)
 {
     char *out = NULL;
@@ -311,24 +342,29 @@ TG_TEST(nan_loss_stops)
     snprintf(ck, sizeof ck, "%s/nan/checkpoint.bin", root);
     size_t len0;
     char *before = tg_test_read_all(ck, &len0);
-    /* a huge learning rate blows the weights up in epoch 3 */
-    int rc = tg_test_cli(&out, "train %s --out %s/nan " SMALL " --epochs 4 --lr 1e30 --resume", ds,
-                         root);
+    /* another learning rate on resume would change the trained model: refused */
+    expect_fail("--lr 0.01 there vs 1e+30 here",
+                "train %s --out %s/nan --epochs 4 --lr 1e30 --resume", ds, root);
+    /* the run's own settings, edited: a huge learning rate blows the weights up in epoch 3 */
+    edit_config("nan", "\"lr\": 0.01,", "\"lr\": 1e30,");
+    int rc = tg_test_cli(&out, "train %s --out %s/nan --epochs 4 --resume", ds, root);
     TG_CHECK(rc != 0);
     TG_CHECK(out && strstr(out, "epoch 3, batch "));
     TG_CHECK(out && strstr(out, "not finite"));
     TG_CHECK(out && strstr(out, "after epoch 2"));
+    TG_CHECK(out && strstr(out, "set \"lr\" in ") && strstr(out, "/nan/config.json"));
     free(out);
     size_t len1;
     char *after = tg_test_read_all(ck, &len1);
     TG_CHECK(before && after && len0 == len1 && memcmp(before, after, len0) == 0);
     free(before);
     free(after);
-    /* the kept checkpoint is usable */
-    TG_CHECK(tg_test_cli(&out, "train %s --out %s/nan " SMALL " --epochs 3 --resume", ds, root) ==
-             0);
+    /* the kept checkpoint is usable with a learning rate that works */
+    edit_config("nan", "\"lr\": 1e+30,", "\"lr\": 0.01,");
+    TG_CHECK(tg_test_cli(&out, "train %s --out %s/nan --epochs 3 --resume", ds, root) == 0);
     free(out);
-    /* from scratch: the state before epoch 1 is kept */
+    /* from scratch: the state before epoch 1 is kept (a batch was trained before the loss
+     * blew up), and the run continues once config.json has a learning rate that works */
     rc = tg_test_cli(&out, "train %s --out %s/nan0 " SMALL " --epochs 2 --lr 1e30", ds, root);
     TG_CHECK(rc != 0 && out && strstr(out, "epoch 1, batch ") && strstr(out, "after epoch 0"));
     free(out);
@@ -336,6 +372,9 @@ TG_TEST(nan_loss_stops)
     snprintf(ck, sizeof ck, "%s/nan0/checkpoint.bin", root);
     TG_CHECK_OK(tg_ckpt_read_info(ck, &info));
     TG_CHECK_EQ_U64(info.epochs_done, 0);
+    edit_config("nan0", "\"lr\": 1e+30,", "\"lr\": 0.01,");
+    TG_CHECK(tg_test_cli(&out, "train %s --out %s/nan0 --resume", ds, root) == 0);
+    free(out);
 }
 
 TG_TEST(full_batch_and_models)

@@ -51,6 +51,10 @@ int tg_train_config_changes_model(int i);
 void tg_train_config_value(const tg_train_opts_t *o, int i, char *buf, size_t len);
 /* The same for a message: a string without its quotes ("gcn"). */
 void tg_train_config_show(const tg_train_opts_t *o, int i, char *buf, size_t len);
+/* What differs in setting i, "--lr 0.01 there vs 0.1 here" (fanouts: per layer), into buf;
+ * its length, 0 when the two agree. */
+size_t tg_train_config_diff(const tg_train_opts_t *there, const tg_train_opts_t *here, int i,
+                            char *buf, size_t len);
 /* Copies setting i from src to dst (pointers are copied, not what they point to). */
 void tg_train_config_copy(tg_train_opts_t *dst, const tg_train_opts_t *src, int i);
 

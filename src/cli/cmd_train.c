@@ -247,9 +247,10 @@ static int merge_config(const tg_args_t *a, tg_train_opts_t *o, tg_train_config_
                  (!strcmp(flag, "strategy") &&
                   tg_train_config_strategy_exact(file.strategy, o->strategy));
         if (!ok) {
+            char one[1024];
+            tg_train_config_diff(&file, o, i, one, sizeof one);
             if (n < sizeof diff)
-                n += (size_t)snprintf(diff + n, sizeof diff - n, "%s--%s %s in %s vs %s here",
-                                      n ? "; " : "", flag, va, path, vb);
+                n += (size_t)snprintf(diff + n, sizeof diff - n, "%s%s", n ? "; " : "", one);
             continue;
         }
         tg_train_config_copy(&m, o, i);
@@ -263,8 +264,8 @@ static int merge_config(const tg_args_t *a, tg_train_opts_t *o, tg_train_config_
         if (resume && !exact) {
             if (n < sizeof diff)
                 n += (size_t)snprintf(diff + n, sizeof diff - n,
-                                      "%sstrategy %s's options differ from those in %s",
-                                      n ? "; " : "", m.strategy, path);
+                                      "%sstrategy %s's options differ from those there",
+                                      n ? "; " : "", m.strategy);
         } else if (resume) {
             for (int k = 0; k < o->num_strategy_args; k++)
                 tg_log_info("--resume: --%s%s%s here: taken (strategy %s gives the same batches "
@@ -275,10 +276,10 @@ static int merge_config(const tg_args_t *a, tg_train_opts_t *o, tg_train_config_
     }
     if (n)
         return tg_err(-EINVAL,
-                      "cannot resume %s: settings differ: %s (these change the trained model; "
-                      "leave them out to continue the run, or start a new run with another "
-                      "--out)",
-                      o->out_dir, diff);
+                      "cannot resume with the settings of %s: settings differ: %s (these change "
+                      "the trained model; leave them out to continue the run, or start a new run "
+                      "with another --out)",
+                      path, diff);
     m.strategy_args = args;
     m.num_strategy_args = nargs;
     /* what is not a setting of the run comes from the command line */

@@ -209,6 +209,33 @@ void tg_train_config_show(const tg_train_opts_t *o, int i, char *buf, size_t len
     }
 }
 
+size_t tg_train_config_diff(const tg_train_opts_t *there, const tg_train_opts_t *here, int i,
+                            char *buf, size_t len)
+{
+    char a[512], b[512];
+    tg_train_config_show(there, i, a, sizeof a);
+    tg_train_config_show(here, i, b, sizeof b);
+    if (!strcmp(a, b) || !len) return 0;
+    const setting_t *st = &settings[i];
+    size_t n = 0;
+    buf[0] = 0;
+    if (st->type == T_FANOUTS && there->model.num_layers == here->model.num_layers) {
+        /* per layer, in the sampler's words, as the checkpoint's own check says it */
+        const char *what = here->sampler && strcmp(tg_sampler_name(here->sampler), "node")
+                               ? "layer size"
+                               : "fanout";
+        for (int l = 0; l < here->model.num_layers && n < len; l++)
+            if (there->fanouts[l] != here->fanouts[l])
+                n += (size_t)snprintf(buf + n, len - n, "%s%s of layer %d %lld there vs %lld here",
+                                      n ? "; " : "", what, l, (long long)there->fanouts[l],
+                                      (long long)here->fanouts[l]);
+        return n < len ? n : len - 1;
+    }
+    n = (size_t)snprintf(buf, len, "%s%s %s there vs %s here", st->flag ? "--" : "",
+                         st->flag ? st->flag : st->key, a, b);
+    return n < len ? n : len - 1;
+}
+
 /* ---------------------------------------------------------------- writing */
 
 /* A JSON string's body: the strategy options' names and values are plain words, but a value is
@@ -690,16 +717,13 @@ int tg_train_config_check_resume(const tg_train_opts_t *file, const char *file_s
     w.strategy = now_strategy;
     for (int i = 0; i < NSET; i++) {
         if (!settings[i].model || settings[i].type == T_STRATEGY) continue;
-        tg_train_config_show(&f, i, a, sizeof a);
-        tg_train_config_show(&w, i, b, sizeof b);
-        if (strcmp(a, b) != 0)
-            DIFF("%s%s %s in config.json vs %s here", settings[i].flag ? "--" : "",
-                 settings[i].flag ? settings[i].flag : settings[i].key, a, b);
+        char one[1024];
+        if (tg_train_config_diff(&f, &w, i, one, sizeof one)) DIFF("%s", one);
     }
     int exact = tg_train_config_strategy_exact(file_strategy, now_strategy);
     if (!exact)
-        DIFF("--strategy %s in config.json vs %s here (only strategies that give the same "
-             "batches may replace each other)",
+        DIFF("--strategy %s there vs %s here (only strategies that give the same batches may "
+             "replace each other)",
              file_strategy, now_strategy);
     else if (!strcmp(file_strategy, now_strategy) &&
              !(tg_strategy_info_find(now_strategy) &&
@@ -708,13 +732,13 @@ int tg_train_config_check_resume(const tg_train_opts_t *file, const char *file_s
                                         now->strategy_args, now->num_strategy_args)) {
         args_text(file->strategy_args, file->num_strategy_args, a, sizeof a);
         args_text(now->strategy_args, now->num_strategy_args, b, sizeof b);
-        DIFF("strategy %s's options '%s' in config.json vs '%s' here", now_strategy, a, b);
+        DIFF("strategy %s's options '%s' there vs '%s' here", now_strategy, a, b);
     }
 #undef DIFF
     if (n)
         return tg_err(-EINVAL,
-                      "cannot resume from %s: settings differ: %s (these change the trained "
-                      "model; start a new run with another --out to change them)",
+                      "cannot resume with the settings of %s: settings differ: %s (these change "
+                      "the trained model; start a new run with another --out to change them)",
                       path, diff);
     return 0;
 }
