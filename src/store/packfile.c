@@ -229,6 +229,9 @@ uint64_t tg_pack_reader_bytes(const tg_extract_plan_t *pl, uint64_t max_rows)
 int tg_pack_reader_open(tg_pack_reader_t **out, const tg_pack_reader_opts_t *o)
 {
     *out = NULL;
+    if (o->plan->featbuf)
+        return tg_err(-EINVAL, "%s: a packed file is read without a feature buffer",
+                      o->who ? o->who : "pack");
     tg_pack_reader_t *rd = calloc(1, sizeof *rd);
     if (!rd) return tg_err(-ENOMEM, "out of memory for a packed file's reader");
     snprintf(rd->who, sizeof rd->who, "%s", o->who ? o->who : "pack");
