@@ -12,10 +12,11 @@
  * N_d = --dynamic-parts parts each (automatic: as many as fit).
  *
  * An epoch (Algorithm 1): the parts shuffled (a pure function of seed and epoch), taken N_d at a
- * time. A mega-batch reads its parts' rows, old ids and lists with large sequential reads (a
- * part is one run of each file) and forms the subgraph on T ∪ (N(T) ∩ static): T's lists keep
- * the neighbours in T and the static ones (which join the mega-batch), the joining static nodes'
- * lists keep the neighbours in the mega-batch. Its training nodes, shuffled per pass, are cut into
+ * time. A mega-batch (graph/megabatch, tiergnn/megabatch.h, which also holds the static cache)
+ * reads its parts' rows, old ids and lists with large sequential reads (a part is one run of
+ * each file) and forms the subgraph on T ∪ (N(T) ∩ static): T's lists keep the neighbours in T
+ * and the static ones (which join the mega-batch), the joining static nodes' lists keep the
+ * neighbours in the mega-batch. Its training nodes, shuffled per pass, are cut into
  * mini-batches of --batch-size that the sampler samples from that subgraph (the RNG of batch k of
  * the epoch is (seed, epoch', k) as everywhere, epoch' naming the mega-batch and pass), and X
  * comes from RAM only. --passes p trains each mega-batch p times while the next one loads
@@ -339,10 +340,10 @@ static int check_row(void *ctx, uint64_t old_id, const void *row, const char *pa
     return tg_rowcrc_check(ctx, old_id, row, path, off);
 }
 
-/* What does not depend on N_d, set up once: the static cache (the --static-ratio highest
- * in-degree nodes, 3.2) and the mega-batches' loader over the partition, the parts' order, and
- * evaluation's extraction with the static rows as its first tier. The budget's profile keeps
- * it: only the mega-batches are sized again after the plan. */
+/* What does not depend on N_d, set up once: the static cache (Algorithm 1, line 9: the
+ * --static-ratio highest in-degree nodes, 3.2) and the mega-batches' loader over the partition, the
+ * parts' order, and evaluation's extraction with the static rows as its first tier. The budget's
+ * profile keeps it: only the mega-batches are sized again after the plan. */
 static int setup_fixed(tg_strategy_t *s)
 {
     if (s->mb) return 0;
@@ -441,6 +442,8 @@ static int setup(tg_strategy_t *s)
 
 /* ---------------------------------------------------------------- the schedule */
 
+/* An epoch's mega-batches (lines 11-12): the parts shuffled, N_d at a time, and each one's
+ * batches (line 16: --passes times its training nodes' batches). */
 static int schedule(tg_strategy_t *s, const tg_pass_t *p)
 {
     if (s->sched_valid && s->sched_epoch == p->epoch) return 0;
@@ -492,7 +495,8 @@ static int hier_epoch_batches(tg_strategy_t *s, const tg_pass_t *p, uint64_t *n)
     return 0;
 }
 
-/* Mega-batch i of the epoch's schedule into m: the parts order[i N_d, (i + 1) N_d). */
+/* Mega-batch i of the epoch's schedule into m (lines 12-15: T's rows, the lists of T and of the
+ * static nodes it reaches, their subgraph): the parts order[i N_d, (i + 1) N_d). */
 static int load_mega(tg_strategy_t *s, tg_megabatch_t *m, uint64_t i)
 {
     uint64_t first = i * s->nd, n = TG_MIN((uint64_t)s->P, first + s->nd) - first;
@@ -519,25 +523,16 @@ typedef struct {
     uint64_t rows_static, rows_dyn;
 } sub_t;
 
+/* X from RAM only (line 21): T's rows from the dynamic cache, the others from the static one. */
 static int sub_gather(void *ctx, const tg_batch_t *b, float *X)
 {
     sub_t *c = ctx;
-    tg_strategy_t *s = c->s;
-    const tg_megabatch_t *m = c->m;
-    uint32_t dim = s->r->ds->meta.feat_dim;
-    tg_feat_dtype_t dt = s->r->ds->meta.feat_dtype;
-    int norm = s->r->sopts.normalize;
+    const tg_meta_t *meta = &c->s->r->ds->meta;
     uint64_t st = 0;
     for (uint32_t i = 0; i < b->num_nodes; i++) {
-        uint64_t l = b->nodes[i];
-        const char *src;
-        if (l < m->nt) {
-            src = m->feat + l * s->row;
-        } else {
-            src = s->mb->s_feat + (uint64_t)m->sidx[l - m->nt] * s->row;
-            st++;
-        }
-        tg_feat_rows_f32(X + (size_t)i * dim, src, 0, 1, dim, dt, norm);
+        st += b->nodes[i] >= c->m->nt;
+        tg_feat_rows_f32(X + (size_t)i * meta->feat_dim, tg_mb_row(c->s->mb, c->m, b->nodes[i]), 0,
+                         1, meta->feat_dim, meta->feat_dtype, c->s->r->sopts.normalize);
     }
     /* sampler threads gather at once: one atomic add per batch */
     __atomic_add_fetch(&c->rows_static, st, __ATOMIC_RELAXED);
@@ -565,16 +560,6 @@ static int sub_step(void *ctx, const tg_batch_t *b, const float *X)
     return c->p->step(c->p->ctx, &ob, X);
 }
 
-static void add_stats(tg_pass_stats_t *st, const tg_pass_stats_t *a)
-{
-    st->steps += a->steps;
-    st->sample_s += a->sample_s;
-    st->gather_s += a->gather_s;
-    st->wait_s += a->wait_s;
-    st->release_s += a->release_s;
-    st->batch_bytes_peak = TG_MAX(st->batch_bytes_peak, a->batch_bytes_peak);
-}
-
 /* The mega-batches a training pass loads, in order, into s->run: from the one holding batch
  * `first` (its first batch is *k0), those with training nodes whose first batch comes before
  * `limit`. */
@@ -596,8 +581,9 @@ static int plan_run(tg_strategy_t *s, uint64_t first, uint64_t limit, uint64_t *
     return 0;
 }
 
-/* Trains the passes over mega-batch i (the i-th of the schedule, loaded in m) whose batches are
- * the epoch's *k onwards, skipping those a resumed pass did already; *k moves past them. */
+/* Trains the passes over mega-batch i (lines 17-23: the i-th of the schedule, loaded in m, its
+ * training nodes shuffled into mini-batches each pass) whose batches are the epoch's *k onwards,
+ * skipping those a resumed pass did already; *k moves past them. */
 static int train_mega(tg_strategy_t *s, sub_t *c, tg_megabatch_t *m, uint64_t i, uint64_t *k,
                       uint64_t limit, tg_pass_stats_t *st)
 {
@@ -638,7 +624,7 @@ static int train_mega(tg_strategy_t *s, sub_t *c, tg_megabatch_t *m, uint64_t i,
                              .in_order = 1};
         tg_pass_stats_t a;
         rc = tg_pipe_run(&po, &a);
-        add_stats(st, &a);
+        tg_pass_stats_add(s->r, st, &a); /* its times, steps and peak */
         st->next_batch = *k + a.next_batch;
         if (rc == 0 && a.stopped) {
             st->stopped = 1;
@@ -755,8 +741,9 @@ static void hier_report(const tg_pass_stats_t *st, tg_json_t *j, char *line, siz
                  f.load_wait_s, full, ind, stc);
 }
 
-/* A training pass (Algorithm 1): the schedule's mega-batches in order, each loaded while the one
- * before trains (engine/ahead), each trained --passes times from RAM. */
+/* A training pass (Algorithm 1, lines 10-23): the schedule's mega-batches in order, each loaded
+ * while the one before trains (engine/ahead: lines 12-15 pipelined with 16-23), each trained
+ * --passes times from RAM. */
 static int train_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
 {
     int rc = schedule(s, p);
