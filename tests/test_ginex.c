@@ -3,8 +3,9 @@
  * predicted (the cache followed the plan exactly), with and without a resume point inside a
  * superbatch; the hit ratio is above zero; the spill files leave nothing behind (after a pass,
  * an I/O error of the executor, an I/O error of the inspector's sampling); a budget too small is
- * refused with the amounts; the epoch JSON carries the plan's figures. The checkpoints' equality
- * with memory's and resume after every batch are test_strategy's, for every exact strategy. */
+ * refused with the amounts; the epoch JSON and the human epoch line carry the plan's figures. The
+ * checkpoints' equality with memory's and resume after every batch are test_strategy's, for every
+ * exact strategy. */
 #include "test_engine_common.h"
 
 #include <dirent.h>
@@ -236,7 +237,8 @@ TG_TEST(inspector_error_later)
     TG_CHECK(late);
 }
 
-/* The CLI: the epoch JSON has the plan's figures and the misses equal the prediction. */
+/* The CLI: the epoch JSON and the human epoch line have the plan's figures, and the misses equal
+ * the prediction. */
 TG_TEST(cli_json)
 {
     char *out = NULL;
@@ -256,6 +258,23 @@ TG_TEST(cli_json)
         TG_CHECK(json_value(out, "superbatches", e) >= 1);
     }
     TG_CHECK(out && strstr(out, "ginex: superbatch of 4 batches"));
+    free(out);
+    /* the human epoch line: the plan's clause follows the I/O figures */
+    out = NULL;
+    snprintf(dir, sizeof dir, "%s/run-line", root);
+    rc = tg_test_cli(&out,
+                     "train %s --out %s --model sage --layers 2 --hidden 16 --fanouts 5,5 "
+                     "--batch-size 64 --epochs 1 --threads 1 --strategy ginex --superbatch 4 "
+                     "--mem 40M",
+                     ds, dir);
+    TG_CHECK(rc == 0);
+    const char *io = out ? strstr(out, "; io ") : NULL, *m = out ? strstr(out, ", misses ") : NULL;
+    unsigned long long misses = 1, planned = 0;
+    TG_CHECK(io && m && io < m && strstr(io, ", hit ratio ") < m);
+    TG_CHECK(m && sscanf(m, ", misses %llu (planned %llu)", &misses, &planned) == 2);
+    TG_CHECK_EQ_U64(misses, planned);
+    TG_CHECK(m && strstr(m, "), changesets ") && strstr(m, " s, cache init "));
+    if (!m) fprintf(stderr, "%s\n", out ? out : "");
     free(out);
 }
 

@@ -540,8 +540,8 @@ static void ex_fail(void *ctx, int rc, const char *msg)
     tg_pipe_fail(ctx, rc, msg);
 }
 
-/* Reads the rows of pairs[0..n) (node << 32 | destination, sorted by node) from disk, a chunk at
- * a time, and hands each row to put(dst). */
+/* Reads the rows of pairs[0..n) (node << 32 | destination, sorted by node) through the
+ * extraction, a chunk at a time, each into X's row dst, or without X into the cache's slot dst. */
 static int read_rows(tg_strategy_t *s, tg_pipe_t *P, uint64_t batch_id, const uint64_t *pairs,
                      size_t n, float *X)
 {
