@@ -371,8 +371,8 @@ TG_TEST(damaged_files)
     tg_mb_close(L);
     L = NULL;
     TG_CHECK_OK(open_loader(&L, &b));
+    tg_megabatch_t all_mb[1]; /* lent to L until it closes */
     if (L) {
-        tg_megabatch_t all_mb[1];
         TG_CHECK_OK(alloc_for(L, all_mb, 1, PARTS));
         uint32_t all[PARTS];
         for (uint32_t i = 0; i < PARTS; i++)
