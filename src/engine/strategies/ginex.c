@@ -137,10 +137,8 @@ struct tg_strategy {
     /* the executor's position */
     uint64_t next_id;
     sb_t *cur;
-    uint32_t cur_i; /* index in cur of the batch handed out last */
-    /* figures of the pass */
-    double changeset_s, init_s, update_s;
-    uint64_t predicted_misses, prefetch_rows, superbatches;
+    uint32_t cur_i;         /* index in cur of the batch handed out last */
+    tg_ginex_figures_t fig; /* the pass's own figures */
 };
 
 /* ---------------------------------------------------------------- sizing */
@@ -583,8 +581,8 @@ static int cache_init(tg_strategy_t *s, tg_pipe_t *P, sb_t *b)
     if (rc < 0) return tg_pipe_fail(P, rc, NULL);
     size_t nread = tg_tier_cs_retain(s->cache, b->c0, b->n0, s->miss_pairs);
     if ((rc = read_rows(s, P, b->first, s->miss_pairs, nread, NULL)) < 0) return rc;
-    s->prefetch_rows += nread;
-    s->init_s += tg_now() - t0;
+    s->fig.prefetch_rows += nread;
+    s->fig.init_s += tg_now() - t0;
     return 0;
 }
 
@@ -608,9 +606,9 @@ static int next_superbatch(tg_strategy_t *s, tg_pipe_t *P)
     if (rc < 0) return rc;
     sb_t *b = s->cur = item;
     s->cur_i = UINT32_MAX; /* +1 below = 0 */
-    s->superbatches++;
-    s->changeset_s += b->changeset_s;
-    s->predicted_misses += b->cs.total_misses;
+    s->fig.superbatches++;
+    s->fig.changeset_s += b->changeset_s;
+    s->fig.predicted_misses += b->cs.total_misses;
     return cache_init(s, P, b);
 }
 
@@ -675,7 +673,7 @@ static int gx_work(void *ctx, tg_pipe_t *P, int worker, const tg_batch_t *const 
         tg_err_prefix(rc, "ginex: batch %llu", (unsigned long long)b->id);
         return tg_pipe_fail(P, rc, NULL);
     }
-    s->update_s += tg_now() - t0;
+    s->fig.update_s += tg_now() - t0;
     return 0;
 }
 
@@ -694,8 +692,7 @@ static int pass_begin(tg_strategy_t *s, const tg_pass_t *p)
     s->p = p;
     s->next_id = p->first_batch;
     s->cur = NULL;
-    s->changeset_s = s->init_s = s->update_s = 0;
-    s->predicted_misses = s->prefetch_rows = s->superbatches = 0;
+    s->fig = (tg_ginex_figures_t){.passes = 1, .superbatch = s->S, .cache_rows = s->entries};
     tg_tier_stats_t ts;
     tg_tier_stats(s->cache, &ts, 1); /* the counters start at the pass */
     return prev_set(s, NULL, 0);
@@ -724,16 +721,7 @@ static void pass_report(tg_strategy_t *s, tg_pass_stats_t *st)
     st->have_cache = 1;
     st->cache_lookups = c.lookups;
     st->cache_hits = c.hits;
-    tg_ginex_figures_t o = {.passes = 1,
-                            .superbatch = s->S,
-                            .cache_rows = s->entries,
-                            .changeset_s = s->changeset_s,
-                            .init_s = s->init_s,
-                            .update_s = s->update_s,
-                            .predicted_misses = s->predicted_misses,
-                            .prefetch_rows = s->prefetch_rows,
-                            .superbatches = s->superbatches};
-    tg_pass_own_put(st, &o, sizeof o);
+    tg_pass_own_put(st, &s->fig, sizeof s->fig);
 }
 
 static void gx_own_add(tg_pass_stats_t *sum, const tg_pass_stats_t *add)
