@@ -269,6 +269,48 @@ int tg_pack_map_read(const tg_pack_map_t *m, uint64_t j, void *buf, uint64_t cap
  * left (even on failure), a closed one, or one whose fd is -1 is fine. */
 void tg_pack_map_close(tg_pack_map_t *m);
 
+/* ---------------------------------------------------------------- written from a layout */
+
+struct tg_layout;
+
+/* A packed file's parts from its layout (tiergnn/layout.h, planned with chunk_align 1, so that
+ * every row starts at a multiple of row_bytes): rows [0, hot) the hot rows, then the segment
+ * caches' rows, then the chunks'. */
+typedef struct tg_pack_geom {
+    uint64_t hot, cache_rows, chunk_rows, total_rows;
+    size_t row_bytes;
+} tg_pack_geom_t;
+
+void tg_pack_geom(tg_pack_geom_t *g, const struct tg_layout *L, size_t row_bytes);
+
+/* Writes the records of the layout's count batches into m (opened for them): batch j's ids in X
+ * order are ids[off[j] .. off[j + 1]) (the trace the layout was planned over). row_node (NULL:
+ * none; g->total_rows entries) gets the node of every cache and chunk row. The record and the
+ * layout's locate arrays for the longest batch are reserved against budget while it runs. */
+int tg_pack_map_write(tg_pack_map_t *m, const struct tg_layout *L, const tg_pack_geom_t *g,
+                      const uint32_t *ids, const uint64_t *off, uint64_t count, uint64_t *row_node,
+                      tg_budget_t *budget);
+
+typedef struct tg_pack_file_opts {
+    const struct tg_layout *L;
+    const tg_pack_geom_t *geom;
+    tg_io_file_t *feat; /* features.bin: num_nodes rows of geom->row_bytes */
+    uint64_t num_nodes;
+    int fd;           /* the packed file, open for writing; sized to geom's rows here */
+    const char *name; /* for messages */
+    void *hot;        /* RAM for the hot rows (geom->hot rows); NULL: not copied */
+    int threads;
+    tg_budget_t *budget;
+    atomic_int *abort;
+    const char *progress;
+    tg_io_stats_t *io_stats;
+    const struct tg_rowcrc *rowcrc;
+} tg_pack_file_opts_t;
+
+/* Packs the layout's rows (tg_pack, its three outputs: the hot rows to RAM, the segment caches
+ * and the chunks to their places in the one packed file, whose hot range stays a hole). */
+int tg_pack_file(const tg_pack_file_opts_t *o, tg_pack_stats_t *st);
+
 /* A tier over the first n rows of a packed file, held in RAM (rows: n x row_bytes raw bytes,
  * the caller's, unchanged while the tier lives): row v < n is rows + v x row_bytes. No lookup
  * table. */

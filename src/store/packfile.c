@@ -169,6 +169,117 @@ void tg_pack_map_close(tg_pack_map_t *m)
     m->fd = -1;
 }
 
+/* ---------------------------------------------------------------- written from a layout */
+
+void tg_pack_geom(tg_pack_geom_t *g, const struct tg_layout *L, size_t row_bytes)
+{
+    tg_layout_summary_t sm;
+    tg_layout_summary(L, &sm);
+    *g = (tg_pack_geom_t){.hot = sm.hot_rows,
+                          .cache_rows = sm.cache_file_bytes / row_bytes,
+                          .chunk_rows = sm.chunk_file_bytes / row_bytes,
+                          .row_bytes = row_bytes};
+    g->total_rows = g->hot + g->cache_rows + g->chunk_rows;
+}
+
+int tg_pack_map_write(tg_pack_map_t *m, const struct tg_layout *L, const tg_pack_geom_t *g,
+                      const uint32_t *ids, const uint64_t *off, uint64_t count, uint64_t *row_node,
+                      tg_budget_t *budget)
+{
+    uint64_t longest = 0;
+    for (uint64_t j = 0; j < count; j++)
+        longest = TG_MAX(longest, off[j + 1] - off[j]);
+    uint64_t ib = tg_pack_rec_bytes_max(longest);
+    int rc = budget ? tg_budget_reserve(budget, ib, "a batch's map record") : 0;
+    if (rc < 0) return rc;
+    tg_layout_loc_t loc = {0};
+    uint64_t *rec = malloc(ib + 8);
+    if (!rec) rc = tg_err(-ENOMEM, "%s: out of memory for a record", m->name);
+    if (rc == 0) rc = tg_layout_loc_init(&loc, longest, budget);
+    for (uint64_t j = 0; j < count && rc == 0; j++) {
+        if ((rc = tg_layout_locate(L, (uint32_t)j, ids + off[j], off[j + 1] - off[j], &loc)) < 0)
+            break;
+        tg_pack_rec_fill(rec, &loc, g->hot, g->hot + g->cache_rows, g->row_bytes);
+        if (row_node) tg_pack_rec_nodes(rec, ids + off[j], row_node);
+        rc = tg_pack_map_append(m, rec);
+    }
+    tg_layout_loc_free(&loc);
+    free(rec);
+    if (budget) tg_budget_release(budget, ib);
+    return rc;
+}
+
+/* The packing's targets: the layout's, with the cache and chunk offsets moved to their places in
+ * the one packed file. */
+typedef struct {
+    const tg_layout_t *L;
+    uint64_t base[3];
+} targets_ctx_t;
+
+static int64_t pack_targets(void *ctx, uint32_t p, tg_pack_target_t *dst, size_t cap)
+{
+    targets_ctx_t *c = ctx;
+    uint64_t n = 0;
+    int rc = tg_layout_targets(c->L, p, dst, cap, &n);
+    if (rc < 0) return rc;
+    for (uint64_t i = 0; i < n; i++)
+        dst[i].off += c->base[dst[i].out];
+    return (int64_t)n;
+}
+
+int tg_pack_file(const tg_pack_file_opts_t *o, tg_pack_stats_t *st)
+{
+    const tg_pack_geom_t *g = o->geom;
+    const uint64_t row = g->row_bytes, bytes = g->total_rows * row;
+    if (ftruncate(o->fd, (off_t)bytes) < 0)
+        return tg_err(-errno, "%s: cannot size it to %llu bytes: %s", o->name,
+                      (unsigned long long)bytes, strerror(errno));
+    tg_layout_summary_t sm;
+    tg_layout_summary(o->L, &sm);
+    uint64_t np = sm.num_partitions, pb = np * sizeof(tg_pack_part_t);
+    int rc = o->budget ? tg_budget_reserve(o->budget, pb, "packing partitions") : 0;
+    if (rc < 0) return rc;
+    tg_pack_part_t *parts = calloc(np + 1, sizeof *parts);
+    if (!parts)
+        rc = tg_err(-ENOMEM, "%s: out of memory for %llu partitions", o->name,
+                    (unsigned long long)np);
+    for (uint64_t p = 0; p < np && rc == 0; p++) {
+        uint32_t lo, hi;
+        uint64_t nt;
+        if ((rc = tg_layout_partition(o->L, p, &lo, &hi, &nt)) == 0)
+            parts[p] = (tg_pack_part_t){.lo = lo, .hi = hi, .ntargets = nt};
+    }
+    static unsigned char none;
+    tg_pack_out_t outs[3] = {
+        {.mem = o->hot ? o->hot : (void *)&none,
+         .size = o->hot ? g->hot * row : 0,
+         .fd = -1,
+         .name = "the hot rows"},
+        {.fd = o->fd, .name = o->name},
+        {.fd = o->fd, .name = o->name},
+    };
+    targets_ctx_t tc = {.L = o->L, .base = {0, g->hot * row, (g->hot + g->cache_rows) * row}};
+    tg_pack_opts_t po = {.feat = o->feat,
+                         .num_nodes = o->num_nodes,
+                         .row_bytes = row,
+                         .parts = parts,
+                         .nparts = (uint32_t)np,
+                         .targets = pack_targets,
+                         .targets_ctx = &tc,
+                         .outs = outs,
+                         .nouts = 3,
+                         .threads = o->threads,
+                         .budget = o->budget,
+                         .abort = o->abort,
+                         .progress = o->progress,
+                         .io_stats = o->io_stats,
+                         .rowcrc = o->rowcrc};
+    if (rc == 0) rc = tg_pack(&po, st);
+    free(parts);
+    if (o->budget) tg_budget_release(o->budget, pb);
+    return rc;
+}
+
 /* ---------------------------------------------------------------- the hot rows' tier */
 
 typedef struct {

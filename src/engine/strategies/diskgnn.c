@@ -117,8 +117,7 @@ typedef struct {
     tg_pack_map_t map; /* per batch its map record (tiergnn/pack.h) */
     int pack_fd;
     char pack_name[4300];
-    uint64_t hot;        /* rows [0, hot) of the packed file are the hot rows (a hole) */
-    uint64_t total_rows; /* rows of the packed file */
+    tg_pack_geom_t geom; /* the packed file's parts: [hot rows: a hole][caches][chunks] */
     /* --verify-reads: the node of each packed row and their checksums in that order */
     uint64_t *row_node, row_node_bytes;
     tg_rowcrc_t *crc;
@@ -316,34 +315,15 @@ out:
 
 static int size_hot(tg_strategy_t *s, const tg_cs_trace_t *tr, const tg_layout_cfg_t *lc0);
 
-/* The packing's targets: the layout's, with the cache and chunk offsets moved to their places in
- * the one packed file ([hot hole][cache file][chunk file]). */
-typedef struct {
-    const tg_layout_t *L;
-    uint64_t base[3];
-} targets_ctx_t;
-
-static int64_t pack_targets(void *ctx, uint32_t p, tg_pack_target_t *dst, size_t cap)
-{
-    targets_ctx_t *c = ctx;
-    uint64_t n = 0;
-    int rc = tg_layout_targets(c->L, p, dst, cap, &n);
-    if (rc < 0) return rc;
-    for (uint64_t i = 0; i < n; i++)
-        dst[i].off += c->base[dst[i].out];
-    return (int64_t)n;
-}
-
 /* Plans the generation's layout over its trace (the first one also sizes and chooses the hot
- * rows, which every later layout keeps) and where its three parts start in the packed file. */
-static int gen_layout(tg_strategy_t *s, gen_t *g, tg_layout_t **L, targets_ctx_t *tc)
+ * rows, which every later layout keeps) and the packed file's parts. */
+static int gen_layout(tg_strategy_t *s, gen_t *g, tg_layout_t **L)
 {
     tg_run_t *r = s->r;
-    const uint64_t row = s->row_bytes;
     const dg_cfg_t *c = r->sopts.cfg;
     double t0 = tg_now();
     tg_layout_cfg_t lc = {.num_nodes = r->ds->meta.num_nodes,
-                          .row_bytes = row,
+                          .row_bytes = s->row_bytes,
                           .hot_rows = s->hot_filled ? 0 : s->hot_cap,
                           .hot_given = s->hot_filled ? s->hot_nodes : NULL,
                           .num_hot_given = s->hot_filled ? s->hot_rows : 0,
@@ -352,7 +332,7 @@ static int gen_layout(tg_strategy_t *s, gen_t *g, tg_layout_t **L, targets_ctx_t
                           .disk_budget = s->disk_budget,
                           .pack_bytes = s->pack_mem / 3,
                           /* unpadded chunks: every row of the packed file starts at a multiple
-                           * of the row size, so the extraction addresses it by row number */
+                           * of the row size, so the reader addresses it by row number */
                           .chunk_align = 1};
     tg_cs_trace_t tr = {.iters = (uint32_t)g->count, .off = g->tr.off, .ids = g->tr.ids};
     int rc;
@@ -362,6 +342,7 @@ static int gen_layout(tg_strategy_t *s, gen_t *g, tg_layout_t **L, targets_ctx_t
     }
     if ((rc = tg_layout_plan(L, &tr, &lc, &r->budget)) < 0) return rc;
     tg_layout_summary(*L, &g->sum);
+    tg_pack_geom(&g->geom, *L, s->row_bytes);
     g->layout_s = tg_now() - t0;
     if (!s->hot_filled) {
         uint64_t nh = 0;
@@ -369,119 +350,61 @@ static int gen_layout(tg_strategy_t *s, gen_t *g, tg_layout_t **L, targets_ctx_t
         if (nh) memcpy(s->hot_nodes, hot, nh * sizeof *hot);
         s->hot_rows = nh;
     }
-    g->hot = s->hot_rows;
-    uint64_t cache_rows = g->sum.cache_file_bytes / row;
-    g->total_rows = g->hot + cache_rows + g->sum.chunk_file_bytes / row;
-    *tc = (targets_ctx_t){.L = *L, .base = {0, g->hot * row, (g->hot + cache_rows) * row}};
-    return 0;
-}
-
-/* --verify-reads: the node of every packed row (the hot rows', then each batch's record's), and
- * the checksums in that order, so that the reader checks each row it reads. */
-static int crc_begin(tg_strategy_t *s, gen_t *g)
-{
-    if (!s->r->rowcrc) return 0;
-    uint64_t bytes = g->total_rows * sizeof *g->row_node;
-    int rc = tg_budget_reserve(&s->r->budget, bytes, "diskgnn: the packed rows' nodes");
-    if (rc < 0) return rc;
-    g->row_node_bytes = bytes;
-    if (!(g->row_node = calloc(g->total_rows + 1, sizeof *g->row_node)))
-        return tg_err(-ENOMEM, "diskgnn: out of memory for the packed rows' nodes");
-    for (uint64_t k = 0; k < g->hot; k++)
-        g->row_node[k] = s->hot_nodes[k];
     return 0;
 }
 
 /* Writes the generation's map file: per batch the record of its rows by tier (tiergnn/pack.h),
- * as rows of the packed file. */
-static int gen_write_maps(tg_strategy_t *s, gen_t *g, const targets_ctx_t *tc)
+ * as rows of the packed file. With --verify-reads, the node of every packed row too (the hot
+ * rows', then each record's) and the checksums in that order, which the reader checks. */
+static int gen_write_maps(tg_strategy_t *s, gen_t *g, const tg_layout_t *L)
 {
     tg_run_t *r = s->r;
-    const uint64_t *moff = g->tr.off, row = s->row_bytes;
     double t0 = tg_now();
-    uint64_t longest = 0;
-    for (uint64_t j = 0; j < g->count; j++)
-        longest = TG_MAX(longest, moff[j + 1] - moff[j]);
-    uint64_t ib = tg_pack_rec_bytes_max(longest);
-    int rc = tg_budget_reserve(&r->budget, ib, "diskgnn: a batch's map");
-    if (rc < 0) return rc;
-    tg_layout_loc_t loc = {0};
-    unsigned char *rec = malloc(ib + 8);
-    if (!rec) rc = tg_err(-ENOMEM, "diskgnn: out of memory");
-    if (rc == 0) rc = tg_layout_loc_init(&loc, longest, &r->budget);
-    if (rc == 0) rc = tg_pack_map_open(&g->map, s->dir, "diskgnn-map", g->count, &r->budget);
-    if (rc == 0) rc = crc_begin(s, g);
-    for (uint64_t j = 0; j < g->count && rc == 0; j++) {
-        const uint32_t *ids = g->tr.ids + moff[j];
-        if ((rc = tg_layout_locate(tc->L, (uint32_t)j, ids, moff[j + 1] - moff[j], &loc)) < 0)
-            break;
-        tg_pack_rec_fill(rec, &loc, tc->base[1] / row, tc->base[2] / row, row);
-        if (g->row_node) tg_pack_rec_nodes(rec, ids, g->row_node);
-        rc = tg_pack_map_append(&g->map, rec);
+    int rc = tg_pack_map_open(&g->map, s->dir, "diskgnn-map", g->count, &r->budget);
+    if (rc == 0 && r->rowcrc) {
+        uint64_t bytes = g->geom.total_rows * sizeof *g->row_node;
+        if ((rc = tg_budget_reserve(&r->budget, bytes, "diskgnn: the packed rows' nodes")) < 0)
+            return rc;
+        g->row_node_bytes = bytes;
+        if (!(g->row_node = calloc(g->geom.total_rows + 1, sizeof *g->row_node)))
+            return tg_err(-ENOMEM, "diskgnn: out of memory for the packed rows' nodes");
+        for (uint64_t k = 0; k < g->geom.hot; k++)
+            g->row_node[k] = s->hot_nodes[k];
     }
+    if (rc == 0)
+        rc = tg_pack_map_write(&g->map, L, &g->geom, g->tr.ids, g->tr.off, g->count, g->row_node,
+                               &r->budget);
     if (rc == 0 && g->row_node)
-        rc = tg_rowcrc_permuted(&g->crc, r->rowcrc, g->row_node, g->total_rows, &r->budget);
-    tg_layout_loc_free(&loc);
-    free(rec);
-    tg_budget_release(&r->budget, ib);
+        rc = tg_rowcrc_permuted(&g->crc, r->rowcrc, g->row_node, g->geom.total_rows, &r->budget);
     g->map_s = tg_now() - t0;
     return rc;
 }
 
 /* Packs the rows into the generation's packed file (the hot rows' range is a hole; the first
  * generation also fills the hot rows in RAM). */
-static int gen_pack(tg_strategy_t *s, gen_t *g, targets_ctx_t *tc, atomic_int *abort,
+static int gen_pack(tg_strategy_t *s, gen_t *g, const tg_layout_t *L, atomic_int *abort,
                     const char *progress)
 {
     tg_run_t *r = s->r;
-    const uint64_t row = s->row_bytes;
     double t0 = tg_now();
     if ((g->pack_fd =
              tg_tmpfile_open(s->dir, "diskgnn-pack", 0, g->pack_name, sizeof g->pack_name)) < 0)
         return g->pack_fd;
-    if (ftruncate(g->pack_fd, (off_t)(g->total_rows * row)) < 0)
-        return tg_err(-errno, "%s: cannot size it to %llu bytes: %s", g->pack_name,
-                      (unsigned long long)(g->total_rows * row), strerror(errno));
-    uint64_t np = g->sum.num_partitions;
-    int rc = tg_budget_reserve(&r->budget, np * sizeof(tg_pack_part_t), "diskgnn: partitions");
-    if (rc < 0) return rc;
-    tg_pack_part_t *parts = calloc(np + 1, sizeof *parts);
-    if (!parts) rc = tg_err(-ENOMEM, "diskgnn: out of memory");
-    for (uint64_t p = 0; p < np && rc == 0; p++) {
-        uint32_t lo, hi;
-        uint64_t nt;
-        if ((rc = tg_layout_partition(tc->L, p, &lo, &hi, &nt)) == 0)
-            parts[p] = (tg_pack_part_t){.lo = lo, .hi = hi, .ntargets = nt};
-    }
-    /* the hot rows go to RAM at the first generation only (later layouts keep them) */
-    static unsigned char none;
-    tg_pack_out_t outs[3] = {
-        {.mem = s->hot_buf ? (void *)s->hot_buf : (void *)&none,
-         .size = s->hot_filled ? 0 : s->hot_rows * row,
-         .fd = -1,
-         .name = "the hot rows"},
-        {.fd = g->pack_fd, .name = g->pack_name},
-        {.fd = g->pack_fd, .name = g->pack_name},
-    };
-    tg_pack_opts_t po = {.feat = s->feat,
-                         .num_nodes = r->ds->meta.num_nodes,
-                         .row_bytes = row,
-                         .parts = parts,
-                         .nparts = (uint32_t)np,
-                         .targets = pack_targets,
-                         .targets_ctx = tc,
-                         .outs = outs,
-                         .nouts = 3,
-                         .threads = TG_MAX(r->sopts.threads, 1),
-                         .budget = &r->budget,
-                         .abort = abort,
-                         .progress = progress,
-                         .io_stats = &s->pack_stats,
-                         .rowcrc = r->rowcrc};
-    if (rc == 0) rc = tg_pack(&po, &g->pst);
+    tg_pack_file_opts_t po = {.L = L,
+                              .geom = &g->geom,
+                              .feat = s->feat,
+                              .num_nodes = r->ds->meta.num_nodes,
+                              .fd = g->pack_fd,
+                              .name = g->pack_name,
+                              .hot = s->hot_filled ? NULL : s->hot_buf,
+                              .threads = TG_MAX(r->sopts.threads, 1),
+                              .budget = &r->budget,
+                              .abort = abort,
+                              .progress = progress,
+                              .io_stats = &s->pack_stats,
+                              .rowcrc = r->rowcrc};
+    int rc = tg_pack_file(&po, &g->pst);
     g->pack_s = tg_now() - t0;
-    free(parts);
-    tg_budget_release(&r->budget, np * sizeof(tg_pack_part_t));
     if (rc == 0) s->hot_filled = 1;
     return rc;
 }
@@ -491,10 +414,9 @@ static int gen_pack(tg_strategy_t *s, gen_t *g, targets_ctx_t *tc, atomic_int *a
 static int gen_layout_pack(tg_strategy_t *s, gen_t *g, atomic_int *abort, const char *progress)
 {
     tg_layout_t *L = NULL;
-    targets_ctx_t tc = {0};
-    int rc = gen_layout(s, g, &L, &tc);
-    if (rc == 0) rc = gen_write_maps(s, g, &tc);
-    if (rc == 0) rc = gen_pack(s, g, &tc, abort, progress);
+    int rc = gen_layout(s, g, &L);
+    if (rc == 0) rc = gen_write_maps(s, g, L);
+    if (rc == 0) rc = gen_pack(s, g, L, abort, progress);
     tg_layout_destroy(L);
     return rc;
 }
@@ -511,9 +433,9 @@ static int reader_open(tg_strategy_t *s, const gen_t *g)
                                 .fd = g->pack_fd,
                                 .name = g->pack_name,
                                 .map_name = g->map.name,
-                                .rows = g->total_rows,
+                                .rows = g->geom.total_rows,
                                 .hot = s->hot_tier,
-                                .hot_rows = g->hot,
+                                .hot_rows = g->geom.hot,
                                 .normalize = s->normalize,
                                 .budget = &s->r->budget,
                                 .stats = &s->stats,
