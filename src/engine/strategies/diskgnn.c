@@ -12,13 +12,14 @@
  *               order so rows needed together share pages), and each batch's packed chunk (the
  *               rest, contiguous); the segment size from the paper's Algorithm 2 under
  *               --disk-budget
- *   map         every batch's input rows as row numbers of the packed file (written to an
- *               unnamed map file, read back with the batch)
+ *   map         every batch's input rows as row numbers of the packed file: its map record
+ *               (tiergnn/pack.h), written to an unnamed map file, read back with the batch
  *   pack        store/pack: the feature file read once, sequentially, in partitions, each row
  *               copied to every place the layout gives it, written with large appends
  *
  * The packed file is one unnamed file: [hot rows: a hole][segment caches][chunks], so that one
- * store/extract extraction reads a batch: the hot rows come from RAM through a prefix tier, the
+ * store/extract extraction reads a batch (store/packfile's reader): the record becomes the
+ * batch's row list, the hot rows come from RAM through a tier over the file's first rows, the
  * cache and chunk rows through io_uring with rows close together merged into one read (a chunk
  * is a run of consecutive rows: a few large reads). Rows are converted (f16, normalisation) in
  * the one place every strategy converts them, so X equals the file's rows bit for bit.
@@ -36,8 +37,9 @@
  * the next), each within --disk-budget.
  *
  * Memory (--mem): the hot rows (chosen from the first generation's counts and kept: the paper's
- * CPU cache, static), the extraction's staging, the packing's partitions, and per generation the
- * trace and the layout while it is planned. */
+ * CPU cache, static), the reader's extraction (held during a pass), the packing's partitions,
+ * and per generation the trace and the layout while it is planned; under --verify-reads the
+ * node and checksum of every packed row (12 bytes a row). */
 #include "../ahead.h"
 #include "../engine-impl.h"
 #include "../pipeline.h"
