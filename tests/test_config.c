@@ -240,7 +240,7 @@ TG_TEST(file_round_trip_and_errors)
         const char *text, *needle;
     } bad[] = {
         {"{\"weight_decy\": 1}", "unknown key \"weight_decy\""},
-        {"{\"lr\": \"fast\"}", "\"lr\": expected a number"},
+        {"{\"lr\": \"fast\"}", "\"lr\": expected a number, got '\"fast\"'"},
         {"{\"model\": \"resnet\"}", "\"model\": expected a valid value"},
         {"{\"batch_size\": -1}", "\"batch_size\": expected an integer between 0"},
         {"{\"fanouts\": [5,5,5], \"layers\": 2}", "\"fanouts\" has 3 value(s)"},

@@ -199,6 +199,8 @@ static int given(const tg_args_t *a, int i, int resume)
     const char *key = tg_train_config_key(i), *flag = tg_train_config_flag(i);
     int fan = tg_args_has(a, "fanouts") || tg_args_has(a, "layer-sizes");
     if (!strcmp(key, "layers")) return fan || tg_args_has(a, "layers");
+    /* --fanouts is node-wise sampling's flag and --layer-sizes LADIES': either names a sampler */
+    if (!strcmp(key, "sampler")) return fan || tg_args_has(a, "sampler");
     if (!strcmp(key, "fanouts")) return fan || (!resume && tg_args_has(a, "layers"));
     return flag && tg_args_has(a, flag);
 }

@@ -303,10 +303,12 @@ static void ws(rd_t *r)
 
 static int bad(rd_t *r, const char *what)
 {
+    /* the token there, up to the next delimiter */
     char got[24];
-    snprintf(got, sizeof got, "%.16s", *r->p ? r->p : "the end of the file");
-    for (char *c = got; *c; c++)
-        if (*c == '\n' || *c == '\r' || *c == '\t') *c = ' ';
+    size_t n = strcspn(r->p, ",}]\n\r\t");
+    snprintf(got, sizeof got, "%.*s", (int)(n ? (n < 16 ? n : 16) : 1),
+             *r->p ? r->p : "the end of the file");
+    if (!*r->p) snprintf(got, sizeof got, "the end of the file");
     if (r->key)
         return tg_err(-EINVAL, "%s: \"%s\": expected %s, got '%s'", r->path, r->key, what, got);
     return tg_err(-EINVAL, "%s: expected %s, got '%s'", r->path, what, got);
