@@ -453,6 +453,21 @@ TG_TEST(budgets)
     tg_budget_destroy(&b);
 }
 
+/* tg_part_find: method auto takes the partition already built (the streaming one here). */
+TG_TEST(part_find)
+{
+    tg_part_assign_opts_t o;
+    tg_part_assign_opts_default(&o);
+    o.parts = PARTS;
+    char buf[256];
+    TG_CHECK_OK(tg_part_find(ds, &o, buf, sizeof buf));
+    TG_CHECK(o.method == TG_PART_STREAM && !strcmp(buf, params));
+    o.parts = PARTS + 1; /* none built: what auto resolves to */
+    o.method = TG_PART_AUTO;
+    TG_CHECK_OK(tg_part_find(ds, &o, buf, sizeof buf));
+    TG_CHECK(o.method != TG_PART_AUTO && strstr(buf, "parts=13,") == buf);
+}
+
 int main(void)
 {
     tg_log_set_level(TG_LOG_WARN);
@@ -465,6 +480,7 @@ int main(void)
     TG_RUN(damaged_files);
     TG_RUN(read_error);
     TG_RUN(budgets);
+    TG_RUN(part_find);
     tg_part_close(part);
     tg_dataset_close(ds);
     free(ip), free(ix), free(feat), free(o2n), free(part_of), free(is_static), free(is_train);

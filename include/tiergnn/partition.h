@@ -134,6 +134,10 @@ int tg_part_params(const tg_part_assign_opts_t *o, tg_part_method_t method, char
 /* The method AUTO resolves to for ds (METIS when built in and fitting mem_bytes); why says so. */
 tg_part_method_t tg_part_resolve(const tg_dataset_t *ds, const tg_part_assign_opts_t *o, char *why,
                                  size_t why_len);
+/* The params of the partition to use for o on ds, into buf: with method AUTO, one already built
+ * and valid (METIS's first, then the streaming one's), else the method AUTO resolves to; that
+ * method is left in o->method. Opens no more than the two candidates' files. */
+int tg_part_find(const tg_dataset_t *ds, tg_part_assign_opts_t *o, char *buf, size_t len);
 /* Builds what is missing or stale of the three files (see above). */
 int tg_part_build(const tg_dataset_t *ds, const tg_part_build_opts_t *o, tg_part_build_stats_t *st);
 

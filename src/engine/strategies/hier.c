@@ -149,27 +149,13 @@ static void assign_opts(const tg_strategy_opts_t *so, const tg_dataset_t *ds,
     if (cg) a->mem_bytes = TG_MIN(a->mem_bytes, cg / 2);
 }
 
-/* The params of the partition to use: with method auto, one already built (METIS's first),
- * else what auto resolves to. */
+/* The params of the partition to use: with method auto, one already built, else what auto
+ * resolves to (tg_part_find). */
 static int find_params(const tg_dataset_t *ds, const tg_strategy_opts_t *so, char *buf, size_t len,
                        tg_part_assign_opts_t *a)
 {
     assign_opts(so, ds, a);
-    if (a->method == TG_PART_AUTO) {
-        const tg_part_method_t try[2] = {TG_PART_METIS, TG_PART_STREAM};
-        for (int i = 0; i < 2; i++) {
-            tg_part_t *p = NULL;
-            int rc = tg_part_params(a, try[i], buf, len);
-            if (rc == 0 && tg_part_open(&p, ds, buf) == 0) {
-                tg_part_close(p);
-                a->method = try[i];
-                return 0;
-            }
-        }
-        char why[256];
-        a->method = tg_part_resolve(ds, a, why, sizeof why);
-    }
-    return tg_part_params(a, a->method, buf, len);
+    return tg_part_find(ds, a, buf, len);
 }
 
 static int hier_prepare(const tg_dataset_t *ds, const tg_strategy_opts_t *so)
@@ -639,9 +625,7 @@ static int train_mega(tg_strategy_t *s, sub_t *c, tg_megabatch_t *m, uint64_t i,
  * as settings (the larger), so that passes add; the means are derived when they are reported. */
 typedef struct {
     uint64_t passes;
-    uint64_t megabatches, dynamic_parts, static_nodes, nodes;
-    double load_s, load_wait_s;
-    uint64_t deg_full, deg_induced, deg_static;
+    tg_hier_figures_t f;
 } hier_own_t;
 TG_PASS_OWN_FITS(hier_own_t);
 
@@ -661,7 +645,7 @@ static void train_report(const tg_strategy_t *s, const sub_t *c, hier_fig_t *f, 
     st->io_read_bytes = s->mb->read_bytes - f->rb0;
     st->io_requests = s->mb->reads - f->rq0;
     st->have_io_wait = 1;
-    st->io_wait_s = f->o.load_wait_s;
+    st->io_wait_s = f->o.f.load_wait_s;
     uint64_t rows = c->rows_static + c->rows_dyn;
     st->have_cache = 1;
     st->cache_lookups = rows;
@@ -669,9 +653,9 @@ static void train_report(const tg_strategy_t *s, const sub_t *c, hier_fig_t *f, 
     (void)tg_pass_tier_add(st, "hier-static", rows, c->rows_static, c->rows_static * s->row);
     (void)tg_pass_tier_add(st, "hier-megabatch", c->rows_dyn, c->rows_dyn, c->rows_dyn * s->row);
     f->o.passes = 1;
-    f->o.dynamic_parts = s->nd;
-    f->o.static_nodes = s->mb->S;
-    f->o.load_s = s->mb->load_s - f->load0;
+    f->o.f.dynamic_parts = s->nd;
+    f->o.f.static_nodes = s->mb->S;
+    f->o.f.load_s = s->mb->load_s - f->load0;
     tg_pass_own_put(st, &f->o, sizeof f->o);
 }
 
@@ -681,15 +665,15 @@ static void hier_own_add(tg_pass_stats_t *sum, const tg_pass_stats_t *add)
     tg_pass_own_get(sum, &a, sizeof a);
     tg_pass_own_get(add, &b, sizeof b);
     a.passes += b.passes;
-    a.megabatches += b.megabatches;
-    a.dynamic_parts = TG_MAX(a.dynamic_parts, b.dynamic_parts);
-    a.static_nodes = TG_MAX(a.static_nodes, b.static_nodes);
-    a.nodes += b.nodes;
-    a.load_s += b.load_s;
-    a.load_wait_s += b.load_wait_s;
-    a.deg_full += b.deg_full;
-    a.deg_induced += b.deg_induced;
-    a.deg_static += b.deg_static;
+    a.f.megabatches += b.f.megabatches;
+    a.f.dynamic_parts = TG_MAX(a.f.dynamic_parts, b.f.dynamic_parts);
+    a.f.static_nodes = TG_MAX(a.f.static_nodes, b.f.static_nodes);
+    a.f.nodes += b.f.nodes;
+    a.f.load_s += b.f.load_s;
+    a.f.load_wait_s += b.f.load_wait_s;
+    a.f.deg_full += b.f.deg_full;
+    a.f.deg_induced += b.f.deg_induced;
+    a.f.deg_static += b.f.deg_static;
     tg_pass_own_put(sum, &a, sizeof a);
 }
 
@@ -697,18 +681,8 @@ int tg_hier_figures(const tg_pass_stats_t *st, tg_hier_figures_t *f)
 {
     hier_own_t o;
     tg_pass_own_get(st, &o, sizeof o);
-    memset(f, 0, sizeof *f);
-    if (!o.passes) return -ENOENT;
-    *f = (tg_hier_figures_t){.megabatches = o.megabatches,
-                             .dynamic_parts = o.dynamic_parts,
-                             .static_nodes = o.static_nodes,
-                             .nodes = o.nodes,
-                             .load_s = o.load_s,
-                             .load_wait_s = o.load_wait_s,
-                             .deg_full = o.deg_full,
-                             .deg_induced = o.deg_induced,
-                             .deg_static = o.deg_static};
-    return 0;
+    *f = o.f;
+    return o.passes ? 0 : -ENOENT;
 }
 
 /* The object "megabatch" and the clause "; N mega-batches of ...": the mean in-degrees over the
@@ -760,15 +734,15 @@ static int train_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
         void *item;
         double t0 = tg_now();
         rc = tg_ahead_next(s->ahead, NULL, &item);
-        f.o.load_wait_s += tg_now() - t0;
+        f.o.f.load_wait_s += tg_now() - t0;
         if (rc == 0) rc = tg_err(-EIO, "hier: the loader ended early (internal error)");
         if (rc < 0) break;
         tg_megabatch_t *m = item;
-        f.o.megabatches++;
-        f.o.nodes += m->nt;
-        f.o.deg_full += m->deg_full;
-        f.o.deg_induced += m->deg_induced;
-        f.o.deg_static += m->deg_static;
+        f.o.f.megabatches++;
+        f.o.f.nodes += m->nt;
+        f.o.f.deg_full += m->deg_full;
+        f.o.f.deg_induced += m->deg_induced;
+        f.o.f.deg_static += m->deg_static;
         rc = train_mega(s, &c, m, s->run[q], &k, limit, st);
         tg_ahead_release(s->ahead, m);
     }
