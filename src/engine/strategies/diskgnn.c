@@ -655,6 +655,39 @@ static int setup_plan(tg_strategy_t *s, uint64_t avail)
     return tg_extract_plan(&s->plan, &po);
 }
 
+/* Where the samplers read the indices: in RAM before the first epoch is sampled, when they fit
+ * beside keep bytes (an estimate of the planning; size_hot checks again with the measured peak;
+ * without --mem: when they fit in an eighth of the RAM, tg_xpass_adj_resident); else read into
+ * RAM for each sampling only (--sampling-indices); else from disk, with Ginex's neighbour cache
+ * when --neighbor-cache gives it bytes. */
+static int setup_indices(tg_strategy_t *s, uint64_t keep)
+{
+    tg_run_t *r = s->r;
+    const dg_cfg_t *c = r->sopts.cfg;
+    int resident = 0, rc;
+    if (c->x.resident_indices != 0 && c->sampling_indices != 1) {
+        resident = tg_xpass_adj_resident(r, s->disk, keep, "diskgnn");
+        if (resident < 0) return resident;
+    }
+    s->sample_in_ram = !resident && c->sampling_indices != 0 &&
+                       (c->x.resident_indices != 0 || c->sampling_indices == 1);
+    if (s->sample_in_ram) {
+        char ib[32];
+        tg_log_info("diskgnn: each epoch's sampling reads indices.bin (%s) into RAM for its own "
+                    "time and frees it before the layout is planned",
+                    tg_fmt_bytes(tg_adj_disk_file_bytes(s->disk), ib, sizeof ib));
+    }
+    /* Indices on disk: the samplers' index reads set the pace (a random read per neighbour
+     * list, an epoch sampled ahead). --neighbor-cache gives Ginex's neighbour cache its bytes
+     * before the hot rows; not automatic: what the planning leaves serves too few lists to
+     * matter (bench/README.md, "DiskGNN: first measurements on the shared bench"). */
+    if (!resident && c->x.neighbor_cache > 0 &&
+        (uint64_t)c->x.neighbor_cache >= tg_ncache_min_bytes(r->ds) &&
+        (rc = tg_xpass_ncache(r, s->disk, (uint64_t)c->x.neighbor_cache, &s->stats, "diskgnn")) < 0)
+        return rc;
+    return 0;
+}
+
 /* Sizes the fixed parts at the first pass: the reader's plan, the packing's memory, the maps;
  * the hot rows are sized when the first generation is laid out (size_hot), from what its
  * planning measured. */
@@ -706,34 +739,10 @@ static int dg_setup(tg_strategy_t *s, const tg_pass_t *p)
                       tg_fmt_bytes(plan_min, e, sizeof e),
                       tg_fmt_bytes(s->set_aside + plan_min, f, sizeof f));
     s->set_aside += reader;
-    /* The indices in RAM before the first epoch is sampled, when they fit beside an estimate of
-     * the planning (the trace's 4 bytes and about 8 more per access, 8 per node; see
-     * bench/README.md, "DiskGNN: first measurements on the shared bench"); size_hot checks
-     * again with the measured peak. Without --mem: when they fit in an eighth of the RAM
-     * (tg_xpass_adj_resident). */
+    /* the planning's estimate: the trace's 4 bytes and about 8 more per access, 8 per node
+     * (bench/README.md, "DiskGNN: first measurements on the shared bench") */
     uint64_t est = s->set_aside + 12 * B * bn + 8 * N;
-    uint64_t keep = limit ? est + est / 4 : 0;
-    int resident = 0;
-    if (c->x.resident_indices != 0 && c->sampling_indices != 1) {
-        resident = tg_xpass_adj_resident(r, s->disk, keep, "diskgnn");
-        if (resident < 0) return resident;
-    }
-    s->sample_in_ram = !resident && c->sampling_indices != 0 &&
-                       (c->x.resident_indices != 0 || c->sampling_indices == 1);
-    if (s->sample_in_ram) {
-        char ib[32];
-        tg_log_info("diskgnn: each epoch's sampling reads indices.bin (%s) into RAM for its own "
-                    "time and frees it before the layout is planned",
-                    tg_fmt_bytes(tg_adj_disk_file_bytes(s->disk), ib, sizeof ib));
-    }
-    /* Indices on disk: the samplers' index reads set the pace (a random read per neighbour
-     * list, an epoch sampled ahead). --neighbor-cache gives Ginex's neighbour cache its bytes
-     * before the hot rows; not automatic: what the planning leaves serves too few lists to
-     * matter (bench/README.md, "DiskGNN: first measurements on the shared bench"). */
-    if (!resident && c->x.neighbor_cache > 0 &&
-        (uint64_t)c->x.neighbor_cache >= tg_ncache_min_bytes(r->ds) &&
-        (rc = tg_xpass_ncache(r, s->disk, (uint64_t)c->x.neighbor_cache, &s->stats, "diskgnn")) < 0)
-        return rc;
+    if ((rc = setup_indices(s, limit ? est + est / 4 : 0)) < 0) return rc;
     tg_xpass_runtime_dir(r->ds, s->dir, sizeof s->dir);
     s->ready = 1;
     return 0;
