@@ -121,7 +121,7 @@ struct tg_strategy {
     uint32_t S;
     float *stage; /* (chunk x dim) rows read from disk before they go to X or the cache */
     uint32_t chunk;
-    uint64_t *miss_pairs; /* (cap) node << 32 | position, sorted by node */
+    uint64_t *miss_pairs; /* (cap) node << 32 | position in X, or slot to fill; sorted by node */
     size_t miss_cap;
     uint64_t *chunk_nodes; /* (chunk) */
     sb_t sb[2];
