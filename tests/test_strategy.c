@@ -460,6 +460,23 @@ TG_TEST(options_from_table)
         strstr(out,
                "strategy gnndrive: --extractors must be between 1 and 64 (an integer), got '0'"));
     free(out);
+    /* one rule, one message, whatever is wrong with the value */
+    tg_rmtree(dir);
+    rc = tg_test_cli(&out,
+                     "train %s --out %s " COMMON " --epochs 1 --strategy gnndrive --extractors 1.5",
+                     ds, dir);
+    TG_CHECK(rc != 0 && out &&
+             strstr(out, "strategy gnndrive: --extractors must be between 1 and 64 (an integer), "
+                         "got '1.5'"));
+    free(out);
+    rc = tg_test_cli(&out,
+                     "train %s --out %s " COMMON " --epochs 1 --strategy gnndrive "
+                     "--features-in-ram 2",
+                     ds, dir);
+    TG_CHECK(
+        rc != 0 && out &&
+        strstr(out, "--features-in-ram must be between 0 and 0 (an integer or auto), got '2'"));
+    free(out);
     /* a name no strategy knows is refused by the parser */
     rc = tg_test_cli(&out, "train %s --out %s --extractor 2", ds, dir);
     TG_CHECK(rc != 0 && out && strstr(out, "unknown option '--extractor'"));
