@@ -282,6 +282,18 @@ TG_TEST(bad_requests)
         check_mega(L, &mb[0], &k, 1);
     }
     tg_mb_close(L);
+    /* the static and training nodes: nodes, the static ones each once */
+    uint64_t keep = sold[1];
+    sold[1] = N;
+    TG_CHECK_ERR(open_loader(&L, &b), "static node 1500 of a graph of 1500");
+    sold[1] = sold[2];
+    TG_CHECK_ERR(open_loader(&L, &b), "given twice");
+    sold[1] = keep;
+    keep = train[7];
+    train[7] = N + 5;
+    TG_CHECK_ERR(open_loader(&L, &b), "training node 1505");
+    train[7] = keep;
+    TG_CHECK_EQ_U64(b.used, 0);
     tg_budget_destroy(&b);
 }
 

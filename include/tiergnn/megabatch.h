@@ -35,7 +35,8 @@
  * by part in new id order. deg_full, deg_induced and deg_static count T's in-edges in the graph,
  * kept inside T and kept to static nodes.
  *
- * Errors: 0 or -errno with tg_err() set, messages prefixed with who: -ENOMEM naming the budget
+ * Errors: 0 or -errno with tg_err() set, messages prefixed with who: -EINVAL for a static or
+ * training node that is not a node, or a static node given twice; -ENOMEM naming the budget
  * (--mem) or the allocation; -EINVAL naming the file and the entry for a damaged partadj
  * (tg_part_check_*) or partstat (a pair naming a static node or an offset out of range); -EIO
  * (or the fault's errno) with the file and offset for a failed read; -EOVERFLOW for a mega-batch

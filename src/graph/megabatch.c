@@ -344,6 +344,10 @@ static int static_cache_fill(tg_mb_t *L)
     for (uint64_t i = 0; i < S; i++)
         L->s_new[i] = pairs[2 * i], L->s_old[i] = pairs[2 * i + 1];
     free(pairs);
+    for (uint64_t i = 1; i < S; i++)
+        if (L->s_new[i] == L->s_new[i - 1])
+            return tg_err(-EINVAL, "%s: static node %llu is given twice", L->who,
+                          (unsigned long long)L->s_old[i]);
     for (uint64_t i = 0; i < S && rc == 0; i++) {
         uint64_t v = L->s_new[i];
         rc = rd(L, p->feat, L->s_feat + i * L->row, L->row, v * L->row);
@@ -449,7 +453,7 @@ static uint32_t local_of(tg_mb_t *L, tg_megabatch_t *m, uint64_t u, int add, uin
     return L->s_local[si];
 }
 
-/* Room for need more edges in m. setup's e_cap bounds every mega-batch (T's edges, its parts'
+/* Room for need more edges in m. tg_mb_alloc's e_cap bounds every mega-batch (T's edges, its parts'
  * pairs, the static-to-static edges), so this only guards it; a growth is reserved first. */
 static int edge_room(tg_mb_t *L, tg_megabatch_t *m, uint64_t need)
 {
@@ -682,7 +686,7 @@ int tg_mb_load(tg_mb_t *L, tg_megabatch_t *m, const uint32_t *parts_in, uint64_t
     int rc = parts && base ? 0 : oom(L, NULL);
     uint64_t marked = 0;
     if (rc == 0) memcpy(parts, parts_in, n * sizeof *parts);
-    for (uint64_t i = 1; i < n && rc == 0; i++) /* insertion sort: N_d is small */
+    for (uint64_t i = 1; i < n && rc == 0; i++) /* insertion sort: a mega-batch has few parts */
         for (uint64_t j = i; j > 0 && parts[j - 1] > parts[j]; j--) {
             uint32_t t = parts[j];
             parts[j] = parts[j - 1];
@@ -792,6 +796,14 @@ int tg_mb_open(tg_mb_t **out, const tg_mb_opts_t *o)
                                         "most %u nodes)",
                                         L->who, (unsigned long long)L->N, UINT32_MAX)
                                : 0;
+    /* ids index the maps: each checked to be a node */
+    for (uint64_t i = 0; rc == 0 && i < L->S + L->ntrain; i++) {
+        uint64_t v = i < L->S ? o->static_old[i] : o->train_old[i - L->S];
+        if (v >= L->N)
+            rc = tg_err(-EINVAL, "%s: %s node %llu of a graph of %llu nodes", L->who,
+                        i < L->S ? "static" : "training", (unsigned long long)v,
+                        (unsigned long long)L->N);
+    }
     if (rc == 0) rc = part_sizes(L, &max_part);
     if (rc == 0) rc = open_alloc(L, max_part);
     if (rc == 0) rc = train_by_part(L, o->train_old);
