@@ -197,6 +197,32 @@ TG_TEST(old_run_directory)
     free(out);
 }
 
+/* The library checks too: tg_train resuming with a setting that differs from config.json's. */
+TG_TEST(library_resume_checked)
+{
+    char out[4300];
+    snprintf(out, sizeof out, "%s/api", root);
+    tg_train_opts_t o;
+    tg_train_opts_default(&o);
+    o.dataset = ds;
+    o.out_dir = out;
+    o.model.hidden = 16;
+    o.fanouts[0] = o.fanouts[1] = 5;
+    o.batch_size = 64;
+    o.epochs = 1;
+    o.optim.weight_decay = 0.01f;
+    tg_train_result_t res;
+    TG_CHECK_OK(tg_train(&o, &res));
+    o.resume = 1;
+    o.epochs = 2;
+    o.optim.weight_decay = 0;
+    TG_CHECK_ERR(tg_train(&o, &res), "--weight-decay 0.01 there vs 0 here");
+    o.optim.weight_decay = 0.01f;
+    o.threads = 2; /* safe */
+    TG_CHECK_OK(tg_train(&o, &res));
+    TG_CHECK_EQ_U64(res.epochs_done, 2);
+}
+
 /* The file: read back to the same settings; a typo, a bad value or a foreign file refused
  * naming the file and the key. */
 TG_TEST(file_round_trip_and_errors)
@@ -336,6 +362,7 @@ int main(void)
     so.dim = 256;
     synth_write(big, &so);
     TG_RUN(file_round_trip_and_errors);
+    TG_RUN(library_resume_checked);
     TG_RUN(sampled_sage_with_strategy_option);
     TG_RUN(exact_strategy_changes);
     TG_RUN(old_run_directory);
