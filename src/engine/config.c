@@ -671,7 +671,8 @@ int tg_train_config_strategy_exact(const char *from, const char *to)
     const tg_strategy_info_t *a = tg_strategy_info_find(from), *b = tg_strategy_info_find(to);
     /* auto takes memory or the first out-of-core strategy, both exact */
     int b_exact = !strcmp(to, "auto") || (b && (b->caps & TG_STRAT_EXACT));
-    return a && (a->caps & TG_STRAT_EXACT) && b_exact;
+    int a_exact = !strcmp(from, "auto") || (a && (a->caps & TG_STRAT_EXACT));
+    return a_exact && b_exact;
 }
 
 static int has_arg(const tg_strategy_arg_t *a, int na, const tg_strategy_arg_t *x)

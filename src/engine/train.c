@@ -483,7 +483,6 @@ static void train_unwind(trainer_t *t, int rc)
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
         if (unlink(paths[i]) < 0 && errno != ENOENT)
             tg_log_warn("%s: cannot remove it: %s", paths[i], strerror(errno));
-    rmdir(t->o.out_dir); /* only when empty: the user's other files stay */
 }
 
 /* The step callback's context and the line that opens the run's log. */
