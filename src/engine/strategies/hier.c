@@ -91,7 +91,7 @@ static const tg_strategy_opt_t hier_opts[] = {
 typedef struct {
     uint64_t ntrain; /* their training nodes */
     uint64_t batches;
-} sched_tg_megabatch_t;
+} sched_mega_t;
 
 struct tg_strategy {
     tg_run_t *r;
@@ -119,7 +119,7 @@ struct tg_strategy {
     uint64_t sched_epoch;
     int sched_valid;
     uint32_t *order; /* parts, shuffled */
-    sched_tg_megabatch_t *sched;
+    sched_mega_t *sched;
     uint64_t nmega, epoch_batches;
     /* loading: mega-batch k + 1 on engine/ahead's thread while k trains */
     tg_ahead_t *ahead;
@@ -210,30 +210,15 @@ static int megas_alloc(tg_strategy_t *s)
     return rc;
 }
 
-/* Undoes setup: every cache, map and buffer freed, its budget released. */
-static void teardown(tg_strategy_t *s)
-{
-    tg_extract_destroy(s->ex);
-    s->ex = NULL;
-    tg_tier_destroy(s->eval_tier); /* after the extraction that asks it, before the rows */
-    s->eval_tier = NULL;
-    tg_mb_close(s->mb);
-    s->mb = NULL;
-    free(s->order), free(s->sched);
-    s->order = NULL;
-    s->sched = NULL;
-    if (s->held) tg_budget_release(&s->r->budget, s->held);
-    s->held = 0;
-    s->ready = 0;
-    s->sched_valid = 0;
-}
-
 static void hier_close(tg_strategy_t *s)
 {
     if (!s) return;
     tg_ahead_close(s->ahead);
-    teardown(s);
-    free(s->run);
+    tg_extract_destroy(s->ex);
+    tg_tier_destroy(s->eval_tier); /* after the extraction that asks it, before the rows */
+    tg_mb_close(s->mb);
+    free(s->order), free(s->sched), free(s->run);
+    if (s->held) tg_budget_release(&s->r->budget, s->held);
     tg_io_file_close(s->feat);
     tg_part_close(s->part);
     free(s);
@@ -359,19 +344,25 @@ static int setup_fixed(tg_strategy_t *s)
     if (rc == 0) rc = tg_mb_open(&s->mb, &o);
     free(sids);
     if (rc < 0) return rc;
-    if ((rc = tg_budget_reserve(&r->budget, s->P * 4, "hier: the parts' order")) < 0) return rc;
-    s->held = s->P * 4;
+    if ((rc = tg_budget_reserve(&r->budget, s->P * 4, "hier: the parts' order")) == 0)
+        s->held = s->P * 4;
     /* evaluation passes sample the whole graph: the static rows, the most often sampled (highest
      * degree), come from RAM there too (an extraction made before, for an evaluation first, has
      * no tier: made again) */
-    if (S) {
-        if ((rc = tg_tier_borrow_create(&s->eval_tier, "hier-static", s->mb->s_feat, s->row,
-                                        s->mb->s_old, S, s->N, &r->budget)) < 0)
-            return tg_err_prefix(rc, "hier");
-        tg_extract_destroy(s->ex);
-        s->ex = NULL;
+    if (rc == 0 && S &&
+        (rc = tg_tier_borrow_create(&s->eval_tier, "hier-static", s->mb->s_feat, s->row,
+                                    s->mb->s_old, S, s->N, &r->budget)) < 0)
+        tg_err_prefix(rc, "hier");
+    if (rc == 0 && S) tg_extract_destroy(s->ex), s->ex = NULL;
+    if (rc == 0) rc = setup_eval(s);
+    if (rc < 0) { /* undone, so that a later pass sets it up again */
+        tg_extract_destroy(s->ex), s->ex = NULL;
+        tg_tier_destroy(s->eval_tier), s->eval_tier = NULL;
+        tg_mb_close(s->mb), s->mb = NULL;
+        if (s->held) tg_budget_release(&r->budget, s->held);
+        s->held = 0;
     }
-    return setup_eval(s);
+    return rc;
 }
 
 /* N_d, the most parts whose two mega-batches fit what the budget leaves (the profile: at most
@@ -450,7 +441,7 @@ static int schedule(tg_strategy_t *s, const tg_pass_t *p)
     if (!(s->sched = calloc(s->nmega, sizeof *s->sched))) return tg_err(-ENOMEM, "out of memory");
     uint64_t B = p->batch_size, passes = (uint64_t)s->c->passes, total = 0;
     for (uint64_t i = 0; i < s->nmega; i++) {
-        sched_tg_megabatch_t *m = &s->sched[i];
+        sched_mega_t *m = &s->sched[i];
         for (uint64_t k = i * s->nd; k < TG_MIN((uint64_t)P, (i + 1) * s->nd); k++) {
             uint32_t q = s->order[k];
             m->ntrain += s->mb->tp[q + 1] - s->mb->tp[q];
