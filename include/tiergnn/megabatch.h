@@ -143,8 +143,8 @@ typedef struct tg_mb {
 
 /* Reads the static cache (rows, checked by check_row; lists: the static-to-static half in RAM,
  * partstat opened or built), maps the training nodes to parts, and sizes the parts. Time:
- * O(N / 64 + P + S log S + training nodes) beside one sequential pass over new_of_old and the
- * static nodes' lists. */
+ * O(N / 64 + P log P + S log S + T log T) for T training nodes, beside one sequential pass over
+ * new_of_old and the static nodes' lists. */
 int tg_mb_open(tg_mb_t **out, const tg_mb_opts_t *o);
 /* Frees everything, buffers included, and releases its budget. NULL is fine. */
 void tg_mb_close(tg_mb_t *L);
@@ -163,7 +163,10 @@ int tg_mb_alloc(tg_mb_t *L, tg_megabatch_t *bufs, int nbuf, uint64_t nodes, uint
 void tg_mb_release(tg_mb_t *L);
 
 /* Loads the mega-batch of parts[0..n) (any order, no repeats) into m, one of the buffers. On
- * error m holds no subgraph (m->adj NULL) and the loader is ready for the next load. */
+ * error m holds no subgraph (m->adj NULL) and the loader is ready for the next load. Time: the
+ * parts' nodes and in-edges, their static pairs, and the joined static nodes' lists, beside
+ * O(S / 64) for the joined set; reads: one run of partfeat, the map and partadj per run of
+ * consecutive parts, and one of partstat per part. */
 int tg_mb_load(tg_mb_t *L, tg_megabatch_t *m, const uint32_t *parts, uint64_t n);
 
 /* The stored row of a mega-batch's local l (l < nm). */
