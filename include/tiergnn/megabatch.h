@@ -165,8 +165,8 @@ void tg_mb_release(tg_mb_t *L);
 /* Loads the mega-batch of parts[0..n) (any order, no repeats) into m, one of the buffers. On
  * error m holds no subgraph (m->adj NULL) and the loader is ready for the next load. Time: the
  * parts' nodes and in-edges, their static pairs, and the joined static nodes' lists, beside
- * O(S / 64) for the joined set; reads: one run of partfeat, the map and partadj per run of
- * consecutive parts, and one of partstat per part. */
+ * O(S / 64) for the joined set; reads: partfeat and the map, one per run of consecutive parts;
+ * partadj (its lists 4 MiB at a time) and partstat, per part. */
 int tg_mb_load(tg_mb_t *L, tg_megabatch_t *m, const uint32_t *parts, uint64_t n);
 
 /* The stored row of a mega-batch's local l (l < nm). */
