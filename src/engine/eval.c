@@ -105,10 +105,13 @@ static int eval_sampled(tg_run_t *r, tg_model_t *m, int s, const tg_eval_how_t *
     /* --mem is the whole process's: the first sampled pass of a run that has not planned its
      * budget yet (tiergnn eval) reserves the model and its batches as training does */
     if (r->budget.limit && !r->budget_planned) {
+        /* evaluation samples the plan's batches from the whole graph, whatever batches the
+         * strategy makes for its training passes: those are the ones to measure */
         tg_budget_plan_opts_t bo = {.plan = &pl,
                                     .num_layers = cfg->num_layers,
                                     .fanouts = h->fanouts,
-                                    .sampler = r->sampler};
+                                    .sampler = r->sampler,
+                                    .plan_batches = 1};
         tg_budget_plan_t bp;
         int rc = tg_budget_plan(r, m, &bo, &bp);
         if (rc < 0) return rc;
