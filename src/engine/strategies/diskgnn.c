@@ -139,7 +139,6 @@ struct tg_strategy {
     tg_adj_t *disk;
     char dir[4096];
     int ready, dead;
-    uint32_t dim;
     size_t row_bytes; /* raw row in the file */
     /* the hot rows: chosen by the first generation, kept */
     uint32_t *hot_nodes;
@@ -698,7 +697,6 @@ static int dg_setup(tg_strategy_t *s, const tg_pass_t *p)
     const tg_meta_t *m = &r->ds->meta;
     uint64_t N = m->num_nodes;
     char a[32], b[32], d[32], e[32], f[32];
-    s->dim = m->feat_dim;
     s->row_bytes = r->row_bytes;
     uint64_t limit = r->budget.limit;
     uint64_t avail = limit ? (limit > r->budget.used ? limit - r->budget.used : 0) : 0;
