@@ -7,7 +7,8 @@
  * every row of a batch into X bit for bit - the hot rows from RAM through their tier (the file's
  * hot range holds zeros), the rest from the file, with and without merging and normalisation -
  * counts the two tiers, names the packed file and the offset on a read error, and under
- * --verify-reads names the node of a changed row; the budget gets every byte back. */
+ * --verify-reads names the node of a changed row; a packed file written from a real layout
+ * reads back every batch's rows; the budget gets every byte back. */
 #include "test_feat_common.h"
 
 #include <math.h>
@@ -263,6 +264,116 @@ TG_TEST(reader)
     tg_budget_destroy(&b);
 }
 
+/* A packed file written from a real layout (tg_pack_geom, tg_pack_map_write, tg_pack_file) over
+ * a trace of random batches, then read back batch by batch: every X row is its node's row of the
+ * feature file, whatever tier it came from; the hot rows land in RAM; the nodes of the packed
+ * rows are the batches' ids. Two segment sizes, with and without hot rows. */
+TG_TEST(from_a_layout)
+{
+    enum { N = 500, B = 9, MAXN = 80 };
+    char *fpath = tfeat_write(dir, "features.bin", N, D, TG_F32);
+    tg_io_file_t *feat;
+    TG_CHECK_OK(tg_io_file_open(&feat, fpath, 0));
+    uint32_t ids[B * MAXN];
+    uint64_t off[B + 1] = {0};
+    tg_rng_t rng;
+    tg_rng_seed2(&rng, 11, 0);
+    for (int j = 0; j < B; j++) { /* distinct ids within a batch, shared between batches */
+        uint32_t n = 20 + (uint32_t)tg_rng_below(&rng, MAXN - 20), k = 0;
+        uint32_t start = (uint32_t)tg_rng_below(&rng, N - 2 * MAXN);
+        for (uint32_t v = start; k < n; v += 1 + (uint32_t)tg_rng_below(&rng, 2))
+            ids[off[j] + k++] = v;
+        off[j + 1] = off[j] + n;
+    }
+    tg_cs_trace_t tr = {.iters = B, .off = off, .ids = ids};
+    for (int c = 0; c < 4; c++) {
+        tg_budget_t b;
+        tg_budget_init(&b, 0);
+        tg_layout_cfg_t lc = {.num_nodes = N,
+                              .row_bytes = D * 4,
+                              .hot_rows = c & 1 ? 30 : 0,
+                              .segment = c & 2 ? 3 : 1,
+                              .seed = 5,
+                              .pack_bytes = 40 * D * 4,
+                              .chunk_align = 1};
+        tg_layout_t *L;
+        TG_CHECK_OK(tg_layout_plan(&L, &tr, &lc, &b));
+        tg_pack_geom_t g;
+        tg_pack_geom(&g, L, D * 4);
+        TG_CHECK(g.hot == lc.hot_rows && g.total_rows == g.hot + g.cache_rows + g.chunk_rows);
+        tg_pack_map_t m;
+        TG_CHECK_OK(tg_pack_map_open(&m, dir, "test-map", B, &b));
+        uint64_t *row_node = calloc(g.total_rows + 1, sizeof *row_node);
+        TG_CHECK_OK(tg_pack_map_write(&m, L, &g, ids, off, B, row_node, &b));
+        char name[4300];
+        int fd = tg_tmpfile_open(dir, "test-pack", 0, name, sizeof name);
+        TG_CHECK(fd >= 0);
+        float *hot = malloc((g.hot + 1) * D * 4);
+        tg_pack_file_opts_t po = {.L = L,
+                                  .geom = &g,
+                                  .feat = feat,
+                                  .num_nodes = N,
+                                  .fd = fd,
+                                  .name = name,
+                                  .hot = hot,
+                                  .threads = 2,
+                                  .budget = &b};
+        tg_pack_stats_t ps;
+        TG_CHECK_OK(tg_pack_file(&po, &ps));
+        uint64_t nh = 0;
+        const uint32_t *hn = tg_layout_hot(L, &nh);
+        for (uint64_t k = 0; k < nh; k++)
+            TG_CHECK(hot[k * D + 3] == tfeat_val(hn[k], 3));
+        tg_tier_t *tier;
+        TG_CHECK_OK(tg_pack_hot_tier_create(&tier, "hot", hot, D * 4, g.hot));
+        tg_pack_reader_t *rd;
+        tg_extract_plan_opts_t xo;
+        tg_extract_plan_opts_default(&xo);
+        xo.num_nodes = N, xo.feat_dim = D, xo.dtype = TG_F32, xo.extractors = 1;
+        xo.io_depth = 4, xo.io_gap = 1024, xo.chunk_rows = 16, xo.featbuf = 0;
+        tg_extract_plan_t pl;
+        TG_CHECK_OK(tg_extract_plan(&pl, &xo));
+        tg_pack_reader_opts_t ro = {.plan = &pl,
+                                    .fd = fd,
+                                    .name = name,
+                                    .map_name = m.name,
+                                    .rows = g.total_rows,
+                                    .hot = tier,
+                                    .hot_rows = g.hot,
+                                    .budget = &b};
+        TG_CHECK_OK(tg_pack_reader_open(&rd, &ro));
+        uint64_t rec[(16 + 12 * MAXN + 8) / 8 + 1], nb, bad = 0;
+        float X[MAXN * D];
+        for (uint32_t j = 0; j < B; j++) {
+            uint32_t n = (uint32_t)(off[j + 1] - off[j]);
+            TG_CHECK_OK(tg_pack_map_read(&m, j, rec, sizeof rec, &nb));
+            TG_CHECK_OK(tg_pack_reader_read(rd, j, rec, nb, n, X, NULL));
+            for (uint32_t p = 0; p < n; p++)
+                for (uint32_t k = 0; k < D; k++)
+                    bad += X[p * D + k] != tfeat_val(ids[off[j] + p], k);
+        }
+        TG_CHECK_EQ_U64(bad, 0);
+        for (uint64_t r = g.hot; r < g.total_rows; r++) { /* each packed row holds its node */
+            float x;
+            TG_CHECK_OK(tg_pread_full(fd, &x, 4, r * D * 4, name));
+            bad += x != tfeat_val(row_node[r], 0);
+        }
+        TG_CHECK_EQ_U64(bad, 0);
+        tg_pack_reader_close(rd);
+        tg_tier_destroy(tier);
+        free(hot);
+        close(fd);
+        free(row_node);
+        tg_pack_map_close(&m);
+        tg_layout_destroy(L);
+        TG_CHECK_EQ_U64(b.used, 0);
+        tg_budget_destroy(&b);
+    }
+    tg_io_file_close(feat);
+    unlink(fpath);
+    free(fpath);
+}
+
 int main(void)
 {
     tg_log_set_level(TG_LOG_WARN);
@@ -270,5 +381,6 @@ int main(void)
     TG_RUN(records);
     TG_RUN(map_file);
     TG_RUN(reader);
+    TG_RUN(from_a_layout);
     return tg_test_done();
 }
