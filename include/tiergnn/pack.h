@@ -326,8 +326,8 @@ typedef struct tg_pack_reader_opts {
     int fd;               /* the packed file, open; read through /proc/self/fd/fd with O_DIRECT */
     const char *name;     /* the packed file, for messages */
     const char *map_name; /* the map file, for messages about records */
-    uint64_t rows;        /* rows of the packed file: its size is rows x the plan's row_bytes */
-    tg_tier_t *hot;       /* the hot rows' tier (tg_pack_hot_tier_create); NULL: none */
+    uint64_t rows;  /* rows of the packed file (< 2^32): its size is rows x the plan's row_bytes */
+    tg_tier_t *hot; /* the hot rows' tier (tg_pack_hot_tier_create); NULL: none */
     uint64_t hot_rows;    /* rows [0, hot_rows) are the hot rows */
     int normalize;        /* L1 row normalisation (tiergnn/store.h) */
     tg_budget_t *budget;  /* the extraction's staging and the row list; NULL: not accounted */

@@ -343,6 +343,10 @@ int tg_pack_reader_open(tg_pack_reader_t **out, const tg_pack_reader_opts_t *o)
     if (o->plan->featbuf)
         return tg_err(-EINVAL, "%s: a packed file is read without a feature buffer",
                       o->who ? o->who : "pack");
+    /* store/extract addresses rows by 32-bit ids */
+    if (o->rows >= ((uint64_t)1 << 32))
+        return tg_err(-EINVAL, "%s: the packed file %s has %llu rows; at most 2^32 - 1 are read",
+                      o->who ? o->who : "pack", o->name, (unsigned long long)o->rows);
     tg_pack_reader_t *rd = calloc(1, sizeof *rd);
     if (!rd) return tg_err(-ENOMEM, "out of memory for a packed file's reader");
     snprintf(rd->who, sizeof rd->who, "%s", o->who ? o->who : "pack");
