@@ -417,6 +417,32 @@ TG_TEST(out_of_core_same_results)
     free(ref);
 }
 
+/* A failed read of features.bin stops evaluation with the file, the offset and the layer, both
+ * in the sequential pass (the rows fit) and in a chunk's reads (none resident). Runs after
+ * out_of_core_same_results, on its dataset and run. */
+TG_TEST(cli_read_error_named)
+{
+    char ds[4300], run[4300];
+    snprintf(ds, sizeof ds, "%s/ds", g_dir);
+    snprintf(run, sizeof run, "%s/run", g_dir);
+    /* row 15000 of 128 bytes: a row every chunk's sources may hold */
+    setenv("TIERGNN_IO_FAULT", "EIO@1920000-1920128,file=features.bin", 1);
+    const char *mems[2] = {"24M", "8M"};
+    for (int i = 0; i < 2; i++) {
+        char *out = NULL;
+        int rc = tg_test_cli(&out,
+                             "eval %s --checkpoint %s --strategy gnndrive --mem %s "
+                             "--eval-chunk 500 --json --threads 1",
+                             ds, run, mems[i]);
+        TG_CHECK(rc != 0);
+        TG_CHECK(out && strstr(out, "features.bin: read error at offset"));
+        TG_CHECK(out && strstr(out, "layer-wise forward, layer 0"));
+        if (out) fprintf(stderr, "  --mem %s:\n%s", mems[i], out);
+        free(out);
+    }
+    unsetenv("TIERGNN_IO_FAULT");
+}
+
 int main(void)
 {
     g_dir = tg_test_tmpdir("layerwise_rows");
@@ -426,6 +452,7 @@ int main(void)
     TG_RUN(runs_merged);
     TG_RUN(errors_named);
     TG_RUN(out_of_core_same_results);
+    TG_RUN(cli_read_error_named);
     int rc = tg_test_done();
     if (!rc) tg_rmtree(g_dir);
     return rc;

@@ -467,7 +467,11 @@ static int lw_chunk(lw_pass_t *w, int l, int last, uint64_t c0, uint64_t n, uint
     if (rc < 0) return rc;
     const tg_block_t *blk = &w->b.blocks[0];
     if ((rc = lw_grow(w, blk, din, dout)) < 0) return rc;
-    if ((rc = input_gather(&w->in, w->b.nodes, blk->num_src, w->Hin)) < 0) return rc;
+    if ((rc = input_gather(&w->in, w->b.nodes, blk->num_src, w->Hin)) < 0) {
+        tg_err_prefix(rc, "layer-wise forward, layer %d, nodes %llu..%llu", l,
+                      (unsigned long long)c0, (unsigned long long)(c0 + n));
+        return rc;
+    }
     if (w->deg) gcn_scale_sources(blk, w->b.nodes, w->deg, w->Hin, din, w->outdeg);
     if ((rc = tg_model_layer_forward(w->m, l, blk, w->Hin, w->Hout)) < 0) {
         tg_err_prefix(rc, "layer %d, nodes %llu..%llu", l, (unsigned long long)c0,
