@@ -78,8 +78,8 @@ int tg_store_memory_open(tg_store_t **out, const struct tg_dataset *ds,
                          const tg_store_opts_t *opts);
 
 /* The feature-file store: each gathered row is read from features.bin with pread (f16 widened,
- * normalised on the fly when asked). No RAM beyond the caller's output; used by inference when
- * the features do not fit in memory. */
+ * normalised on the fly when asked). No RAM beyond the caller's output. One read per row through
+ * the page cache: for a few rows, not for passes over most of the file (see row files below). */
 int tg_store_file_open(tg_store_t **out, const struct tg_dataset *ds, const tg_store_opts_t *opts);
 
 /* L1-normalises n rows of dim floats in place. */

@@ -1,6 +1,6 @@
-/* The feature-file store: every row read from features.bin with pread, nothing cached. It is
- * what inference uses when the features do not fit in RAM, and the reference the out-of-core
- * stores are checked against. */
+/* The feature-file store: every row read from features.bin with pread, nothing cached: the
+ * reference the out-of-core stores are checked against. Passes that read most rows of the file
+ * (layer-wise evaluation and inference) read through a row file instead (store/rowfile.c). */
 #include "tiergnn/store.h"
 
 #include <fcntl.h>
