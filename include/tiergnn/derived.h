@@ -17,9 +17,16 @@
  *         (tg_io_file_open, O_DIRECT) and add f->payload_off to every offset ...
  *     tg_derived_close(f);
  *
- * Naming: DIR/<kind>-<params>.bin where DIR is DATASET/derived unless the caller gives another
- * directory (`root`, e.g. a scratch disk for a read-only dataset; it is used as it is, so give
- * each dataset its own). kind is a short word ([a-z0-9_], up to 31 bytes, not "tmp"); params is
+ * Where: DIR/<kind>-<params>.bin. DIR is the caller's `root` when it gives one (used as it is);
+ * with root NULL, which is what strategies pass, this module decides, in this order:
+ * the process's directory set with tg_derived_set_dir (`--derived-dir DIR`, used as it is);
+ * DATASET/derived when it can be written (or made); else a per-user directory keyed by the
+ * dataset's identity, $XDG_CACHE_HOME/tiergnn/derived-<16 hex> ($HOME/.cache when XDG_CACHE_HOME
+ * is unset), said once per dataset in a log line. The key hashes meta.txt's counts and file
+ * CRCs, so two copies of a dataset share it and a changed dataset gets another. Wherever DIR is,
+ * tg_derived_open also takes a valid file from DATASET/derived itself (a read-only snapshot's).
+ * Runtime files of a run (spill, packed files) go to tg_derived_dir(ds, NULL) too.
+ * Names: kind is a short word ([a-z0-9_], up to 31 bytes, not "tmp"); params is
  * the caller's canonical string of everything the payload depends on besides the dataset
  * ("bytes=67108864,seed=1"), printable ASCII, up to TG_DERIVED_PARAMS_MAX bytes. In the file
  * name, characters outside [A-Za-z0-9._,=+-] become '_' and a params string that needed that,
@@ -74,8 +81,20 @@ extern "C" {
 
 /* ---------------------------------------------------------------- names */
 
-/* The directory derived files of ds go to: root if given, else DATASET/derived. */
+/* The directory derived files of ds go to: root if given, else as "Where" says above (it makes
+ * the per-user directory when it picks it). */
 void tg_derived_dir(const tg_dataset_t *ds, const char *root, char *buf, size_t len);
+/* DATASET/derived, whether or not it is used. */
+void tg_derived_own_dir(const tg_dataset_t *ds, char *buf, size_t len);
+/* The per-user directory of ds (no I/O); -ENOENT when neither $XDG_CACHE_HOME (absolute) nor
+ * $HOME is set. */
+int tg_derived_fallback_dir(const tg_dataset_t *ds, char *buf, size_t len);
+/* Sets the process's derived directory (--derived-dir; NULL or "": none). With create, makes it
+ * (mkdir -p) and checks that it can be written: an error names dir and what was expected. Call
+ * before a run opens (not thread-safe against derived calls in flight). */
+int tg_derived_set_dir(const char *dir, int create);
+/* That directory, or NULL. */
+const char *tg_derived_get_dir(void);
 /* The file name (no directory) for kind and params; -EINVAL naming the problem when kind or
  * params is not acceptable, -ENAMETOOLONG when buf is too small. */
 int tg_derived_name(const char *kind, const char *params, char *buf, size_t len);
@@ -160,8 +179,8 @@ typedef struct tg_derived_entry {
 int tg_derived_list(const tg_dataset_t *ds, const char *root, tg_derived_entry_t **out, size_t *n);
 /* Removes derived files (only stale ones with stale_only) and temp files of processes that are
  * gone; never a running writer's temp file nor a file that is not a derived file. Prints one
- * line per file removed or kept to log (when not NULL). With root NULL an emptied
- * DATASET/derived is removed too. */
+ * line per file removed or kept to log (when not NULL). With root NULL the directory is
+ * tg_derived_dir's; when that is DATASET/derived, it is removed once emptied. */
 int tg_derived_clean(const tg_dataset_t *ds, const char *root, int stale_only, FILE *log,
                      uint64_t *bytes_freed, size_t *files_removed);
 

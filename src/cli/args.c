@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "tiergnn/derived.h"
 #include "tiergnn/engine.h"
 #include "tiergnn/graph.h"
 #include "tiergnn/util.h"
@@ -394,4 +395,12 @@ int tg_cli_checkpoint(const char *arg, int last, char *rundir, size_t len, int *
         return tg_err(-ENAMETOOLONG, "--checkpoint %s: path too long", arg);
     *which_last = is_last;
     return 0;
+}
+
+int tg_cli_derived_dir(const tg_args_t *a, int create)
+{
+    const char *dir = tg_args_str(a, "derived-dir", NULL);
+    if (!dir) return 0;
+    if (!*dir) return tg_err(-EINVAL, "--derived-dir: expected a directory, got ''");
+    return tg_derived_set_dir(dir, create);
 }

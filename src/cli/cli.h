@@ -101,6 +101,11 @@ int tg_cli_strategy_help(FILE *f, const char *name);
 /* tiergnn strategies [NAME | --all]. */
 int tg_cmd_strategies(int argc, char **argv);
 
+/* --derived-dir DIR of train, eval, infer, bench, info, clean and partition: sets the process's
+ * derived directory (tg_derived_set_dir). create: make it and check that it can be written (the
+ * commands that write there); an error names DIR. Without the flag: 0, nothing set. */
+int tg_cli_derived_dir(const tg_args_t *a, int create);
+
 /* Prints "tiergnn: <message>" to stderr and returns 1 (for `return tg_cli_fail();`). */
 int tg_cli_fail(void);
 

@@ -42,7 +42,7 @@ static const char bench_usage[] =
     "  --fanouts --sampler --layer-sizes --batch-size --optimizer --lr --weight-decay\n"
     "  --momentum --normalize-features\n"
     "  --eval-every --eval-fanouts --eval-chunk --checkpoint-every --seed --threads\n"
-    "  --sampler-threads; arguments after '--' are passed on verbatim.\n"
+    "  --sampler-threads --derived-dir; arguments after '--' are passed on verbatim.\n"
     "  Without --eval-every / --checkpoint-every the runs get 0 for both (only after the last\n"
     "  epoch: neither is part of the epoch time).\n"
     "\n"
@@ -58,7 +58,7 @@ static const char bench_usage[] =
               "fanouts=,sampler=,layer-sizes=,batch-size=,optimizer=,lr=,weight-decay=,"           \
               "momentum=,normalize-features,"                                                      \
               "eval-every=,eval-fanouts=,eval-chunk=,checkpoint-every=,seed=,threads=,"            \
-              "sampler-threads=,batches-per-epoch=,eval-max-nodes="
+              "sampler-threads=,batches-per-epoch=,eval-max-nodes=,derived-dir="
 
 static int is_own(const char *flag)
 {
@@ -123,6 +123,7 @@ int tg_cmd_bench(int argc, char **argv)
         return tg_cli_fail();
     }
     o.dataset = a.pos[0];
+    if (tg_cli_derived_dir(&a, 1) < 0) return tg_cli_fail();
     o.strategies = tg_args_str(&a, "strategies", NULL);
     if (!tg_args_has(&a, "mem")) {
         tg_err(-EINVAL, "bench: --mem SIZE is required (the budget every strategy gets)");

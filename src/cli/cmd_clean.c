@@ -1,4 +1,5 @@
-/* tiergnn clean DATASET [--stale-only]: removes the files strategies derived from a dataset. */
+/* tiergnn clean DATASET [--stale-only] [--derived-dir DIR]: removes the files strategies derived
+ * from a dataset. */
 #include <stdio.h>
 
 #include "cli.h"
@@ -7,16 +8,20 @@
 int tg_cmd_clean(int argc, char **argv)
 {
     tg_args_t a;
-    if (tg_args_parse(&a, argc, argv, "stale-only,help") < 0) return tg_cli_fail();
+    if (tg_args_parse(&a, argc, argv, "stale-only,derived-dir=,help") < 0 ||
+        tg_cli_derived_dir(&a, 0) < 0)
+        return tg_cli_fail();
     if (tg_args_has(&a, "help")) {
-        fputs("usage: tiergnn clean DATASET [--stale-only]\n"
+        fputs("usage: tiergnn clean DATASET [--stale-only] [--derived-dir DIR]\n"
               "Removes the files training strategies computed from DATASET and keep in\n"
               "DATASET/derived/ (neighbour caches, partitions, packed chunks ...), and the temp\n"
               "files of runs that died while writing one. With --stale-only, only files that no\n"
               "longer match the dataset or their parameters, or are damaged, go. Never removes\n"
               "the dataset's own files, a temp file of a run still writing, or a file in\n"
               "derived/ that is not a derived file. Prints each file removed or kept and the\n"
-              "bytes freed. A strategy rebuilds what it needs on its next run.\n",
+              "bytes freed. A strategy rebuilds what it needs on its next run. Where derived/\n"
+              "is read-only, the per-user directory that takes its files is cleaned instead\n"
+              "(docs/FORMAT.md); --derived-dir DIR cleans DIR.\n",
               stdout);
         return 0;
     }

@@ -31,6 +31,7 @@ static const char eval_usage[] =
     "  --verify                   check every dataset file's CRC-32 against meta.txt first\n"
     "  --verify-reads             check every feature row read from a disk against its CRC-32\n"
     "                             (derived/rowcrc, as train --verify-reads)\n"
+    "  --derived-dir DIR          derived and runtime files in DIR, as train --derived-dir\n"
     "  --help-strategy NAME       the options of strategy NAME (as 'tiergnn strategies NAME')\n";
 
 /* --sampler / --layer-sizes, when given, must be what the checkpoint was trained with: the
@@ -82,8 +83,8 @@ int tg_cmd_eval(int argc, char **argv)
     if (tg_cli_strategy_spec(spec, sizeof spec,
                              "checkpoint=,split=,last,threads=,eval-chunk=,max-nodes=,mem=,"
                              "strategy=,json,sampler=,layer-sizes=,verify,verify-reads,help,"
-                             "help-strategy=") < 0 ||
-        tg_args_parse(&a, argc, argv, spec) < 0)
+                             "help-strategy=,derived-dir=") < 0 ||
+        tg_args_parse(&a, argc, argv, spec) < 0 || tg_cli_derived_dir(&a, 1) < 0)
         return tg_cli_fail();
     if (tg_args_has(&a, "help-strategy"))
         return tg_cli_strategy_help(stdout, tg_args_str(&a, "help-strategy", "")) < 0

@@ -36,7 +36,8 @@ static const char infer_usage[] =
     "  --strategy NAME     auto (default) or a strategy below, with its options\n"
     "  --verify            check every dataset file's CRC-32 against meta.txt first\n"
     "  --verify-reads      check every feature row read from a disk against its CRC-32\n"
-    "                      (derived/rowcrc, as train --verify-reads)\n";
+    "                      (derived/rowcrc, as train --verify-reads)\n"
+    "  --derived-dir DIR   derived and runtime files in DIR, as train --derived-dir\n";
 
 /* Copies the raw array `raw` (dtype descr, n rows of `width` elements, width 0: a 1-D array)
  * into raw.npy behind a .npy header: written to a temporary file beside it, fsynced and
@@ -129,8 +130,9 @@ int tg_cmd_infer(int argc, char **argv)
     char spec[4096];
     if (tg_cli_strategy_spec(spec, sizeof spec,
                              "checkpoint=,out=,embeddings,format=,last,chunk-nodes=,mem=,threads=,"
-                             "strategy=,verify,verify-reads,help,help-strategy=") < 0 ||
-        tg_args_parse(&a, argc, argv, spec) < 0)
+                             "strategy=,verify,verify-reads,help,help-strategy=,derived-dir=") <
+            0 ||
+        tg_args_parse(&a, argc, argv, spec) < 0 || tg_cli_derived_dir(&a, 1) < 0)
         return tg_cli_fail();
     if (tg_args_has(&a, "help-strategy"))
         return tg_cli_strategy_help(stdout, tg_args_str(&a, "help-strategy", "")) < 0

@@ -7,20 +7,15 @@
 #include "tiergnn/data.h"
 #include "tiergnn/derived.h"
 
-/* One line per entry of derived/: kind and params (from the header) or the name, size, state. */
-static int print_derived(const char *dir)
+/* One line per entry of the directory `where`: kind and params (from the header) or the name,
+ * size, state. */
+static int print_dir(const tg_dataset_t *ds, const char *where)
 {
-    tg_dataset_t *ds;
-    int rc = tg_dataset_open(&ds, dir, 0);
-    if (rc) return rc;
     tg_derived_entry_t *v;
     size_t n;
-    char where[4096], b[32], label[160];
-    tg_derived_dir(ds, NULL, where, sizeof where);
-    if ((rc = tg_derived_list(ds, NULL, &v, &n))) {
-        tg_dataset_close(ds);
-        return rc;
-    }
+    char b[32], label[160];
+    int rc = tg_derived_list(ds, where, &v, &n);
+    if (rc) return rc;
     uint64_t total = 0;
     size_t stale = 0;
     for (size_t i = 0; i < n; i++) {
@@ -46,22 +41,39 @@ static int print_derived(const char *dir)
                e->state == TG_DERIVED_VALID ? "" : e->why);
     }
     free(v);
-    tg_dataset_close(ds);
     return 0;
+}
+
+/* The directory derived files of the dataset go to (--derived-dir, DATASET/derived, or the
+ * per-user cache), and DATASET/derived too when that is another, since runs still read it. */
+static int print_derived(const char *dir)
+{
+    tg_dataset_t *ds;
+    int rc = tg_dataset_open(&ds, dir, 0);
+    if (rc) return rc;
+    char where[4096], own[4096];
+    tg_derived_dir(ds, NULL, where, sizeof where);
+    tg_derived_own_dir(ds, own, sizeof own);
+    rc = print_dir(ds, where);
+    if (!rc && strcmp(where, own)) rc = print_dir(ds, own);
+    tg_dataset_close(ds);
+    return rc;
 }
 
 int tg_cmd_info(int argc, char **argv)
 {
     tg_args_t a;
-    if (tg_args_parse(&a, argc, argv, "help") < 0) return tg_cli_fail();
+    if (tg_args_parse(&a, argc, argv, "derived-dir=,help") < 0 || tg_cli_derived_dir(&a, 0) < 0)
+        return tg_cli_fail();
     if (tg_args_has(&a, "help")) {
-        fputs("usage: tiergnn info DATASET\n"
+        fputs("usage: tiergnn info DATASET [--derived-dir DIR]\n"
               "Prints counts, in-degree statistics (min, median, mean, p99, max, nodes without\n"
               "in-neighbours, share of the top 1%, a histogram), the label distribution, split\n"
               "sizes and the size and CRC-32 of every file. Reads indptr and labels only.\n"
               "Then lists DATASET/derived/ (files strategies computed from the dataset): kind,\n"
               "params, size, and whether each is valid or stale and why (`tiergnn clean`\n"
-              "removes them).\n",
+              "removes them). Where derived/ is read-only, the per-user directory that takes\n"
+              "its files (docs/FORMAT.md) is listed first; --derived-dir DIR lists DIR instead.\n",
               stdout);
         return 0;
     }

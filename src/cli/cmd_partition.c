@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "tiergnn/derived.h"
 #include "tiergnn/partition.h"
 
 /* --assignment F: part[v] for every original id v, from the map file's new_of_old and pp. */
@@ -35,8 +36,10 @@ static int write_assignment(const tg_dataset_t *ds, const tg_part_assign_opts_t 
 int tg_cmd_partition(int argc, char **argv)
 {
     tg_args_t a;
-    if (tg_args_parse(&a, argc, argv,
-                      "parts=,method=,mem=,seed=,passes=,imbalance=,assignment=,help") < 0)
+    if (tg_args_parse(
+            &a, argc, argv,
+            "parts=,method=,mem=,seed=,passes=,imbalance=,assignment=,derived-dir=,help") < 0 ||
+        tg_cli_derived_dir(&a, 1) < 0)
         return tg_cli_fail();
     if (tg_args_has(&a, "help")) {
         fputs("usage: tiergnn partition DATASET --parts P [--method auto|metis|stream]\n"
@@ -59,6 +62,8 @@ int tg_cmd_partition(int argc, char **argv)
               "  --imbalance X    largest part at most (1 + X) x N / P (default 0.03)\n"
               "  --assignment F   also write each node's part to F: u32 little-endian, one per\n"
               "                   node in the dataset's own (original) ids\n"
+              "  --derived-dir D  write the results to D (default: DATASET/derived/, or a\n"
+              "                   per-user cache when that is read-only; docs/FORMAT.md)\n"
               "Prints the method, the edge cut, the balance and the time of each step.\n",
               stdout);
         return 0;
@@ -101,9 +106,11 @@ int tg_cmd_partition(int argc, char **argv)
         const tg_part_summary_t *s = &st.sum;
         char params[256], r[32], w[32];
         tg_part_params(&o.assign, s->method, params, sizeof params);
-        if (!st.built_map && !st.built_feat && !st.built_adj)
-            printf("up to date: %s/derived/ holds the partitioned dataset (%s)\n", a.pos[0],
-                   params);
+        if (!st.built_map && !st.built_feat && !st.built_adj) {
+            char where[4096];
+            tg_derived_dir(ds, NULL, where, sizeof where);
+            printf("up to date: %s/ holds the partitioned dataset (%s)\n", where, params);
+        }
         printf("method %s: %u parts in %.2f s; edge cut %llu of %llu edges (%.2f%%); parts of "
                "%llu .. %llu nodes, balance %.3f\n",
                tg_part_method_name(s->method), s->parts, s->assign_s,

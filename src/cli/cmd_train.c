@@ -82,6 +82,9 @@ static const char train_usage[] =
     "                                 CRC-32 (derived/rowcrc, built once by a pass over\n"
     "                                 features.bin, 4 bytes per node of --mem): a file changed\n"
     "                                 after verification ends the run with an error\n"
+    "  --derived-dir DIR              files strategies derive from DATASET, and runtime files,\n"
+    "                                 go to DIR (default: DATASET/derived, or a per-user cache\n"
+    "                                 when that is read-only; docs/FORMAT.md)\n"
     "  --help-strategy NAME           the options of strategy NAME (as 'tiergnn strategies NAME')\n"
     "\n"
     "SIGINT (Ctrl-C) stops at the next batch boundary and writes a checkpoint that --resume\n"
@@ -94,7 +97,7 @@ static const char train_usage[] =
     "eval-fanouts=,eval-chunk=,checkpoint-every=,out=,resume,config=,seed=,threads=,sampler-"      \
     "threads=,"                                                                                    \
     "strategy=,mem=,json,verify,verify-reads,batches-per-epoch=,eval-max-nodes=,help,help-"        \
-    "strategy="
+    "strategy=,derived-dir="
 
 static int prob_flag(const tg_args_t *a, const char *name, double def, float *out)
 {
@@ -340,7 +343,7 @@ int tg_cmd_train(int argc, char **argv)
     tg_train_opts_default(&o);
     tg_train_config_t cf;
     memset(&cf, 0, sizeof cf);
-    if (parse_train(&a, &o) < 0 || apply_config(&a, &o, &cf) < 0) {
+    if (tg_cli_derived_dir(&a, 1) < 0 || parse_train(&a, &o) < 0 || apply_config(&a, &o, &cf) < 0) {
         tg_train_config_destroy(&cf);
         return tg_cli_fail();
     }

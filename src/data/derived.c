@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -234,12 +235,130 @@ int tg_derived_name(const char *kind, const char *params, char *buf, size_t len)
     return 0;
 }
 
+/* ---------------------------------------------------------------- where they go */
+
+/* --derived-dir: the process's directory for every call with root NULL ("" when none). Set by
+ * the CLI before a run opens; read by the run's threads afterwards. */
+static char dir_override[4096];
+static pthread_mutex_t said_lock = PTHREAD_MUTEX_INITIALIZER;
+static char said_for[4096]; /* the last dataset whose fallback the log named */
+
+int tg_derived_set_dir(const char *dir, int create)
+{
+    if (!dir || !*dir) {
+        dir_override[0] = 0;
+        return 0;
+    }
+    if (strlen(dir) >= sizeof dir_override - 300) /* room for "/" + a temp file name */
+        return tg_err(-ENAMETOOLONG, "--derived-dir %.80s...: path longer than %zu bytes", dir,
+                      sizeof dir_override - 300);
+    if (create) {
+        int rc = tg_mkdir_p(dir);
+        if (rc < 0)
+            return tg_err(rc, "--derived-dir %s: cannot create the directory: %s", dir,
+                          strerror(-rc));
+        if (access(dir, W_OK | X_OK))
+            return tg_err(-errno,
+                          "--derived-dir %s: expected a directory this user can write to: %s", dir,
+                          strerror(errno));
+    }
+    snprintf(dir_override, sizeof dir_override, "%s", dir);
+    return 0;
+}
+
+const char *tg_derived_get_dir(void)
+{
+    return dir_override[0] ? dir_override : NULL;
+}
+
+void tg_derived_own_dir(const tg_dataset_t *ds, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s/%s", ds->dir, TG_DERIVED_DIRNAME);
+}
+
+/* The dataset's identity as 16 hex digits: FNV-1a over num_nodes, num_edges, feat_dim and the
+ * CRC-32 of every file, as meta.txt records them. Two copies of a dataset have one key; a
+ * dataset rewritten in place has another, so its fallback files are never taken for it. */
+static uint64_t ident_key(const tg_dataset_t *ds)
+{
+    ident_t id;
+    ident_of(&id, ds);
+    unsigned char b[20 + 4 * TG_FILE_COUNT];
+    put64(b, id.num_nodes);
+    put64(b + 8, id.num_edges);
+    put32(b + 16, id.feat_dim);
+    for (int i = 0; i < TG_FILE_COUNT; i++)
+        put32(b + 20 + 4 * i, id.crc[i]);
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < sizeof b; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+int tg_derived_fallback_dir(const tg_dataset_t *ds, char *buf, size_t len)
+{
+    const char *x = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    int w;
+    /* XDG: a relative $XDG_CACHE_HOME is invalid and ignored */
+    if (x && x[0] == '/')
+        w = snprintf(buf, len, "%s/tiergnn/derived-%016" PRIx64, x, ident_key(ds));
+    else if (home && *home)
+        w = snprintf(buf, len, "%s/.cache/tiergnn/derived-%016" PRIx64, home, ident_key(ds));
+    else
+        return tg_err(-ENOENT,
+                      "%s/%s cannot be written and neither $XDG_CACHE_HOME nor $HOME is set "
+                      "for a per-user derived directory; give --derived-dir",
+                      ds->dir, TG_DERIVED_DIRNAME);
+    if (w < 0 || (size_t)w >= len)
+        return tg_err(-ENAMETOOLONG, "per-user derived directory longer than %zu bytes", len);
+    return 0;
+}
+
+/* DATASET/derived can take new files: it is a directory this user can write to, or it is missing
+ * and DATASET can take it. A read-only mount says EROFS to access(2) even for root. */
+static int own_writable(const tg_dataset_t *ds, const char *own)
+{
+    struct stat st;
+    if (stat(own, &st) == 0) return S_ISDIR(st.st_mode) && access(own, W_OK | X_OK) == 0;
+    return errno == ENOENT && access(ds->dir, W_OK | X_OK) == 0;
+}
+
+/* Says once per dataset (per process) where its derived files go instead. */
+static void say_fallback(const tg_dataset_t *ds, const char *own, const char *dir)
+{
+    pthread_mutex_lock(&said_lock);
+    int said = !strcmp(said_for, ds->dir);
+    if (!said) snprintf(said_for, sizeof said_for, "%s", ds->dir);
+    pthread_mutex_unlock(&said_lock);
+    if (!said)
+        tg_log_info("%s cannot be written (%s); derived and runtime files go to %s, and valid "
+                    "files already in %s are still read",
+                    own, strerror(errno ? errno : EROFS), dir, own);
+}
+
 void tg_derived_dir(const tg_dataset_t *ds, const char *root, char *buf, size_t len)
 {
-    if (root)
+    char own[4096];
+    if (root) {
         snprintf(buf, len, "%s", root);
-    else
-        snprintf(buf, len, "%s/%s", ds->dir, TG_DERIVED_DIRNAME);
+        return;
+    }
+    if (dir_override[0]) {
+        snprintf(buf, len, "%s", dir_override);
+        return;
+    }
+    tg_derived_own_dir(ds, own, sizeof own);
+    char fb[4096];
+    int writable = own_writable(ds, own), e = errno;
+    /* no fallback to be had (no $HOME, or it cannot be made): errors name derived/. It is made
+     * here, so that callers that only ask for the name (runtime files) find it. */
+    if (writable || tg_derived_fallback_dir(ds, fb, sizeof fb) < 0 || tg_mkdir_p(fb) < 0) {
+        snprintf(buf, len, "%s", own);
+        return;
+    }
+    errno = e;
+    say_fallback(ds, own, fb);
+    snprintf(buf, len, "%s", fb);
 }
 
 int tg_derived_path(const tg_dataset_t *ds, const char *root, const char *kind, const char *params,
@@ -627,6 +746,14 @@ static int check_file(const char *path, const ident_t *id, const char *kind, con
 
 /* ---------------------------------------------------------------- reader */
 
+/* dir is the dataset's own derived/ directory. */
+static int same_dir(const tg_dataset_t *ds, const char *dir)
+{
+    char own[4096];
+    tg_derived_own_dir(ds, own, sizeof own);
+    return !strcmp(own, dir);
+}
+
 int tg_derived_open(tg_derived_file_t **out, const tg_dataset_t *ds, const char *root,
                     const char *kind, const char *params, unsigned flags)
 {
@@ -642,8 +769,24 @@ int tg_derived_open(tg_derived_file_t **out, const tg_dataset_t *ds, const char 
     uint64_t size;
     int fd;
     if (ds->flags & TG_OPEN_CHECK_CHECKSUMS) flags |= TG_DERIVED_VERIFY; /* --verify's dataset */
-    if ((rc = check_file(path, &id, kind, params, flags, &fd, &h, &size, why, sizeof why)))
-        return rc;
+    rc = check_file(path, &id, kind, params, flags, &fd, &h, &size, why, sizeof why);
+    if ((rc == -ENOENT || rc == -ESTALE) && !root && !same_dir(ds, dir)) {
+        /* the files go elsewhere (--derived-dir, or DATASET/derived is read-only), but a valid
+         * file the dataset already carries (a snapshot's) is still read */
+        char own[DPATH], name[256], msg[1024];
+        snprintf(msg, sizeof msg, "%s", tg_errmsg());
+        tg_derived_name(kind, params, name, sizeof name);
+        tg_derived_own_dir(ds, own, sizeof own);
+        size_t ol = strlen(own);
+        snprintf(own + ol, sizeof own - ol, "/%s", name);
+        if (check_file(own, &id, kind, params, flags, &fd, &h, &size, why, sizeof why) == 0) {
+            snprintf(path, sizeof path, "%s", own);
+            rc = 0;
+        } else {
+            tg_err(rc, "%s", msg); /* the error of the directory a rebuild writes to */
+        }
+    }
+    if (rc) return rc;
     tg_derived_file_t *f = calloc(1, sizeof *f);
     if (!f || !(f->path = strdup(path)) || !(f->params = strdup(params))) {
         if (f) free(f->path);
@@ -824,7 +967,7 @@ int tg_derived_clean(const tg_dataset_t *ds, const char *root, int stale_only, F
                     why);
     }
     free(v);
-    if (!root && n && !kept && !rc && rmdir(dir) == 0 && log)
+    if (!root && same_dir(ds, dir) && n && !kept && !rc && rmdir(dir) == 0 && log)
         fprintf(log, "removed  %s/ (empty)\n", dir);
     return rc;
 }
