@@ -314,17 +314,25 @@ int tg_derived_fallback_dir(const tg_dataset_t *ds, char *buf, size_t len)
     return 0;
 }
 
-/* DATASET/derived can take new files: it is a directory this user can write to, or it is missing
- * and DATASET can take it. A read-only mount says EROFS to access(2) even for root. */
-static int own_writable(const tg_dataset_t *ds, const char *own)
+/* DATASET/derived is refused to this user: a directory it cannot write to, or missing in a
+ * DATASET it cannot write to (a read-only mount says EROFS to access(2) even for root). Other
+ * troubles (derived/ is a file, I/O errors) are not a read-only dataset: they stay errors that
+ * name derived/. */
+static int own_refused(const tg_dataset_t *ds, const char *own)
 {
     struct stat st;
-    if (stat(own, &st) == 0) return S_ISDIR(st.st_mode) && access(own, W_OK | X_OK) == 0;
-    return errno == ENOENT && access(ds->dir, W_OK | X_OK) == 0;
+    const char *probe = own;
+    if (stat(own, &st)) {
+        if (errno != ENOENT) return 0;
+        probe = ds->dir;
+    } else if (!S_ISDIR(st.st_mode)) {
+        return 0;
+    }
+    return access(probe, W_OK | X_OK) && (errno == EACCES || errno == EROFS || errno == EPERM);
 }
 
 /* Says once per dataset (per process) where its derived files go instead. */
-static void say_fallback(const tg_dataset_t *ds, const char *own, const char *dir)
+static void say_fallback(const tg_dataset_t *ds, const char *own, const char *dir, int err)
 {
     pthread_mutex_lock(&said_lock);
     int said = !strcmp(said_for, ds->dir);
@@ -333,7 +341,7 @@ static void say_fallback(const tg_dataset_t *ds, const char *own, const char *di
     if (!said)
         tg_log_info("%s cannot be written (%s); derived and runtime files go to %s, and valid "
                     "files already in %s are still read",
-                    own, strerror(errno ? errno : EROFS), dir, own);
+                    own, strerror(err), dir, own);
 }
 
 void tg_derived_dir(const tg_dataset_t *ds, const char *root, char *buf, size_t len)
@@ -349,15 +357,14 @@ void tg_derived_dir(const tg_dataset_t *ds, const char *root, char *buf, size_t 
     }
     tg_derived_own_dir(ds, own, sizeof own);
     char fb[4096];
-    int writable = own_writable(ds, own), e = errno;
+    int refused = own_refused(ds, own), e = errno;
     /* no fallback to be had (no $HOME, or it cannot be made): errors name derived/. It is made
      * here, so that callers that only ask for the name (runtime files) find it. */
-    if (writable || tg_derived_fallback_dir(ds, fb, sizeof fb) < 0 || tg_mkdir_p(fb) < 0) {
+    if (!refused || tg_derived_fallback_dir(ds, fb, sizeof fb) < 0 || tg_mkdir_p(fb) < 0) {
         snprintf(buf, len, "%s", own);
         return;
     }
-    errno = e;
-    say_fallback(ds, own, fb);
+    say_fallback(ds, own, fb, e);
     snprintf(buf, len, "%s", fb);
 }
 
