@@ -580,7 +580,7 @@ TG_TEST(whole_process_budget)
                      "train %s --out %s " TWO_THREADS
                      " --epochs 1 --mem %lluM --strategy mmap --eval-fanouts train",
                      wide, dir, mid);
-    TG_CHECK(rc == 0 && out && strstr(out, "1 sampler thread(s), not the default 2"));
+    TG_CHECK(rc == 0 && out && strstr(out, "--sampler-threads 1 (default 2)"));
     TG_CHECK(out && strstr(out, "2 thread(s) + 1 sampler thread(s)"));
     if (rc) fprintf(stderr, "%s\n", out ? out : "");
     free(out);

@@ -211,26 +211,103 @@ static int plan_refuse_held(const tg_run_t *r, const tg_budget_plan_opts_t *o,
                   (unsigned long long)((want + (1 << 20) - 1) >> 20));
 }
 
-/* Fits the plan in the budget: sampler threads left at their default give way before the
- * budget refuses (each holds batches ahead, and one sampler with fewer matrices in flight still
- * trains, slower); then -ENOMEM naming every part and the --mem needed. */
+/* The settings the plan may lower: the strategy's in_flight_opts the user did not give, then
+ * the sampler threads when they were the default. */
+#define FIT_MAX 8
+typedef struct {
+    int n;
+    const char *name[FIT_MAX];
+    int64_t *val[FIT_MAX]; /* in the strategy's config, or NULL: the sampler threads */
+    int64_t min[FIT_MAX], def[FIT_MAX];
+} fit_knobs_t;
+
+static void fit_knobs(tg_run_t *r, fit_knobs_t *k)
+{
+    const tg_strategy_info_t *info = &r->strat_i->info;
+    k->n = 0;
+    for (const char *const *on = r->strat_i->in_flight_opts; on && *on && k->n < FIT_MAX - 1; on++)
+        for (int i = 0; i < info->num_opts && i < 64; i++) {
+            const tg_strategy_opt_t *op = &info->opts[i];
+            if (strcmp(op->name, *on) || op->kind != TG_SOPT_INT || (r->opts_given >> i & 1))
+                continue;
+            k->name[k->n] = op->name;
+            k->val[k->n] = (int64_t *)((char *)r->scfg + op->offset);
+            k->min[k->n] = TG_MAX(op->min, 1);
+            k->def[k->n] = *k->val[k->n];
+            k->n++;
+        }
+    if (r->sopts.sampler_threads_auto) {
+        k->name[k->n] = "sampler-threads";
+        k->val[k->n] = NULL;
+        k->min[k->n] = 1;
+        k->def[k->n] = r->sopts.sampler_threads;
+        k->n++;
+    }
+}
+
+static int64_t knob_get(const tg_run_t *r, const fit_knobs_t *k, int i)
+{
+    return k->val[i] ? *k->val[i] : r->sopts.sampler_threads;
+}
+
+static void knob_set(tg_run_t *r, const fit_knobs_t *k, int i, int64_t v)
+{
+    if (k->val[i])
+        *k->val[i] = v;
+    else
+        r->sopts.sampler_threads = (int)v;
+}
+
+/* Lowers by one the first knob whose step lowers the strategy's matrices in flight (a knob
+ * that does not, under a max of two terms, is put back); 0 when none does. */
+static int fit_step(tg_run_t *r, const fit_knobs_t *k, tg_budget_plan_t *p)
+{
+    for (int i = 0; i < k->n; i++) {
+        int64_t v = knob_get(r, k, i);
+        if (v <= k->min[i]) continue;
+        knob_set(r, k, i, v - 1);
+        int cnt = r->strat_i->batches_in_flight(&r->sopts);
+        if (cnt >= 0 && (uint64_t)cnt < p->in_flight) {
+            p->in_flight = (uint64_t)cnt;
+            return 1;
+        }
+        knob_set(r, k, i, v);
+    }
+    return 0;
+}
+
+/* The one log line of what fit_step lowered. */
+static void fit_log(const tg_run_t *r, const fit_knobs_t *k, const tg_budget_plan_t *p)
+{
+    char a[32], e[32], what[512];
+    size_t n = 0;
+    what[0] = 0;
+    for (int i = 0; i < k->n && n < sizeof what; i++)
+        if (knob_get(r, k, i) != k->def[i])
+            n += (size_t)snprintf(what + n, sizeof what - n, "%s--%s %lld (default %lld)",
+                                  n ? ", " : "", k->name[i], (long long)knob_get(r, k, i),
+                                  (long long)k->def[i]);
+    if (what[0])
+        tg_log_info("--mem %s leaves room for %llu batch matrices of %s in flight: %s (a "
+                    "setting given is kept)",
+                    tg_fmt_bytes(p->limit, a, sizeof a), (unsigned long long)p->in_flight,
+                    tg_fmt_bytes(p->batch_x, e, sizeof e), what);
+}
+
+/* Fits the plan in the budget: the settings of what the strategy holds in flight that were left
+ * at their defaults (pipeline depth, sweep groups, extractors, sampler threads: each holds
+ * batches, and fewer still train, slower, with the same results for exact strategies) give way
+ * before the budget refuses; then -ENOMEM naming every part and the --mem needed. */
 static int plan_fit(tg_run_t *r, const tg_model_t *m, const tg_budget_plan_opts_t *o,
                     tg_budget_plan_t *p)
 {
     char a[32], b[32], c[32], d[32], e[32], f[32], g[32];
     uint64_t need = plan_need(p);
-    int st0 = r->sopts.sampler_threads;
-    while (r->budget.used + need > p->limit && r->sopts.sampler_threads_auto &&
-           r->sopts.sampler_threads > 1 && r->strat_i->batches_in_flight) {
-        r->sopts.sampler_threads--;
-        p->in_flight = r->strat_i->batches_in_flight(&r->sopts);
+    fit_knobs_t k = {0};
+    if (r->strat_i->batches_in_flight) fit_knobs(r, &k);
+    while (r->budget.used + need > p->limit && fit_step(r, &k, p))
         need = plan_need(p);
-    }
-    if (r->sopts.sampler_threads != st0 && r->budget.used + need <= p->limit)
-        tg_log_info("--mem %s leaves room for %llu batch matrices of %s in flight: %d sampler "
-                    "thread(s), not the default %d (--sampler-threads sets it)",
-                    tg_fmt_bytes(p->limit, a, sizeof a), (unsigned long long)p->in_flight,
-                    tg_fmt_bytes(p->batch_x, e, sizeof e), r->sopts.sampler_threads, st0);
+    if (r->budget.used + need <= p->limit) fit_log(r, &k, p);
     if (r->budget.used + need <= p->limit) return 0;
     if (!m) return plan_refuse_held(r, o, p);
     uint64_t want = r->budget.used + need;

@@ -167,8 +167,18 @@ typedef struct tg_strategy_i {
      * passes. */
     void (*drain)(tg_strategy_t *s);
     /* The most input matrices X its passes hold at once (sampled ahead, queued, trained, being
-     * freed): the run reserves that many batches' worth of --mem for them. */
+     * freed): the run reserves that many batches' worth of --mem for them. It reads o->cfg and
+     * o->sampler_threads as they are when called: the budget plan calls it again after it lowers
+     * them (in_flight_opts). */
     int (*batches_in_flight)(const tg_strategy_opts_t *o);
+    /* Optional: the integer options (names in info.opts, NULL-terminated) whose values
+     * batches_in_flight counts and that the strategy's passes read from o->cfg after the budget
+     * plan (at the first pass, not at open): pipeline depth, sweep groups, extractors set up at
+     * the first pass. Where --mem leaves no room for the matrices in flight, the plan lowers
+     * those the user did not give (and the sampler threads when they were the default) one step
+     * at a time, each to at least its option's min, before it refuses. NULL: only the sampler
+     * threads. */
+    const char *const *in_flight_opts;
     /* Optional, for strategies that make the batches of a training pass themselves rather
      * than take the plan's (batches drawn inside partitions, regrouped seeds): how many batches
      * the pass p has (its first_batch ignored; p->num_seeds less than the training split means
@@ -234,7 +244,10 @@ struct tg_run {
     uint64_t split_bytes, label_bytes; /* reserved against budget */
     tg_budget_t budget;
     int budget_init;
-    int budget_planned;   /* tg_budget_plan has reserved the model and batches */
+    int budget_planned; /* tg_budget_plan has reserved the model and batches */
+    /* bit k: the strategy's option info.opts[k] was given (tg_run_open_opts); the budget plan
+     * lowers only the others (tg_strategy_i.in_flight_opts) */
+    uint64_t opts_given;
     uint32_t batch_nodes; /* input nodes of the plan's largest profiled batch (0: no plan) */
     tg_pool_t *pool;      /* compute threads */
     const tg_strategy_i *strat_i;

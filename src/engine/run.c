@@ -47,6 +47,10 @@ static int run_strategy(tg_run_t *r, const tg_run_opts_t *o, uint64_t mem_bytes,
     if (!r->scfg) return tg_err(-ENOMEM, "out of memory");
     if ((rc = tg_strategy_parse(&r->strat_i->info, o->args, o->nargs, r->scfg, 1)) < 0) return rc;
     r->sopts.cfg = r->scfg;
+    for (int k = 0; k < r->strat_i->info.num_opts && k < 64; k++)
+        for (int i = 0; i < o->nargs; i++)
+            if (!strcmp(o->args[i].name, r->strat_i->info.opts[k].name))
+                r->opts_given |= (uint64_t)1 << k;
     if (r->strat_i->prepare && (rc = r->strat_i->prepare(r->ds, &r->sopts)) < 0) return rc;
     return 0;
 }

@@ -747,6 +747,9 @@ static int gi_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
     return rc;
 }
 
+/* What the budget plan may lower where --mem leaves no room (read after it, at the first pass). */
+static const char *const gi_shrink[] = {"queue-depth", "sweep-batches", NULL};
+
 static int gi_in_flight(const tg_strategy_opts_t *so)
 {
     return tg_xpass_in_flight(&((const gi_cfg_t *)so->cfg)->x);
@@ -768,6 +771,7 @@ const tg_strategy_i tg_strategy_gids = {
     .pass = gi_pass,
     .close = gi_close,
     .batches_in_flight = gi_in_flight,
+    .in_flight_opts = gi_shrink,
     .report = gi_report,
     .own_add = gi_own_add,
 };

@@ -825,6 +825,9 @@ static int gx_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
     return rc;
 }
 
+/* What the budget plan may lower where --mem leaves no room (read after it, at the first pass). */
+static const char *const gx_shrink[] = {"queue-depth", NULL};
+
 static int gx_in_flight(const tg_strategy_opts_t *so)
 {
     /* one batch gathered by the executor, queue-depth waiting or training */
@@ -845,6 +848,7 @@ const tg_strategy_i tg_strategy_ginex = {
     .pass = gx_pass,
     .close = gx_close,
     .batches_in_flight = gx_in_flight,
+    .in_flight_opts = gx_shrink,
     .report = gx_report,
     .own_add = gx_own_add,
 };

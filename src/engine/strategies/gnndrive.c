@@ -253,6 +253,8 @@ static int gd_setup(tg_strategy_t *s)
     int64_t ncb = ((const gd_cfg_t *)r->sopts.cfg)->x.neighbor_cache;
     int rc = ncb > 0 ? tg_xpass_ncache(r, s->disk, (uint64_t)ncb, &s->stats, "gnndrive") : 0;
     if (rc < 0) return rc;
+    /* the extractors as the budget plan left them (it may lower a default count) */
+    s->o.extractors = (int)TG_MAX(((const gd_cfg_t *)r->sopts.cfg)->x.extractors, 1);
     tg_extract_plan_opts_t po;
     plan_opts(r->ds, &s->o, path, sizeof path, &po);
     uint64_t limit = r->budget.limit;
@@ -346,6 +348,9 @@ static int gd_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
     return rc;
 }
 
+/* What the budget plan may lower where --mem leaves no room (read after it, at the first pass). */
+static const char *const gd_shrink[] = {"queue-depth", "sweep-batches", "extractors", NULL};
+
 static int gd_in_flight(const tg_strategy_opts_t *so)
 {
     return tg_xpass_in_flight(&((const gd_cfg_t *)so->cfg)->x);
@@ -365,4 +370,5 @@ const tg_strategy_i tg_strategy_gnndrive = {
     .pass = gd_pass,
     .close = gd_close,
     .batches_in_flight = gd_in_flight,
+    .in_flight_opts = gd_shrink,
 };

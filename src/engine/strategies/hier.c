@@ -824,6 +824,9 @@ static int hier_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
     return rc;
 }
 
+/* What the budget plan may lower where --mem leaves no room (read after it, at the first pass). */
+static const char *const hier_shrink[] = {"queue-depth", "sweep-batches", NULL};
+
 static int hier_in_flight(const tg_strategy_opts_t *so)
 {
     const hier_cfg_t *c = so->cfg;
@@ -847,6 +850,7 @@ const tg_strategy_i tg_strategy_hier = {
     .pass = hier_pass,
     .close = hier_close,
     .batches_in_flight = hier_in_flight,
+    .in_flight_opts = hier_shrink,
     .epoch_batches = hier_epoch_batches,
     .profile_batch = hier_profile,
     .evaluating = megas_release,

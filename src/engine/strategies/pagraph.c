@@ -212,6 +212,9 @@ static int pg_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
     return rc;
 }
 
+/* What the budget plan may lower where --mem leaves no room (read after it, at the first pass). */
+static const char *const pg_shrink[] = {"queue-depth", "sweep-batches", "extractors", NULL};
+
 static int pg_in_flight(const tg_strategy_opts_t *so)
 {
     return tg_xpass_in_flight(&((const pg_cfg_t *)so->cfg)->x);
@@ -232,4 +235,5 @@ const tg_strategy_i tg_strategy_pagraph = {
     .pass = pg_pass,
     .close = pg_close,
     .batches_in_flight = pg_in_flight,
+    .in_flight_opts = pg_shrink,
 };
