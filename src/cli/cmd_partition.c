@@ -1,5 +1,6 @@
 /* tiergnn partition DATASET --parts P [--method auto|metis|stream]: min-edge-cut partitions and
- * the dataset rewritten in partition order under DATASET/derived/ (include/tiergnn/partition.h). */
+ * the dataset rewritten in partition order under DATASET/derived/ or the directory --derived-dir
+ * names (include/tiergnn/partition.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -44,10 +45,12 @@ int tg_cmd_partition(int argc, char **argv)
     if (tg_args_has(&a, "help")) {
         fputs("usage: tiergnn partition DATASET --parts P [--method auto|metis|stream]\n"
               "                         [--mem SIZE] [--seed S] [--passes K] [--imbalance X]\n"
+              "                         [--derived-dir DIR]\n"
               "Splits DATASET's nodes into P parts with few edges between them and rewrites the\n"
               "features and the adjacency so that every part is contiguous on disk (the\n"
               "partitioned layout strategy hier reads). The results go to DATASET/derived/\n"
-              "(part-*, partfeat-*, partadj-*); the dataset's own files are untouched, and a\n"
+              "(part-*, partfeat-*, partadj-*; see --derived-dir); the dataset's own files are "
+              "untouched, and a\n"
               "valid result is kept: running it again is a no-op.\n"
               "  --parts P        number of parts, 1 .. the nodes (HierBatching recommends a few\n"
               "                   thousand nodes per part)\n"
