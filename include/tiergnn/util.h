@@ -49,6 +49,10 @@ int tg_err_prefix(int code, const char *fmt, ...) TG_PRINTF(2, 3);
 const char *tg_errmsg(void);
 void tg_err_clear(void);
 
+/* Appends "; " (unless *len is 0) and the formatted text to buf (cap bytes, *len of them used),
+ * cut at cap: the one-line lists of differences in refusals ("--seed 1 there vs 2 here; ..."). */
+void tg_err_list_add(char *buf, size_t cap, size_t *len, const char *fmt, ...) TG_PRINTF(4, 5);
+
 /* The first error of a group of threads (a pipeline's stages): every thread reports into one box,
  * the first report wins and keeps its message, later ones are dropped (they are usually
  * consequences of the first: a queue closed, a read cancelled). Thread-safe.

@@ -299,6 +299,12 @@ int tg_imp_put_index(tg_imp_t *im, tg_filew_t *fw, uint64_t id);
 /* Appends one feature row (d floats) converted to the dataset's feature dtype; tmp holds d
  * u16 values for the f16 conversion. */
 int tg_imp_put_feat_row(tg_imp_t *im, tg_filew_t *fw, const float *row, uint32_t d, uint16_t *tmp);
+/* Rows [r, r + k) of f, an (n, d) array of floats: read through buf (k * d floats), each value
+ * checked finite (a NaN or inf feature poisons training; the message gives f's path, the byte
+ * offset, `where` naming what the offset is counted in: "offset", "member offset"), and written
+ * with tg_imp_put_feat_row (tmp: d u16). */
+int tg_imp_put_feat_rows(tg_imp_t *im, tg_filew_t *fw, tg_npy_t *f, uint64_t r, size_t k,
+                         uint32_t d, float *buf, uint16_t *tmp, const char *where);
 /* Adds node id to split `which` (TG_FILE_TRAIN/VALID/TEST): checks the range and that no node
  * is in two splits (or twice in one), writes it, counts it in meta. `src` names the input file
  * and `unit` + `where` the position ("line", 12 or "offset", 4096) for messages. */

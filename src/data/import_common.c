@@ -6,6 +6,7 @@
  */
 #include "import-impl.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -158,6 +159,24 @@ int tg_imp_put_feat_row(tg_imp_t *im, tg_filew_t *fw, const float *row, uint32_t
                           j, (double)row[j]);
     }
     return tg_filew_write(fw, tmp, (size_t)d * 2);
+}
+
+int tg_imp_put_feat_rows(tg_imp_t *im, tg_filew_t *fw, tg_npy_t *f, uint64_t r, size_t k,
+                         uint32_t d, float *buf, uint16_t *tmp, const char *where)
+{
+    int rc = tg_npy_read_f32(f, r * d, k * d, buf);
+    for (size_t i = 0; i < k && !rc; i++) {
+        const float *row = buf + i * d;
+        for (uint32_t j = 0; j < d; j++)
+            if (!isfinite(row[j]))
+                return tg_err(-EINVAL, "%s: %s %llu: feature [%llu, %u] is not finite", f->path,
+                              where,
+                              (unsigned long long)(f->data_off + ((r + i) * d + j) * f->itemsize),
+                              (unsigned long long)(r + i), j);
+        if ((rc = tg_imp_put_feat_row(im, fw, row, d, tmp)) == -ERANGE)
+            rc = tg_err_prefix(rc, "%s: row %llu", f->path, (unsigned long long)(r + i));
+    }
+    return rc;
 }
 
 int tg_imp_commit(tg_imp_t *im)

@@ -157,20 +157,7 @@ static int read_features(tg_imp_t *im, tg_npz_arr_t *a)
     tg_imp_prog_begin(&pr, "features", n * d * f->itemsize);
     for (uint64_t r = 0; r < n && !rc; r += rows_per) {
         size_t k = (size_t)TG_MIN((uint64_t)rows_per, n - r);
-        if ((rc = tg_npy_read_f32(f, r * d, k * d, buf))) break;
-        for (size_t i = 0; i < k && !rc; i++) {
-            const float *row = buf + i * d;
-            for (uint32_t j = 0; j < d; j++)
-                if (!isfinite(row[j])) {
-                    rc = tg_err(-EINVAL, "%s: member offset %llu: feature [%llu, %u] is not finite",
-                                f->path,
-                                (unsigned long long)(f->data_off + ((r + i) * d + j) * f->itemsize),
-                                (unsigned long long)(r + i), j);
-                    break;
-                }
-            if (!rc && (rc = tg_imp_put_feat_row(im, &fw, row, d, tmp)) == -ERANGE)
-                rc = tg_err_prefix(rc, "%s: row %llu", f->path, (unsigned long long)(r + i));
-        }
+        if ((rc = tg_imp_put_feat_rows(im, &fw, f, r, k, d, buf, tmp, "member offset"))) break;
         tg_imp_prog_update(&pr, (r + k) * d * f->itemsize);
     }
     tg_imp_prog_end(&pr, rc == 0);

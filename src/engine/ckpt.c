@@ -134,12 +134,7 @@ int tg_ckpt_check_dataset(const tg_ckpt_info_t *info, const tg_dataset_t *ds, co
     tg_ckpt_identity(&here, ds);
     char diff[1024] = "";
     size_t n = 0;
-#define DIFF(...)                                                                                  \
-    do {                                                                                           \
-        if (n < sizeof diff)                                                                       \
-            n += (size_t)snprintf(diff + n, sizeof diff - n, "%s", n ? "; " : "");                 \
-        if (n < sizeof diff) n += (size_t)snprintf(diff + n, sizeof diff - n, __VA_ARGS__);        \
-    } while (0)
+#define DIFF(...) tg_err_list_add(diff, sizeof diff, &n, __VA_ARGS__)
     if (info->num_nodes != here.num_nodes)
         DIFF("%llu nodes there vs %llu here", (unsigned long long)info->num_nodes,
              (unsigned long long)here.num_nodes);

@@ -709,12 +709,7 @@ int tg_train_config_check_resume(const tg_train_opts_t *file, const char *file_s
 {
     char diff[2048] = "", a[512], b[512];
     size_t n = 0;
-#define DIFF(...)                                                                                  \
-    do {                                                                                           \
-        if (n < sizeof diff)                                                                       \
-            n += (size_t)snprintf(diff + n, sizeof diff - n, "%s", n ? "; " : "");                 \
-        if (n < sizeof diff) n += (size_t)snprintf(diff + n, sizeof diff - n, __VA_ARGS__);        \
-    } while (0)
+#define DIFF(...) tg_err_list_add(diff, sizeof diff, &n, __VA_ARGS__)
     tg_train_opts_t f = *file, w = *now;
     f.strategy = file_strategy;
     w.strategy = now_strategy;

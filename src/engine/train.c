@@ -84,12 +84,7 @@ static int check_resume(const tg_ckpt_info_t *ck, const tg_ckpt_info_t *now, con
 {
     char diff[1024] = "";
     size_t n = 0;
-#define DIFF(...)                                                                                  \
-    do {                                                                                           \
-        if (n < sizeof diff)                                                                       \
-            n += (size_t)snprintf(diff + n, sizeof diff - n, "%s", n ? "; " : "");                 \
-        if (n < sizeof diff) n += (size_t)snprintf(diff + n, sizeof diff - n, __VA_ARGS__);        \
-    } while (0)
+#define DIFF(...) tg_err_list_add(diff, sizeof diff, &n, __VA_ARGS__)
     if (ck->seed != now->seed)
         DIFF("--seed %llu there vs %llu here", (unsigned long long)ck->seed,
              (unsigned long long)now->seed);

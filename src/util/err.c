@@ -14,6 +14,16 @@ int tg_err(int code, const char *fmt, ...)
     return code;
 }
 
+void tg_err_list_add(char *buf, size_t cap, size_t *len, const char *fmt, ...)
+{
+    if (*len < cap) *len += (size_t)snprintf(buf + *len, cap - *len, "%s", *len ? "; " : "");
+    if (*len >= cap) return;
+    va_list ap;
+    va_start(ap, fmt);
+    *len += (size_t)vsnprintf(buf + *len, cap - *len, fmt, ap);
+    va_end(ap);
+}
+
 int tg_err_prefix(int code, const char *fmt, ...)
 {
     char pre[512], old[sizeof tg_errbuf];
