@@ -6,6 +6,7 @@
  * activations. */
 #include "engine-impl.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,19 +42,43 @@ uint64_t tg_budget_effective(uint64_t mem_bytes, uint64_t cgroup_limit, char *wh
     return cg;
 }
 
+/* Expected input nodes of the layer below n output nodes (node-wise sampling, fanout f; f < 0:
+ * every in-neighbour): the n nodes and n * f draws spread over the graph's N nodes, as if
+ * uniform (a real graph's neighbourhoods overlap more: the safe side). */
+static double nodes_below(double n, int64_t f, double N)
+{
+    if (f < 0) return N;
+    return TG_MIN(N, n + (N - n) * (1.0 - exp(-n * (double)f / N)));
+}
+
 uint64_t tg_budget_estimate(const tg_model_config_t *cfg, uint64_t num_nodes, uint64_t batch_size,
                             const tg_sampler_i *sampler, const int64_t *fanouts, int in_flight)
 {
-    /* Input nodes of a batch: the sampler's bound (node-wise: seeds times (1 + fanout) per
-     * layer; ladies: seeds + the layer sizes), at most the graph. An over-estimate
-     * (neighbourhoods overlap), which is the safe side for choosing RAM. */
-    double nodes = (double)tg_sampler_max_nodes(sampler, batch_size ? batch_size : num_nodes,
-                                                cfg->num_layers, fanouts, num_nodes);
-    double width = TG_MAX(cfg->hidden, cfg->in_dim);
-    double x = nodes * cfg->in_dim * sizeof(float);
-    /* activations: a few copies of X and of each layer's hidden rows (forward saves, gradients) */
-    double act = 3 * x + nodes * width * sizeof(float) * 2 * cfg->num_layers;
-    return (uint64_t)(act + x * in_flight) + ((uint64_t)32 << 20); /* + the process */
+    /* rows[l]: input nodes of layer l (rows[L] the seeds); a sampler with a bound (ladies)
+     * gives its bound, node-wise sampling the expected union of its draws */
+    int L = TG_MAX(cfg->num_layers, 1);
+    double N = (double)TG_MAX(num_nodes, 1), rows[TG_MAX_LAYERS + 1];
+    rows[L] = TG_MIN(N, (double)(batch_size ? batch_size : num_nodes));
+    for (int l = L - 1; l >= 0; l--) {
+        if (sampler && sampler->max_nodes)
+            rows[l] = (double)tg_sampler_max_nodes(sampler, batch_size ? batch_size : num_nodes,
+                                                   L - l, fanouts + l, num_nodes);
+        else
+            rows[l] = batch_size ? nodes_below(rows[l + 1], fanouts[l], N) : N;
+    }
+    /* One input matrix, and the step's arena: a copy of the input (dropout, normalisation),
+     * then per layer its aggregated input and its output with their gradients. */
+    double x = rows[0] * cfg->in_dim * sizeof(float), act = x;
+    for (int l = 0; l < L; l++) {
+        double din = l ? cfg->hidden : cfg->in_dim;
+        double dout = l + 1 < L ? cfg->hidden : TG_MAX(cfg->out_dim, 1);
+        act += rows[l + 1] * (din + 2 * dout) * sizeof(float);
+    }
+    tg_optim_config_t adam;
+    tg_optim_config_default(&adam, TG_OPTIM_ADAM);
+    uint64_t model = tg_model_config_param_bytes(cfg, &adam);
+    /* the process itself: binary, libraries, BLAS buffers, stacks */
+    return (uint64_t)(act + x * TG_MAX(in_flight, 1)) + model + ((uint64_t)16 << 20);
 }
 
 /* Samples the first batches of the pass from o->first_batch on (the same batches the pass will

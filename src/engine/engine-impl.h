@@ -410,8 +410,11 @@ typedef struct tg_budget_plan {
 /* The budget a run uses: mem_bytes, lowered to the cgroup's limit less a margin when that is
  * smaller (or taken from it when mem_bytes is 0); why says so when the cgroup decided. */
 uint64_t tg_budget_effective(uint64_t mem_bytes, uint64_t cgroup_limit, char *why, size_t len);
-/* A rough over-estimate of what the model, its activations, in_flight batches and the process
- * take, before any batch exists: used by the automatic choice of strategy. */
+/* An estimate of what the model with its optimiser state, one step's activations, in_flight
+ * input matrices and the process take, before any batch exists, from the model and sampler as
+ * configured (node-wise: the expected union of the draws; a bounded sampler: its bound): used
+ * by the automatic choice of strategy. On the safe side of what tg_budget_plan measures, within
+ * about 2x of it (test_budget_estimate). */
 uint64_t tg_budget_estimate(const tg_model_config_t *cfg, uint64_t num_nodes, uint64_t batch_size,
                             const tg_sampler_i *sampler, const int64_t *fanouts, int in_flight);
 /* Refuses (-ENOMEM naming the sizes and the --mem needed) a model whose parameters, gradients
