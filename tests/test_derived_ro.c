@@ -228,6 +228,17 @@ TG_TEST(derived_dir_option)
     struct stat st;
     TG_CHECK(stat(fb, &st) != 0); /* the per-user directory was not used */
 
+    /* eval and infer take it too (a strategy that reads its derived files from DIR) */
+    TG_CHECK(tg_test_cli(&out, "eval %s --checkpoint %s/run-dd --strategy gids --derived-dir %s",
+                         rods, tmp, dir) == 0);
+    if (!out || strstr(out, "cannot be written")) TG_FAIL("eval --derived-dir:\n%s", out);
+    free(out);
+    TG_CHECK(tg_test_cli(&out, "infer %s --checkpoint %s/run-dd --out %s/pred --derived-dir %s",
+                         rods, tmp, tmp, dir) == 0);
+    if (!out || strstr(out, "cannot be written")) TG_FAIL("infer --derived-dir:\n%s", out);
+    free(out);
+    TG_CHECK(stat(fb, &st) != 0);
+
     TG_CHECK(tg_test_cli(&out, "info %s --derived-dir %s", rods, dir) == 0);
     if (!out || !strstr(out, dir) || !strstr(out, "rank ")) TG_FAIL("info --derived-dir:\n%s", out);
     free(out);
