@@ -3,7 +3,7 @@
  * most. PaGraph caches the features of the top of this ranking.
  *
  * How to use:
- *     tg_outdeg_prepare(ds, NULL, 256 << 20);   // builds DATASET/derived/outdeg-v=1.bin once
+ *     tg_outdeg_prepare(ds, NULL, 256 << 20);   // builds derived/outdeg-v=1.bin once
  *     tg_outdeg_t *od;
  *     tg_outdeg_open(&od, ds, NULL, budget);    // the derived file, or counts in RAM (budget)
  *     uint64_t *ids = malloc(k * 8), hot;
@@ -43,7 +43,7 @@ extern "C" {
 /* Finds the derived counts of ds valid (returns 0) or builds them (returns 1), using at most
  * mem bytes of counts at a time (0: 256 MiB) plus about 10 MiB of read and write buffers. A
  * derived directory that cannot be written is not an error: returns 2 after a log line (open
- * will count in RAM). root as in tiergnn/derived.h (NULL: DATASET/derived). */
+ * will count in RAM). root as in tiergnn/derived.h (NULL: tg_derived_dir's choice). */
 int tg_outdeg_prepare(const tg_dataset_t *ds, const char *root, uint64_t mem);
 
 typedef struct tg_outdeg tg_outdeg_t;

@@ -90,8 +90,9 @@ int tg_part_cut(const tg_dataset_t *ds, const uint32_t *part, uint32_t parts,
 
 /* ---------------------------------------------------------------- the partitioned dataset
  *
- * tg_part_build partitions ds and rewrites it in partition order under DATASET/derived/ (the
- * kit's derived files, data/derived.c; the original files are untouched):
+ * tg_part_build partitions ds and rewrites it in partition order in its derived directory
+ * (DATASET/derived/ unless --derived-dir or a read-only dataset says otherwise: the kit's
+ * derived files, data/derived.c; the original files are untouched):
  *
  *   part-<params>.bin      the assignment: a 64-byte record (parts, method, edge cut, balance,
  *                          seconds), pp u64[parts + 1] (part k holds the new ids [pp[k], pp[k+1])),

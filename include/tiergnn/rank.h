@@ -89,7 +89,7 @@ typedef struct tg_rank_opts {
     uint64_t num_seeds;
     uint64_t mem;        /* bytes the build may hold; 0 = no limit */
     tg_budget_t *budget; /* optional: the build's bytes are reserved here while it runs */
-    const char *root;    /* derived directory (NULL: DATASET/derived), as in derived.h */
+    const char *root;    /* derived directory (NULL: tg_derived_dir's choice), as in derived.h */
     size_t read_bytes;   /* bytes of indptr and of indices per read (0: 8 MiB; >= 4096) */
     int progress;        /* progress bars on stderr */
 } tg_rank_opts_t;
@@ -123,8 +123,9 @@ typedef struct tg_rank_info {
 typedef struct tg_rank tg_rank_t;
 
 /* Opens the ranking of ds for o: the derived file when valid, else builds it (a stale or corrupt
- * one is replaced; the log says why) and opens that. Errors of the build as above; a derived
- * directory that cannot be written is an error (give opts.root). */
+ * one is replaced; the log says why) and opens that. Errors of the build as above; with root NULL
+ * the directory is tg_derived_dir's (--derived-dir, DATASET/derived, or the per-user fallback
+ * when the dataset cannot be written), and one that cannot be written is an error. */
 int tg_rank_open(tg_rank_t **out, const tg_dataset_t *ds, const tg_rank_opts_t *o);
 void tg_rank_close(tg_rank_t *r);
 const tg_rank_info_t *tg_rank_info(const tg_rank_t *r);

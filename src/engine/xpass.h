@@ -52,8 +52,9 @@ void tg_xpass_ncache_take(tg_adj_t *disk, tg_pass_stats_t *st);
  * reads counting into stats), r->store from the file, and features.bin through io/ into *feat,
  * checking its size against meta.txt. On error *feat is closed and NULL. */
 int tg_xpass_open_disk(tg_run_t *r, unsigned queues, tg_io_stats_t *stats, tg_io_file_t **feat);
-/* Where runtime files (spill, map, packed files) go: the dataset's derived/ directory (the same
- * disk; made if missing), else $TMPDIR or /tmp. */
+/* Where runtime files (spill, map, packed files) go: the derived directory tg_derived_dir picks
+ * (--derived-dir, the dataset's derived/ on the same disk, made if missing, or the per-user
+ * fallback when the dataset cannot be written), else $TMPDIR or /tmp. */
 void tg_xpass_runtime_dir(const tg_dataset_t *ds, char *dir, size_t len);
 /* Grows a u32 array to hold n entries (by half again, at least 1024 more), reserving the growth
  * against budget first ("what" names it); *held counts the bytes reserved. */

@@ -31,10 +31,11 @@
  * one generation serves K epochs (the batches then differ from memory's after the first of them).
  * Evaluation passes get a generation of their own, prepared before they run.
  *
- * Files: the spill, map and packed files are O_TMPFILE files in the dataset's derived/ directory
- * (the same disk): an error, SIGINT or SIGKILL leaves nothing behind, and nothing of a packing
- * that did not finish is ever read. At most two generations exist at once (the one training and
- * the next), each within --disk-budget.
+ * Files: the spill, map and packed files are O_TMPFILE files in the run's derived directory
+ * (tg_xpass_runtime_dir: the dataset's derived/ on the same disk, unless it cannot be written
+ * or --derived-dir says otherwise): an error, SIGINT or SIGKILL leaves nothing behind, and nothing
+ * of a packing that did not finish is ever read. At most two generations exist at once (the one
+ * training and the next), each within --disk-budget.
  *
  * Memory (--mem): the hot rows (chosen from the first generation's counts and kept: the paper's
  * CPU cache, static), the reader's extraction (held during a pass), the packing's partitions,
