@@ -169,12 +169,13 @@ TG_TEST(auto_choice)
     TG_CHECK(rc == 0 && out && strstr(out, "strategy memory:"));
     TG_CHECK(out && strstr(out, "\"strategy\":\"memory\""));
     free(out);
+    /* below memory's data and the estimate of the model with its batches (about 67 MiB) */
     snprintf(dir, sizeof dir, "%s/auto-small", root);
-    rc = tg_test_cli(&out, "train %s --out %s " COMMON " --epochs 1 --json --mem 80M --io-gap 0",
+    rc = tg_test_cli(&out, "train %s --out %s " COMMON " --epochs 1 --json --mem 60M --io-gap 0",
                      wide, dir);
     TG_CHECK(rc == 0 && out && strstr(out, "strategy gnndrive:"));
     TG_CHECK(out && strstr(out, "\"strategy\":\"gnndrive\""));
-    TG_CHECK(json_value(out, "data_bytes_peak", 0) <= 80 << 20);
+    TG_CHECK(json_value(out, "data_bytes_peak", 0) <= 60 << 20);
     if (rc) fprintf(stderr, "%s\n", out ? out : "");
     free(out);
     /* Wide rows make the layer-wise evaluation run in chunks smaller than the graph: memory and
