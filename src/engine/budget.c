@@ -319,6 +319,19 @@ static void fit_log(const tg_run_t *r, const fit_knobs_t *k, const tg_budget_pla
                     tg_fmt_bytes(p->batch_x, e, sizeof e), what);
 }
 
+/* What the strategy's least working set (min_bytes, with the settings as they are now) holds
+ * beyond what it reserved at open: its buffers and staging of the first pass, which take what
+ * the plan leaves. */
+static uint64_t after_plan(const tg_run_t *r)
+{
+    char why[256];
+    uint64_t min = r->strat_i->min_bytes(r->ds, &r->sopts, why, sizeof why);
+    uint64_t own = r->split_bytes + r->label_bytes, held = r->budget.used;
+    held = held > own ? held - own : 0;
+    if (min == UINT64_MAX) tg_err_clear();
+    return min == UINT64_MAX || min <= held ? 0 : min - held;
+}
+
 /* Fits the plan in the budget: the settings of what the strategy holds in flight that were left
  * at their defaults (pipeline depth, sweep groups, extractors, sampler threads: each holds
  * batches, and fewer still train, slower, with the same results for exact strategies) give way
@@ -330,7 +343,9 @@ static int plan_fit(tg_run_t *r, const tg_model_t *m, const tg_budget_plan_opts_
     uint64_t need = plan_need(p);
     fit_knobs_t k = {0};
     if (r->strat_i->batches_in_flight) fit_knobs(r, &k);
-    while (r->budget.used + need > p->limit && fit_step(r, &k, p))
+    /* the knobs give way until the plan fits with room for what the strategy still needs at
+     * its first pass; the refusal below is the plan's alone (the strategy names its own) */
+    while (r->budget.used + need + after_plan(r) > p->limit && fit_step(r, &k, p))
         need = plan_need(p);
     if (r->budget.used + need <= p->limit) fit_log(r, &k, p);
     if (r->budget.used + need <= p->limit) return 0;
