@@ -146,6 +146,7 @@ struct tg_strategy {
     uint64_t hot_rows, hot_cap;
     unsigned char *hot_buf; /* (hot_cap x row_bytes) raw rows */
     int hot_filled;
+    int hot_out; /* hot_buf released for an evaluation (dg_evaluating), read again at a pass */
     uint64_t fixed_bytes;
     uint64_t pack_mem, disk_budget;
     uint64_t set_aside; /* budget the hot rows leave for the reader, packing, maps */
@@ -338,7 +339,7 @@ static int gen_layout(tg_strategy_t *s, gen_t *g, tg_layout_t **L)
                           .chunk_align = 1};
     tg_cs_trace_t tr = {.iters = (uint32_t)g->count, .off = g->tr.off, .ids = g->tr.ids};
     int rc;
-    if (!s->hot_buf) {
+    if (!s->hot_buf && !s->hot_out) {
         if ((rc = size_hot(s, &tr, &lc)) < 0) return rc;
         lc.hot_rows = s->hot_cap;
     }
@@ -1029,6 +1030,84 @@ static void dg_report(const tg_pass_stats_t *st, tg_json_t *j, char *line, size_
                  f.wait_s);
 }
 
+/* Rows read back per call of hot_reload's queue. */
+#define DG_RELOAD_ROWS 4096u
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Reads the hot rows back into RAM after an evaluation released them: the rows of hot_nodes
+ * (the order the packed files give them) from the feature file, in node order so that rows next
+ * to each other merge into one read (io/). */
+static int hot_reload(tg_strategy_t *s)
+{
+    if (!s->hot_out) return 0;
+    tg_budget_t *bg = &s->r->budget;
+    uint64_t bytes = s->hot_cap * s->row_bytes, order_bytes = s->hot_rows * sizeof(uint64_t);
+    int rc = tg_budget_reserve(bg, bytes, "diskgnn: hot rows");
+    if (rc < 0) return rc;
+    s->fixed_bytes += bytes;
+    if (!(s->hot_buf = malloc(bytes + 1)))
+        return tg_err(-ENOMEM, "diskgnn: out of memory for %llu hot rows",
+                      (unsigned long long)s->hot_cap);
+    if ((rc = tg_budget_reserve(bg, order_bytes, "diskgnn: reading the hot rows")) < 0) return rc;
+    uint64_t *order = malloc(order_bytes + 1); /* node << 32 | place */
+    tg_io_req_t *req = malloc(DG_RELOAD_ROWS * sizeof *req);
+    tg_io_opts_t qo = {.budget = bg, .stats = &s->pack_stats};
+    tg_io_t *q = NULL;
+    rc = order && req ? tg_io_create(&q, &qo) : tg_err(-ENOMEM, "diskgnn: out of memory");
+    if (rc == 0) {
+        for (uint64_t k = 0; k < s->hot_rows; k++)
+            order[k] = (uint64_t)s->hot_nodes[k] << 32 | k;
+        qsort(order, s->hot_rows, sizeof *order, cmp_u64);
+    }
+    for (uint64_t k0 = 0; rc == 0 && k0 < s->hot_rows; k0 += DG_RELOAD_ROWS) {
+        size_t n = (size_t)TG_MIN((uint64_t)DG_RELOAD_ROWS, s->hot_rows - k0);
+        for (size_t i = 0; i < n; i++) {
+            uint64_t v = order[k0 + i] >> 32, place = order[k0 + i] & UINT32_MAX;
+            req[i] = (tg_io_req_t){.file = s->feat,
+                                   .off = v * s->row_bytes,
+                                   .len = s->row_bytes,
+                                   .dst = s->hot_buf + place * s->row_bytes};
+        }
+        rc = tg_io_read_batch(q, req, n);
+    }
+    tg_io_destroy(q);
+    free(req);
+    free(order);
+    tg_budget_release(bg, order_bytes);
+    if (rc < 0) return tg_err_prefix(rc, "diskgnn: reading the hot rows again");
+    s->hot_out = 0;
+    return 0;
+}
+
+/* Before an evaluation. The inspector may be preparing the next training pass's generation on
+ * its thread, reserving budget as it goes: it is waited for (its generation kept for that pass,
+ * which no longer waits), so that it does not compete with a layer-wise pass's row files for
+ * the budget. Then the hot rows' RAM goes back to the budget, so that those row files keep that
+ * many rows resident; their node list stays (the packed files' layout) and the next pass reads
+ * them again (hot_reload). The rows equal the file's, so training results do not change. */
+static void dg_evaluating(tg_strategy_t *s)
+{
+    if (!s->ready || s->dead) return;
+    if (insp_take(s) < 0)
+        tg_log_warn("diskgnn: preparing the next epoch's batches: %s; they are prepared again at "
+                    "its start",
+                    tg_errmsg());
+    if (!s->hot_filled || !s->hot_buf) return;
+    tg_tier_destroy(s->hot_tier); /* over hot_buf; no reader is open between passes */
+    s->hot_tier = NULL;
+    free(s->hot_buf);
+    s->hot_buf = NULL;
+    uint64_t bytes = s->hot_cap * s->row_bytes;
+    tg_budget_release(&s->r->budget, bytes);
+    s->fixed_bytes -= bytes;
+    s->hot_out = 1;
+}
+
 /* One pass: the generation of its batches (prepared by the inspector during the pass before,
  * or now), the inspector started on the next training pass's, then the executor reads the
  * batches back in order and gathers their rows on the pipeline's worker. */
@@ -1052,7 +1131,7 @@ static int dg_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
         return rc;
     }
     s->run = g;
-    if ((rc = reader_open(s, g)) < 0 || (rc = rec_reserve(s, g)) < 0 ||
+    if ((rc = hot_reload(s)) < 0 || (rc = reader_open(s, g)) < 0 || (rc = rec_reserve(s, g)) < 0 ||
         (rc = tg_spill_rewind(g->spill)) < 0)
         goto done;
     g->uses++;
@@ -1115,6 +1194,7 @@ const tg_strategy_i tg_strategy_diskgnn = {
     .close = dg_close,
     .drain = dg_drain,
     .batches_in_flight = dg_in_flight,
+    .evaluating = dg_evaluating,
     .report = dg_report,
     .own_add = dg_own_add,
 };

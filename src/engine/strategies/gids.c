@@ -687,6 +687,22 @@ static void gi_report(const tg_pass_stats_t *st, tg_json_t *j, char *line, size_
     tg_json_raw(j, "gids", buf);
 }
 
+/* Before an evaluation: the constant buffer, the feature buffer and the extractors' staging go
+ * back to the budget, so that a layer-wise pass's row files keep that many rows resident; the
+ * next pass sets them up again (gi_setup: the constant buffer ranked and read once more) from
+ * what the budget leaves then. Both buffers hold the file's rows, so training results do not
+ * change. The neighbour cache and the indices in RAM stay: every pass, layer-wise ones too,
+ * reads the adjacency through them. */
+static void gi_evaluating(tg_strategy_t *s)
+{
+    if (!s->ex || s->dead) return;
+    tg_extract_destroy(s->ex);
+    tg_tier_destroy(s->hot); /* after the extraction that asks it */
+    s->ex = NULL;
+    s->fb = NULL;
+    s->hot = NULL;
+}
+
 static int gi_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
 {
     memset(st, 0, sizeof *st);
@@ -772,6 +788,7 @@ const tg_strategy_i tg_strategy_gids = {
     .close = gi_close,
     .batches_in_flight = gi_in_flight,
     .in_flight_opts = gi_shrink,
+    .evaluating = gi_evaluating,
     .report = gi_report,
     .own_add = gi_own_add,
 };

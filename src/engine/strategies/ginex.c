@@ -138,6 +138,7 @@ struct tg_strategy {
     uint64_t next_id;
     sb_t *cur;
     uint32_t cur_i;         /* index in cur of the batch handed out last */
+    int split_known;        /* 1 + the split the first setup chose, kept for the setups after */
     tg_ginex_figures_t fig; /* the pass's own figures */
 };
 
@@ -287,9 +288,9 @@ static int split_caches(tg_strategy_t *s, const tg_pass_t *p, uint64_t caches, i
     /* the neighbour cache that holds every list: address table, counts and neighbours */
     uint64_t nc_all = tg_ncache_full_bytes(N, s->disk->indptr);
     int rc;
-    *split = c->split >= 0 ? (int)c->split : 0;
+    *split = c->split >= 0 ? (int)c->split : s->split_known ? s->split_known - 1 : 0;
     gx_split_t sp = {0};
-    if (c->split < 0 && c->x.neighbor_cache < 0 && caches) {
+    if (c->split < 0 && c->x.neighbor_cache < 0 && caches && !s->split_known) {
         if ((rc = choose_split(s, p, caches, nc_all, &sp)) < 0) return rc;
         *split = sp.split;
         tg_log_info("ginex: split from a profile of %llu batches (%.2f s: %.0f index reads per "
@@ -299,6 +300,7 @@ static int split_caches(tg_strategy_t *s, const tg_pass_t *p, uint64_t caches, i
                     sp.profile_batches ? (double)sp.index_reads / (double)sp.profile_batches : 0,
                     *split, sp.work[0], sp.work[5], sp.work[10], sp.work[15], sp.work[20]);
     }
+    s->split_known = *split + 1;
     uint64_t nc =
         c->x.neighbor_cache >= 0 ? (uint64_t)c->x.neighbor_cache : caches / 100 * (uint64_t)*split;
     nc = TG_MIN(nc, nc_all);
@@ -467,6 +469,42 @@ static void gx_close(tg_strategy_t *s)
     free(s->miss_pairs);
     tg_io_file_close(s->feat);
     free(s);
+}
+
+/* Before an evaluation: the feature cache, the neighbour cache, the changeset workspace, the
+ * executor's staging and miss list, the extraction, the planned state and the spill files go
+ * back to the budget, so that a layer-wise pass's row files keep that many rows resident (a
+ * layer-wise pass reads each neighbour list once per layer, but rows many times: the budget
+ * saves more reads as rows). The inspector runs only inside a pass, so nothing is planning now.
+ * The next pass sets them up again (gx_setup, with the split chosen first) from empty caches:
+ * the neighbour cache is loaded again, the first superbatch prefetches the rows it needs, and
+ * both equal the files, so training results do not change. */
+static void gx_evaluating(tg_strategy_t *s)
+{
+    if (!s->ready || s->dead) return;
+    tg_budget_t *bg = &s->r->budget;
+    (void)tg_adj_disk_attach_ncache(s->disk, NULL); /* detaches and closes it */
+    tg_extract_destroy(s->ex);
+    s->ex = NULL;
+    tg_cs_ws_destroy(s->ws);
+    s->ws = NULL;
+    tg_tier_destroy(s->cache);
+    s->cache = NULL;
+    if (s->fixed_bytes) tg_budget_release(bg, s->fixed_bytes);
+    if (s->prev_bytes) tg_budget_release(bg, s->prev_bytes);
+    s->fixed_bytes = s->prev_bytes = 0;
+    free(s->prev), free(s->stage), free(s->chunk_nodes), free(s->miss_pairs);
+    s->prev = NULL;
+    s->nprev = 0;
+    s->stage = NULL;
+    s->chunk_nodes = NULL;
+    s->miss_pairs = NULL;
+    s->miss_cap = 0;
+    for (int k = 0; k < 2; k++) {
+        tg_spill_close(s->sb[k].spill);
+        s->sb[k].spill = NULL;
+    }
+    s->ready = 0;
 }
 
 /* ---------------------------------------------------------------- the inspector */
@@ -849,6 +887,7 @@ const tg_strategy_i tg_strategy_ginex = {
     .close = gx_close,
     .batches_in_flight = gx_in_flight,
     .in_flight_opts = gx_shrink,
+    .evaluating = gx_evaluating,
     .report = gx_report,
     .own_add = gx_own_add,
 };

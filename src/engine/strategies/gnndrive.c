@@ -307,6 +307,22 @@ static void gd_close(tg_strategy_t *s)
     free(s);
 }
 
+/* Before an evaluation: the feature buffer (or the whole file in RAM) and the extractors'
+ * staging go back to the budget, so that a layer-wise pass's row files keep that many rows
+ * resident; the next pass sets them up again from what the budget leaves then. The buffer is a
+ * cache (rows equal the file's), so training results do not change. The neighbour cache and the
+ * indices in RAM stay: every pass, layer-wise ones too, reads the adjacency through them. */
+static void gd_evaluating(tg_strategy_t *s)
+{
+    if (!s->ready || s->dead) return;
+    tg_extract_destroy(s->ex);
+    tg_tier_destroy(s->all); /* after the extraction that asks it */
+    s->ex = NULL;
+    s->fb = NULL;
+    s->all = NULL;
+    s->ready = 0;
+}
+
 /* ---------------------------------------------------------------- one pass */
 
 /* The first error of a pass: blocked extractors wake up with -ECANCELED; the buffer is unusable
@@ -371,4 +387,5 @@ const tg_strategy_i tg_strategy_gnndrive = {
     .close = gd_close,
     .batches_in_flight = gd_in_flight,
     .in_flight_opts = gd_shrink,
+    .evaluating = gd_evaluating,
 };

@@ -197,6 +197,20 @@ static int pg_setup(tg_strategy_t *s)
     return 0;
 }
 
+/* Before an evaluation: the hot rows and the extractors' staging go back to the budget, so that
+ * a layer-wise pass's row files keep that many rows resident; the next pass sets them up again
+ * (pg_setup: the hot rows read once more) from what the budget leaves then. The hot rows equal
+ * the file's, so training results do not change. The neighbour cache and the indices in RAM
+ * stay: every pass, layer-wise ones too, reads the adjacency through them. */
+static void pg_evaluating(tg_strategy_t *s)
+{
+    if (!s->ex) return;
+    tg_extract_destroy(s->ex);
+    tg_tier_destroy(s->hot); /* after the extraction that asks it */
+    s->ex = NULL;
+    s->hot = NULL;
+}
+
 static int pg_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
 {
     memset(st, 0, sizeof *st);
@@ -236,4 +250,5 @@ const tg_strategy_i tg_strategy_pagraph = {
     .close = pg_close,
     .batches_in_flight = pg_in_flight,
     .in_flight_opts = pg_shrink,
+    .evaluating = pg_evaluating,
 };
