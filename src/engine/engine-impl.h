@@ -194,11 +194,14 @@ typedef struct tg_strategy_i {
     int (*profile_batch)(tg_strategy_t *s, const struct tg_budget_plan_opts *o,
                          tg_batch_t *largest);
     /* Optional, for strategies that hold data only their training passes use (batches or
-     * subgraphs prepared for the next training pass, a graph of their own): the run is about to
-     * evaluate (sampled or layer-wise, tg_run_evaluate_how), so the strategy may release that
-     * data and its budget, since evaluation's batches come from the whole graph. The next
-     * training pass must work after it (rebuilding what was released). NULL: nothing to do. */
-    void (*evaluating)(tg_strategy_t *s);
+     * subgraphs prepared for the next training pass, a graph of their own, caches sized for
+     * training): the run is about to evaluate (tg_run_evaluate_how), layer-wise (layerwise 1:
+     * the row files of tg_lw_forward take what the budget has left) or sampled through the
+     * strategy's own pass (0), so the strategy may release that data and its budget. A cache
+     * that serves a sampled evaluation pass as well as training is kept for layerwise 0 (its
+     * rebuild would cost every evaluated epoch). The next pass must work after it (rebuilding
+     * what was released). NULL: nothing to do. */
+    void (*evaluating)(tg_strategy_t *s, int layerwise);
     /* Optional, for strategies with figures of their own (st->own, written by their pass):
      * reports them for a pass st (or a sum of passes, own_add) on the calling thread, between
      * passes. Writes its keys into the epoch's JSON line j (NULL: none) - one key named after

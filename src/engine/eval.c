@@ -156,7 +156,7 @@ int tg_run_evaluate_how(tg_run_t *r, tg_model_t *m, const int want[3], const tg_
     const tg_model_config_t *cfg = tg_model_config(m);
     int rc = 0;
     memset(out, 0, 3 * sizeof *out);
-    if (r->strat_i->evaluating) r->strat_i->evaluating(r->strat);
+    if (r->strat_i->evaluating) r->strat_i->evaluating(r->strat, !h->sampled);
     uint64_t *sample[3] = {NULL, NULL, NULL}, cnt[3] = {0, 0, 0};
     for (int s = 0; s < 3 && rc >= 0; s++)
         if (want[s]) rc = eval_nodes(r, s, h->max_nodes, h->seed, &sample[s], &cnt[s]);

@@ -1090,8 +1090,10 @@ static int hot_reload(tg_strategy_t *s)
  * the budget. Then the hot rows' RAM goes back to the budget, so that those row files keep that
  * many rows resident; their node list stays (the packed files' layout) and the next pass reads
  * them again (hot_reload). The rows equal the file's, so training results do not change. */
-static void dg_evaluating(tg_strategy_t *s)
+static void dg_evaluating(tg_strategy_t *s, int layerwise)
 {
+    /* a sampled evaluation pass reads through the same caches as training */
+    if (!layerwise) return;
     if (!s->ready || s->dead) return;
     if (insp_take(s) < 0)
         tg_log_warn("diskgnn: preparing the next epoch's batches: %s; they are prepared again at "

@@ -693,8 +693,10 @@ static void gi_report(const tg_pass_stats_t *st, tg_json_t *j, char *line, size_
  * what the budget leaves then. Both buffers hold the file's rows, so training results do not
  * change. The neighbour cache and the indices in RAM stay: every pass, layer-wise ones too,
  * reads the adjacency through them. */
-static void gi_evaluating(tg_strategy_t *s)
+static void gi_evaluating(tg_strategy_t *s, int layerwise)
 {
+    /* a sampled evaluation pass reads through the same caches as training */
+    if (!layerwise) return;
     if (!s->ex || s->dead) return;
     tg_extract_destroy(s->ex);
     tg_tier_destroy(s->hot); /* after the extraction that asks it */

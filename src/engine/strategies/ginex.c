@@ -479,8 +479,10 @@ static void gx_close(tg_strategy_t *s)
  * The next pass sets them up again (gx_setup, with the split chosen first) from empty caches:
  * the neighbour cache is loaded again, the first superbatch prefetches the rows it needs, and
  * both equal the files, so training results do not change. */
-static void gx_evaluating(tg_strategy_t *s)
+static void gx_evaluating(tg_strategy_t *s, int layerwise)
 {
+    /* a sampled evaluation pass reads through the same caches as training */
+    if (!layerwise) return;
     if (!s->ready || s->dead) return;
     tg_budget_t *bg = &s->r->budget;
     (void)tg_adj_disk_attach_ncache(s->disk, NULL); /* detaches and closes it */

@@ -312,8 +312,10 @@ static void gd_close(tg_strategy_t *s)
  * resident; the next pass sets them up again from what the budget leaves then. The buffer is a
  * cache (rows equal the file's), so training results do not change. The neighbour cache and the
  * indices in RAM stay: every pass, layer-wise ones too, reads the adjacency through them. */
-static void gd_evaluating(tg_strategy_t *s)
+static void gd_evaluating(tg_strategy_t *s, int layerwise)
 {
+    /* a sampled evaluation pass reads through the same caches as training */
+    if (!layerwise) return;
     if (!s->ready || s->dead) return;
     tg_extract_destroy(s->ex);
     tg_tier_destroy(s->all); /* after the extraction that asks it */

@@ -834,6 +834,14 @@ static int hier_in_flight(const tg_strategy_opts_t *so)
                   tg_gather_pass_in_flight(so->sampler_threads, PREFETCH));
 }
 
+/* Evaluation's batches come from the whole graph, sampled or layer-wise: the mega-batches go
+ * either way. */
+static void hr_evaluating(tg_strategy_t *s, int layerwise)
+{
+    (void)layerwise;
+    megas_release(s);
+}
+
 const tg_strategy_i tg_strategy_hier = {
     .info = {.name = "hier",
              .summary = "HierBatching: min-cut partitions stored contiguously, mega-batches of "
@@ -853,7 +861,7 @@ const tg_strategy_i tg_strategy_hier = {
     .in_flight_opts = hier_shrink,
     .epoch_batches = hier_epoch_batches,
     .profile_batch = hier_profile,
-    .evaluating = megas_release,
+    .evaluating = hr_evaluating,
     .report = hier_report,
     .own_add = hier_own_add,
 };

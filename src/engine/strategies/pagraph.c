@@ -202,8 +202,10 @@ static int pg_setup(tg_strategy_t *s)
  * (pg_setup: the hot rows read once more) from what the budget leaves then. The hot rows equal
  * the file's, so training results do not change. The neighbour cache and the indices in RAM
  * stay: every pass, layer-wise ones too, reads the adjacency through them. */
-static void pg_evaluating(tg_strategy_t *s)
+static void pg_evaluating(tg_strategy_t *s, int layerwise)
 {
+    /* a sampled evaluation pass reads through the same caches as training */
+    if (!layerwise) return;
     if (!s->ex) return;
     tg_extract_destroy(s->ex);
     tg_tier_destroy(s->hot); /* after the extraction that asks it */
