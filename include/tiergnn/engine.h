@@ -80,6 +80,7 @@
 #define TIERGNN_ENGINE_H
 
 #include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -136,6 +137,15 @@ typedef struct tg_strategy_opt {
     const char *choices; /* CHOICE: the accepted words, '|'-separated */
     double rdef, rmin, rmax; /* REAL: default and accepted range */
 } tg_strategy_opt_t;
+
+/* One entry of a strategy's option table for an INT, SIZE or FLAG option whose value lands in the
+ * int64_t field f of the strategy's config struct T (each strategy file defines its short form:
+ * #define GD_OPT(...) TG_STRATEGY_OPT(gd_cfg_t, __VA_ARGS__)). */
+#define TG_STRATEGY_OPT(T, n, k, d, lo, hi, a, f, m, h)                                            \
+    {                                                                                              \
+        .name = (n), .kind = (k), .def = (d), .min = (lo), .max = (hi), .auto_ok = (a),            \
+        .offset = offsetof(T, f), .meta = (m), .help = (h)                                         \
+    }
 
 typedef struct tg_strategy_arg {
     const char *name, *value; /* value NULL for a flag */

@@ -215,6 +215,11 @@ typedef struct tg_tier_static_opts {
 /* Bytes a static tier of n distinct nodes would reserve (rows + lookup table). */
 uint64_t tg_tier_static_bytes(uint64_t num_nodes, uint32_t feat_dim, tg_feat_dtype_t dtype,
                               uint64_t n);
+/* The most rows k (at most num_nodes) whose static tier, plus per_row bytes for each and fixed
+ * bytes once (what filling it holds beside it: lists, staging), fits in room: a strategy sizing
+ * its pinned hot rows from what the budget leaves. */
+uint64_t tg_tier_static_fit(uint64_t num_nodes, uint32_t feat_dim, tg_feat_dtype_t dtype,
+                            uint64_t room, uint64_t per_row, uint64_t fixed);
 /* Creates a static tier holding the rows of nodes[0..n) (duplicates are held once), reserving
  * its bytes against budget (NULL = not accounted) first, and the fill's io/ staging while it
  * runs. The lookup is a direct u32[num_nodes] table or an open-addressing hash of 2^k >= 2n

@@ -39,6 +39,9 @@ extern "C" {
 #define TG_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define TG_MAX(a, b) ((a) > (b) ? (a) : (b))
 
+/* qsort's comparator of uint64_t values, ascending. */
+int tg_cmp_u64(const void *a, const void *b);
+
 /* ---------------------------------------------------------------- errors */
 
 /* Records the message for this thread and returns code (expected negative). */

@@ -352,12 +352,6 @@ typedef struct deg_stats {
     size_t nbig, capbig;
 } deg_stats_t;
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* The degree of rank q (0 = smallest) among the n degrees. */
 static uint64_t deg_rank(const deg_stats_t *s, uint64_t q)
 {
@@ -415,7 +409,7 @@ static int degree_stats(const tg_dataset_t *ds, deg_stats_t *s)
         }
     }
     seqr_close(&r);
-    if (!rc && s->nbig) qsort(s->big, s->nbig, sizeof *s->big, cmp_u64);
+    if (!rc && s->nbig) qsort(s->big, s->nbig, sizeof *s->big, tg_cmp_u64);
     if (s->n == 0) s->min = 0;
     return rc;
 }

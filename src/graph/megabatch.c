@@ -74,15 +74,9 @@ static int row_check(const tg_mb_t *L, uint64_t old, const void *row, const char
     return L->check_row ? L->check_row(L->check_ctx, old, row, path, off) : 0;
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 static int cmp_desc(const void *a, const void *b)
 {
-    return -cmp_u64(a, b);
+    return -tg_cmp_u64(a, b);
 }
 
 /* New ids of the training nodes and of the static nodes (given as old ids): one sequential pass
@@ -94,7 +88,7 @@ static int to_new_ids(tg_mb_t *L, uint64_t *ids, uint64_t n)
     if (!pos) return oom(L, NULL);
     for (uint64_t i = 0; i < n; i++)
         pos[2 * i] = ids[i], pos[2 * i + 1] = i;
-    qsort(pos, n, 2 * sizeof *pos, cmp_u64);
+    qsort(pos, n, 2 * sizeof *pos, tg_cmp_u64);
     const tg_part_t *p = L->part;
     uint64_t chunk = (4u << 20) / 8;
     uint64_t *buf = malloc(chunk * 8);
@@ -340,7 +334,7 @@ static int static_cache_fill(tg_mb_t *L)
     if (!pairs) return oom(L, NULL);
     for (uint64_t i = 0; i < S; i++)
         pairs[2 * i] = L->s_new[i], pairs[2 * i + 1] = L->s_old[i];
-    qsort(pairs, S, 2 * sizeof *pairs, cmp_u64);
+    qsort(pairs, S, 2 * sizeof *pairs, tg_cmp_u64);
     for (uint64_t i = 0; i < S; i++)
         L->s_new[i] = pairs[2 * i], L->s_old[i] = pairs[2 * i + 1];
     free(pairs);
@@ -765,7 +759,7 @@ static int train_by_part(tg_mb_t *L, const uint64_t *train_old)
     memcpy(L->train_new, train_old, L->ntrain * sizeof *L->train_new);
     int rc = to_new_ids(L, L->train_new, L->ntrain);
     if (rc < 0) return rc;
-    qsort(L->train_new, L->ntrain, sizeof *L->train_new, cmp_u64);
+    qsort(L->train_new, L->ntrain, sizeof *L->train_new, tg_cmp_u64);
     for (uint64_t i = 0; i < L->ntrain; i++)
         L->tp[tg_part_of(L->part, L->train_new[i]) + 1]++;
     for (uint32_t k = 0; k < L->P; k++)

@@ -98,16 +98,10 @@ static int choose(node_t *s, tg_rng_t *rng, uint64_t beg, uint64_t deg, uint64_t
     return 0;
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 static void sort_u64(uint64_t *a, size_t n)
 {
     if (n > 32) {
-        qsort(a, n, sizeof *a, cmp_u64);
+        qsort(a, n, sizeof *a, tg_cmp_u64);
         return;
     }
     for (size_t i = 1; i < n; i++) {

@@ -248,12 +248,6 @@ void tg_featbuf_node_changed(tg_featbuf_t *fb, uint64_t node)
 
 /* ---------------------------------------------------------------- create / destroy */
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
-}
-
 /* A sorted, duplicate-free copy of a pinned set (*out; NULL when n == 0), checked for range. */
 static int pin_prepare(const uint64_t *nodes, size_t n, uint64_t num_nodes, uint64_t **out,
                        uint64_t *distinct)
@@ -270,7 +264,7 @@ static int pin_prepare(const uint64_t *nodes, size_t n, uint64_t num_nodes, uint
     uint64_t *v = n <= SIZE_MAX / 8 ? malloc(n * 8) : NULL;
     if (!v) return tg_err(-ENOMEM, "feature buffer: out of memory sorting %zu pinned nodes", n);
     memcpy(v, nodes, n * 8);
-    qsort(v, n, 8, cmp_u64);
+    qsort(v, n, 8, tg_cmp_u64);
     size_t d = 1;
     for (size_t i = 1; i < n; i++)
         if (v[i] != v[d - 1]) v[d++] = v[i];

@@ -95,12 +95,6 @@ static void static_destroy(tg_tier_t *t)
 
 static const tg_tier_i static_iface = {static_find, static_destroy};
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* Rows wider than half a span: one request each, FILL_BATCH per submit (io/ merges adjacent
  * ones into reads of up to FILL_MAX_READ). */
 static int fill_rows_each(tg_io_t *q, const tg_tier_static_opts_t *o, static_t *s,
@@ -271,7 +265,7 @@ int tg_tier_static_create(tg_tier_t **out, const tg_tier_static_opts_t *o, const
         return tg_err(-ENOMEM, "static tier %s: out of memory", name);
     }
     if (n) memcpy(ids, nodes, (size_t)n * sizeof *ids);
-    qsort(ids, (size_t)n, sizeof *ids, cmp_u64);
+    qsort(ids, (size_t)n, sizeof *ids, tg_cmp_u64);
     for (uint64_t i = 0; i < n; i++)
         if (i == 0 || ids[i] != ids[i - 1]) ids[s->count++] = ids[i];
     int direct;
@@ -348,4 +342,19 @@ void tg_tier_stats(tg_tier_t *t, tg_tier_stats_t *out, int reset)
     out->lookups = reset ? atomic_exchange(&t->lookups, 0) : atomic_load(&t->lookups);
     out->hits = reset ? atomic_exchange(&t->hits, 0) : atomic_load(&t->hits);
     out->bytes = out->hits * t->row_bytes;
+}
+
+uint64_t tg_tier_static_fit(uint64_t num_nodes, uint32_t feat_dim, tg_feat_dtype_t dtype,
+                            uint64_t room, uint64_t per_row, uint64_t fixed)
+{
+    uint64_t lo = 0, hi = num_nodes;
+    while (lo < hi) {
+        uint64_t k = hi - (hi - lo) / 2;
+        uint64_t need = tg_tier_static_bytes(num_nodes, feat_dim, dtype, k) + k * per_row + fixed;
+        if (need <= room)
+            lo = k;
+        else
+            hi = k - 1;
+    }
+    return lo;
 }

@@ -132,12 +132,6 @@ void *tg_tier_cs_row(tg_tier_t *t, uint32_t slot)
     return c->rows + (size_t)slot * t->row_bytes;
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 size_t tg_tier_cs_gather(tg_tier_t *t, const uint64_t *nodes, uint32_t n, void *X, uint64_t *miss)
 {
     cs_tier_t *c = t->impl;
@@ -153,7 +147,7 @@ size_t tg_tier_cs_gather(tg_tier_t *t, const uint64_t *nodes, uint32_t n, void *
     }
     atomic_fetch_add(&t->lookups, n);
     atomic_fetch_add(&t->hits, n - nm);
-    if (nm) qsort(miss, nm, sizeof *miss, cmp_u64);
+    if (nm) qsort(miss, nm, sizeof *miss, tg_cmp_u64);
     return nm;
 }
 
@@ -182,7 +176,7 @@ size_t tg_tier_cs_retain(tg_tier_t *t, const uint32_t *state, uint64_t n, uint64
         }
     }
     /* in node order (the reads' order), each into a free slot */
-    if (nfill) qsort(fill, nfill, sizeof *fill, cmp_u64);
+    if (nfill) qsort(fill, nfill, sizeof *fill, tg_cmp_u64);
     for (size_t i = 0; i < nfill; i++) {
         uint32_t v = (uint32_t)(fill[i] >> 32), slot = c->free_slots[--c->nfree];
         c->addr[v] = slot;

@@ -97,3 +97,9 @@ const char *tg_fmt_bytes(uint64_t bytes, char *buf, size_t len)
         snprintf(buf, len, "%.2f %s", v, u[i]);
     return buf;
 }
+
+int tg_cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}

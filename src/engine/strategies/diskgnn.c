@@ -67,11 +67,7 @@ typedef struct {
     int64_t segment, disk_budget, reuse_samples, hot_cache, pack_mem, sampling_indices;
 } dg_cfg_t;
 
-#define DG_OPT(n, k, d, lo, hi, a, f, m, h)                                                        \
-    {                                                                                              \
-        .name = n, .kind = k, .def = d, .min = lo, .max = hi, .auto_ok = a,                        \
-        .offset = offsetof(dg_cfg_t, f), .meta = m, .help = h                                      \
-    }
+#define DG_OPT(...) TG_STRATEGY_OPT(dg_cfg_t, __VA_ARGS__)
 
 static const tg_strategy_opt_t dg_opts[] = {
     TG_XPASS_OPTS_QD(1, "1"),
@@ -1033,12 +1029,6 @@ static void dg_report(const tg_pass_stats_t *st, tg_json_t *j, char *line, size_
 /* Rows read back per call of hot_reload's queue. */
 #define DG_RELOAD_ROWS 4096u
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* Reads the hot rows back into RAM after an evaluation released them: the rows of hot_nodes
  * (the order the packed files give them) from the feature file, in node order so that rows next
  * to each other merge into one read (io/). */
@@ -1062,7 +1052,7 @@ static int hot_reload(tg_strategy_t *s)
     if (rc == 0) {
         for (uint64_t k = 0; k < s->hot_rows; k++)
             order[k] = (uint64_t)s->hot_nodes[k] << 32 | k;
-        qsort(order, s->hot_rows, sizeof *order, cmp_u64);
+        qsort(order, s->hot_rows, sizeof *order, tg_cmp_u64);
     }
     for (uint64_t k0 = 0; rc == 0 && k0 < s->hot_rows; k0 += DG_RELOAD_ROWS) {
         size_t n = (size_t)TG_MIN((uint64_t)DG_RELOAD_ROWS, s->hot_rows - k0);

@@ -59,11 +59,7 @@ typedef struct {
     int64_t window, constant_buffer, feature_buffer, chunk_overlap;
 } gi_cfg_t;
 
-#define GI_OPT(n, k, d, lo, hi, a, f, m, h)                                                        \
-    {                                                                                              \
-        .name = n, .kind = k, .def = d, .min = lo, .max = hi, .auto_ok = a,                        \
-        .offset = offsetof(gi_cfg_t, f), .meta = m, .help = h                                      \
-    }
+#define GI_OPT(...) TG_STRATEGY_OPT(gi_cfg_t, __VA_ARGS__)
 
 static const tg_strategy_opt_t gi_opts[] = {
     /* One extractor and one batch queued: the accumulator's deep queue gives the device its
@@ -158,23 +154,6 @@ static int gi_open(tg_strategy_t **out, tg_run_t *r, const tg_strategy_opts_t *s
 }
 
 /* ---------------------------------------------------------------- setup */
-
-/* The most hot rows whose tier holds in bytes (with lists = 1: also its transient lists and
- * the fill's staging, which the constant buffer's size leaves out but the budget must hold). */
-static uint64_t hot_fit(const tg_meta_t *m, uint64_t bytes, int lists)
-{
-    uint64_t lo = 0, hi = m->num_nodes;
-    while (lo < hi) {
-        uint64_t k = hi - (hi - lo) / 2;
-        uint64_t need = tg_tier_static_bytes(m->num_nodes, m->feat_dim, m->feat_dtype, k) +
-                        (lists ? k * CB_LIST_BYTES + CB_FILL_BYTES : 0);
-        if (need <= bytes)
-            lo = k;
-        else
-            hi = k - 1;
-    }
-    return lo;
-}
 
 /* The constant buffer: the k hottest nodes of the ranking for the pass's fanouts. */
 static int constant_buffer(tg_strategy_t *s, const tg_pass_t *p, uint64_t k)
@@ -360,7 +339,11 @@ static int gi_setup(tg_strategy_t *s, const tg_pass_t *p)
     uint64_t cb = s->c->constant_buffer >= 0
                       ? (uint64_t)s->c->constant_buffer
                       : TG_MIN(feat_room / 2, (uint64_t)(CB_MAX_SHARE * (double)file_bytes));
-    uint64_t k = TG_MIN(hot_fit(m, cb, 0), hot_fit(m, feat_room, 1));
+    /* the constant buffer's size counts its rows; the budget also holds their transient lists
+     * and the fill's staging */
+    uint64_t k = TG_MIN(tg_tier_static_fit(m->num_nodes, m->feat_dim, m->feat_dtype, cb, 0, 0),
+                        tg_tier_static_fit(m->num_nodes, m->feat_dim, m->feat_dtype, feat_room,
+                                           CB_LIST_BYTES, CB_FILL_BYTES));
     if (k && (rc = constant_buffer(s, p, k)) < 0) return rc;
     tg_extract_opts_t eo = {
         .plan = &pl,

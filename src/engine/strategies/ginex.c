@@ -63,11 +63,7 @@ typedef struct {
     int64_t superbatch, split, feature_cache;
 } gx_cfg_t;
 
-#define GX_OPT(n, k, d, lo, hi, a, f, m, h)                                                        \
-    {                                                                                              \
-        .name = n, .kind = k, .def = d, .min = lo, .max = hi, .auto_ok = a,                        \
-        .offset = offsetof(gx_cfg_t, f), .meta = m, .help = h                                      \
-    }
+#define GX_OPT(...) TG_STRATEGY_OPT(gx_cfg_t, __VA_ARGS__)
 
 /* Queue depth 1: the executor gathers one batch while the trainer trains the one before, and
  * every matrix fewer in flight is cache. */

@@ -60,11 +60,7 @@ typedef struct {
     int64_t out_of_order, feature_buffer, features_in_ram;
 } gd_cfg_t;
 
-#define GD_OPT(n, k, d, lo, hi, a, f, m, h)                                                        \
-    {                                                                                              \
-        .name = n, .kind = k, .def = d, .min = lo, .max = hi, .auto_ok = a,                        \
-        .offset = offsetof(gd_cfg_t, f), .meta = m, .help = h                                      \
-    }
+#define GD_OPT(...) TG_STRATEGY_OPT(gd_cfg_t, __VA_ARGS__)
 
 static const tg_strategy_opt_t gd_opts[] = {
     TG_XPASS_OPTS,

@@ -52,11 +52,7 @@ typedef struct {
     double static_ratio;
 } hier_cfg_t;
 
-#define H_OPT(n, k, d, lo, hi, a, f, m, h)                                                         \
-    {                                                                                              \
-        .name = n, .kind = k, .def = d, .min = lo, .max = hi, .auto_ok = a,                        \
-        .offset = offsetof(hier_cfg_t, f), .meta = m, .help = h                                    \
-    }
+#define H_OPT(...) TG_STRATEGY_OPT(hier_cfg_t, __VA_ARGS__)
 
 static const tg_strategy_opt_t hier_opts[] = {
     TG_XPASS_OPTS,

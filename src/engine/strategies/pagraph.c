@@ -102,22 +102,6 @@ static int pg_open(tg_strategy_t **out, tg_run_t *r, const tg_strategy_opts_t *s
     return rc;
 }
 
-/* The most hot rows whose tier, with its transient lists and fill, fits room bytes. */
-static uint64_t hot_fit(const tg_meta_t *m, uint64_t room)
-{
-    uint64_t lo = 0, hi = m->num_nodes;
-    while (lo < hi) {
-        uint64_t k = hi - (hi - lo) / 2;
-        uint64_t need = tg_tier_static_bytes(m->num_nodes, m->feat_dim, m->feat_dtype, k) +
-                        k * HOT_LIST_BYTES + FILL_BYTES;
-        if (need <= room)
-            lo = k;
-        else
-            hi = k - 1;
-    }
-    return lo;
-}
-
 /* The static tier of the k highest-ranked nodes; od is closed first (its buffer makes room for
  * the fill's). */
 static int hot_create(tg_strategy_t *s, tg_outdeg_t *od, uint64_t k, uint64_t *hot_sum)
@@ -165,7 +149,8 @@ static int pg_setup(tg_strategy_t *s)
     tg_extract_plan_t pl;
     if ((rc = tg_extract_plan(&pl, &po)) == 0) {
         uint64_t plan = bg->limit ? tg_extract_plan_bytes(&pl) + po.other_transient : 0;
-        k = hot_fit(m, left > plan ? left - plan : 0);
+        k = tg_tier_static_fit(m->num_nodes, m->feat_dim, m->feat_dtype,
+                               left > plan ? left - plan : 0, HOT_LIST_BYTES, FILL_BYTES);
         if (s->c->hot_nodes >= 0) k = TG_MIN(k, (uint64_t)s->c->hot_nodes);
     }
     rc = rc == 0 && k ? hot_create(s, od, k, &hot_sum) : (tg_outdeg_close(od), rc);
