@@ -94,7 +94,7 @@ void tg_feat_normalize_rows(float *x, size_t n, size_t dim);
 void tg_feat_rows_f32(float *dst, const void *src, size_t src_stride, size_t n, size_t dim,
                       tg_feat_dtype_t dtype, int normalize);
 
-/* ================================================================ out-of-core stores (issue 4)
+/* ================================================================ out-of-core stores
  *
  * Owner: the out-of-core storage work (src/store/mmap.c).
  *

@@ -13,8 +13,9 @@
  * are read together, holes included, up to FILL_SPAN bytes a read, FILL_RUNS reads a submit
  * (into merge buffers, then copied). A random 4 KiB read costs the disk about what it
  * transfers sequentially in ~10 KiB, so a tier of 15% of 128-byte rows reads the file nearly
- * sequentially (at 100 M nodes: 13 GB in ~15 s instead of 14.6 M reads in ~150 s). Memory: the
- * merge buffers (4 MiB) and io/'s staging (1 MiB) while it runs. */
+ * sequentially (bench/README.md, "GIDS (issue 12): the shared bench, the window and the
+ * accumulator": its 100 M-node run, the constant buffer's fill). Memory: the merge buffers (4 MiB)
+ * and io/'s staging (1 MiB) while it runs. */
 #define FILL_DEPTH 8u
 #define FILL_MAX_READ ((size_t)128 << 10)
 #define FILL_SPAN ((size_t)512 << 10)
