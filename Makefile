@@ -8,7 +8,8 @@
 #               cgroup, from a clone of HEAD (tests/fresh/run.sh; root; docs/RELIABILITY.md)
 .PHONY: all deps build build-asan demo check test bench fuzz faults soak fresh-check format clean
 
-DEBIAN_PACKAGES := cmake make gcc clang pkg-config liburing-dev libopenblas-dev zlib1g-dev libmetis-dev
+DEBIAN_PACKAGES := cmake make gcc clang pkg-config liburing-dev libopenblas-dev zlib1g-dev libmetis-dev \
+  python3-numpy
 JOBS ?= $(shell nproc)
 BUILD ?= build
 ASAN_BUILD ?= build-asan
