@@ -295,6 +295,77 @@ TG_TEST(file_round_trip_and_errors)
     tg_train_config_destroy(&cf);
 }
 
+/* Runs the CLI expecting success; the output is returned (the caller frees it) or NULL. */
+static char *cli_ok(const char *what, const char *fmt, ...) TG_PRINTF(2, 3);
+static char *cli_ok(const char *what, const char *fmt, ...)
+{
+    char args[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    char *out = NULL;
+    if (!run_ok(&out, what, tg_test_cli(&out, "%s", args))) {
+        free(out);
+        return NULL;
+    }
+    return out ? out : strdup("");
+}
+
+#define GCN_BASE "--hidden 16 --fanouts 5,5 --batch-size 64 --seed 3 --threads 1 --epochs 1"
+
+/* --config beside --model gat or --dropout: the settings whose defaults follow those flags
+ * (heads, the attention and input dropouts) follow them, so the run is the one those flags start
+ * without a file, byte for byte; a value the file chose stays. */
+TG_TEST(config_flags_carry_their_defaults)
+{
+    free(cli_ok("gcn", "train %s --out %s/d-gcn --model gcn " GCN_BASE, ds, root));
+    free(cli_ok("gat", "train %s --out %s/d-gat --model gat " GCN_BASE, ds, root));
+    char *out = cli_ok("--config --model gat",
+                       "train %s --config %s/d-gcn/config.json --model gat --out %s/d-gat2", ds,
+                       root, root);
+    TG_CHECK(out && strstr(out, "--heads 4 follows --model (1 in "));
+    TG_CHECK(out && strstr(out, "--attn-dropout 0.5 follows --model and --dropout (0 in "));
+    free(out);
+    same("d-gat", "d-gat2", "checkpoint.bin");
+    same("d-gat", "d-gat2", "config.json");
+    free(cli_ok("dropout", "train %s --out %s/d-do --model gcn --dropout 0.3 " GCN_BASE, ds, root));
+    out = cli_ok("--config --dropout",
+                 "train %s --config %s/d-gcn/config.json --dropout 0.3 --out %s/d-do2", ds, root,
+                 root);
+    TG_CHECK(out && strstr(out, "--input-dropout 0.3 follows --dropout (0.5 in "));
+    free(out);
+    same("d-do", "d-do2", "checkpoint.bin");
+    /* an input dropout the first run chose is kept */
+    free(cli_ok("input-dropout", "train %s --out %s/d-in --model gcn --input-dropout 0.2 " GCN_BASE,
+                ds, root));
+    out = cli_ok("--config --dropout, chosen input dropout",
+                 "train %s --config %s/d-in/config.json --dropout 0.3 --out %s/d-in2", ds, root,
+                 root);
+    TG_CHECK(out && !strstr(out, "follows"));
+    free(out);
+    char p[4400];
+    snprintf(p, sizeof p, "%s/d-in2/config.json", root);
+    char *text = tg_test_read_all(p, NULL);
+    TG_CHECK(text && strstr(text, "\"input_dropout\": 0.2,") && strstr(text, "\"dropout\": 0.3,"));
+    free(text);
+}
+
+/* A LADIES run resumed with its --layer-sizes given again needs no --sampler (the flag names its
+ * sampler); other layer sizes are refused naming both. */
+TG_TEST(resume_ladies_with_layer_sizes)
+{
+    free(
+        cli_ok("ladies",
+               "train %s --out %s/lad --model gcn --sampler ladies --layer-sizes 64,64 --hidden 16 "
+               "--batch-size 64 --seed 3 --threads 1 --epochs 1",
+               ds, root));
+    expect_fail("layer size of layer 0 64 there vs 32 here",
+                "train %s --out %s/lad --resume --epochs 2 --layer-sizes 32,32", ds, root);
+    free(cli_ok("--resume --layer-sizes",
+                "train %s --out %s/lad --resume --epochs 2 --layer-sizes 64,64", ds, root));
+}
+
 /* ginex, diskgnn and hier at a --mem that the strategy refuses in its first pass (after the run
  * opened and wrote its files), then a larger --mem at the same --out: the retry trains (it was
  * refused as "already holds a run"). The --mem is found by stepping up from one too small for
@@ -366,6 +437,8 @@ int main(void)
     TG_RUN(sampled_sage_with_strategy_option);
     TG_RUN(exact_strategy_changes);
     TG_RUN(old_run_directory);
+    TG_RUN(config_flags_carry_their_defaults);
+    TG_RUN(resume_ladies_with_layer_sizes);
     TG_RUN(refused_start_does_not_block);
     const char *src = tg_test_shared_dataset("cora");
     if (!src) {

@@ -675,7 +675,7 @@ TG_TEST(flag_errors)
     expect_fail("unknown sampler 'fastgcn', expected one of: node, ladies",
                 "train %s --out %s/e --sampler fastgcn", ds, root);
     expect_fail("--layer-sizes is for --sampler ladies",
-                "train %s --out %s/e --model gcn --layer-sizes 10,10", ds, root);
+                "train %s --out %s/e --model gcn --sampler node --layer-sizes 10,10", ds, root);
     expect_fail("--fanouts is node-wise sampling's",
                 "train %s --out %s/e --model gcn --sampler ladies --fanouts 10,10", ds, root);
     expect_fail("--layer-sizes has 3 value(s) but --layers is 2",

@@ -309,7 +309,8 @@ int tg_cli_model_widths(const tg_args_t *a, int is_gat, uint32_t *hidden, int *h
     int v = 0, rc;
     if ((rc = tg_args_int_range(a, "hidden", 256, 1, 1 << 20, &v)) < 0) return rc;
     *hidden = (uint32_t)v;
-    if ((rc = tg_args_int_range(a, "heads", is_gat ? 4 : 1, 1, 1024, heads)) < 0) return rc;
+    if ((rc = tg_args_int_range(a, "heads", is_gat ? TG_CLI_GAT_HEADS : 1, 1, 1024, heads)) < 0)
+        return rc;
     if (is_gat && *hidden % (uint32_t)*heads)
         return tg_err(-EINVAL,
                       "--hidden %u is not a multiple of --heads %d (GAT hidden = heads "
@@ -325,10 +326,12 @@ int tg_cli_model_widths(const tg_args_t *a, int is_gat, uint32_t *hidden, int *h
 int tg_cli_sampling(const tg_args_t *a, int is_mlp, int *layers, int64_t *fanouts,
                     const tg_sampler_i **sampler)
 {
-    const tg_sampler_i *kind = tg_sampler_find(tg_args_str(a, "sampler", "node"));
+    const char *fs = tg_args_str(a, "fanouts", NULL), *ls = tg_args_str(a, "layer-sizes", NULL);
+    /* --layer-sizes names its sampler, as --fanouts names node-wise sampling: a resumed LADIES
+     * run given its layer sizes again needs no --sampler */
+    const tg_sampler_i *kind = tg_sampler_find(tg_args_str(a, "sampler", ls ? "ladies" : "node"));
     if (!kind) return tg_err_prefix(-EINVAL, "--sampler");
     int ladies = kind != &tg_sampler_node;
-    const char *fs = tg_args_str(a, "fanouts", NULL), *ls = tg_args_str(a, "layer-sizes", NULL);
     if (ladies && fs)
         return tg_err(-EINVAL,
                       "--fanouts is node-wise sampling's (neighbours per node); --sampler %s "

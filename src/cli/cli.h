@@ -48,6 +48,8 @@ int tg_cli_default_threads(void);
 
 /* --hidden (default 256) and --heads (default 4 for GAT, else 1) as train and bench take them;
  * for GAT, hidden must be a multiple of heads (hidden = heads x per-head width). */
+/* GAT's attention heads when --heads is left out */
+#define TG_CLI_GAT_HEADS 4
 int tg_cli_model_widths(const tg_args_t *a, int is_gat, uint32_t *hidden, int *heads);
 
 /* --sampler node|ladies (default node) and what it samples per layer, layer 0 first:

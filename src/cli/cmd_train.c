@@ -33,7 +33,7 @@ static const char train_usage[] =
     "                                 layer-wise importance sampling (--model gcn only)\n"
     "  --fanouts F0,F1,..             node: neighbours per node for each layer, layer 0 (input)\n"
     "                                 first; -1 = all, 0 = none (default 10 per layer; mlp: 0)\n"
-    "  --layer-sizes S0,S1,..         ladies: nodes sampled for each layer, layer 0 first, >= 1\n"
+    "  --layer-sizes S0,S1,..         ladies (implied): nodes per layer, layer 0 first, >= 1\n"
     "                                 (default 512 per layer)\n"
     "  --batch-size B                 training nodes per step; 0 or >= the training split =\n"
     "                                 all of them in one step (default 1024). With B = 0 and\n"
@@ -226,6 +226,35 @@ static int merge_args(const tg_train_opts_t *file, const tg_train_opts_t *flags,
     return 0;
 }
 
+/* With --config, the settings whose default follows another one (the input and attention
+ * dropouts follow --dropout, GAT's heads and attention dropout --model) follow a flag given beside
+ * the file where the file holds the default its own values give, as in a run started with that
+ * flag; a value that differs from that default was chosen, and stays. Each change is said. */
+static void follow_defaults(const tg_args_t *a, const tg_train_opts_t *file, tg_train_opts_t *m,
+                            const char *path)
+{
+    const tg_model_config_t *f = &file->model;
+    tg_model_config_t *t = &m->model;
+    int fgat = f->type == TG_MODEL_GAT, tgat = t->type == TG_MODEL_GAT;
+    if (!tg_args_has(a, "input-dropout") && f->input_dropout == f->dropout &&
+        t->input_dropout != t->dropout) {
+        tg_log_info("--config: --input-dropout %g follows --dropout (%g in %s)", t->dropout,
+                    f->input_dropout, path);
+        t->input_dropout = t->dropout;
+    }
+    float fa = fgat ? f->dropout : 0, ta = tgat ? t->dropout : 0;
+    if (!tg_args_has(a, "attn-dropout") && f->attn_dropout == fa && t->attn_dropout != ta) {
+        tg_log_info("--config: --attn-dropout %g follows --model and --dropout (%g in %s)", ta,
+                    f->attn_dropout, path);
+        t->attn_dropout = ta;
+    }
+    int fh = fgat ? TG_CLI_GAT_HEADS : 1, th = tgat ? TG_CLI_GAT_HEADS : 1;
+    if (!tg_args_has(a, "heads") && f->heads == fh && t->heads != th) {
+        tg_log_info("--config: --heads %d follows --model (%d in %s)", th, f->heads, path);
+        t->heads = th;
+    }
+}
+
 /* The settings of path (a run's config.json) with the flags given beside them. With --config
  * (resume 0) a flag replaces the file's value. With --resume a flag that changes a safe setting
  * is taken and said; one that would change the trained model is refused naming both values
@@ -261,6 +290,7 @@ static int merge_config(const tg_args_t *a, tg_train_opts_t *o, tg_train_config_
         tg_train_config_copy(&m, o, i);
         if (resume) tg_log_info("--resume: --%s %s here (%s in %s): taken", flag, vb, va, path);
     }
+    if (!resume) follow_defaults(a, &file, &m, path);
     int nargs = 0;
     if ((rc = merge_args(&file, o, args, &nargs)) < 0) return rc;
     if (!tg_train_config_same_args(file.strategy_args, file.num_strategy_args, args, nargs)) {
