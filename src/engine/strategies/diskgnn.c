@@ -43,6 +43,7 @@
  * node and checksum of every packed row (12 bytes a row). */
 #include "../ahead.h"
 #include "../engine-impl.h"
+#include "../passkey.h"
 #include "../pipeline.h"
 #include "../xpass.h"
 #include "diskgnn.h"
@@ -97,18 +98,9 @@ static const tg_strategy_opt_t dg_opts[] = {
 #define DG_PACK_MIN ((uint64_t)1 << 20)
 #define DG_PACK_MAX ((uint64_t)256 << 20)
 
-/* What identifies the batches of a pass. */
-typedef struct {
-    uint64_t *seeds; /* copy */
-    uint64_t num_seeds, batch_size, seed, epoch, first_batch;
-    int num_layers;
-    int64_t fanouts[TG_MAX_LAYERS];
-    const tg_sampler_i *sampler;
-} pass_key_t;
-
 /* One generation: a pass's batches sampled, laid out and packed. */
 typedef struct {
-    pass_key_t key;
+    tg_pass_key_t key;    /* the pass it serves (engine/passkey) */
     uint64_t num_batches; /* of the pass, those before first_batch included */
     uint64_t count;       /* batches held: first_batch .. first_batch + count */
     tg_spill_t *spill;
@@ -158,67 +150,12 @@ struct tg_strategy {
     gen_t *cur, *nxt, *run; /* run: the one the executor reads now */
     tg_ahead_t *insp;       /* the inspector: the next training pass's generation */
     gen_t *insp_gen;        /* its one item */
-    pass_key_t insp_key;    /* the pass it prepares (a copy, set before it starts) */
+    tg_pass_key_t insp_key; /* the pass it prepares (a copy, set before it starts) */
     /* the executor's position in cur, and the map of the batch it hands out */
     uint64_t next_id, pos;
     unsigned char *rec; /* the batch's map record */
     uint64_t rec_cap, rec_len;
 };
-
-/* ---------------------------------------------------------------- pass keys */
-
-static void key_free(pass_key_t *k)
-{
-    free(k->seeds);
-    memset(k, 0, sizeof *k);
-}
-
-static int key_set(pass_key_t *k, const tg_pass_t *p)
-{
-    key_free(k);
-    k->seeds = malloc(p->num_seeds ? p->num_seeds * sizeof *k->seeds : 1);
-    if (!k->seeds) return tg_err(-ENOMEM, "diskgnn: out of memory for a seed order");
-    if (p->num_seeds) memcpy(k->seeds, p->seeds, p->num_seeds * sizeof *k->seeds);
-    k->num_seeds = p->num_seeds;
-    k->batch_size = p->batch_size;
-    k->seed = p->seed;
-    k->epoch = p->epoch;
-    k->first_batch = p->first_batch;
-    k->num_layers = p->num_layers;
-    k->sampler = p->sampler;
-    for (int l = 0; l < p->num_layers && l < TG_MAX_LAYERS; l++)
-        k->fanouts[l] = p->fanouts[l];
-    return 0;
-}
-
-/* The batches of p are the key's (same seeds, RNG streams and shapes); epoch_free: any epoch
- * (--reuse-samples) */
-static int key_match(const pass_key_t *k, const tg_pass_t *p, int epoch_free)
-{
-    if (!k->seeds || k->num_seeds != p->num_seeds || k->batch_size != p->batch_size ||
-        k->seed != p->seed || k->num_layers != p->num_layers || k->first_batch != p->first_batch ||
-        k->sampler != p->sampler)
-        return 0;
-    if (!epoch_free && k->epoch != p->epoch) return 0;
-    for (int l = 0; l < p->num_layers; l++)
-        if (k->fanouts[l] != p->fanouts[l]) return 0;
-    if (epoch_free) return 1;
-    return p->num_seeds == 0 || memcmp(k->seeds, p->seeds, p->num_seeds * sizeof *p->seeds) == 0;
-}
-
-/* The pass the key describes (no step). */
-static tg_pass_t key_pass(const pass_key_t *k)
-{
-    return (tg_pass_t){.seeds = k->seeds,
-                       .num_seeds = k->num_seeds,
-                       .batch_size = k->batch_size,
-                       .seed = k->seed,
-                       .epoch = k->epoch,
-                       .first_batch = k->first_batch,
-                       .num_layers = k->num_layers,
-                       .fanouts = k->fanouts,
-                       .sampler = k->sampler};
-}
 
 /* ---------------------------------------------------------------- generations */
 
@@ -232,7 +169,7 @@ static void gen_destroy(tg_strategy_t *s, gen_t *g)
     if (g->row_node_bytes) tg_budget_release(&s->r->budget, g->row_node_bytes);
     tg_spill_close(g->spill);
     tg_btrace_free(&g->tr);
-    key_free(&g->key);
+    tg_pass_key_free(&g->key);
     free(g);
 }
 
@@ -257,7 +194,7 @@ static int gen_new(tg_strategy_t *s, gen_t **out)
 static int gen_sample(tg_strategy_t *s, gen_t *g, const atomic_int *abort)
 {
     tg_run_t *r = s->r;
-    tg_pass_t kp = key_pass(&g->key);
+    tg_pass_t kp = tg_pass_key_pass(&g->key);
     size_t esz = tg_index_dtype_size(r->ds->meta.index_dtype);
     int rc;
     /* The indices in RAM for the sampling only, when they are not kept there: read whole
@@ -452,7 +389,7 @@ static int gen_prepare(tg_strategy_t *s, const tg_pass_t *k, atomic_int *abort,
     int rc = gen_new(s, &g);
     if (rc < 0) return rc;
     double t0 = tg_now();
-    if ((rc = key_set(&g->key, k)) == 0 && (rc = gen_sample(s, g, abort)) == 0) {
+    if ((rc = tg_pass_key_set(&g->key, k)) == 0 && (rc = gen_sample(s, g, abort)) == 0) {
         g->sample_wall_s = tg_now() - t0;
         rc = gen_layout_pack(s, g, abort, progress);
     }
@@ -476,7 +413,7 @@ static int inspect(void *ctx, void *item, uint64_t k, tg_ahead_t *a)
 {
     tg_strategy_t *s = ctx;
     (void)k;
-    tg_pass_t kp = key_pass(&s->insp_key);
+    tg_pass_t kp = tg_pass_key_pass(&s->insp_key);
     return gen_prepare(s, &kp, tg_ahead_abort_flag(a), NULL, item);
 }
 
@@ -501,7 +438,7 @@ static int insp_take(tg_strategy_t *s)
         rc = tg_ahead_release(s->insp, item);
     }
     tg_ahead_stop(s->insp);
-    key_free(&s->insp_key);
+    tg_pass_key_free(&s->insp_key);
     return rc == -ECANCELED ? 0 : rc;
 }
 
@@ -509,13 +446,13 @@ static int insp_take(tg_strategy_t *s)
 static void insp_cancel(tg_strategy_t *s)
 {
     tg_ahead_stop(s->insp);
-    key_free(&s->insp_key);
+    tg_pass_key_free(&s->insp_key);
 }
 
 static int insp_start(tg_strategy_t *s, const tg_pass_t *next)
 {
-    int rc = key_set(&s->insp_key, next);
-    if (rc == 0 && (rc = tg_ahead_start(s->insp, 1)) < 0) key_free(&s->insp_key);
+    int rc = tg_pass_key_set(&s->insp_key, next);
+    if (rc == 0 && (rc = tg_ahead_start(s->insp, 1)) < 0) tg_pass_key_free(&s->insp_key);
     return rc;
 }
 
@@ -832,7 +769,7 @@ static void dg_close(tg_strategy_t *s)
     free(s->rec);
     free(s->hot_buf);
     free(s->hot_nodes);
-    key_free(&s->insp_key);
+    tg_pass_key_free(&s->insp_key);
     tg_io_file_close(s->feat);
     free(s);
 }
@@ -870,11 +807,11 @@ static int pass_generation(tg_strategy_t *s, const tg_pass_t *p, uint64_t K, gen
     gen_t *g = NULL;
     *out = NULL;
     *prepared_now = 0;
-    if (s->nxt && key_match(&s->nxt->key, p, 0)) {
+    if (s->nxt && tg_pass_key_match(&s->nxt->key, p, 0)) {
         g = s->nxt;
         s->nxt = NULL;
     } else if (training && K > 1 && s->cur && (uint64_t)s->cur->uses < K &&
-               key_match(&s->cur->key, p, 1)) {
+               tg_pass_key_match(&s->cur->key, p, 1)) {
         g = s->cur; /* --reuse-samples: the same batches again */
         s->cur = NULL;
     } else {
