@@ -105,9 +105,9 @@ void tg_adj_destroy(tg_adj_t *adj);
 int tg_adj_memory_create(tg_adj_t **out, uint64_t num_nodes, uint64_t num_edges,
                          const uint64_t *indptr, const uint64_t *indices, int own);
 /* In-memory adjacency over borrowed arrays with the entries as stored on disk: indices holds
- * num_edges entries of esz bytes (4: u32, 8: u64), read as they are (no widened copy). For a
- * phase that needs the indices in RAM only for a while (DiskGNN samples an epoch ahead from
- * them, then frees them for its planning). indptr and indices must outlive adj. */
+ * num_edges entries of esz bytes (4: u32, 8: u64), read as they are (no widened copy), for
+ * arrays the caller holds (a mega-batch's subgraph; tg_adj_disk_copy owns a copy of a disk
+ * adjacency's indices instead). indptr and indices must outlive adj. */
 int tg_adj_raw_create(tg_adj_t **out, uint64_t num_nodes, uint64_t num_edges,
                       const uint64_t *indptr, const void *indices, size_t esz);
 /* Loads indptr and the indices (widened to u64) of a dataset into RAM. */
@@ -578,9 +578,18 @@ uint64_t tg_adj_disk_load_bytes(const tg_adj_t *adj);
 int tg_adj_disk_load(tg_adj_t *adj);
 /* indices.bin whole, as stored, into buf (tg_adj_disk_file_bytes: its size rounded up to 4 KiB,
  * 4 KiB-aligned), through the adjacency's io/ queues (thread-safe, the adjacency unchanged):
- * for a copy that lives apart (tg_adj_raw_create). Errors name the file and offset. */
+ * for a copy that lives apart (tg_adj_disk_copy). Errors name the file and offset. */
 uint64_t tg_adj_disk_file_bytes(const tg_adj_t *adj);
 int tg_adj_disk_read_all(tg_adj_t *adj, void *buf);
+/* A copy of indices.bin in RAM that lives apart from the disk adjacency, for a phase that needs
+ * the indices in RAM only for a while (DiskGNN samples an epoch ahead from it, then frees it for
+ * its planning): tg_adj_disk_file_bytes reserved against budget (may be NULL) as `who`, the file
+ * read whole (tg_adj_disk_read_all), and an adjacency over disk's indptr and the copy, entries
+ * read as stored (no widened copy). Destroying it frees the copy and releases the budget; disk
+ * must outlive it and is left unchanged. -ENOMEM when the budget refuses the bytes or memory
+ * runs out (the caller may sample from disk instead), -EINVAL for another adjacency, a read
+ * error naming the file and offset. */
+int tg_adj_disk_copy(tg_adj_t **out, tg_adj_t *disk, tg_budget_t *budget, const char *who);
 
 /* Neighbour cache tier (tiergnn/ncache.h, Ginex): every later read serves the positions of the
  * nodes nc holds from it and sends only the others to RAM or the disk, still in one batched

@@ -300,6 +300,75 @@ int tg_adj_disk_read_all(tg_adj_t *adj, void *buf)
     return 0;
 }
 
+/* ---------------------------------------------------------------- a copy in RAM */
+
+typedef struct {
+    void *indices; /* tg_adj_disk_file_bytes, 4 KiB-aligned, entries as stored */
+    size_t esz;
+    tg_budget_t *budget;
+    uint64_t bytes; /* reserved against budget */
+} adj_copy_t;
+
+static int copy_read(tg_adj_t *adj, const uint64_t *pos, size_t n, uint64_t *out)
+{
+    const adj_copy_t *c = adj->impl;
+    for (size_t i = 0; i < n; i++) {
+        if (pos[i] >= adj->num_edges)
+            return tg_err(-EINVAL, "adjacency: edge position %llu out of range (%llu edges)",
+                          (unsigned long long)pos[i], (unsigned long long)adj->num_edges);
+        out[i] = c->esz == 4 ? ((const uint32_t *)c->indices)[pos[i]]
+                             : ((const uint64_t *)c->indices)[pos[i]];
+    }
+    return 0;
+}
+
+static void copy_destroy(tg_adj_t *adj)
+{
+    adj_copy_t *c = adj->impl;
+    if (c) {
+        free(c->indices);
+        if (c->budget) tg_budget_release(c->budget, c->bytes);
+        free(c);
+    }
+    free(adj);
+}
+
+static const tg_adj_i copy_iface = {"disk-copy", copy_read, copy_destroy};
+
+int tg_adj_disk_copy(tg_adj_t **out, tg_adj_t *disk, tg_budget_t *budget, const char *who)
+{
+    *out = NULL;
+    if (!disk || disk->iface != &disk_iface)
+        return tg_err(-EINVAL, "tg_adj_disk_copy: not a disk adjacency");
+    const adj_disk_t *d = disk->impl;
+    uint64_t bytes = tg_adj_disk_file_bytes(disk);
+    int rc;
+    if (budget && (rc = tg_budget_reserve(budget, bytes, who)) < 0) return rc;
+    tg_adj_t *adj = calloc(1, sizeof *adj);
+    adj_copy_t *c = calloc(1, sizeof *c);
+    void *idx = tg_aligned_alloc(4096, bytes ? (size_t)bytes : 4096);
+    if (!adj || !c || !idx) {
+        free(idx);
+        free(c);
+        free(adj);
+        if (budget) tg_budget_release(budget, bytes);
+        return tg_err(-ENOMEM, "%s: out of memory for %s (%llu bytes)", d->path, who,
+                      (unsigned long long)bytes);
+    }
+    *c = (adj_copy_t){.indices = idx, .esz = d->esz, .budget = budget, .bytes = bytes};
+    adj->iface = &copy_iface;
+    adj->impl = c;
+    adj->num_nodes = disk->num_nodes;
+    adj->num_edges = disk->num_edges;
+    adj->indptr = disk->indptr;
+    if ((rc = tg_adj_disk_read_all(disk, c->indices)) < 0) {
+        copy_destroy(adj);
+        return rc;
+    }
+    *out = adj;
+    return 0;
+}
+
 int tg_adj_disk_load(tg_adj_t *adj)
 {
     if (!adj || adj->iface != &disk_iface)

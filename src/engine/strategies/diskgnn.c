@@ -201,28 +201,18 @@ static int gen_sample(tg_strategy_t *s, gen_t *g, const atomic_int *abort)
      * (sequential, a fraction of a second) into a copy of their own, freed before the layout
      * is planned, so the sampling and the planning share the memory (the paper's offline
      * sampling has the topology in memory). Without room for them: the disk adjacency. */
-    tg_adj_t *src = s->disk, *raw = NULL;
-    void *idx = NULL;
-    uint64_t ib = s->sample_in_ram ? tg_adj_disk_file_bytes(s->disk) : 0;
-    if (ib && tg_adj_disk_load_bytes(s->disk) &&
-        tg_budget_reserve(&r->budget, ib, "diskgnn: indices while sampling") == 0) {
-        idx = tg_aligned_alloc(4096, (size_t)ib);
-        rc = idx ? tg_adj_disk_read_all(s->disk, idx)
-                 : tg_err(-ENOMEM, "diskgnn: out of memory for the indices while sampling");
-        if (rc == 0)
-            rc = tg_adj_raw_create(&raw, s->disk->num_nodes, s->disk->num_edges, s->disk->indptr,
-                                   idx, esz);
-        if (rc < 0) {
-            free(idx);
-            tg_budget_release(&r->budget, ib);
-            return rc;
+    tg_adj_t *src = s->disk, *copy = NULL;
+    if (s->sample_in_ram && tg_adj_disk_load_bytes(s->disk)) {
+        rc = tg_adj_disk_copy(&copy, s->disk, &r->budget, "diskgnn: indices while sampling");
+        if (rc < 0 && rc != -ENOMEM) return rc;
+        if (copy) {
+            src = copy;
+        } else if (!s->warned_disk_sampling) {
+            s->warned_disk_sampling = 1;
+            tg_log_info("diskgnn: no room to read the indices for sampling (%s): the samplers "
+                        "read them from disk",
+                        tg_errmsg());
         }
-        src = raw;
-    } else if (ib && tg_adj_disk_load_bytes(s->disk) && !s->warned_disk_sampling) {
-        s->warned_disk_sampling = 1;
-        tg_log_info("diskgnn: no room to read the indices for sampling (%s): the samplers read "
-                    "them from disk",
-                    tg_errmsg());
     }
     /* its own count of the index bytes: the run's counting wrapper would add them to the epoch
      * the trainer is running; the pass that trains these batches adds them to its own */
@@ -241,11 +231,7 @@ static int gen_sample(tg_strategy_t *s, gen_t *g, const atomic_int *abort)
 out:
     if (ld) tg_sloader_stop(ld);
     tg_adj_destroy(view);
-    tg_adj_destroy(raw);
-    if (idx) {
-        free(idx);
-        tg_budget_release(&r->budget, ib);
-    }
+    tg_adj_destroy(copy);
     return rc;
 }
 
