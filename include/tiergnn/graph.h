@@ -492,6 +492,17 @@ int tg_spill_rewind(tg_spill_t *s);
 /* Reads the next record into *out (caller frees with tg_batch_free): 1, or 0 after the last
  * record, or a negative error code (*out then holds nothing). */
 int tg_spill_read(tg_spill_t *s, tg_batch_t *out);
+/* The next record as a loader's item for a pipeline source that hands spilled batches out in
+ * order: it must be batch `id` holding `num_nodes` nodes (TG_SPILL_ANY_NODES: any count), else
+ * -EIO naming the file, the batch it holds and the one expected; a file that ends first is -EIO
+ * naming the batch. The item's sample_s is the caller's (the sampling time the spiller
+ * recorded). 1 with *out set (free it with tg_spill_item_free), or a negative code (*out NULL);
+ * no record is ever 0: the caller knows how many batches it spilled. */
+#define TG_SPILL_ANY_NODES UINT64_MAX
+int tg_spill_read_item(tg_spill_t *s, uint64_t id, uint64_t num_nodes, double sample_s,
+                       tg_sloader_item_t **out);
+/* Frees an item of tg_spill_read_item (its batch and itself); NULL is fine. */
+void tg_spill_item_free(tg_sloader_item_t *it);
 /* Empties the file and starts writing again. */
 int tg_spill_reset(tg_spill_t *s);
 /* Records and bytes written since open or the last reset. */

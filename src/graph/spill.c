@@ -261,6 +261,41 @@ int tg_spill_rewind(tg_spill_t *s)
     return 0;
 }
 
+int tg_spill_read_item(tg_spill_t *s, uint64_t id, uint64_t num_nodes, double sample_s,
+                       tg_sloader_item_t **out)
+{
+    *out = NULL;
+    tg_sloader_item_t *it = calloc(1, sizeof *it);
+    if (!it)
+        return tg_err(-ENOMEM, "%s: out of memory for batch %llu", s->name, (unsigned long long)id);
+    int rc = tg_spill_read(s, &it->batch);
+    if (rc == 0)
+        rc = tg_err(-EIO, "%s: ended before batch %llu", s->name, (unsigned long long)id);
+    else if (rc > 0 && num_nodes == TG_SPILL_ANY_NODES && it->batch.id != id)
+        rc = tg_err(-EIO, "%s: holds batch %llu where batch %llu was expected", s->name,
+                    (unsigned long long)it->batch.id, (unsigned long long)id);
+    else if (rc > 0 && num_nodes != TG_SPILL_ANY_NODES &&
+             (it->batch.id != id || it->batch.num_nodes != num_nodes))
+        rc = tg_err(-EIO,
+                    "%s: holds batch %llu of %u rows where batch %llu of %llu rows was expected",
+                    s->name, (unsigned long long)it->batch.id, it->batch.num_nodes,
+                    (unsigned long long)id, (unsigned long long)num_nodes);
+    if (rc < 0) {
+        tg_spill_item_free(it);
+        return rc;
+    }
+    it->sample_s = sample_s;
+    *out = it;
+    return 1;
+}
+
+void tg_spill_item_free(tg_sloader_item_t *it)
+{
+    if (!it) return;
+    tg_batch_free(&it->batch);
+    free(it);
+}
+
 int tg_spill_reset(tg_spill_t *s)
 {
     if (ftruncate(s->fd, 0) < 0) {

@@ -453,43 +453,22 @@ static int src_next(void *ctx, tg_pipe_t *P, tg_sloader_item_t **out)
     *out = NULL;
     if (tg_pipe_aborted(P)) return -ECANCELED;
     if (s->pos >= g->count) return 0;
-    tg_sloader_item_t *it = calloc(1, sizeof *it);
-    if (!it) return tg_err(-ENOMEM, "diskgnn: out of memory");
-    int rc = tg_spill_read(g->spill, &it->batch);
-    if (rc == 0)
-        rc = tg_err(-EIO, "%s: ended before batch %llu", tg_spill_name(g->spill),
-                    (unsigned long long)s->next_id);
-    if (rc < 0) {
-        free(it);
-        return rc;
-    }
     uint64_t n = g->tr.off[s->pos + 1] - g->tr.off[s->pos];
-    if (it->batch.id != s->next_id || it->batch.num_nodes != n)
-        rc = tg_err(-EIO,
-                    "%s: holds batch %llu of %u rows where batch %llu of %llu rows was "
-                    "expected",
-                    tg_spill_name(g->spill), (unsigned long long)it->batch.id, it->batch.num_nodes,
-                    (unsigned long long)s->next_id, (unsigned long long)n);
-    else
-        rc = tg_pack_map_read(&g->map, s->pos, s->rec, s->rec_cap, &s->rec_len);
-    if (rc < 0) {
-        tg_batch_free(&it->batch);
-        free(it);
-        return rc;
+    int rc = tg_spill_read_item(g->spill, s->next_id, n, g->tr.sample_s[s->pos], out);
+    if (rc > 0 && (rc = tg_pack_map_read(&g->map, s->pos, s->rec, s->rec_cap, &s->rec_len)) < 0) {
+        tg_spill_item_free(*out);
+        *out = NULL;
     }
-    it->sample_s = g->tr.sample_s[s->pos];
+    if (rc < 0) return rc;
     s->pos++;
     s->next_id++;
-    *out = it;
     return 1;
 }
 
 static void src_free(void *ctx, tg_sloader_item_t *it)
 {
     (void)ctx;
-    if (!it) return;
-    tg_batch_free(&it->batch);
-    free(it);
+    tg_spill_item_free(it);
 }
 
 /* The extraction's sort scratch counts in batch_bytes_peak like the matrices. */

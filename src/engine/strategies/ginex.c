@@ -658,36 +658,17 @@ static int src_next(void *ctx, tg_pipe_t *P, tg_sloader_item_t **out)
     int rc;
     if ((!s->cur || s->cur_i + 1 >= s->cur->count) && (rc = next_superbatch(s, P)) < 0) return rc;
     s->cur_i++;
-    tg_sloader_item_t *it = calloc(1, sizeof *it);
-    if (!it) return tg_err(-ENOMEM, "ginex: out of memory");
-    rc = tg_spill_read(s->cur->spill, &it->batch);
-    if (rc == 0)
-        rc = tg_err(-EIO, "%s: ended before batch %llu of the superbatch",
-                    tg_spill_name(s->cur->spill), (unsigned long long)s->next_id);
-    if (rc < 0) {
-        free(it);
-        return rc;
-    }
-    if (it->batch.id != s->next_id) {
-        rc = tg_err(-EIO, "%s: holds batch %llu where batch %llu was expected",
-                    tg_spill_name(s->cur->spill), (unsigned long long)it->batch.id,
-                    (unsigned long long)s->next_id);
-        tg_batch_free(&it->batch);
-        free(it);
-        return rc;
-    }
-    it->sample_s = s->cur->sample_s[s->cur_i];
+    rc = tg_spill_read_item(s->cur->spill, s->next_id, TG_SPILL_ANY_NODES,
+                            s->cur->sample_s[s->cur_i], out);
+    if (rc < 0) return rc;
     s->next_id++;
-    *out = it;
     return 1;
 }
 
 static void src_free(void *ctx, tg_sloader_item_t *it)
 {
     (void)ctx;
-    if (!it) return;
-    tg_batch_free(&it->batch);
-    free(it);
+    tg_spill_item_free(it);
 }
 
 /* Gathers a batch (cache hits, then the misses from disk) and applies its changeset. */
