@@ -316,6 +316,16 @@ int tg_pack_file(const tg_pack_file_opts_t *o, tg_pack_stats_t *st);
  * table. */
 int tg_pack_hot_tier_create(tg_tier_t **out, const char *name, const void *rows, size_t row_bytes,
                             uint64_t n);
+/* The hot rows read again from features.bin (feat, num rows of row_bytes) into rows (n x
+ * row_bytes, the caller's) after they were released: row k is node nodes[k]'s (n < 2^32), read
+ * in node order so that io/ merges neighbouring rows into one read, 4096 rows per submission.
+ * The order (8 bytes a row) and io/'s staging are reserved against budget (NULL: not accounted)
+ * while it runs; the reads count in stats (NULL: not counted). rowcrc (--verify-reads; NULL: not
+ * checked): every row checked against its node's checksum. Errors: io/'s (the file and the
+ * offset), the checksum's (the node), -ENOMEM, -EINVAL for n >= 2^32. */
+int tg_pack_hot_read(tg_io_file_t *feat, const uint32_t *nodes, uint64_t n, size_t row_bytes,
+                     void *rows, tg_budget_t *budget, tg_io_stats_t *stats,
+                     const struct tg_rowcrc *rowcrc);
 
 typedef struct tg_pack_reader tg_pack_reader_t;
 

@@ -316,6 +316,52 @@ int tg_pack_hot_tier_create(tg_tier_t **out, const char *name, const void *rows,
     return 0;
 }
 
+/* Rows per submission of tg_pack_hot_read. */
+#define HOT_READ_ROWS 4096u
+
+int tg_pack_hot_read(tg_io_file_t *feat, const uint32_t *nodes, uint64_t n, size_t row_bytes,
+                     void *rows, tg_budget_t *budget, tg_io_stats_t *stats,
+                     const struct tg_rowcrc *rowcrc)
+{
+    if (n > UINT32_MAX)
+        return tg_err(-EINVAL, "%s: %llu hot rows (at most 2^32 - 1)", tg_io_file_path(feat),
+                      (unsigned long long)n);
+    uint64_t order_bytes = n * sizeof(uint64_t);
+    int rc = budget ? tg_budget_reserve(budget, order_bytes, "reading the hot rows") : 0;
+    if (rc < 0) return rc;
+    uint64_t *order = malloc(order_bytes + 1); /* node << 32 | place */
+    tg_io_req_t *req = malloc(HOT_READ_ROWS * sizeof *req);
+    tg_io_opts_t qo = {.budget = budget, .stats = stats};
+    tg_io_t *q = NULL;
+    rc = order && req
+             ? tg_io_create(&q, &qo)
+             : tg_err(-ENOMEM, "out of memory for reading %llu hot rows", (unsigned long long)n);
+    if (rc == 0) {
+        for (uint64_t k = 0; k < n; k++)
+            order[k] = (uint64_t)nodes[k] << 32 | k;
+        qsort(order, n, sizeof *order, tg_cmp_u64);
+    }
+    for (uint64_t k0 = 0; rc == 0 && k0 < n; k0 += HOT_READ_ROWS) {
+        size_t m = (size_t)TG_MIN((uint64_t)HOT_READ_ROWS, n - k0);
+        for (size_t i = 0; i < m; i++) {
+            uint64_t v = order[k0 + i] >> 32, place = order[k0 + i] & UINT32_MAX;
+            req[i] = (tg_io_req_t){.file = feat,
+                                   .off = v * row_bytes,
+                                   .len = row_bytes,
+                                   .dst = (char *)rows + place * row_bytes};
+        }
+        rc = tg_io_read_batch(q, req, m);
+        for (size_t i = 0; rc == 0 && rowcrc && i < m; i++)
+            rc = tg_rowcrc_check(rowcrc, order[k0 + i] >> 32, req[i].dst, tg_io_file_path(feat),
+                                 req[i].off);
+    }
+    tg_io_destroy(q);
+    free(req);
+    free(order);
+    if (budget) tg_budget_release(budget, order_bytes);
+    return rc;
+}
+
 /* ---------------------------------------------------------------- the reader */
 
 struct tg_pack_reader {

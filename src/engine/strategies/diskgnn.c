@@ -928,49 +928,21 @@ static void dg_report(const tg_pass_stats_t *st, tg_json_t *j, char *line, size_
                  f.wait_s);
 }
 
-/* Rows read back per call of hot_reload's queue. */
-#define DG_RELOAD_ROWS 4096u
-
-/* Reads the hot rows back into RAM after an evaluation released them: the rows of hot_nodes
- * (the order the packed files give them) from the feature file, in node order so that rows next
- * to each other merge into one read (io/). */
+/* Reads the hot rows back into RAM after an evaluation released them (store/packfile: the rows
+ * of hot_nodes, the order the packed files give them, from the feature file). */
 static int hot_reload(tg_strategy_t *s)
 {
     if (!s->hot_out) return 0;
     tg_budget_t *bg = &s->r->budget;
-    uint64_t bytes = s->hot_cap * s->row_bytes, order_bytes = s->hot_rows * sizeof(uint64_t);
+    uint64_t bytes = s->hot_cap * s->row_bytes;
     int rc = tg_budget_reserve(bg, bytes, "diskgnn: hot rows");
     if (rc < 0) return rc;
     s->fixed_bytes += bytes;
     if (!(s->hot_buf = malloc(bytes + 1)))
         return tg_err(-ENOMEM, "diskgnn: out of memory for %llu hot rows",
                       (unsigned long long)s->hot_cap);
-    if ((rc = tg_budget_reserve(bg, order_bytes, "diskgnn: reading the hot rows")) < 0) return rc;
-    uint64_t *order = malloc(order_bytes + 1); /* node << 32 | place */
-    tg_io_req_t *req = malloc(DG_RELOAD_ROWS * sizeof *req);
-    tg_io_opts_t qo = {.budget = bg, .stats = &s->pack_stats};
-    tg_io_t *q = NULL;
-    rc = order && req ? tg_io_create(&q, &qo) : tg_err(-ENOMEM, "diskgnn: out of memory");
-    if (rc == 0) {
-        for (uint64_t k = 0; k < s->hot_rows; k++)
-            order[k] = (uint64_t)s->hot_nodes[k] << 32 | k;
-        qsort(order, s->hot_rows, sizeof *order, tg_cmp_u64);
-    }
-    for (uint64_t k0 = 0; rc == 0 && k0 < s->hot_rows; k0 += DG_RELOAD_ROWS) {
-        size_t n = (size_t)TG_MIN((uint64_t)DG_RELOAD_ROWS, s->hot_rows - k0);
-        for (size_t i = 0; i < n; i++) {
-            uint64_t v = order[k0 + i] >> 32, place = order[k0 + i] & UINT32_MAX;
-            req[i] = (tg_io_req_t){.file = s->feat,
-                                   .off = v * s->row_bytes,
-                                   .len = s->row_bytes,
-                                   .dst = s->hot_buf + place * s->row_bytes};
-        }
-        rc = tg_io_read_batch(q, req, n);
-    }
-    tg_io_destroy(q);
-    free(req);
-    free(order);
-    tg_budget_release(bg, order_bytes);
+    rc = tg_pack_hot_read(s->feat, s->hot_nodes, s->hot_rows, s->row_bytes, s->hot_buf, bg,
+                          &s->pack_stats, s->r->rowcrc);
     if (rc < 0) return tg_err_prefix(rc, "diskgnn: reading the hot rows again");
     s->hot_out = 0;
     return 0;
