@@ -1,15 +1,17 @@
 # tiergnn: the two set-up commands of the README.
 #   make demo   installs missing Debian packages, builds, runs the main job on a generated dataset
-#   make check  installs missing Debian packages, builds, runs every test (plain and ASan+UBSan)
+#   make check  installs missing Debian packages, builds, runs every test (plain and ASan+UBSan;
+#               the Python package's pytest suite in the plain build)
+#   make python builds the Python package into $(BUILD)/python (PYTHONPATH=$(BUILD)/python)
 #   make fuzz   builds the libFuzzer targets (clang) and runs each for FUZZ_TIME seconds
 #   make faults runs the fault and kill matrix over every strategy (docs/RELIABILITY.md)
 #   make soak   trains for an hour per strategy under a cgroup, sampling RSS and open fds
 #   make fresh-check  runs `make check` and `make demo` on a fresh Debian 12 chroot without a
 #               cgroup, from a clone of HEAD (tests/fresh/run.sh; root; docs/RELIABILITY.md)
-.PHONY: all deps build build-asan demo check test bench fuzz faults soak fresh-check format clean
+.PHONY: all deps build build-asan python demo check test bench fuzz faults soak fresh-check format clean
 
 DEBIAN_PACKAGES := cmake make gcc clang pkg-config liburing-dev libopenblas-dev zlib1g-dev libmetis-dev \
-  python3-numpy
+  python3-numpy python3-dev python3-setuptools python3-pytest python3-torch
 JOBS ?= $(shell nproc)
 BUILD ?= build
 ASAN_BUILD ?= build-asan
@@ -37,6 +39,12 @@ build: deps
 build-asan: deps
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang -DTG_SANITIZE=ON >/dev/null
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
+
+# The Python package alone: libtiergnn.so, the extension modules and the .py files in
+# $(BUILD)/python/tiergnn (the plain build makes it too; docs/PYTHON.md).
+python: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=gcc >/dev/null
+	cmake --build $(BUILD) -j $(JOBS) --target python
 
 # Release build with gcc, then a Debug build with clang under ASan + UBSan: both compilers stay
 # -Werror clean and every test runs twice.

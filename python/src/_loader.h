@@ -1,0 +1,85 @@
+/* _loader.h - the parts of tiergnn._loader: the Loader (_loader.c), its batches
+ * (_loader_batch.c) and the thread that waits in tg_loader_next for it (_loader_fetch.c).
+ *
+ * Lifetimes: a Batch holds a reference to its Loader and lends its arrays (x, n_id, the blocks'
+ * indptr and weights) as NumPy arrays whose base is the Batch, so the batch's slot stays held as
+ * long as any of them lives; the last reference gives it back (tg_loader_release, which the C
+ * API allows from any thread). Loader.close() stops the iteration at once but frees the C
+ * loader (tg_loader_close) only when no batch is alive: until then the live batches' memory
+ * stays valid and the loader's pass waits for free slots. Every object here is touched with the
+ * GIL held; the fetch thread never touches Python.
+ */
+#ifndef TGPY_LOADER_H
+#define TGPY_LOADER_H
+
+#include "tgpy_common.h"
+
+#include <pthread.h>
+
+/* One NumPy API table for the module's files: _loader.c imports it, the others use it. */
+#define PY_ARRAY_UNIQUE_SYMBOL tgpy_loader_numpy_api
+#ifndef TGPY_LOADER_MAIN
+#define NO_IMPORT_ARRAY
+#endif
+#include <numpy/arrayobject.h>
+
+#include "tiergnn/loader.h"
+
+/* One thread per loader calls tg_loader_next, so that the caller's wait is a bounded wait on a
+ * condition between which it checks for signals (KeyboardInterrupt): tg_loader_next itself
+ * cannot be interrupted. Requests are one at a time; an answer not collected (the caller was
+ * interrupted) is kept for the next collect, or handed back by tgpy_fetch_drain. */
+typedef struct tgpy_fetch {
+    pthread_t thr;
+    int started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    tg_loader_t *L;
+    int want, have, quit; /* a request is out; its answer is ready; the thread is to end */
+    int rc;               /* the answer: tg_loader_next's return, b and the message */
+    const tg_loader_batch_t *b;
+    char msg[1024];
+} tgpy_fetch_t;
+
+int tgpy_fetch_start(tgpy_fetch_t *f, tg_loader_t *L);
+/* Asks for the next batch unless a request is out, then waits up to timeout_s for the answer:
+ * 1 with *rc, *b and msg, or 0 on timeout (the request stays out). Without the GIL. */
+int tgpy_fetch_collect(tgpy_fetch_t *f, double timeout_s, int *rc, const tg_loader_batch_t **b,
+                       char *msg, size_t msg_size);
+/* Waits for a request that is out and returns its batch (NULL: none). Without the GIL. */
+const tg_loader_batch_t *tgpy_fetch_drain(tgpy_fetch_t *f);
+/* Ends the thread (after tgpy_fetch_drain). Without the GIL. */
+void tgpy_fetch_stop(tgpy_fetch_t *f);
+
+typedef struct tgpy_loader {
+    PyObject_HEAD tg_loader_t *L; /* NULL once closed */
+    tgpy_fetch_t fetch;
+    tg_loader_info_t info;
+    Py_ssize_t live;     /* Batch objects alive */
+    int closed;          /* close() asked: no more batches; L closes when live is 0 */
+    int use_torch;       /* arrays as torch tensors */
+    uint64_t next_epoch; /* the epoch the next iter() starts */
+    uint64_t gen;        /* bumped by iter() and set_epoch(): older iterators end */
+    int max_held;
+    struct tgpy_loader *next_open, *prev_open; /* the open loaders, closed at exit */
+    PyObject *weakrefs;
+} tgpy_loader_t;
+
+typedef struct tgpy_batch {
+    PyObject_HEAD tgpy_loader_t *loader; /* a strong reference */
+    const tg_loader_batch_t *b;
+    PyObject *y, *adjs; /* copies, made on first use (they do not refer to the batch) */
+} tgpy_batch_t;
+
+extern PyTypeObject tgpy_batch_type;
+/* A new Batch over b, which the loader lent; on failure b is released. */
+PyObject *tgpy_batch_new(tgpy_loader_t *loader, const tg_loader_batch_t *b);
+/* The array as the loader hands arrays out: a torch.Tensor over it (no copy) when the loader
+ * uses torch, else arr itself. Steals arr. */
+PyObject *tgpy_loader_out(tgpy_loader_t *loader, PyObject *arr);
+/* A batch died: its slot goes back; the last one closes a closed loader. */
+void tgpy_loader_batch_gone(tgpy_loader_t *loader, const tg_loader_batch_t *b);
+/* Adj and Block, the named tuples of tiergnn/__init__.py (borrowed), or NULL and an error. */
+PyObject *tgpy_named_tuple(const char *name);
+
+#endif
