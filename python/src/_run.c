@@ -19,6 +19,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -240,39 +241,58 @@ static PyObject *run_train_start(run_train_t *t, PyObject *unused)
     Py_RETURN_NONE;
 }
 
-/* Reads more of the pipe into the buffer, the GIL released. Returns bytes read, 0 at its end,
- * -1 with an exception set. interruptible: a signal runs the interpreter's handlers (Ctrl-C
- * raises KeyboardInterrupt here); otherwise reading goes on (join must reach the end). */
-static Py_ssize_t run_train_fill(run_train_t *t, int interruptible)
+/* Room for 4 KiB more in the read buffer, the bytes not yet returned moved to its start. */
+static int run_train_room(run_train_t *t)
 {
     if (t->pos > 0) {
         memmove(t->buf, t->buf + t->pos, t->len - t->pos);
         t->len -= t->pos;
         t->pos = 0;
     }
-    if (t->cap - t->len < 4096) {
-        size_t cap = t->cap ? t->cap * 2 : 65536;
-        char *b = realloc(t->buf, cap);
-        if (!b) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        t->buf = b;
-        t->cap = cap;
+    if (t->cap - t->len >= 4096) return 0;
+    size_t cap = t->cap ? t->cap * 2 : 65536;
+    char *b = realloc(t->buf, cap);
+    if (!b) {
+        PyErr_NoMemory();
+        return -1;
     }
+    t->buf = b;
+    t->cap = cap;
+    return 0;
+}
+
+/* Waits up to RUN_POLL_MS for the pipe, then reads what is there; the GIL released. Returns
+ * the bytes read, 0 at the pipe's end, -2 when nothing came (timeout or a signal), -1 with
+ * errno set. */
+#define RUN_POLL_MS 100
+static ssize_t run_train_read(run_train_t *t)
+{
+    struct pollfd p = {.fd = t->rfd, .events = POLLIN};
+    PyThreadState *ts = PyEval_SaveThread();
+    int ready = poll(&p, 1, RUN_POLL_MS);
+    ssize_t n = ready > 0 ? read(t->rfd, t->buf + t->len, t->cap - t->len) : -2;
+    int err = errno;
+    PyEval_RestoreThread(ts);
+    if ((ready < 0 || n == -1) && err == EINTR) return -2;
+    if (ready < 0) n = -1;
+    errno = err;
+    return n;
+}
+
+/* Reads more of the pipe into the buffer. Returns the bytes read, 0 at its end, -1 with an
+ * exception set. interruptible: the interpreter's signal handlers run every RUN_POLL_MS while
+ * waiting (Ctrl-C raises KeyboardInterrupt here), whichever thread the signal reached;
+ * otherwise reading goes on to the end (join must reach it). */
+static Py_ssize_t run_train_fill(run_train_t *t, int interruptible)
+{
+    if (run_train_room(t) < 0) return -1;
     for (;;) {
-        ssize_t n;
-        int err;
-        PyThreadState *ts = PyEval_SaveThread();
-        n = read(t->rfd, t->buf + t->len, t->cap - t->len);
-        err = errno;
-        PyEval_RestoreThread(ts);
+        ssize_t n = run_train_read(t);
         if (n >= 0) {
             t->len += (size_t)n;
             return n;
         }
-        if (err != EINTR) {
-            errno = err;
+        if (n == -1) {
             PyErr_SetFromErrno(PyExc_OSError);
             return -1;
         }

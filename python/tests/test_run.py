@@ -9,6 +9,7 @@ import math
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -184,8 +185,8 @@ def test_early_close_stops_and_joins(ds, trained, tmp_path):
 
 def test_keyboard_interrupt_stops_and_joins(ds, trained, tmp_path):
     before = tasks()
-    timer = threading.Timer(0.5, signal.pthread_kill, (threading.main_thread().ident,
-                                                       signal.SIGINT))
+    # to the process, as a terminal's Ctrl-C: whichever thread receives it, the loop sees it
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
     gen = tiergnn.train(ds, tmp_path / "r", **dict(OPTS, epochs=100000))
     timer.start()
     with pytest.raises(KeyboardInterrupt), contextlib.closing(gen):
@@ -215,3 +216,17 @@ def test_gil_is_released_while_training(ds, tmp_path):
     finally:
         stop.set()
         th.join()
+
+
+def test_interpreter_exit_stops_the_run(ds, tmp_path):
+    """A generator left open at exit: the run stops with its checkpoint, the process exits 0."""
+    script = ("import sys, tiergnn\n"
+              f"g = tiergnn.train({ds.path!r}, {str(tmp_path / 'r')!r}, epochs=100000, hidden=16,"
+              " threads=2)\n"
+              "next(g)\n"
+              "sys.exit(0)\n")
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    # the checkpoints of the stop, whole (no .tmp left); result.json is a finished run's
+    assert sorted(p.name for p in (tmp_path / "r").iterdir()) == \
+        ["best.bin", "checkpoint.bin", "config.json"]

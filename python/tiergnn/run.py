@@ -16,6 +16,7 @@ options gives, checkpoint for checkpoint. Every failure raises TierGNNError (a m
 FileNotFoundError too) with tiergnn's message.
 """
 
+import atexit
 import json
 import os
 import shutil
@@ -54,6 +55,18 @@ def _argv(opts, positional):
 # ---------------------------------------------------------------- training
 
 
+_running = set()  # the runs started and not joined, for _stop_all
+
+
+@atexit.register
+def _stop_all():
+    """At the interpreter's exit, runs whose generators were never closed stop at their next
+    batch (with a resumable checkpoint) and their threads are joined."""
+    for run in list(_running):
+        run.stop()
+        run.join()
+
+
 def _is_epoch(d):
     return "epoch" in d and "best_epoch" not in d
 
@@ -62,6 +75,7 @@ def _epochs(run):
     """Yields the run's epoch lines as dicts; returns its final line (RUNDIR/result.json)."""
     final, ended = None, False
     run.start()
+    _running.add(run)
     try:
         while not ended:
             line = run.readline()
@@ -76,6 +90,7 @@ def _epochs(run):
         # batch (writing a checkpoint that resume=True continues) and its thread is joined
         if not ended:
             run.stop()
+        _running.discard(run)
         run.join()
     return final
 
