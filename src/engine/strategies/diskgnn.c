@@ -25,8 +25,8 @@
  * the one place every strategy converts them, so X equals the file's rows bit for bit.
  *
  * Fresh samples every epoch (tiergnn's addition: DiskGNN samples once and reuses the samples):
- * the run hands a training pass the next one (TG_STRAT_NEXT_PASS), and the inspector (engine/ahead
- * with one item) samples, lays out and packs the next epoch while this one trains, so from the
+ * the run hands a training pass the next one (TG_STRAT_NEXT_PASS), and the inspector
+ * (engine/nextpass) samples, lays out and packs the next epoch while this one trains, so from the
  * second epoch on the preprocessing hides behind training. --reuse-samples K is the paper's mode:
  * one generation serves K epochs (the batches then differ from memory's after the first of them).
  * Evaluation passes get a generation of their own, prepared before they run.
@@ -41,8 +41,8 @@
  * CPU cache, static), the reader's extraction (held during a pass), the packing's partitions,
  * and per generation the trace and the layout while it is planned; under --verify-reads the
  * node and checksum of every packed row (12 bytes a row). */
-#include "../ahead.h"
 #include "../engine-impl.h"
+#include "../nextpass.h"
 #include "../passkey.h"
 #include "../pipeline.h"
 #include "../xpass.h"
@@ -146,11 +146,10 @@ struct tg_strategy {
     int sample_in_ram; /* the indices are read into RAM for each generation's sampling */
     int warned_disk_sampling;
     uint64_t trace_hint; /* accesses of the last generation, + 1/32 */
-    /* generations: cur serves the pass, nxt is the one the inspector prepared */
-    gen_t *cur, *nxt, *run; /* run: the one the executor reads now */
-    tg_ahead_t *insp;       /* the inspector: the next training pass's generation */
-    gen_t *insp_gen;        /* its one item */
-    tg_pass_key_t insp_key; /* the pass it prepares (a copy, set before it starts) */
+    /* generations: cur serves the pass (kept for --reuse-samples), run is the one the
+     * executor reads now; the inspector prepares (and holds) the next training pass's */
+    gen_t *cur, *run;
+    tg_nextpass_t *insp;
     /* the executor's position in cur, and the map of the batch it hands out */
     uint64_t next_id, pos;
     unsigned char *rec; /* the batch's map record */
@@ -391,55 +390,23 @@ static int gen_prepare(tg_strategy_t *s, const tg_pass_t *k, atomic_int *abort,
 
 /* ---------------------------------------------------------------- the inspector
  *
- * engine/ahead with one item: started by a training pass for the pass after it, taken (waited
- * for) by the next pass, whatever it is, so that at most one generation is being prepared. */
+ * engine/nextpass: started by a training pass for the pass after it, waited for by the next
+ * pass, whatever it is, so that at most one generation is being prepared; its generation is
+ * kept for the pass it was made for. */
 
-/* engine/ahead's producer: the generation of the pass in s->insp_key. */
-static int inspect(void *ctx, void *item, uint64_t k, tg_ahead_t *a)
+/* engine/nextpass's prepare: the generation of pass p. */
+static int inspect(void *ctx, const tg_pass_t *p, atomic_int *abort, void **item)
 {
-    tg_strategy_t *s = ctx;
-    (void)k;
-    tg_pass_t kp = tg_pass_key_pass(&s->insp_key);
-    return gen_prepare(s, &kp, tg_ahead_abort_flag(a), NULL, item);
+    gen_t *g = NULL;
+    int rc = gen_prepare(ctx, p, abort, NULL, &g);
+    *item = g;
+    return rc;
 }
 
-/* engine/ahead's drop: a generation prepared and never taken (gen_prepare frees its own on an
- * error, leaving NULL). */
+/* engine/nextpass's drop: a generation prepared and never claimed. */
 static void drop_gen(void *ctx, void *item)
 {
-    gen_t **g = item;
-    gen_destroy(ctx, *g);
-    *g = NULL;
-}
-
-/* Waits for the inspector: its generation becomes s->nxt, or its error comes with its message. */
-static int insp_take(tg_strategy_t *s)
-{
-    if (!tg_ahead_running(s->insp)) return 0;
-    void *item;
-    int rc = tg_ahead_next(s->insp, NULL, &item);
-    if (rc > 0) {
-        s->nxt = s->insp_gen;
-        s->insp_gen = NULL;
-        rc = tg_ahead_release(s->insp, item);
-    }
-    tg_ahead_stop(s->insp);
-    tg_pass_key_free(&s->insp_key);
-    return rc == -ECANCELED ? 0 : rc;
-}
-
-/* Stops the inspector; what it prepared is dropped. */
-static void insp_cancel(tg_strategy_t *s)
-{
-    tg_ahead_stop(s->insp);
-    tg_pass_key_free(&s->insp_key);
-}
-
-static int insp_start(tg_strategy_t *s, const tg_pass_t *next)
-{
-    int rc = tg_pass_key_set(&s->insp_key, next);
-    if (rc == 0 && (rc = tg_ahead_start(s->insp, 1)) < 0) tg_pass_key_free(&s->insp_key);
-    return rc;
+    gen_destroy(ctx, item);
 }
 
 /* ---------------------------------------------------------------- the executor */
@@ -520,14 +487,9 @@ static int dg_open(tg_strategy_t **out, tg_run_t *r, const tg_strategy_opts_t *s
     s->normalize = so->normalize;
     tg_io_stats_init(&s->stats);
     tg_io_stats_init(&s->pack_stats);
-    void *items[1] = {&s->insp_gen};
-    tg_ahead_opts_t ao = {.slots = 1,
-                          .items = items,
-                          .produce = inspect,
-                          .drop = drop_gen,
-                          .ctx = s,
-                          .who = "diskgnn: the inspector"};
-    int rc = tg_ahead_open(&s->insp, &ao);
+    tg_nextpass_opts_t no = {
+        .prepare = inspect, .drop = drop_gen, .ctx = s, .who = "diskgnn: the inspector"};
+    int rc = tg_nextpass_open(&s->insp, &no);
     if (rc == 0)
         rc = tg_xpass_open_disk(r, tg_xpass_adj_queues(so->sampler_threads), &s->stats, &s->feat);
     s->disk = r->adj;
@@ -535,7 +497,7 @@ static int dg_open(tg_strategy_t **out, tg_run_t *r, const tg_strategy_opts_t *s
         *out = s;
         return 0;
     }
-    tg_ahead_close(s->insp);
+    tg_nextpass_close(s->insp);
     free(s);
     return rc;
 }
@@ -715,18 +677,14 @@ static int size_hot(tg_strategy_t *s, const tg_cs_trace_t *tr, const tg_layout_c
 /* The inspector stops (its generation is dropped): the run closes the adjacency next. */
 static void dg_drain(tg_strategy_t *s)
 {
-    insp_cancel(s);
-    gen_destroy(s, s->nxt);
-    s->nxt = NULL;
+    tg_nextpass_cancel(s->insp);
 }
 
 static void dg_close(tg_strategy_t *s)
 {
     if (!s) return;
-    insp_cancel(s);
-    tg_ahead_close(s->insp);
+    tg_nextpass_close(s->insp);
     gen_destroy(s, s->cur);
-    gen_destroy(s, s->nxt);
     tg_pack_reader_close(s->rd);
     tg_tier_destroy(s->hot_tier);
     if (s->fixed_bytes) tg_budget_release(&s->r->budget, s->fixed_bytes);
@@ -734,7 +692,6 @@ static void dg_close(tg_strategy_t *s)
     free(s->rec);
     free(s->hot_buf);
     free(s->hot_nodes);
-    tg_pass_key_free(&s->insp_key);
     tg_io_file_close(s->feat);
     free(s);
 }
@@ -772,9 +729,8 @@ static int pass_generation(tg_strategy_t *s, const tg_pass_t *p, uint64_t K, gen
     gen_t *g = NULL;
     *out = NULL;
     *prepared_now = 0;
-    if (s->nxt && tg_pass_key_match(&s->nxt->key, p, 0)) {
-        g = s->nxt;
-        s->nxt = NULL;
+    if ((g = tg_nextpass_claim(s->insp, p))) {
+        /* prepared by the inspector during the pass before */
     } else if (training && K > 1 && s->cur && (uint64_t)s->cur->uses < K &&
                tg_pass_key_match(&s->cur->key, p, 1)) {
         g = s->cur; /* --reuse-samples: the same batches again */
@@ -959,7 +915,7 @@ static void dg_evaluating(tg_strategy_t *s, int layerwise)
     /* a sampled evaluation pass reads through the same caches as training */
     if (!layerwise) return;
     if (!s->ready || s->dead) return;
-    if (insp_take(s) < 0)
+    if (tg_nextpass_wait(s->insp) < 0)
         tg_log_warn("diskgnn: preparing the next epoch's batches: %s; they are prepared again at "
                     "its start",
                     tg_errmsg());
@@ -989,7 +945,7 @@ static int dg_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
     int training = p->allow_out_of_order != 0, prepared_now;
     uint64_t K = (uint64_t)TG_MAX(c->reuse_samples, 1);
     double waited0 = tg_now();
-    rc = insp_take(s);
+    rc = tg_nextpass_wait(s->insp);
     double insp_wait = tg_now() - waited0;
     gen_t *g = NULL;
     if (rc < 0 || (rc = pass_generation(s, p, K, &g, &prepared_now)) < 0) {
@@ -1003,9 +959,7 @@ static int dg_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
     g->uses++;
     /* the next training pass, prepared while this one trains */
     if (training && p->next && !reuse_more_ok(training, K, g)) {
-        gen_destroy(s, s->nxt);
-        s->nxt = NULL;
-        if ((rc = insp_start(s, p->next)) < 0) goto done;
+        if ((rc = tg_nextpass_start(s->insp, p->next)) < 0) goto done;
     }
     s->pos = 0;
     s->next_id = p->first_batch;
