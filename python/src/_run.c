@@ -75,12 +75,14 @@ static int run_argv_from(PyObject *list, run_argv_t *av)
         return -1;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        const char *s = PyUnicode_AsUTF8(PyList_GET_ITEM(list, i));
-        if (!s || !(av->argv[i] = strdup(s))) {
-            if (s) PyErr_NoMemory();
+        PyObject *b = tgpy_path(PyList_GET_ITEM(list, i)); /* paths: the file system's bytes */
+        if (!b || !(av->argv[i] = strdup(PyBytes_AS_STRING(b)))) {
+            if (b) PyErr_NoMemory();
+            Py_XDECREF(b);
             run_argv_free(av);
             return -1;
         }
+        Py_DECREF(b);
         av->argc = (int)i + 1;
     }
     return 0;
@@ -123,6 +125,19 @@ static void run_globals_restore(run_globals_t *g)
 static PyObject *run_raise(int rc)
 {
     return tgpy_raise(rc, NULL);
+}
+
+/* d[key] = v, a new reference given up here; -1 with an exception set (v NULL included). */
+static int run_set(PyObject *d, const char *key, PyObject *v)
+{
+    int rc = v ? PyDict_SetItemString(d, key, v) : -1;
+    Py_XDECREF(v);
+    return rc;
+}
+
+static PyObject *run_u64(uint64_t v)
+{
+    return PyLong_FromUnsignedLongLong((unsigned long long)v);
 }
 
 /* ---------------------------------------------------------------- training */
@@ -372,15 +387,32 @@ static int run_train_finish(run_train_t *t)
 static PyObject *run_train_result(const run_train_t *t)
 {
     const tg_train_result_t *r = &t->res;
-    return Py_BuildValue(
-        "{s:i,s:K,s:K,s:d,s:d,s:d,s:d,s:d,s:K,s:s,s:O,s:K,s:K}", "rc", t->rc, "epochs_done",
-        (unsigned long long)r->epochs_done, "best_epoch", (unsigned long long)r->best_epoch,
-        "best_valid_acc", r->best_valid_acc, "best_valid_loss", r->best_valid_loss, "test_acc",
-        r->test_acc, "last_train_loss", r->last_train_loss, "train_time_s", r->train_time_s,
-        "peak_rss_bytes", (unsigned long long)r->peak_rss_bytes, "strategy",
-        r->strategy ? r->strategy : "", "interrupted", r->interrupted ? Py_True : Py_False,
-        "stopped_epoch", (unsigned long long)r->stopped_epoch, "stopped_batch",
-        (unsigned long long)r->stopped_batch);
+    const struct {
+        const char *key;
+        double v;
+    } nums[] = {{"best_valid_acc", r->best_valid_acc},
+                {"best_valid_loss", r->best_valid_loss},
+                {"test_acc", r->test_acc},
+                {"last_train_loss", r->last_train_loss},
+                {"train_time_s", r->train_time_s}};
+    const struct {
+        const char *key;
+        uint64_t v;
+    } counts[] = {{"epochs_done", r->epochs_done},
+                  {"best_epoch", r->best_epoch},
+                  {"peak_rss_bytes", r->peak_rss_bytes},
+                  {"stopped_epoch", r->stopped_epoch},
+                  {"stopped_batch", r->stopped_batch}};
+    PyObject *d = PyDict_New();
+    int rc = d ? 0 : -1;
+    for (size_t i = 0; !rc && i < sizeof nums / sizeof nums[0]; i++)
+        rc = run_set(d, nums[i].key, PyFloat_FromDouble(nums[i].v));
+    for (size_t i = 0; !rc && i < sizeof counts / sizeof counts[0]; i++)
+        rc = run_set(d, counts[i].key, run_u64(counts[i].v));
+    if (!rc) rc = run_set(d, "strategy", PyUnicode_FromString(r->strategy ? r->strategy : ""));
+    if (!rc) rc = run_set(d, "interrupted", PyBool_FromLong(r->interrupted));
+    if (rc) Py_CLEAR(d);
+    return d;
 }
 
 /* join(): waits for the run's end (call stop() first to end it early) and returns its result as
@@ -758,17 +790,48 @@ static PyObject *run_import(PyObject *self, PyObject *list)
 
 /* ---------------------------------------------------------------- datasets */
 
+/* {NAME: {"size": bytes, "crc32": int}} of the seven array files. */
 static PyObject *run_meta_files(const tg_meta_t *m)
 {
     PyObject *files = PyDict_New();
     for (int i = 0; files && i < TG_FILE_COUNT; i++) {
-        PyObject *v = Py_BuildValue("{s:K,s:k}", "size", (unsigned long long)m->files[i].size,
-                                    "crc32", (unsigned long)m->files[i].crc32);
-        if (!v || PyDict_SetItemString(files, tg_file_name((tg_file_id_t)i), v) < 0)
+        PyObject *f = PyDict_New();
+        if (!f || run_set(f, "size", run_u64(m->files[i].size)) < 0 ||
+            run_set(f, "crc32", run_u64(m->files[i].crc32)) < 0 ||
+            run_set(files, tg_file_name((tg_file_id_t)i), Py_NewRef(f)) < 0)
             Py_CLEAR(files);
-        Py_XDECREF(v);
+        Py_XDECREF(f);
     }
     return files;
+}
+
+/* meta.txt as the library read it. */
+static PyObject *run_meta_dict(const tg_dataset_t *ds)
+{
+    const tg_meta_t *m = &ds->meta;
+    const struct {
+        const char *key;
+        uint64_t v;
+    } counts[] = {{"num_nodes", m->num_nodes}, {"num_edges", m->num_edges},
+                  {"feat_dim", m->feat_dim},   {"num_classes", m->num_classes},
+                  {"num_train", m->num_train}, {"num_valid", m->num_valid},
+                  {"num_test", m->num_test}};
+    PyObject *d = PyDict_New();
+    int rc = d ? 0 : -1;
+    for (size_t i = 0; !rc && i < sizeof counts / sizeof counts[0]; i++)
+        rc = run_set(d, counts[i].key, run_u64(counts[i].v));
+    if (!rc) rc = run_set(d, "dir", PyUnicode_DecodeFSDefault(ds->dir));
+    if (!rc) rc = run_set(d, "format_version", PyLong_FromLong(m->format_version));
+    if (!rc) rc = run_set(d, "feat_dtype", PyUnicode_FromString(tg_feat_dtype_name(m->feat_dtype)));
+    if (!rc)
+        rc = run_set(d, "index_dtype", PyUnicode_FromString(tg_index_dtype_name(m->index_dtype)));
+    if (!rc) rc = run_set(d, "multi_label", PyBool_FromLong(m->multi_label));
+    if (!rc)
+        rc = run_set(d, "source",
+                     PyUnicode_DecodeUTF8(m->source, (Py_ssize_t)strlen(m->source), "replace"));
+    if (!rc) rc = run_set(d, "files", run_meta_files(m));
+    if (rc) Py_CLEAR(d);
+    return d;
 }
 
 /* dataset_open(path) -> dict: the metadata of a dataset opened by tg_dataset_open (sizes checked
@@ -776,28 +839,15 @@ static PyObject *run_meta_files(const tg_meta_t *m)
 static PyObject *run_dataset_open(PyObject *self, PyObject *arg)
 {
     (void)self;
-    const char *path = PyUnicode_AsUTF8(arg);
+    PyObject *path = tgpy_path(arg);
     if (!path) return NULL;
     tg_dataset_t *ds = NULL;
-    int rc;
     PyThreadState *ts = PyEval_SaveThread();
-    rc = tg_dataset_open(&ds, path, TG_OPEN_CHECK_SIZES);
+    int rc = tg_dataset_open(&ds, PyBytes_AS_STRING(path), TG_OPEN_CHECK_SIZES);
     PyEval_RestoreThread(ts);
+    Py_DECREF(path);
     if (rc < 0) return run_raise(rc);
-    const tg_meta_t *m = &ds->meta;
-    PyObject *files = run_meta_files(m);
-    PyObject *d =
-        files ? Py_BuildValue("{s:s,s:i,s:K,s:K,s:I,s:s,s:s,s:I,s:O,s:K,s:K,s:K,s:s,s:N}", "dir",
-                              ds->dir, "format_version", m->format_version, "num_nodes",
-                              (unsigned long long)m->num_nodes, "num_edges",
-                              (unsigned long long)m->num_edges, "feat_dim", m->feat_dim,
-                              "feat_dtype", tg_feat_dtype_name(m->feat_dtype), "index_dtype",
-                              tg_index_dtype_name(m->index_dtype), "num_classes", m->num_classes,
-                              "multi_label", m->multi_label ? Py_True : Py_False, "num_train",
-                              (unsigned long long)m->num_train, "num_valid",
-                              (unsigned long long)m->num_valid, "num_test",
-                              (unsigned long long)m->num_test, "source", m->source, "files", files)
-              : NULL;
+    PyObject *d = run_meta_dict(ds);
     tg_dataset_close(ds);
     return d;
 }
@@ -806,17 +856,20 @@ static PyObject *run_dataset_open(PyObject *self, PyObject *arg)
 static PyObject *run_dataset_info(PyObject *self, PyObject *arg)
 {
     (void)self;
-    const char *path = PyUnicode_AsUTF8(arg);
+    PyObject *path = tgpy_path(arg);
     if (!path) return NULL;
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
-    if (!f) return PyErr_NoMemory();
-    int rc;
+    if (!f) {
+        Py_DECREF(path);
+        return PyErr_NoMemory();
+    }
     PyThreadState *ts = PyEval_SaveThread();
-    rc = tg_dataset_info(path, f);
+    int rc = tg_dataset_info(PyBytes_AS_STRING(path), f);
     PyEval_RestoreThread(ts);
     fclose(f);
+    Py_DECREF(path);
     PyObject *s = rc < 0 ? run_raise(rc) : PyUnicode_DecodeUTF8(text, (Py_ssize_t)len, "replace");
     free(text);
     return s;
