@@ -91,8 +91,8 @@ class MeanAggr(torch.autograd.Function):
 
 def block_edges(blk, device):
     """A block (tiergnn's CSR over destinations) as (src, dst, 1 / degree, num_dst) tensors."""
-    indptr = torch.as_tensor(np.asarray(blk.indptr, dtype=np.int64))
-    src = torch.as_tensor(np.asarray(blk.indices).astype(np.int64, copy=False))
+    indptr = torch.as_tensor(blk.indptr).to(torch.int64)
+    src = torch.as_tensor(blk.indices).to(torch.int64)
     deg = indptr[1:] - indptr[:-1]
     dst = torch.repeat_interleave(torch.arange(int(blk.num_dst)), deg)
     inv = 1.0 / deg.clamp(min=1).to(torch.float32)
@@ -152,6 +152,16 @@ def batch_inputs(batch, device, normalize):
     return x, edges, y
 
 
+def sage_inputs(normalize):
+    """prepare(batch, device) -> ((x, edges), y) for SAGE.forward."""
+
+    def prepare(batch, device):
+        x, edges, y = batch_inputs(batch, device, normalize)
+        return (x, edges), y
+
+    return prepare
+
+
 # ---------------------------------------------------------------- training
 
 
@@ -193,8 +203,6 @@ def parse_args(argv=None):
                    help="evaluate a fixed random sample of N nodes per split (0: all)")
     p.add_argument("--eval-batch-size", type=int, default=0, help="default: --batch-size")
     p.add_argument("--max-batches", type=int, default=0, help="batches per epoch at most")
-    p.add_argument("--rank", type=int, default=0, help=argparse.SUPPRESS)
-    p.add_argument("--world-size", type=int, default=1, help=argparse.SUPPRESS)
     p.add_argument("--json", action="store_true", help="one JSON object per epoch on stdout")
     a = p.parse_args(argv)
     if a.fanouts is None:
@@ -262,31 +270,42 @@ class Timer:
         return time.perf_counter() - self.t0
 
 
-def train_epoch(model, opt, loader, a, device, timer, step_hook=None):
+def train_epoch(model, opt, loader, a, device, timer, prepare=None):
+    """One pass over the loader: model(*inputs) on each batch's inputs, where prepare(batch,
+    device) -> (inputs, y) (default: x and the blocks' edges, for SAGE above). On CUDA, the
+    time between a step's first and last kernel is summed (gpu_busy_s), from CUDA events."""
+    prepare = prepare or sage_inputs(a.normalize_features)
     model.train()
     loss_sum, correct, count, nb = 0.0, 0, 0, 0
+    events = []
     for batch in timer.batches(loader):
-        x, edges, y = batch_inputs(batch, device, a.normalize_features)
-        del batch  # the batch's slot goes back once x (or its copy on the device) is done
+        if device.type == "cuda":
+            events.append((torch.cuda.Event(enable_timing=True),
+                           torch.cuda.Event(enable_timing=True)))
+        inputs, y = prepare(batch, device)
+        del batch  # the batch's slot goes back once its arrays (or their copies) are done
+        if events:
+            events[-1][0].record()
         opt.zero_grad(set_to_none=True)
-        out = model(x, edges)
+        out = model(*inputs)
         mask = y >= 0
         n = int(mask.sum())
-        if n == 0:
-            continue
-        loss = F.cross_entropy(out[mask], y[mask])
+        # a batch without labels still steps (data-parallel ranks step together)
+        loss = F.cross_entropy(out[mask], y[mask]) if n else out.sum() * 0
         loss.backward()
-        if step_hook:
-            step_hook()
         opt.step()
+        if events:
+            events[-1][1].record()
         loss_sum += float(loss) * n
         correct += int((out[mask].argmax(1) == y[mask]).sum())
         count += n
         nb += 1
+    rec = {"batches": nb, "train_loss": loss_sum / max(count, 1),
+           "train_acc": correct / max(count, 1)}
     if device.type == "cuda":
         torch.cuda.synchronize()
-    return {"batches": nb, "train_loss": loss_sum / max(count, 1),
-            "train_acc": correct / max(count, 1)}
+        rec["gpu_busy_s"] = sum(s.elapsed_time(e) for s, e in events) / 1000.0
+    return rec
 
 
 def eval_seeds(tiergnn, a, split):
@@ -299,17 +318,18 @@ def eval_seeds(tiergnn, a, split):
 
 
 @torch.no_grad()
-def evaluate(tiergnn, model, a, device, seeds):
+def evaluate(tiergnn, model, a, device, seeds, prepare=None):
     """Accuracy over seeds, with all neighbours or the training fanouts."""
+    prepare = prepare or sage_inputs(a.normalize_features)
     model.eval()
     fan = a.fanouts if a.eval_fanouts == "train" else [-1] * a.layers
     bs = a.eval_batch_size or a.batch_size
     correct = count = 0
     with open_loader(tiergnn, a, seeds, fan, bs, False) as loader:
         for batch in loader:
-            x, edges, y = batch_inputs(batch, device, a.normalize_features)
+            inputs, y = prepare(batch, device)
             del batch
-            out = model(x, edges)
+            out = model(*inputs)
             mask = y >= 0
             correct += int((out[mask].argmax(1) == y[mask]).sum())
             count += int(mask.sum())
@@ -328,16 +348,9 @@ def report(a, rec):
     print(line, flush=True)
 
 
-def main(argv=None):
-    a = parse_args(argv)
-    tiergnn = import_tiergnn()
-    device = torch.device(a.device)
-    if a.threads:
-        torch.set_num_threads(a.threads)
-    torch.manual_seed(a.seed)
-    ds = tiergnn.Dataset(a.dataset)
-    model = SAGE(ds.feat_dim, a.hidden, ds.num_classes, a.layers, a.dropout,
-                 a.input_dropout).to(device)
+def fit(a, tiergnn, model, device, prepare=None):
+    """Trains model for a.epochs on tiergnn's loader and evaluates it (see the module's
+    docstring); reports each epoch and returns the summary (best epoch, its accuracies)."""
     opt = torch.optim.Adam(model.parameters(), lr=a.lr, weight_decay=a.weight_decay)
     valid_seeds = eval_seeds(tiergnn, a, "valid")
     test_seeds = eval_seeds(tiergnn, a, "test")
@@ -353,9 +366,11 @@ def main(argv=None):
                 rec["open_s"] = time.perf_counter() - t
             timer = Timer()
             loader.set_epoch(epoch)
-            rec.update(train_epoch(model, opt, loader, a, device, timer))
+            rec.update(train_epoch(model, opt, loader, a, device, timer, prepare))
             rec["time_s"] = timer.elapsed()
             rec["wait_s"] = timer.wait
+            if "gpu_busy_s" in rec:
+                rec["gpu_busy_share"] = rec["gpu_busy_s"] / rec["time_s"]
             try:
                 st = loader.stats()
                 rec["loader"] = {k: st[k] for k in ("io_read_bytes", "cache_hit_ratio", "copy_s")
@@ -367,8 +382,8 @@ def main(argv=None):
                 loader.close()
                 loader = None
                 t = time.perf_counter()
-                rec["valid_acc"] = evaluate(tiergnn, model, a, device, valid_seeds)
-                rec["test_acc"] = evaluate(tiergnn, model, a, device, test_seeds)
+                rec["valid_acc"] = evaluate(tiergnn, model, a, device, valid_seeds, prepare)
+                rec["test_acc"] = evaluate(tiergnn, model, a, device, test_seeds, prepare)
                 rec["eval_s"] = time.perf_counter() - t
                 if rec["valid_acc"] > best["valid_acc"]:
                     best = {"best_epoch": epoch + 1, "valid_acc": rec["valid_acc"],
@@ -385,6 +400,19 @@ def main(argv=None):
         print("best epoch %s: valid acc %.4f, test acc %.4f"
               % (summary["best_epoch"], summary["valid_acc"], summary["test_acc"]))
     return summary
+
+
+def main(argv=None):
+    a = parse_args(argv)
+    tiergnn = import_tiergnn()
+    device = torch.device(a.device)
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    torch.manual_seed(a.seed)
+    ds = tiergnn.Dataset(a.dataset)
+    model = SAGE(ds.feat_dim, a.hidden, ds.num_classes, a.layers, a.dropout,
+                 a.input_dropout).to(device)
+    return fit(a, tiergnn, model, device)
 
 
 if __name__ == "__main__":
