@@ -337,8 +337,10 @@ static PyObject *loader_set_epoch(tgpy_loader_t *self, PyObject *arg)
 }
 
 typedef struct epoch_iter {
-    PyObject_HEAD tgpy_loader_t *loader;
+    PyObject ob_base; /* PyObject_HEAD */
+    tgpy_loader_t *loader;
     uint64_t gen;
+    uint64_t yielded; /* batches of this epoch handed out */
     int done;
 } epoch_iter_t;
 
@@ -354,6 +356,7 @@ static PyObject *loader_iter(tgpy_loader_t *self)
     Py_INCREF(self);
     it->loader = self;
     it->gen = self->gen;
+    it->yielded = 0;
     it->done = 0;
     return (PyObject *)it;
 }
@@ -413,7 +416,14 @@ static PyObject *iter_next(epoch_iter_t *it)
             if (PyErr_CheckSignals() < 0) return NULL; /* the request stays out for the next */
             continue;
         }
-        if (rc > 0) return tgpy_batch_new(self, b);
+        if (rc > 0) {
+            it->yielded++;
+            return tgpy_batch_new(self, b);
+        }
+        if (rc == -EBUSY) { /* at max_held tg_loader_next says so before it sees the end */
+            tg_loader_info(self->L, &self->info);
+            if (it->yielded >= self->info.rank_batches) rc = 0;
+        }
         if (rc == 0) {
             it->done = 1;
             return NULL;

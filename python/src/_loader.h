@@ -52,7 +52,8 @@ const tg_loader_batch_t *tgpy_fetch_drain(tgpy_fetch_t *f);
 void tgpy_fetch_stop(tgpy_fetch_t *f);
 
 typedef struct tgpy_loader {
-    PyObject_HEAD tg_loader_t *L; /* NULL once closed */
+    PyObject ob_base; /* PyObject_HEAD */
+    tg_loader_t *L;   /* NULL once closed */
     tgpy_fetch_t fetch;
     tg_loader_info_t info;
     Py_ssize_t live;     /* Batch objects alive */
@@ -66,7 +67,8 @@ typedef struct tgpy_loader {
 } tgpy_loader_t;
 
 typedef struct tgpy_batch {
-    PyObject_HEAD tgpy_loader_t *loader; /* a strong reference */
+    PyObject ob_base;      /* PyObject_HEAD */
+    tgpy_loader_t *loader; /* a strong reference */
     const tg_loader_batch_t *b;
     PyObject *y, *adjs; /* copies, made on first use (they do not refer to the batch) */
 } tgpy_batch_t;
