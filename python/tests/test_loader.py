@@ -21,7 +21,8 @@ try:
 except BaseException:  # no CLI: the tests that need it skip through their fixtures
     STRATEGIES = {}
 
-OPTS = dict(fanouts=[5, 5], batch_size=256, seed=3, mem="64M", max_held=2, numpy=True)
+# mem: the budget counts the whole process, torch included once a test imported it
+OPTS = dict(fanouts=[5, 5], batch_size=256, seed=3, mem="512M", max_held=2, numpy=True)
 
 
 class Files:

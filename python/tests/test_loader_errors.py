@@ -36,7 +36,7 @@ def test_unknown_strategy_option(small_graph):
 def test_strategy_options_reach_the_strategy(small_graph):
     with pytest.raises(tiergnn.TierGNNError, match="disk-budget"):
         tiergnn.Loader(small_graph, "train", strategy="diskgnn", disk_budget="lots", **OPTS)
-    with tiergnn.Loader(small_graph, "train", strategy="diskgnn", mem="64M", disk_budget="4M",
+    with tiergnn.Loader(small_graph, "train", strategy="diskgnn", mem="512M", disk_budget="4M",
                         **OPTS) as L:
         assert sum(1 for _ in L) == len(L)
 

@@ -17,7 +17,7 @@ import pytest
 
 import tiergnn
 
-OPTS = dict(fanouts=[5, 5], batch_size=128, seed=1, mem="64M", numpy=True)
+OPTS = dict(fanouts=[5, 5], batch_size=128, seed=1, mem="512M", numpy=True)
 
 
 def threads():
@@ -250,7 +250,7 @@ def test_rss_stays_flat_over_20_epochs(small_graph):
 
 EXIT_SCRIPT = """
 import sys, tiergnn
-L = tiergnn.Loader(sys.argv[1], "train", [5, 5], 128, strategy=sys.argv[2], mem="64M",
+L = tiergnn.Loader(sys.argv[1], "train", [5, 5], 128, strategy=sys.argv[2], mem="512M",
                    numpy=True)
 it = iter(L)
 b = next(it)
