@@ -109,6 +109,8 @@ static PyMethodDef run_methods[] = {
     {"import_", run_import, METH_O, "import_(argv): `tiergnn import` options"},
     {"dataset_open", run_dataset_open, METH_O, "dataset_open(path): the dataset's metadata"},
     {"dataset_info", run_dataset_info, METH_O, "dataset_info(path): `tiergnn info`'s report"},
+    {"dataset_derived", run_dataset_derived, METH_O,
+     "dataset_derived(path): the derived/ files of the dataset"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef run_module = {PyModuleDef_HEAD_INIT,

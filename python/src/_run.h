@@ -67,5 +67,6 @@ PyObject *run_generate(PyObject *self, PyObject *list);
 PyObject *run_import(PyObject *self, PyObject *list);
 PyObject *run_dataset_open(PyObject *self, PyObject *arg);
 PyObject *run_dataset_info(PyObject *self, PyObject *arg);
+PyObject *run_dataset_derived(PyObject *self, PyObject *arg);
 
 #endif

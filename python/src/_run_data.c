@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tiergnn/derived.h"
 #include "tiergnn/util.h"
 
 static int run_feat_dtype(const char *s, tg_feat_dtype_t *t)
@@ -258,4 +259,65 @@ PyObject *run_dataset_info(PyObject *self, PyObject *arg)
     PyObject *s = rc < 0 ? run_raise(rc) : PyUnicode_DecodeUTF8(text, (Py_ssize_t)len, "replace");
     free(text);
     return s;
+}
+
+static const char *run_derived_state(tg_derived_state_t s)
+{
+    static const char *const names[] = {"valid", "stale", "temp (dead)", "temp (live)", "other"};
+    return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "?";
+}
+
+/* {"dir": where, "entries": [{"name", "kind", "params", "bytes", "state", "why"}]}. */
+static PyObject *run_derived_dir(const tg_dataset_t *ds, const char *where)
+{
+    tg_derived_entry_t *v = NULL;
+    size_t n = 0;
+    int rc = tg_derived_list(ds, where, &v, &n);
+    if (rc < 0) return run_raise(rc);
+    PyObject *list = PyList_New(0), *d = PyDict_New();
+    for (size_t i = 0; list && i < n && !rc; i++) {
+        PyObject *e = PyDict_New();
+        rc = e ? 0 : -1;
+        if (!rc) rc = run_set(e, "name", PyUnicode_DecodeFSDefault(v[i].name));
+        if (!rc) rc = run_set(e, "kind", PyUnicode_FromString(v[i].kind));
+        if (!rc) rc = run_set(e, "params", PyUnicode_FromString(v[i].params));
+        if (!rc) rc = run_set(e, "bytes", run_u64(v[i].bytes));
+        if (!rc) rc = run_set(e, "state", PyUnicode_FromString(run_derived_state(v[i].state)));
+        if (!rc) rc = run_set(e, "why", PyUnicode_FromString(v[i].why));
+        if (!rc) rc = PyList_Append(list, e);
+        Py_XDECREF(e);
+    }
+    free(v);
+    rc = rc || !list || !d ? -1 : run_set(d, "dir", PyUnicode_DecodeFSDefault(where));
+    if (!rc) rc = run_set(d, "entries", Py_NewRef(list));
+    Py_XDECREF(list);
+    if (rc) Py_CLEAR(d);
+    return d;
+}
+
+/* dataset_derived(path) -> [dict]: the derived/ listing of `tiergnn info`: the directory runs
+ * write derived files to, then DATASET/derived when that is another (runs still read it). */
+PyObject *run_dataset_derived(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    PyObject *path = tgpy_path(arg);
+    if (!path) return NULL;
+    tg_dataset_t *ds = NULL;
+    int rc = tg_dataset_open(&ds, PyBytes_AS_STRING(path), 0);
+    Py_DECREF(path);
+    if (rc < 0) return run_raise(rc);
+    char where[4096], own[4096];
+    tg_derived_dir(ds, NULL, where, sizeof where);
+    tg_derived_own_dir(ds, own, sizeof own);
+    PyObject *list = PyList_New(0), *one = list ? run_derived_dir(ds, where) : NULL;
+    rc = one ? PyList_Append(list, one) : -1;
+    Py_XDECREF(one);
+    if (!rc && strcmp(where, own)) {
+        one = run_derived_dir(ds, own);
+        rc = one ? PyList_Append(list, one) : -1;
+        Py_XDECREF(one);
+    }
+    tg_dataset_close(ds);
+    if (rc) Py_CLEAR(list);
+    return list;
 }

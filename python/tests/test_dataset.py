@@ -140,6 +140,13 @@ def test_from_numpy_round_trip(ds, tmp_path):
     mask[splits["valid"]] = True
     splits["valid"] = mask
     splits["test"] = splits["test"].tolist()
+    # Fortran-ordered features and a torch tensor of edges, where torch is installed
+    x = np.asfortranarray(x)
+    try:
+        import torch
+        edge_index = torch.from_numpy(edge_index)
+    except ImportError:
+        pass
     out = tiergnn.from_numpy(tmp_path / "r", edge_index, x, y, splits, mem="64M")
     assert file_lines(out.path) == file_lines(ds.path)
     assert sorted(os.listdir(tmp_path)) == ["r"]  # the temporary .npy files are gone
@@ -167,3 +174,16 @@ def test_cora_import_and_from_numpy_match_the_cli(tmp_path):
     edge_index, x, y, splits = arrays_of(ogb)
     arr = tiergnn.from_numpy(tmp_path / "np", edge_index, x, y, splits)
     assert file_lines(arr.path) == file_lines(tmp_path / "cli")
+
+
+def test_info_lists_derived_files(tmp_path):
+    d = tiergnn.generate(tmp_path / "d", nodes=500, feat_dim=8, classes=2, threads=2)
+    assert d.info()["derived"] == [{"dir": str(tmp_path / "d" / "derived"), "entries": []}]
+    for _ in tiergnn.train(d, tmp_path / "r", strategy="ginex", epochs=1, hidden=8, threads=2):
+        pass
+    (listing,) = d.info()["derived"]
+    text = cli("info", d.path)
+    assert f"derived:    {listing['dir']} ({len(listing['entries'])} entries" in text
+    for e in listing["entries"]:
+        assert e["state"] == "valid" and e["bytes"] > 0
+        assert re.search(rf"^  {e['kind']}\s+{re.escape(e['params'])}\s.*valid$", text, re.M)

@@ -134,8 +134,10 @@ class Dataset:
 
     def info(self):
         """What `tiergnn info` reports, as a dict: the counts and files of meta.txt, the split
-        sizes, in-degree statistics and histogram, the label distribution, and the report's
-        text ("text"). The derived/ listing of the CLI is not part of it."""
+        sizes, in-degree statistics and histogram, the label distribution, the derived/ files
+        strategies built from the dataset ("derived": per directory, its entries with kind,
+        params, bytes, state and why), and the report's text ("text", without the derived/
+        listing)."""
         text = _run.dataset_info(self.path)
         m = self._meta
         n = m["num_nodes"]
@@ -149,6 +151,7 @@ class Dataset:
         d["in_degree"] = _parse_degrees(text)
         d["histogram"] = _parse_histogram(text)
         d["labels"] = _parse_labels(text)
+        d["derived"] = _run.dataset_derived(self.path)
         d["text"] = text
         return d
 

@@ -188,9 +188,10 @@ def _split_ids(name, ids, n):
 
 
 def _write_npy(tmp, edge_index, x, y, splits):
-    x = _array(x)
-    edge_index = _array(edge_index)
-    y = _array(y)
+    # C order: np.save writes a Fortran-ordered array as such, which the importer refuses
+    x = np.ascontiguousarray(_array(x))
+    edge_index = np.ascontiguousarray(_array(edge_index))
+    y = np.ascontiguousarray(_array(y))
     if edge_index.ndim != 2 or edge_index.shape[0] != 2:
         raise ValueError(f"edge_index must have shape (2, E), got {edge_index.shape}")
     if y.ndim == 2 and y.shape[1] == 1:  # OGB's (N, 1) labels
