@@ -321,6 +321,41 @@ int tg_extract_group(tg_extract_worker_t *w, const tg_extract_batch_t *b, int nb
  * Writes at most max entries and returns how many there are. reset != 0 zeroes them. */
 int tg_extract_tier_stats(tg_extract_t *ex, tg_tier_stats_t *out, int max, int reset);
 
+/* ---------------------------------------------------------------- rows to scattered places
+ *
+ * Rows whose places are not one X in node order: the slots of a strategy's own cache, or the
+ * misses of a batch whose other rows another tier already copied (Ginex's executor fills its
+ * changeset cache's slots and the rows its cache misses; store/extract_scatter.c):
+ *
+ *     tg_extract_scatter_t *sc;  tg_extract_scatter_create(&sc, pl.chunk, D, budget, "ginex");
+ *     uint64_t *pairs = tg_extract_scatter_pairs(sc, n);     // node << 32 | place, n of them
+ *     ... fill them, sorted by node, nodes distinct ...
+ *     tg_extract_scatter_read(sc, w, batch_id, pairs, n, X, NULL, NULL, &hooks);     // X rows
+ *     tg_extract_scatter_read(sc, w, batch_id, pairs, n, NULL, slot_of, cache, &hooks); // slots
+ *     tg_extract_scatter_destroy(sc);
+ *
+ * A chunk of pairs at a time goes through the extraction (tg_extract_group with every tier,
+ * merge and conversion as for a batch) into staging rows (chunk x dim f32), then row i to its
+ * place: X + place x dim when X is given, else place_of(ctx, place) (dim f32). The cost beside
+ * tg_extract_group: one memcpy of each row out of the staging. The staging (chunk x (dim x 4 +
+ * 8) bytes, tg_extract_scatter_bytes) is reserved against the budget at create; the pairs
+ * buffer grows on demand (by half again, 8 bytes a pair) and is not reserved: its caller bounds
+ * n. Errors: tg_extract_group's; -ENOMEM naming who. One thread at a time. */
+typedef struct tg_extract_scatter tg_extract_scatter_t;
+
+uint64_t tg_extract_scatter_bytes(uint32_t chunk, uint32_t dim);
+int tg_extract_scatter_create(tg_extract_scatter_t **out, uint32_t chunk, uint32_t dim,
+                              tg_budget_t *budget, const char *who);
+/* The pairs buffer, at least n pairs (n = 0 too; valid until the next call or destroy); NULL
+ * after tg_err when memory runs out. */
+uint64_t *tg_extract_scatter_pairs(tg_extract_scatter_t *sc, size_t n);
+int tg_extract_scatter_read(tg_extract_scatter_t *sc, tg_extract_worker_t *w, uint64_t batch,
+                            const uint64_t *pairs, size_t n, float *X,
+                            void *(*place_of)(void *ctx, uint32_t place), void *place_ctx,
+                            const tg_extract_hooks_t *hooks);
+/* Returns the staging to the budget and frees. NULL is fine. */
+void tg_extract_scatter_destroy(tg_extract_scatter_t *sc);
+
 #ifdef __cplusplus
 }
 #endif

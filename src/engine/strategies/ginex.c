@@ -111,15 +111,12 @@ struct tg_strategy {
     uint32_t dim;
     size_t xrow; /* bytes of one cached row (f32, as in X) */
     uint64_t entries;
-    tg_tier_t *cache;     /* the feature cache (store's changeset tier) of entries rows */
-    uint64_t fixed_bytes; /* the staging, reserved at setup */
+    tg_tier_t *cache; /* the feature cache (store's changeset tier) of entries rows */
     tg_cs_ws_t *ws;
     uint32_t S;
-    float *stage; /* (chunk x dim) rows read from disk before they go to X or the cache */
-    uint32_t chunk;
-    uint64_t *miss_pairs; /* (cap) node << 32 | position in X, or slot to fill; sorted by node */
-    size_t miss_cap;
-    uint64_t *chunk_nodes; /* (chunk) */
+    /* the rows the cache misses and those it fills, read through the extraction into their
+     * places: X rows or cache slots (node << 32 | place, sorted by node) */
+    tg_extract_scatter_t *sc;
     sb_t sb[2];
     tg_ahead_t *ahead; /* the inspector: superbatch k + 1 planned while k trains */
     /* one pass; the inspector's while it runs (set before tg_ahead_start) */
@@ -315,17 +312,14 @@ static int split_caches(tg_strategy_t *s, const tg_pass_t *p, uint64_t caches, i
     return 0;
 }
 
-/* The feature cache (every slot free, no node cached) and the executor's staging (stage bytes
- * for s->chunk rows and their ids). */
-static int cache_alloc(tg_strategy_t *s, uint64_t stage)
+/* The feature cache (every slot free, no node cached) and the executor's staging for reads of
+ * chunk rows. */
+static int cache_alloc(tg_strategy_t *s, uint32_t chunk)
 {
     tg_run_t *r = s->r;
-    int rc = tg_budget_reserve(&r->budget, stage, "ginex: read staging");
+    tg_extract_scatter_destroy(s->sc); /* a setup that failed before */
+    int rc = tg_extract_scatter_create(&s->sc, chunk, s->dim, &r->budget, "ginex");
     if (rc < 0) return rc;
-    s->fixed_bytes = stage;
-    s->stage = malloc((size_t)s->chunk * s->xrow);
-    s->chunk_nodes = malloc((size_t)s->chunk * sizeof(uint64_t));
-    if (!s->stage || !s->chunk_nodes) return tg_err(-ENOMEM, "ginex: out of memory");
     return tg_tier_cs_create(&s->cache, "ginex-cache", r->ds->meta.num_nodes, s->entries, s->xrow,
                              &r->budget);
 }
@@ -385,10 +379,9 @@ static int gx_setup(tg_strategy_t *s, const tg_pass_t *p)
     if ((rc = tg_extract_plan(&pl, &po)) < 0) return rc;
     s->dim = m->feat_dim;
     s->xrow = (size_t)m->feat_dim * sizeof(float);
-    s->chunk = pl.chunk;
     /* Fixed parts: address table, changeset workspace, spill buffers, the executor's staging
      * and miss list, the extraction. */
-    uint64_t stage = (uint64_t)pl.chunk * (s->xrow + sizeof(uint64_t));
+    uint64_t stage = tg_extract_scatter_bytes(pl.chunk, s->dim);
     uint64_t fixed = tg_tier_cs_bytes(N, 0, 1) + 2 * GX_SPILL_BUF + stage;
     uint64_t keep = po.other_transient + pl.transient_bytes;
     uint64_t need = fixed + tg_cs_ws_bytes(N) + tg_extract_plan_bytes(&pl) + keep;
@@ -405,7 +398,7 @@ static int gx_setup(tg_strategy_t *s, const tg_pass_t *p)
     int split;
     uint64_t nc_bytes;
     if ((rc = split_caches(s, p, caches, &split, &nc_bytes)) < 0 ||
-        (rc = cache_alloc(s, stage)) < 0)
+        (rc = cache_alloc(s, pl.chunk)) < 0)
         return rc;
     tg_extract_opts_t eo = {.plan = &pl,
                             .feat = s->feat,
@@ -456,13 +449,10 @@ static void gx_close(tg_strategy_t *s)
     }
     tg_extract_destroy(s->ex);
     tg_cs_ws_destroy(s->ws);
-    if (s->fixed_bytes) tg_budget_release(&s->r->budget, s->fixed_bytes);
+    tg_extract_scatter_destroy(s->sc);
     if (s->prev_bytes) tg_budget_release(&s->r->budget, s->prev_bytes);
     free(s->prev);
     tg_tier_destroy(s->cache);
-    free(s->stage);
-    free(s->chunk_nodes);
-    free(s->miss_pairs);
     tg_io_file_close(s->feat);
     free(s);
 }
@@ -488,16 +478,13 @@ static void gx_evaluating(tg_strategy_t *s, int layerwise)
     s->ws = NULL;
     tg_tier_destroy(s->cache);
     s->cache = NULL;
-    if (s->fixed_bytes) tg_budget_release(bg, s->fixed_bytes);
+    tg_extract_scatter_destroy(s->sc);
+    s->sc = NULL;
     if (s->prev_bytes) tg_budget_release(bg, s->prev_bytes);
-    s->fixed_bytes = s->prev_bytes = 0;
-    free(s->prev), free(s->stage), free(s->chunk_nodes), free(s->miss_pairs);
+    s->prev_bytes = 0;
+    free(s->prev);
     s->prev = NULL;
     s->nprev = 0;
-    s->stage = NULL;
-    s->chunk_nodes = NULL;
-    s->miss_pairs = NULL;
-    s->miss_cap = 0;
     for (int k = 0; k < 2; k++) {
         tg_spill_close(s->sb[k].spill);
         s->sb[k].spill = NULL;
@@ -574,38 +561,19 @@ static void ex_fail(void *ctx, int rc, const char *msg)
     tg_pipe_fail(ctx, rc, msg);
 }
 
-/* Reads the rows of pairs[0..n) (node << 32 | destination, sorted by node) through the
- * extraction, a chunk at a time, each into X's row dst, or without X into the cache's slot dst. */
+static void *cache_slot(void *ctx, uint32_t slot)
+{
+    return tg_tier_cs_row(ctx, slot);
+}
+
+/* Reads the rows of pairs[0..n) (node << 32 | place, sorted by node) through the extraction
+ * (store/extract's scattered places): into X's rows, or without X into the cache's slots. */
 static int read_rows(tg_strategy_t *s, tg_pipe_t *P, uint64_t batch_id, const uint64_t *pairs,
                      size_t n, float *X)
 {
     tg_extract_hooks_t hk = {.fail = ex_fail, .abort = tg_pipe_abort_flag(P), .ctx = P};
-    for (size_t at = 0; at < n; at += s->chunk) {
-        size_t k = TG_MIN((size_t)s->chunk, n - at);
-        for (size_t i = 0; i < k; i++)
-            s->chunk_nodes[i] = pairs[at + i] >> 32;
-        tg_extract_batch_t eb = {
-            .id = batch_id, .nodes = s->chunk_nodes, .n = (uint32_t)k, .X = s->stage};
-        int rc = tg_extract_group(tg_extract_worker(s->ex, 0), &eb, 1, &hk);
-        if (rc < 0) return rc;
-        for (size_t i = 0; i < k; i++) {
-            uint32_t dst = (uint32_t)pairs[at + i];
-            void *to = X ? X + (size_t)dst * s->dim : tg_tier_cs_row(s->cache, dst);
-            memcpy(to, s->stage + i * s->dim, s->xrow);
-        }
-    }
-    return 0;
-}
-
-static int miss_reserve(tg_strategy_t *s, size_t n)
-{
-    if (n <= s->miss_cap) return 0;
-    size_t nc = TG_MAX(n, s->miss_cap * 3 / 2 + 1024);
-    uint64_t *np = realloc(s->miss_pairs, nc * sizeof *np);
-    if (!np) return tg_err(-ENOMEM, "ginex: out of memory for %zu missed rows", n);
-    s->miss_pairs = np;
-    s->miss_cap = nc;
-    return 0;
+    return tg_extract_scatter_read(s->sc, tg_extract_worker(s->ex, 0), batch_id, pairs, n, X,
+                                   cache_slot, s->cache, &hk);
 }
 
 /* Moves the cache to superbatch b's initial state: evicts what it does not keep, reads what it
@@ -613,10 +581,11 @@ static int miss_reserve(tg_strategy_t *s, size_t n)
 static int cache_init(tg_strategy_t *s, tg_pipe_t *P, sb_t *b)
 {
     double t0 = tg_now();
-    int rc = miss_reserve(s, b->n0);
-    if (rc < 0) return tg_pipe_fail(P, rc, NULL);
-    size_t nread = tg_tier_cs_retain(s->cache, b->c0, b->n0, s->miss_pairs);
-    if ((rc = read_rows(s, P, b->first, s->miss_pairs, nread, NULL)) < 0) return rc;
+    uint64_t *fill = tg_extract_scatter_pairs(s->sc, b->n0);
+    if (!fill) return tg_pipe_fail(P, -ENOMEM, NULL);
+    size_t nread = tg_tier_cs_retain(s->cache, b->c0, b->n0, fill);
+    int rc = read_rows(s, P, b->first, fill, nread, NULL);
+    if (rc < 0) return rc;
     s->fig.prefetch_rows += nread;
     s->fig.init_s += tg_now() - t0;
     return 0;
@@ -680,10 +649,11 @@ static int gx_work(void *ctx, tg_pipe_t *P, int worker, const tg_batch_t *const 
     if (n != 1) return tg_pipe_fail(P, tg_err(-EINVAL, "ginex: groups of one batch only"), NULL);
     const tg_batch_t *b = bb[0];
     float *X = XX[0];
-    int rc = miss_reserve(s, b->num_nodes);
-    if (rc < 0) return tg_pipe_fail(P, rc, NULL);
-    size_t nm = tg_tier_cs_gather(s->cache, b->nodes, b->num_nodes, X, s->miss_pairs);
-    if ((rc = read_rows(s, P, b->id, s->miss_pairs, nm, X)) < 0) return rc;
+    uint64_t *miss = tg_extract_scatter_pairs(s->sc, b->num_nodes);
+    if (!miss) return tg_pipe_fail(P, -ENOMEM, NULL);
+    size_t nm = tg_tier_cs_gather(s->cache, b->nodes, b->num_nodes, X, miss);
+    int rc = read_rows(s, P, b->id, miss, nm, X);
+    if (rc < 0) return rc;
     /* the changeset: evictions free their slots, insertions take a slot and the row from X */
     double t0 = tg_now();
     if ((rc = tg_tier_cs_apply(s->cache, &s->cur->cs, s->cur_i, b->nodes, b->num_nodes, X)) < 0) {
