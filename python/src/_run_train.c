@@ -238,6 +238,10 @@ static PyObject *run_train_stop(run_train_t *t, PyObject *unused)
 static int run_train_finish(run_train_t *t)
 {
     if (t->state != 1) return 0;
+    if (t->reading) {
+        PyErr_SetString(PyExc_RuntimeError, "join() while another thread is in readline()");
+        return -1;
+    }
     while (t->rfd >= 0) {
         t->pos = t->len = 0;
         Py_ssize_t n = run_train_fill(t, 0);
@@ -316,11 +320,11 @@ static void run_train_dealloc(run_train_t *t)
         if (run_train_finish(t) < 0) PyErr_WriteUnraisable((PyObject *)t);
         PyErr_Restore(et, ev, tb);
     }
-    if (t->state == 1) { /* the pipe failed: the thread still must be joined */
+    if (t->rfd >= 0) close(t->rfd); /* a writer still at it gets EPIPE (SIGPIPE is blocked) */
+    if (t->state == 1) {            /* reading failed: the thread still must be joined */
         run_join_thread(t->thread);
         t->state = 2;
     }
-    if (t->rfd >= 0) close(t->rfd);
     if (t->have_globals) run_globals_restore(&t->globals);
     tg_train_config_destroy(&t->cf);
     run_argv_free(&t->av);

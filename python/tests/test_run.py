@@ -93,7 +93,8 @@ def test_train_yields_the_cli_epoch_lines(trained):
         for k in SAME:
             assert same(mine[k], theirs[k]), k
     assert final.keys() == lines[2].keys()
-    assert final["best_epoch"] == lines[2]["best_epoch"] and final["test_acc"] == lines[2]["test_acc"]
+    for k in ("best_epoch", "valid_acc", "test_acc", "epochs", "model", "strategy", "seed"):
+        assert final[k] == lines[2][k], k
     assert final == json.loads((base / "py" / "result.json").read_text())
 
 
