@@ -77,7 +77,7 @@ class Batch:
 
 class PygPlusLoader:
     def __init__(self, path, seeds, fanouts, batch_size, shuffle=True, seed=0,
-                 drop_last=False, prefetch=1):
+                 drop_last=False, prefetch=1, max_batches=0):
         meta = read_meta(path)
         self.num_nodes = n = int(meta["num_nodes"])
         self.feat_dim = d = int(meta["feat_dim"])
@@ -100,7 +100,7 @@ class PygPlusLoader:
         self.fanouts = [int(f) for f in fanouts]
         self.batch_size = int(batch_size) if batch_size else len(self.seeds)
         self.shuffle, self.seed, self.drop_last = shuffle, seed, drop_last
-        self.prefetch = prefetch
+        self.prefetch, self.max_batches = prefetch, max_batches
         self.epoch = 0
         self._map = np.full(n, -1, dtype=np.int64)  # global id -> local position, per batch
 
@@ -109,7 +109,8 @@ class PygPlusLoader:
 
     def __len__(self):
         n = len(self.seeds) // self.batch_size
-        return n if self.drop_last or len(self.seeds) % self.batch_size == 0 else n + 1
+        n = n if self.drop_last or len(self.seeds) % self.batch_size == 0 else n + 1
+        return min(n, self.max_batches) if self.max_batches else n
 
     # ------------------------------------------------------------ sampling
 

@@ -62,7 +62,7 @@ def worker(rank, a, port, result):
                 t = time.perf_counter()
                 loader = ts.open_loader(tiergnn, a, "train", a.fanouts, a.batch_size, True,
                                         num_epochs=a.epochs, epoch=epoch, rank=rank,
-                                        world_size=a.world_size)
+                                        world_size=a.world_size, max_batches=a.max_batches)
                 rec["open_s"] = time.perf_counter() - t
             timer = ts.Timer()
             loader.set_epoch(epoch)

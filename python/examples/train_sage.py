@@ -89,10 +89,16 @@ class MeanAggr(torch.autograd.Function):
         return gh, None, None, None, None
 
 
+def as_int64(a):
+    """A torch.Tensor or NumPy array of integers as an int64 tensor (no copy when it is one)."""
+    if torch.is_tensor(a):
+        return a.to(torch.int64)
+    return torch.from_numpy(np.asarray(a).astype(np.int64, copy=False))
+
+
 def block_edges(blk, device):
     """A block (tiergnn's CSR over destinations) as (src, dst, 1 / degree, num_dst) tensors."""
-    indptr = torch.as_tensor(blk.indptr).to(torch.int64)
-    src = torch.as_tensor(blk.indices).to(torch.int64)
+    indptr, src = as_int64(blk.indptr), as_int64(blk.indices)
     deg = indptr[1:] - indptr[:-1]
     dst = torch.repeat_interleave(torch.arange(int(blk.num_dst)), deg)
     inv = 1.0 / deg.clamp(min=1).to(torch.float32)
@@ -199,6 +205,9 @@ def parse_args(argv=None):
                    help="evaluate every N epochs and after the last (0: after the last only; "
                    "the training loader then stays open across epochs)")
     p.add_argument("--eval-fanouts", default="all", help="all (full neighbours) or train")
+    p.add_argument("--eval-strategy", default=None,
+                   help="the evaluation loader's strategy (default: memory after memory, else "
+                   "mmap: the same batches, and it runs in any budget)")
     p.add_argument("--eval-max-nodes", type=int, default=0,
                    help="evaluate a fixed random sample of N nodes per split (0: all)")
     p.add_argument("--eval-batch-size", type=int, default=0, help="default: --batch-size")
@@ -238,12 +247,12 @@ def strategy_options(a):
     return out
 
 
-def open_loader(tiergnn, a, seeds, fanouts, batch_size, shuffle, **kw):
-    kw.update(strategy_options(a))
-    if a.max_batches:
-        kw.setdefault("max_batches", a.max_batches)
+def open_loader(tiergnn, a, seeds, fanouts, batch_size, shuffle, strategy=None, **kw):
+    strategy = strategy or a.strategy
+    if strategy == a.strategy:
+        kw.update(strategy_options(a))
     return tiergnn.Loader(a.dataset, seeds, fanouts=fanouts, batch_size=batch_size,
-                          shuffle=shuffle, strategy=a.strategy, mem=loader_mem(a), seed=a.seed,
+                          shuffle=shuffle, strategy=strategy, mem=loader_mem(a), seed=a.seed,
                           **kw)
 
 
@@ -325,7 +334,8 @@ def evaluate(tiergnn, model, a, device, seeds, prepare=None):
     fan = a.fanouts if a.eval_fanouts == "train" else [-1] * a.layers
     bs = a.eval_batch_size or a.batch_size
     correct = count = 0
-    with open_loader(tiergnn, a, seeds, fan, bs, False) as loader:
+    strategy = a.eval_strategy or ("memory" if a.strategy == "memory" else "mmap")
+    with open_loader(tiergnn, a, seeds, fan, bs, False, strategy) as loader:
         for batch in loader:
             inputs, y = prepare(batch, device)
             del batch
@@ -362,7 +372,8 @@ def fit(a, tiergnn, model, device, prepare=None):
             if loader is None:
                 t = time.perf_counter()
                 loader = open_loader(tiergnn, a, "train", a.fanouts, a.batch_size, True,
-                                     num_epochs=a.epochs, epoch=epoch)
+                                     num_epochs=a.epochs, epoch=epoch,
+                                     max_batches=a.max_batches)
                 rec["open_s"] = time.perf_counter() - t
             timer = Timer()
             loader.set_epoch(epoch)
