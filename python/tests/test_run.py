@@ -174,12 +174,14 @@ def test_failures_raise_with_the_message(ds, tmp_path):
 
 def test_early_close_stops_and_joins(ds, trained, tmp_path):
     before = tasks()  # after the runs above: OpenBLAS's pool is up already
+    fds = len(os.listdir("/proc/self/fd"))
     gen = tiergnn.train(ds, tmp_path / "r", **dict(OPTS, epochs=100000))
     first = next(gen)
     assert first["epoch"] == 1 and tasks() > before
     t0 = time.monotonic()
     gen.close()
     assert time.monotonic() - t0 < 10 and tasks() <= before
+    assert len(os.listdir("/proc/self/fd")) <= fds  # the pipe and the run's files closed
     cfg = json.loads((tmp_path / "r" / "config.json").read_text())
     assert cfg["epochs"] == 100000
     # the checkpoint written at the stop resumes
