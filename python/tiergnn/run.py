@@ -20,12 +20,13 @@ import atexit
 import json
 import os
 import shutil
+import sys
 import tempfile
 
 import numpy as np
 
 from . import _run
-from .dataset import Dataset
+from .dataset import Dataset, _map
 
 
 def _value(v):
@@ -64,7 +65,10 @@ def _stop_all():
     batch (with a resumable checkpoint) and their threads are joined."""
     for run in list(_running):
         run.stop()
-        run.join()
+        try:
+            run.join()
+        except Exception as e:  # joined all the same; the CLI would have said it on stderr
+            print(f"tiergnn: {e}", file=sys.stderr)
 
 
 def _is_epoch(d):
@@ -123,19 +127,12 @@ def _outputs(path):
     n = info["num_nodes"]
     width = info.get("predictions_width", 1)
     shape = (n, width) if info.get("multi_label") else (n,)
-    pred = _memmap(info["predictions"], np.dtype("<i4"), shape)
+    pred = _map(info["predictions"], np.dtype("<i4"), shape)
     if "embeddings" not in info:
         return pred, None
-    emb = _memmap(info["embeddings"], np.dtype("<f4"), (n, info["embed_dim"]))
+    emb = _map(info["embeddings"], np.dtype("<f4"), (n, info["embed_dim"]))
     return pred, emb
 
-
-def _memmap(path, dtype, shape):
-    if int(np.prod(shape)) == 0:
-        a = np.empty(shape, dtype)
-        a.flags.writeable = False
-        return a
-    return np.memmap(path, dtype=dtype, mode="r", shape=shape)
 
 
 def infer(dataset, checkpoint, out, embeddings=False, **opts):
