@@ -22,7 +22,8 @@
 #include "tiergnn/util.h"
 
 typedef struct run_train {
-    PyObject_HEAD run_argv_t av;
+    PyObject ob_base; /* PyObject_HEAD */
+    run_argv_t av;
     tg_train_opts_t o;
     tg_train_config_t cf; /* owns the strings of --config / --resume's settings */
     tg_strategy_arg_t sargs[TG_CONFIG_MAX_ARGS];
