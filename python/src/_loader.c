@@ -59,7 +59,8 @@ static void loader_free_c(tgpy_loader_t *self)
     tg_loader_t *L = self->L;
     self->L = NULL;
     Py_BEGIN_ALLOW_THREADS;
-    const tg_loader_batch_t *b = tgpy_fetch_drain(&self->fetch);
+    tgpy_fetch_pause(&self->fetch);
+    const tg_loader_batch_t *b = tgpy_fetch_discard(&self->fetch);
     if (b) tg_loader_release(L, b);
     tgpy_fetch_stop(&self->fetch);
     tg_loader_close(L);
@@ -242,11 +243,11 @@ static int loader_open_c(tgpy_loader_t *self, tg_loader_opts_t *o)
     tg_loader_t *L = NULL;
     Py_BEGIN_ALLOW_THREADS;
     rc = tg_loader_open(&L, o);
+    if (rc == 0) tg_loader_info(L, &self->info);
     if (rc == 0 && (rc = tgpy_fetch_start(&self->fetch, L)) < 0) tg_loader_close(L);
     Py_END_ALLOW_THREADS;
     if (rc < 0) return tgpy_raise(rc, NULL), -1;
     self->L = L;
-    tg_loader_info(L, &self->info);
     self->next_epoch = o->epoch;
     self->max_held = o->max_held;
     self->next_open = open_loaders;
@@ -315,15 +316,19 @@ static int loader_check_open(tgpy_loader_t *self)
 static int loader_start_epoch(tgpy_loader_t *self, uint64_t e)
 {
     int rc;
+    char msg[1024];
     tg_loader_t *L = self->L;
     Py_BEGIN_ALLOW_THREADS;
-    const tg_loader_batch_t *b = tgpy_fetch_drain(&self->fetch);
+    tgpy_fetch_pause(&self->fetch);
+    const tg_loader_batch_t *b = tgpy_fetch_discard(&self->fetch);
     if (b) tg_loader_release(L, b);
     rc = tg_loader_set_epoch(L, e);
+    if (rc < 0) snprintf(msg, sizeof msg, "%s", tg_errmsg());
+    tg_loader_info(L, &self->info);
+    tgpy_fetch_resume(&self->fetch);
     Py_END_ALLOW_THREADS;
     self->gen++;
-    if (rc < 0) return tgpy_raise(rc, NULL), -1;
-    tg_loader_info(L, &self->info);
+    if (rc < 0) return tgpy_raise_msg(rc, msg), -1;
     return 0;
 }
 
@@ -451,6 +456,16 @@ static PyTypeObject epoch_iter_type = {
 
 /* ---------------------------------------------------------------- figures */
 
+/* self->info again: the epoch's batch counts change with set_epoch */
+static void loader_refresh_info(tgpy_loader_t *self)
+{
+    Py_BEGIN_ALLOW_THREADS;
+    tgpy_fetch_pause(&self->fetch); /* tg_loader_info must not run beside tg_loader_next */
+    tg_loader_info(self->L, &self->info);
+    tgpy_fetch_resume(&self->fetch);
+    Py_END_ALLOW_THREADS;
+}
+
 static PyObject *json_loads(const char *s)
 {
     PyObject *json = PyImport_ImportModule("json");
@@ -480,7 +495,7 @@ static PyObject *loader_info(tgpy_loader_t *self, PyObject *unused)
 {
     if (!self->L) return loader_check_open(self), NULL;
     tg_loader_info_t *i = &self->info;
-    tg_loader_info(self->L, i);
+    loader_refresh_info(self);
     return Py_BuildValue(
         "{s:s,s:s,s:K,s:I,s:I,s:I,s:O,s:O,s:K,s:K,s:K,s:K,s:K,s:i,s:K,s:K}", "strategy",
         i->strategy, "sampler", i->sampler, "num_nodes", (unsigned long long)i->num_nodes,
@@ -497,7 +512,7 @@ static PyObject *loader_info(tgpy_loader_t *self, PyObject *unused)
 static Py_ssize_t loader_len(tgpy_loader_t *self)
 {
     if (loader_check_open(self) < 0) return -1;
-    tg_loader_info(self->L, &self->info);
+    loader_refresh_info(self);
     return (Py_ssize_t)self->info.rank_batches;
 }
 

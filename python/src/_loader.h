@@ -28,7 +28,8 @@
 /* One thread per loader calls tg_loader_next, so that the caller's wait is a bounded wait on a
  * condition between which it checks for signals (KeyboardInterrupt): tg_loader_next itself
  * cannot be interrupted. Requests are one at a time; an answer not collected (the caller was
- * interrupted) is kept for the next collect, or handed back by tgpy_fetch_drain. */
+ * interrupted) is kept for the next collect. The C loader's other calls (set_epoch, info,
+ * close) must not run beside tg_loader_next: the caller pauses the thread around them. */
 typedef struct tgpy_fetch {
     pthread_t thr;
     int started;
@@ -36,6 +37,8 @@ typedef struct tgpy_fetch {
     pthread_cond_t cv;
     tg_loader_t *L;
     int want, have, quit; /* a request is out; its answer is ready; the thread is to end */
+    int running;          /* in tg_loader_next now */
+    int paused;           /* pauses asked: no tg_loader_next starts while > 0 */
     int rc;               /* the answer: tg_loader_next's return, b and the message */
     const tg_loader_batch_t *b;
     char msg[1024];
@@ -46,9 +49,14 @@ int tgpy_fetch_start(tgpy_fetch_t *f, tg_loader_t *L);
  * 1 with *rc, *b and msg, or 0 on timeout (the request stays out). Without the GIL. */
 int tgpy_fetch_collect(tgpy_fetch_t *f, double timeout_s, int *rc, const tg_loader_batch_t **b,
                        char *msg, size_t msg_size);
-/* Waits for a request that is out and returns its batch (NULL: none). Without the GIL. */
-const tg_loader_batch_t *tgpy_fetch_drain(tgpy_fetch_t *f);
-/* Ends the thread (after tgpy_fetch_drain). Without the GIL. */
+/* Waits until no tg_loader_next runs and starts none until tgpy_fetch_resume; an answer that
+ * came stays for the next collect. Without the GIL. */
+void tgpy_fetch_pause(tgpy_fetch_t *f);
+void tgpy_fetch_resume(tgpy_fetch_t *f);
+/* While paused: drops the request and its answer, returning the answer's batch (NULL: none)
+ * for the caller to release. */
+const tg_loader_batch_t *tgpy_fetch_discard(tgpy_fetch_t *f);
+/* Ends the thread (paused or not; after tgpy_fetch_discard). Without the GIL. */
 void tgpy_fetch_stop(tgpy_fetch_t *f);
 
 typedef struct tgpy_loader {

@@ -13,9 +13,10 @@ static void *fetch_main(void *arg)
     tgpy_fetch_t *f = arg;
     pthread_mutex_lock(&f->mu);
     for (;;) {
-        while (!f->quit && !(f->want && !f->have))
+        while (!f->quit && (f->paused || !f->want || f->have))
             pthread_cond_wait(&f->cv, &f->mu);
         if (f->quit) break;
+        f->running = 1;
         pthread_mutex_unlock(&f->mu);
         const tg_loader_batch_t *b = NULL;
         int rc = tg_loader_next(f->L, &b);
@@ -25,6 +26,7 @@ static void *fetch_main(void *arg)
         /* tg_errmsg() is this thread's: the caller raises a copy */
         snprintf(f->msg, sizeof f->msg, "%s", rc < 0 ? tg_errmsg() : "");
         f->have = 1;
+        f->running = 0;
         pthread_cond_broadcast(&f->cv);
     }
     pthread_mutex_unlock(&f->mu);
@@ -82,12 +84,26 @@ int tgpy_fetch_collect(tgpy_fetch_t *f, double timeout_s, int *rc, const tg_load
     return got;
 }
 
-const tg_loader_batch_t *tgpy_fetch_drain(tgpy_fetch_t *f)
+void tgpy_fetch_pause(tgpy_fetch_t *f)
 {
-    if (!f->started) return NULL;
     pthread_mutex_lock(&f->mu);
-    while (f->want && !f->have)
+    f->paused++;
+    while (f->running)
         pthread_cond_wait(&f->cv, &f->mu);
+    pthread_mutex_unlock(&f->mu);
+}
+
+void tgpy_fetch_resume(tgpy_fetch_t *f)
+{
+    pthread_mutex_lock(&f->mu);
+    f->paused--;
+    pthread_cond_broadcast(&f->cv);
+    pthread_mutex_unlock(&f->mu);
+}
+
+const tg_loader_batch_t *tgpy_fetch_discard(tgpy_fetch_t *f)
+{
+    pthread_mutex_lock(&f->mu);
     const tg_loader_batch_t *b = f->have && f->rc > 0 ? f->b : NULL;
     f->have = f->want = 0;
     pthread_mutex_unlock(&f->mu);
