@@ -318,6 +318,14 @@ void tg_plan_view(tg_plan_t *p, const uint64_t *seeds, uint64_t n, uint64_t batc
 /* Batch b (< num_batches): sets *seeds to its first seed and *rng to its RNG, returns its seed
  * count. */
 uint64_t tg_plan_batch(const tg_plan_t *p, uint64_t b, const uint64_t **seeds, tg_rng_t *rng);
+/* Samples batches [first, first + k) of p (those that exist) over adj with the sampler `kind`
+ * (NULL: node-wise) and keeps the one with the most input nodes (the first of equals) in
+ * *largest, which the caller frees (tg_batch_free; zeroed when no batch was sampled). For sizing
+ * memory before a pass runs those batches: the same seeds and RNG streams give the same batches.
+ * Errors: the sampler's (largest then holds nothing). Time: k samplings. */
+int tg_plan_largest_batch(const tg_plan_t *p, tg_adj_t *adj, const tg_sampler_i *kind,
+                          int num_layers, const int64_t *fanouts, uint64_t first, uint64_t k,
+                          tg_batch_t *largest);
 
 /* Evaluation's streams, apart from every training epoch's: the plan of split s's sampled pass
  * over nodes[0..n), and the fixed random subset of a split (--eval-max-nodes): ids shuffled in

@@ -86,28 +86,8 @@ uint64_t tg_budget_estimate(const tg_model_config_t *cfg, uint64_t num_nodes, ui
  * input nodes. */
 static int profile_batches(tg_run_t *r, const tg_budget_plan_opts_t *o, tg_batch_t *largest)
 {
-    tg_sampler_t *s;
-    int rc = tg_sampler_open(&s, o->sampler, r->adj, o->num_layers, o->fanouts);
-    if (rc < 0) return rc;
-    uint64_t nb = o->plan->num_batches;
-    uint64_t k = TG_MIN(nb, o->first_batch + PROFILE_BATCHES);
-    memset(largest, 0, sizeof *largest);
-    for (uint64_t b = o->first_batch; b < k && rc >= 0; b++) {
-        const uint64_t *seeds;
-        tg_rng_t rng;
-        uint64_t cnt = tg_plan_batch(o->plan, b, &seeds, &rng);
-        tg_batch_t bt;
-        memset(&bt, 0, sizeof bt);
-        if ((rc = tg_sampler_sample(s, seeds, (size_t)cnt, &rng, &bt)) < 0) break;
-        if (bt.num_nodes > largest->num_nodes) {
-            tg_batch_free(largest);
-            *largest = bt;
-        } else {
-            tg_batch_free(&bt);
-        }
-    }
-    tg_sampler_destroy(s);
-    if (rc < 0) tg_batch_free(largest);
+    int rc = tg_plan_largest_batch(o->plan, r->adj, o->sampler, o->num_layers, o->fanouts,
+                                   o->first_batch, PROFILE_BATCHES, largest);
     return rc < 0 ? tg_err_prefix(rc, "measuring a batch for the memory budget") : 0;
 }
 

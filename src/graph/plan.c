@@ -86,6 +86,37 @@ uint64_t tg_plan_batch(const tg_plan_t *p, uint64_t b, const uint64_t **seeds, t
     return TG_MIN(p->batch_size, p->num_seeds - first);
 }
 
+int tg_plan_largest_batch(const tg_plan_t *p, tg_adj_t *adj, const tg_sampler_i *kind,
+                          int num_layers, const int64_t *fanouts, uint64_t first, uint64_t k,
+                          tg_batch_t *largest)
+{
+    memset(largest, 0, sizeof *largest);
+    tg_sampler_t *s;
+    int rc = tg_sampler_open(&s, kind, adj, num_layers, fanouts);
+    if (rc < 0) return rc;
+    uint64_t end = first < p->num_batches ? first + TG_MIN(k, p->num_batches - first) : first;
+    for (uint64_t b = first; b < end; b++) {
+        const uint64_t *seeds;
+        tg_rng_t rng;
+        uint64_t cnt = tg_plan_batch(p, b, &seeds, &rng);
+        tg_batch_t bt;
+        memset(&bt, 0, sizeof bt);
+        if ((rc = tg_sampler_sample(s, seeds, (size_t)cnt, &rng, &bt)) < 0) break;
+        if (bt.num_nodes > largest->num_nodes) {
+            tg_batch_free(largest);
+            *largest = bt;
+        } else {
+            tg_batch_free(&bt);
+        }
+    }
+    tg_sampler_destroy(s);
+    if (rc < 0) {
+        tg_batch_free(largest);
+        memset(largest, 0, sizeof *largest);
+    }
+    return rc < 0 ? rc : 0;
+}
+
 void tg_plan_eval(tg_plan_t *p, const uint64_t *nodes, uint64_t n, uint64_t batch_size,
                   uint64_t seed, int split)
 {

@@ -768,27 +768,15 @@ static int hier_profile(tg_strategy_t *s, const struct tg_budget_plan_opts *o, t
     uint64_t i = 0;
     while (rc == 0 && i < s->nmega && !s->sched[i].batches)
         i++;
-    tg_sampler_t *sm = NULL;
     if (rc == 0 && i < s->nmega) rc = load_mega(s, &s->mega[0], i);
-    if (rc == 0 && i < s->nmega)
-        rc = tg_sampler_open(&sm, o->sampler, s->mega[0].adj, o->num_layers, o->fanouts);
-    const tg_megabatch_t *m = &s->mega[0];
-    for (uint64_t b = 0; rc == 0 && sm && b < 2 && b * p.batch_size < m->nseeds; b++) {
-        tg_rng_t rng;
-        tg_sampler_batch_rng(&rng, p.seed, sub_epoch(p.epoch, i, 0), b);
-        tg_batch_t bt;
-        memset(&bt, 0, sizeof bt);
-        uint64_t n = TG_MIN(p.batch_size, m->nseeds - b * p.batch_size);
-        if ((rc = tg_sampler_sample(sm, m->seeds + b * p.batch_size, (size_t)n, &rng, &bt)) < 0)
-            break;
-        if (bt.num_nodes > largest->num_nodes) {
-            tg_batch_free(largest);
-            *largest = bt;
-        } else {
-            tg_batch_free(&bt);
-        }
+    if (rc == 0 && i < s->nmega) {
+        /* its first batches, with the RNG streams of its first pass */
+        const tg_megabatch_t *m = &s->mega[0];
+        tg_plan_t mp;
+        tg_plan_view(&mp, m->seeds, m->nseeds, p.batch_size, p.seed, sub_epoch(p.epoch, i, 0));
+        rc = tg_plan_largest_batch(&mp, m->adj, o->sampler, o->num_layers, o->fanouts, 0, 2,
+                                   largest);
     }
-    tg_sampler_destroy(sm);
     /* the fixed part stays (it is data the run holds); N_d is sized again after the plan */
     megas_release(s);
     s->ready = 0;
