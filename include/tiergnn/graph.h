@@ -98,6 +98,12 @@ static inline int tg_adj_read(tg_adj_t *adj, const uint64_t *pos, size_t n, uint
     return adj->iface->read(adj, pos, n, out);
 }
 void tg_adj_destroy(tg_adj_t *adj);
+/* The k highest in-degree nodes of adj (from its indptr; degrees of 2^20 and more count as
+ * equal), ties to the lower id, into out (k ids: those above the k-th degree in id order, then
+ * those at it in id order); *edges (NULL: not wanted) gets the sum of their degrees. A static
+ * cache of the most sampled nodes (HierBatching's) picks its nodes this way. -EINVAL when k
+ * passes the node count, -ENOMEM. Time: O(N + max degree), no sort. */
+int tg_adj_top_degree(const tg_adj_t *adj, uint64_t k, uint64_t *out, uint64_t *edges);
 
 /* In-memory adjacency over caller arrays. With own != 0 it takes ownership of indptr and indices
  * (freed by tg_adj_destroy, also on failure); otherwise they must outlive adj. Checks that indptr

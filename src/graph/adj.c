@@ -89,6 +89,37 @@ int tg_adj_raw_create(tg_adj_t **out, uint64_t num_nodes, uint64_t num_edges,
     return 0;
 }
 
+int tg_adj_top_degree(const tg_adj_t *adj, uint64_t k, uint64_t *out, uint64_t *edges)
+{
+    const uint64_t *ip = adj->indptr, N = adj->num_nodes;
+    if (edges) *edges = 0;
+    if (k > N)
+        return tg_err(-EINVAL, "adjacency: the %llu highest degrees of %llu nodes",
+                      (unsigned long long)k, (unsigned long long)N);
+    if (!k) return 0;
+    uint64_t maxd = 0;
+    for (uint64_t v = 0; v < N; v++)
+        maxd = TG_MAX(maxd, ip[v + 1] - ip[v]);
+    /* the threshold degree from a histogram of degrees (capped) */
+    uint64_t cap = TG_MIN(maxd, (uint64_t)1 << 20) + 1;
+    uint64_t *hist = calloc(cap, sizeof *hist);
+    if (!hist) return tg_err(-ENOMEM, "adjacency: out of memory for a degree histogram");
+    for (uint64_t v = 0; v < N; v++)
+        hist[TG_MIN(ip[v + 1] - ip[v], cap - 1)]++;
+    uint64_t thr = cap - 1, above = 0;
+    while (thr > 0 && above + hist[thr] < k)
+        above += hist[thr--];
+    free(hist);
+    uint64_t n = 0;
+    for (uint64_t v = 0; v < N && n < k; v++)
+        if (TG_MIN(ip[v + 1] - ip[v], cap - 1) > thr) out[n++] = v;
+    for (uint64_t v = 0; v < N && n < k; v++)
+        if (TG_MIN(ip[v + 1] - ip[v], cap - 1) == thr) out[n++] = v;
+    for (uint64_t i = 0; edges && i < k; i++)
+        *edges += ip[out[i] + 1] - ip[out[i]];
+    return 0;
+}
+
 void tg_adj_destroy(tg_adj_t *adj)
 {
     if (adj) adj->iface->destroy(adj);

@@ -276,31 +276,6 @@ static int setup_eval(tg_strategy_t *s)
     return 0;
 }
 
-/* The S highest in-degree nodes (ties: lower id), as old ids. */
-static int top_degree(tg_strategy_t *s, uint64_t S, uint64_t *out)
-{
-    const uint64_t *ip = s->disk->indptr;
-    uint64_t maxd = 0;
-    for (uint64_t v = 0; v < s->N; v++)
-        maxd = TG_MAX(maxd, ip[v + 1] - ip[v]);
-    /* the threshold degree from a histogram of degrees (capped) */
-    uint64_t cap = TG_MIN(maxd, (uint64_t)1 << 20) + 1;
-    uint64_t *hist = calloc(cap, sizeof *hist);
-    if (!hist) return tg_err(-ENOMEM, "hier: out of memory");
-    for (uint64_t v = 0; v < s->N; v++)
-        hist[TG_MIN(ip[v + 1] - ip[v], cap - 1)]++;
-    uint64_t thr = cap - 1, above = 0;
-    while (thr > 0 && above + hist[thr] < S)
-        above += hist[thr--];
-    free(hist);
-    uint64_t n = 0;
-    for (uint64_t v = 0; v < s->N && n < S; v++)
-        if (TG_MIN(ip[v + 1] - ip[v], cap - 1) > thr) out[n++] = v;
-    for (uint64_t v = 0; v < s->N && n < S; v++)
-        if (TG_MIN(ip[v + 1] - ip[v], cap - 1) == thr) out[n++] = v;
-    return 0;
-}
-
 /* --verify-reads: a row of partfeat against features.bin's checksum of its original id. */
 static int check_row(void *ctx, uint64_t old_id, const void *row, const char *path, uint64_t off)
 {
@@ -320,10 +295,8 @@ static int setup_fixed(tg_strategy_t *s)
     /* the static nodes: degrees from the original indptr; their lists' lengths are the same */
     uint64_t *sids = malloc(S * sizeof *sids + 1);
     if (!sids) return tg_err(-ENOMEM, "hier: out of memory");
-    int rc = S ? top_degree(s, S, sids) : 0;
     uint64_t static_edges = 0;
-    for (uint64_t i = 0; i < S && rc == 0; i++)
-        static_edges += s->disk->indptr[sids[i] + 1] - s->disk->indptr[sids[i]];
+    int rc = tg_adj_top_degree(s->disk, S, sids, &static_edges);
     tg_mb_opts_t o = {.ds = r->ds,
                       .part = s->part,
                       .params = s->params,
