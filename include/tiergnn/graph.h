@@ -55,6 +55,10 @@ typedef struct tg_batch {
 } tg_batch_t;
 
 void tg_batch_free(tg_batch_t *b);
+/* The bytes a sampled batch's arrays hold: node ids (8 each), per block indptr ((num_dst + 1)
+ * x 8), indices (4 per edge) and weights (4 per edge, when present); the structs and blocks
+ * array not counted. For accounting batches held ahead against a budget. */
+uint64_t tg_batch_bytes(const tg_batch_t *b);
 
 /* ================================================================ adjacency access
  *

@@ -379,15 +379,6 @@ static int gi_setup(tg_strategy_t *s, const tg_pass_t *p)
 
 /* ---------------------------------------------------------------- the look-ahead source */
 
-static uint64_t batch_bytes(const tg_batch_t *b)
-{
-    uint64_t n = (uint64_t)b->num_nodes * 8;
-    for (int l = 0; l < b->num_layers; l++)
-        n += ((uint64_t)b->blocks[l].num_dst + 1) * 8 +
-             b->blocks[l].num_edges * (4 + (b->blocks[l].weights ? 4 : 0));
-    return n;
-}
-
 /* Announces batch b's rows outside the constant buffer to the feature buffer. A trace that is
  * full leaves the batch unannounced (its rows are then not protected, nothing else changes). */
 static int announce(tg_strategy_t *s, const tg_batch_t *b)
@@ -459,7 +450,7 @@ static int look_ahead(tg_strategy_t *s)
         const tg_sloader_item_t *it;
         int rc = tg_source_peek(s->src, (size_t)(s->ann_next - next), &it);
         if (rc <= 0) return rc;
-        uint64_t own = batch_bytes(&it->batch);
+        uint64_t own = tg_batch_bytes(&it->batch);
         if (own > *held && window_reserve(s, own - *held) == 0) *held = own;
         s->win_est = TG_MAX(s->win_est, own);
         if ((rc = announce(s, &it->batch)) < 0) return rc;
