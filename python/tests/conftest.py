@@ -50,8 +50,11 @@ def strategy_table():
 
 
 @pytest.fixture(scope="session")
-def cora():
-    path = SHARED / "datasets" / "cora"
-    if not (path / "meta.txt").exists():
-        pytest.skip(f"no Cora at {path}")
+def cora(tmp_path_factory):
+    """The shared Cora (OGB's raw layout, the planetoid split) imported with the CLI."""
+    src = SHARED / "datasets" / "cora"
+    if not (src / "raw").is_dir():
+        pytest.skip(f"no Cora at {src}")
+    path = tmp_path_factory.mktemp("cora") / "cora"
+    run_cli("import", path, "--from", "ogb", src, "--split", "planetoid")
     return path

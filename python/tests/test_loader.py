@@ -217,3 +217,11 @@ def test_caller_seeds_in_order(small_graph, files):
     with tiergnn.Loader(small_graph, seeds, [3], 32, shuffle=False, **{"numpy": True}) as L:
         got = np.concatenate([np.array(b.n_id[:b.batch_size]) for b in L])
     np.testing.assert_array_equal(got, seeds)
+
+
+@pytest.mark.parametrize("strategy", ["memory", "gnndrive"])
+def test_cora_batches_are_the_c_loaders(cora, tmp_path, strategy):
+    files = Files(cora)
+    with tiergnn.Loader(cora, "train", strategy=strategy, **OPTS) as L:
+        py = py_batches(L, check=check_x(files))
+    assert_same(py, c_batches(cora, strategy, tmp_path))

@@ -36,6 +36,9 @@ class Adj(NamedTuple):
         return Adj(self.edge_index.to(*args, **kwargs), e_id, self.size)
 
 
+EdgeIndex = Adj  # the name of torch_geometric's NeighborSampler for the same tuple
+
+
 class Block(NamedTuple):
     """One layer of batch.blocks (tiergnn/graph.h's tg_block_t), input layer first.
 
@@ -70,7 +73,7 @@ except ImportError as e:
     if e.name != __name__ + ".run":
         raise
 
-__all__ = ["TierGNNError", "Loader", "Batch", "Adj", "Block", "Dataset", "train", "evaluate",
+__all__ = ["TierGNNError", "Loader", "Batch", "Adj", "EdgeIndex", "Block", "Dataset", "train", "evaluate",
            "infer", "generate", "import_ogb", "from_numpy"]
 __all__ = [n for n in __all__ if n in globals()]
 __version__ = "0.1.0"
