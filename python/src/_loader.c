@@ -241,10 +241,13 @@ static int loader_open_c(tgpy_loader_t *self, tg_loader_opts_t *o)
 {
     int rc;
     tg_loader_t *L = NULL;
+    sigset_t mask;
     Py_BEGIN_ALLOW_THREADS;
+    tgpy_signals_block(&mask);
     rc = tg_loader_open(&L, o);
     if (rc == 0) tg_loader_info(L, &self->info);
     if (rc == 0 && (rc = tgpy_fetch_start(&self->fetch, L)) < 0) tg_loader_close(L);
+    tgpy_signals_restore(&mask);
     Py_END_ALLOW_THREADS;
     if (rc < 0) return tgpy_raise(rc, NULL), -1;
     self->L = L;
@@ -318,11 +321,14 @@ static int loader_start_epoch(tgpy_loader_t *self, uint64_t e)
     int rc;
     char msg[1024];
     tg_loader_t *L = self->L;
+    sigset_t mask;
     Py_BEGIN_ALLOW_THREADS;
     tgpy_fetch_pause(&self->fetch);
     const tg_loader_batch_t *b = tgpy_fetch_discard(&self->fetch);
     if (b) tg_loader_release(L, b);
+    tgpy_signals_block(&mask); /* the epoch's pass thread is started here */
     rc = tg_loader_set_epoch(L, e);
+    tgpy_signals_restore(&mask);
     if (rc < 0) snprintf(msg, sizeof msg, "%s", tg_errmsg());
     tg_loader_info(L, &self->info);
     tgpy_fetch_resume(&self->fetch);

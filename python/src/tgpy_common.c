@@ -2,6 +2,7 @@
 #include "tgpy_common.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -151,4 +152,16 @@ void tgpy_args_destroy(tgpy_args_t *a)
     free(a->args);
     Py_XDECREF(a->keep);
     memset(a, 0, sizeof *a);
+}
+
+void tgpy_signals_block(sigset_t *old)
+{
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, old);
+}
+
+void tgpy_signals_restore(const sigset_t *old)
+{
+    pthread_sigmask(SIG_SETMASK, old, NULL);
 }

@@ -18,6 +18,7 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <signal.h>
 #include <stdint.h>
 
 #include "tiergnn/engine.h"
@@ -36,6 +37,12 @@ int tgpy_parse_size(PyObject *obj, uint64_t *out);
 /* A path: str, bytes or os.PathLike, or an object with a .path attribute of those (a
  * tiergnn.Dataset). A new bytes object (the file system encoding), or NULL with an exception. */
 PyObject *tgpy_path(PyObject *obj);
+
+/* Signals go to the interpreter's thread, never to the library's: a C call that starts threads
+ * (a loader's open or set_epoch, a run) runs between these two, so its threads inherit a mask
+ * that blocks every signal, and a Ctrl-C wakes the thread whose Python handler must run. */
+void tgpy_signals_block(sigset_t *old);
+void tgpy_signals_restore(const sigset_t *old);
 
 /* Strategy or command options given as keyword arguments: disk_budget="4G" is the CLI's
  * --disk-budget 4G, {"disk-budget", "4G"}; True is a flag (value NULL), False and None leave

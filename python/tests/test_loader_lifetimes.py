@@ -266,3 +266,23 @@ def test_interpreter_exit_mid_epoch(small_graph, case):
     r = subprocess.run([sys.executable, "-c", EXIT_SCRIPT, str(small_graph), "gnndrive", case],
                        capture_output=True, text=True, timeout=60, env=env)
     assert r.returncode == 0 and r.stdout == "ok\n", r.stderr
+
+
+def test_signals_reach_only_the_interpreters_thread(small_graph):
+    """The loader's threads block every signal, so a Ctrl-C wakes the thread that runs Python's
+    handler (a time.sleep in the main thread, say)."""
+    main = str(threading.main_thread().native_id)
+
+    def blocked(tid):
+        with open(f"/proc/self/task/{tid}/status") as f:
+            mask = int(next(ln for ln in f if ln.startswith("SigBlk:")).split()[1], 16)
+        return bool(mask & (1 << (signal.SIGINT - 1)))
+
+    before = set(os.listdir("/proc/self/task"))
+    with tiergnn.Loader(small_graph, "train", strategy="gnndrive", **OPTS) as L:
+        L.set_epoch(1)
+        b = next(iter(L))
+        theirs = set(os.listdir("/proc/self/task")) - before
+        assert theirs and all(blocked(t) for t in theirs)
+        assert not blocked(main)
+        del b
