@@ -263,3 +263,19 @@ def test_compare_and_overhead_run(small, tmp_path):
     rows = [s for s in r.stdout.splitlines() if s.startswith("| memory") or
             s.startswith("| gnndrive")]
     assert len(rows) == 4 and not any("failed" in s for s in rows), r.stdout
+
+
+def test_gpu_script_flow_on_cpu(tmp_path):
+    """bench/gpu/run.sh as on the GPU machine, on CPU and a small graph, with this build."""
+    if not os.access(CLI, os.X_OK):
+        pytest.skip(f"no CLI at {CLI} (set TG_CLI)")
+    r = subprocess.run(["bash", str(ROOT / "bench" / "gpu" / "run.sh"), "--device", "cpu",
+                        "--nodes", "10000", "--batch-size", "50", "--epochs", "1",
+                        "--strategies", "diskgnn,gnndrive", "--mem", "512M",
+                        "--eval-max-nodes", "50", "--tiergnn", CLI, "--pythonpath",
+                        os.path.dirname(tiergnn.__path__[0]), "--python", PY, "--work",
+                        str(tmp_path)], capture_output=True, text=True, env=env(), timeout=300)
+    assert r.returncode == 0, r.stderr
+    rows = [s for s in r.stdout.splitlines() if s.startswith("| tiergnn-") or
+            s.startswith("| pyg")]
+    assert len(rows) == 3 and not any("failed" in s for s in rows), r.stdout + r.stderr
