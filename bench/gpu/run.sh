@@ -159,8 +159,12 @@ one() { # one TAG COMMAND...
   limited "$out/$tag.log" timeout "$run_timeout" "$@" >"$out/$tag.jsonl" || rc=$?
   kill "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
-  [ $rc = 0 ] || log "$tag failed (exit $rc; 124 = past --run-timeout $run_timeout s): $out/$tag.log"
+  [ $rc = 0 ] || {
+    log "$tag failed (exit $rc; 124 = past --run-timeout $run_timeout s): $out/$tag.log"
+    failed=$((failed + 1))
+  }
 }
+failed=0
 
 for s in ${strategies//,/ }; do
   one "tiergnn-$s" "$python" "$example" "$data" --strategy "$s" --mem "$mem" \
@@ -202,3 +206,4 @@ print("|---|---|---|---|---|---|")
 print("\n".join(rows))
 EOF
 log "done: $out/report.md"
+[ $failed = 0 ] || { log "$failed run(s) failed"; exit 1; }

@@ -271,7 +271,7 @@ def test_gpu_script_flow_on_cpu(tmp_path):
         pytest.skip(f"no CLI at {CLI} (set TG_CLI)")
     r = subprocess.run(["bash", str(ROOT / "bench" / "gpu" / "run.sh"), "--device", "cpu",
                         "--nodes", "10000", "--batch-size", "50", "--epochs", "1",
-                        "--strategies", "diskgnn,gnndrive", "--mem", "512M",
+                        "--strategies", "diskgnn,gnndrive", "--mem", "512M", "--torch-mem", "200M",
                         "--eval-max-nodes", "50", "--tiergnn", CLI, "--pythonpath",
                         os.path.dirname(tiergnn.__path__[0]), "--python", PY, "--work",
                         str(tmp_path)], capture_output=True, text=True, env=env(), timeout=300)
