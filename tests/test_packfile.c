@@ -8,7 +8,9 @@
  * hot range holds zeros), the rest from the file, with and without merging and normalisation -
  * counts the two tiers, names the packed file and the offset on a read error, and under
  * --verify-reads names the node of a changed row; a packed file written from a real layout
- * reads back every batch's rows; the budget gets every byte back. */
+ * reads back every batch's rows, and so does a packed set written in one call (tg_pack_set_*);
+ * the hot rows read again from the feature file land at their places; the budget gets every
+ * byte back. */
 #include "test_feat_common.h"
 
 #include <math.h>
@@ -374,6 +376,164 @@ TG_TEST(from_a_layout)
     free(fpath);
 }
 
+/* A packed set (tg_pack_set_*): written from a layout in one call and read back through its
+ * reader, every batch's rows are their nodes' rows; the hot rows land in RAM; under
+ * --verify-reads the set holds the node of every packed row and a changed row is caught naming
+ * its node; the budget gets every byte back at close; a directory that cannot hold the files
+ * fails naming it, and the half-made set closes clean. */
+TG_TEST(a_set)
+{
+    enum { N = 400, B = 6, MAXN = 60 };
+    char *fpath = tfeat_write(dir, "set-features.bin", N, D, TG_F32);
+    tg_io_file_t *feat;
+    TG_CHECK_OK(tg_io_file_open(&feat, fpath, 0));
+    uint32_t ids[B * MAXN], crc[N];
+    uint64_t off[B + 1] = {0};
+    tg_rng_t rng;
+    tg_rng_seed2(&rng, 17, 0);
+    for (int j = 0; j < B; j++) {
+        uint32_t n = 20 + (uint32_t)tg_rng_below(&rng, MAXN - 20), k = 0;
+        uint32_t start = (uint32_t)tg_rng_below(&rng, N - 2 * MAXN);
+        for (uint32_t v = start; k < n; v += 1 + (uint32_t)tg_rng_below(&rng, 2))
+            ids[off[j] + k++] = v;
+        off[j + 1] = off[j] + n;
+    }
+    for (uint32_t v = 0; v < N; v++) {
+        float row[D];
+        for (uint32_t k = 0; k < D; k++)
+            row[k] = tfeat_val(v, k);
+        crc[v] = tg_data_crc32(0, row, sizeof row);
+    }
+    tg_rowcrc_t sums = {.num_nodes = N, .row_bytes = D * 4, .crc = crc};
+    tg_cs_trace_t tr = {.iters = B, .off = off, .ids = ids};
+    tg_extract_plan_opts_t xo;
+    tg_extract_plan_opts_default(&xo);
+    xo.num_nodes = N, xo.feat_dim = D, xo.dtype = TG_F32, xo.extractors = 1;
+    xo.io_depth = 4, xo.io_gap = 1024, xo.chunk_rows = 16, xo.featbuf = 0;
+    tg_extract_plan_t pl;
+    TG_CHECK_OK(tg_extract_plan(&pl, &xo));
+    for (int verify = 0; verify < 2; verify++) {
+        tg_budget_t b;
+        tg_budget_init(&b, 0);
+        tg_layout_cfg_t lc = {.num_nodes = N,
+                              .row_bytes = D * 4,
+                              .hot_rows = 25,
+                              .segment = 2,
+                              .seed = 3,
+                              .pack_bytes = 40 * D * 4,
+                              .chunk_align = 1};
+        tg_layout_t *L;
+        TG_CHECK_OK(tg_layout_plan(&L, &tr, &lc, &b));
+        uint64_t nh = 0;
+        const uint32_t *hn = tg_layout_hot(L, &nh);
+        float *hot = malloc((nh + 1) * D * 4);
+        tg_pack_set_t ps;
+        tg_pack_set_init(&ps);
+        tg_pack_set_opts_t o = {.dir = dir,
+                                .who = "test",
+                                .L = L,
+                                .ids = ids,
+                                .off = off,
+                                .count = B,
+                                .hot_nodes = hn,
+                                .feat = feat,
+                                .num_nodes = N,
+                                .row_bytes = D * 4,
+                                .hot = hot,
+                                .threads = 2,
+                                .budget = &b,
+                                .rowcrc = verify ? &sums : NULL};
+        TG_CHECK_OK(tg_pack_set_write(&ps, &o));
+        TG_CHECK(ps.geom.hot == nh && ps.fd >= 0 && ps.map.count == B);
+        TG_CHECK((ps.row_node != NULL) == verify && (ps.crc != NULL) == verify);
+        TG_CHECK(ps.pst.rows > 0 && strstr(ps.name, "test-pack") != NULL);
+        for (uint64_t k = 0; k < nh; k++)
+            TG_CHECK(hot[k * D + 5] == tfeat_val(hn[k], 5));
+        for (uint64_t r = 0; verify && r < ps.geom.total_rows; r++)
+            if (r < nh ? ps.row_node[r] != hn[r] : ps.row_node[r] >= N) {
+                TG_FAIL("row %llu: node %llu", (unsigned long long)r,
+                        (unsigned long long)ps.row_node[r]);
+                break;
+            }
+        tg_tier_t *tier;
+        TG_CHECK_OK(tg_pack_hot_tier_create(&tier, "hot", hot, D * 4, nh));
+        tg_pack_reader_t *rd;
+        tg_pack_reader_opts_t ro = {.plan = &pl, .hot = tier, .budget = &b, .who = "test"};
+        TG_CHECK_OK(tg_pack_set_reader_open(&ps, &rd, &ro));
+        uint64_t rec[(16 + 12 * MAXN + 8) / 8 + 1], nb, bad = 0;
+        float X[MAXN * D];
+        for (uint32_t j = 0; j < B; j++) {
+            uint32_t n = (uint32_t)(off[j + 1] - off[j]);
+            TG_CHECK_OK(tg_pack_map_read(&ps.map, j, rec, sizeof rec, &nb));
+            TG_CHECK_OK(tg_pack_reader_read(rd, j, rec, nb, n, X, NULL));
+            for (uint32_t p = 0; p < n; p++)
+                for (uint32_t k = 0; k < D; k++)
+                    bad += X[p * D + k] != tfeat_val(ids[off[j] + p], k);
+        }
+        TG_CHECK_EQ_U64(bad, 0);
+        if (verify) { /* a changed packed row (the first cache or chunk row) names its node */
+            unsigned char x = 0x77;
+            uint64_t r = ps.geom.hot;
+            TG_CHECK(pwrite(ps.fd, &x, 1, r * D * 4 + 2) == 1);
+            char want[64];
+            snprintf(want, sizeof want, "node %llu", (unsigned long long)ps.row_node[r]);
+            int failed = 0;
+            for (uint32_t j = 0; j < B && !failed; j++) {
+                uint32_t n = (uint32_t)(off[j + 1] - off[j]);
+                TG_CHECK_OK(tg_pack_map_read(&ps.map, j, rec, sizeof rec, &nb));
+                tg_err_clear();
+                if (tg_pack_reader_read(rd, j, rec, nb, n, X, NULL) < 0) {
+                    failed = 1;
+                    TG_CHECK(strstr(tg_errmsg(), want) != NULL);
+                }
+            }
+            TG_CHECK(failed);
+        }
+        tg_pack_reader_close(rd);
+        tg_tier_destroy(tier);
+        tg_pack_set_close(&ps);
+        tg_pack_set_close(&ps); /* twice is fine */
+        free(hot);
+        tg_layout_destroy(L);
+        TG_CHECK_EQ_U64(b.used, 0);
+        tg_budget_destroy(&b);
+    }
+    /* a directory that does not exist: the maps fail naming it; the set closes clean */
+    tg_budget_t b;
+    tg_budget_init(&b, 0);
+    tg_layout_cfg_t lc = {.num_nodes = N,
+                          .row_bytes = D * 4,
+                          .segment = 1,
+                          .pack_bytes = 40 * D * 4,
+                          .chunk_align = 1};
+    tg_layout_t *L;
+    TG_CHECK_OK(tg_layout_plan(&L, &tr, &lc, &b));
+    tg_pack_set_t ps;
+    tg_pack_set_init(&ps);
+    char nodir[4200];
+    snprintf(nodir, sizeof nodir, "%s/no-such-dir", dir);
+    tg_pack_set_opts_t o = {.dir = nodir,
+                            .who = "test",
+                            .L = L,
+                            .ids = ids,
+                            .off = off,
+                            .count = B,
+                            .feat = feat,
+                            .num_nodes = N,
+                            .row_bytes = D * 4,
+                            .threads = 1,
+                            .budget = &b,
+                            .rowcrc = &sums};
+    TG_CHECK_ERR(tg_pack_set_write(&ps, &o), "no-such-dir");
+    tg_pack_set_close(&ps);
+    tg_layout_destroy(L);
+    TG_CHECK_EQ_U64(b.used, 0);
+    tg_budget_destroy(&b);
+    tg_io_file_close(feat);
+    unlink(fpath);
+    free(fpath);
+}
+
 /* The hot rows read again from the feature file (tg_pack_hot_read): every row lands at its
  * place whatever the order of the list, across several submissions; the budget gets its bytes
  * back and the reads are counted; under --verify-reads a changed row names its node; a read
@@ -455,6 +615,7 @@ int main(void)
     TG_RUN(map_file);
     TG_RUN(reader);
     TG_RUN(from_a_layout);
+    TG_RUN(a_set);
     TG_RUN(hot_read);
     return tg_test_done();
 }

@@ -328,8 +328,75 @@ int tg_pack_hot_read(tg_io_file_t *feat, const uint32_t *nodes, uint64_t n, size
                      const struct tg_rowcrc *rowcrc);
 
 typedef struct tg_pack_reader tg_pack_reader_t;
+typedef struct tg_pack_reader_opts tg_pack_reader_opts_t;
 
-typedef struct tg_pack_reader_opts {
+/* ---------------------------------------------------------------- a packed set
+ *
+ * What packing one layout leaves (DiskGNN's generation, less its batches): the packed file, the
+ * map file of the batches' records and, under --verify-reads, the node of every packed row with
+ * their checksums in that order. Written from the layout in one call (the map records, then
+ * tg_pack_file) and read back through a reader over it:
+ *
+ *     tg_pack_set_t ps;  tg_pack_set_init(&ps);
+ *     tg_pack_set_opts_t o = {.dir = d, .who = "diskgnn", .L = L, .ids = ids, .off = off,
+ *                             .count = B, .hot_nodes = hot_nodes, .feat = feat, .num_nodes = N,
+ *                             .row_bytes = R, .hot = hot_buf, .threads = T, .budget = bg};
+ *     tg_pack_set_write(&ps, &o);
+ *     tg_pack_reader_opts_t ro = {.plan = &pl, .hot = hot_tier, .budget = bg, .who = "diskgnn"};
+ *     tg_pack_set_reader_open(&ps, &rd, &ro);      // the set's file, map, rows and checksums
+ *     ...
+ *     tg_pack_set_close(&ps);                      // the files go with their descriptors
+ *
+ * Files: "WHO-map" and "WHO-pack", unnamed (tg_tmpfile_open) in dir. Memory: the map's offsets,
+ * and under --verify-reads the row nodes (8 bytes a row) and the permuted checksums, held
+ * against the budget until close; tg_pack_map_write's and tg_pack_file's own while they run.
+ * Errors: theirs, each naming its file; after an error the set holds what was made and is only
+ * for tg_pack_set_close. */
+typedef struct tg_pack_set_opts {
+    const char *dir; /* where the unnamed files go */
+    const char *who; /* names the files and the budget's items ("diskgnn") */
+    const struct tg_layout *L;
+    /* the layout's trace: batch j's ids in X order are ids[off[j] .. off[j + 1]), j < count */
+    const uint32_t *ids;
+    const uint64_t *off;
+    uint64_t count;
+    const uint32_t *hot_nodes; /* the layout's hot rows' nodes (for the row nodes) */
+    tg_io_file_t *feat;        /* features.bin: num_nodes rows of row_bytes */
+    uint64_t num_nodes;
+    size_t row_bytes;
+    void *hot; /* RAM for the hot rows (copied there too); NULL: not copied */
+    int threads;
+    tg_budget_t *budget;
+    atomic_int *abort;
+    const char *progress;
+    tg_io_stats_t *io_stats;
+    const struct tg_rowcrc *rowcrc; /* features.bin's checksums: --verify-reads; NULL: none */
+} tg_pack_set_opts_t;
+
+typedef struct tg_pack_set {
+    tg_pack_geom_t geom; /* [hot rows: a hole][segment caches][chunks] */
+    tg_pack_map_t map;   /* per batch its record */
+    int fd;              /* the packed file; -1: none */
+    char name[4300];
+    uint64_t *row_node;    /* --verify-reads: the node of each packed row (geom.total_rows) */
+    struct tg_rowcrc *crc; /* --verify-reads: the checksums in the packed file's row order */
+    tg_pack_stats_t pst;   /* the packing's */
+    double map_s, pack_s;  /* writing the maps, packing */
+    tg_budget_t *budget;
+    uint64_t row_node_bytes;
+} tg_pack_set_t;
+
+/* An empty set (nothing to close but fine to close). */
+void tg_pack_set_init(tg_pack_set_t *ps);
+int tg_pack_set_write(tg_pack_set_t *ps, const tg_pack_set_opts_t *o);
+/* A reader (tg_pack_reader_open) of the set: o's plan, hot tier, normalize, budget, stats and
+ * who, the set's packed file, map file, rows, hot rows and checksums. */
+int tg_pack_set_reader_open(const tg_pack_set_t *ps, tg_pack_reader_t **out,
+                            const tg_pack_reader_opts_t *o);
+/* Closes the files, frees and returns the budget. */
+void tg_pack_set_close(tg_pack_set_t *ps);
+
+struct tg_pack_reader_opts {
     /* Reads in flight, merge gap, chunk: a plan without a feature buffer made for the feature
      * file (tg_extract_plan; one extractor); the packed file's rows replace its row count. */
     const tg_extract_plan_t *plan;
@@ -346,7 +413,7 @@ typedef struct tg_pack_reader_opts {
      * node of each row); NULL: not checked */
     const struct tg_rowcrc *rowcrc;
     const char *who; /* prefix of messages (NULL: "pack") */
-} tg_pack_reader_opts_t;
+};
 
 /* Bytes a reader of plan pl holds for batches of up to max_rows rows: the extraction's
  * (tg_extract_plan_bytes), the row list, and the extraction's sort scratch while it reads. */

@@ -476,3 +476,96 @@ void tg_pack_reader_close(tg_pack_reader_t *rd)
     free(rd->rows);
     free(rd);
 }
+
+/* ---------------------------------------------------------------- a packed set */
+
+void tg_pack_set_init(tg_pack_set_t *ps)
+{
+    memset(ps, 0, sizeof *ps);
+    ps->map.fd = ps->fd = -1;
+}
+
+/* The map file of the set's batches and, under --verify-reads, the node of every packed row
+ * (the hot rows', then each record's) and the checksums in that order. */
+static int set_write_maps(tg_pack_set_t *ps, const tg_pack_set_opts_t *o)
+{
+    char what[64];
+    snprintf(what, sizeof what, "%s-map", o->who);
+    int rc = tg_pack_map_open(&ps->map, o->dir, what, o->count, o->budget);
+    if (rc == 0 && o->rowcrc) {
+        uint64_t bytes = ps->geom.total_rows * sizeof *ps->row_node;
+        snprintf(what, sizeof what, "%s: the packed rows' nodes", o->who);
+        if (o->budget && (rc = tg_budget_reserve(o->budget, bytes, what)) < 0) return rc;
+        ps->row_node_bytes = o->budget ? bytes : 0;
+        if (!(ps->row_node = calloc(ps->geom.total_rows + 1, sizeof *ps->row_node)))
+            return tg_err(-ENOMEM, "%s: out of memory for the packed rows' nodes", o->who);
+        for (uint64_t k = 0; k < ps->geom.hot; k++)
+            ps->row_node[k] = o->hot_nodes[k];
+    }
+    if (rc == 0)
+        rc = tg_pack_map_write(&ps->map, o->L, &ps->geom, o->ids, o->off, o->count, ps->row_node,
+                               o->budget);
+    if (rc == 0 && ps->row_node)
+        rc = tg_rowcrc_permuted(&ps->crc, o->rowcrc, ps->row_node, ps->geom.total_rows, o->budget);
+    return rc;
+}
+
+/* The packed file: the layout's rows (the hot rows' range a hole, the rows in RAM too). */
+static int set_pack(tg_pack_set_t *ps, const tg_pack_set_opts_t *o)
+{
+    char what[64];
+    snprintf(what, sizeof what, "%s-pack", o->who);
+    if ((ps->fd = tg_tmpfile_open(o->dir, what, 0, ps->name, sizeof ps->name)) < 0) return ps->fd;
+    tg_pack_file_opts_t po = {.L = o->L,
+                              .geom = &ps->geom,
+                              .feat = o->feat,
+                              .num_nodes = o->num_nodes,
+                              .fd = ps->fd,
+                              .name = ps->name,
+                              .hot = o->hot,
+                              .threads = o->threads,
+                              .budget = o->budget,
+                              .abort = o->abort,
+                              .progress = o->progress,
+                              .io_stats = o->io_stats,
+                              .rowcrc = o->rowcrc};
+    return tg_pack_file(&po, &ps->pst);
+}
+
+int tg_pack_set_write(tg_pack_set_t *ps, const tg_pack_set_opts_t *o)
+{
+    ps->budget = o->budget;
+    tg_pack_geom(&ps->geom, o->L, o->row_bytes);
+    double t0 = tg_now();
+    int rc = set_write_maps(ps, o);
+    double t1 = tg_now();
+    ps->map_s = t1 - t0;
+    if (rc == 0) {
+        rc = set_pack(ps, o);
+        ps->pack_s = tg_now() - t1;
+    }
+    return rc;
+}
+
+int tg_pack_set_reader_open(const tg_pack_set_t *ps, tg_pack_reader_t **out,
+                            const tg_pack_reader_opts_t *o)
+{
+    tg_pack_reader_opts_t ro = *o;
+    ro.fd = ps->fd;
+    ro.name = ps->name;
+    ro.map_name = ps->map.name;
+    ro.rows = ps->geom.total_rows;
+    ro.hot_rows = ps->geom.hot;
+    ro.rowcrc = ps->crc;
+    return tg_pack_reader_open(out, &ro);
+}
+
+void tg_pack_set_close(tg_pack_set_t *ps)
+{
+    if (ps->fd >= 0) close(ps->fd);
+    tg_pack_map_close(&ps->map);
+    tg_rowcrc_close(ps->crc);
+    free(ps->row_node);
+    if (ps->budget && ps->row_node_bytes) tg_budget_release(ps->budget, ps->row_node_bytes);
+    tg_pack_set_init(ps);
+}

@@ -104,17 +104,11 @@ typedef struct {
     uint64_t num_batches; /* of the pass, those before first_batch included */
     uint64_t count;       /* batches held: first_batch .. first_batch + count */
     tg_spill_t *spill;
-    tg_btrace_t tr;    /* the batches' ids (freed once laid out), offsets (tr.off) and times */
-    tg_pack_map_t map; /* per batch its map record (tiergnn/pack.h) */
-    int pack_fd;
-    char pack_name[4300];
-    tg_pack_geom_t geom; /* the packed file's parts: [hot rows: a hole][caches][chunks] */
-    /* --verify-reads: the node of each packed row and their checksums in that order */
-    uint64_t *row_node, row_node_bytes;
-    tg_rowcrc_t *crc;
+    tg_btrace_t tr; /* the batches' ids (freed once laid out), offsets (tr.off) and times */
+    /* the packed file, its map file (per batch its record) and checksums (tiergnn/pack.h) */
+    tg_pack_set_t ps;
     tg_layout_summary_t sum;
-    double sample_wall_s, layout_s, map_s, pack_s, prep_s;
-    tg_pack_stats_t pst;
+    double sample_wall_s, layout_s, prep_s;
     int uses;                     /* passes it served (--reuse-samples) */
     _Atomic uint64_t index_bytes; /* adjacency bytes its sampling asked for */
 } gen_t;
@@ -161,11 +155,7 @@ struct tg_strategy {
 static void gen_destroy(tg_strategy_t *s, gen_t *g)
 {
     if (!g) return;
-    if (g->pack_fd >= 0) close(g->pack_fd);
-    tg_pack_map_close(&g->map);
-    tg_rowcrc_close(g->crc);
-    free(g->row_node);
-    if (g->row_node_bytes) tg_budget_release(&s->r->budget, g->row_node_bytes);
+    tg_pack_set_close(&g->ps);
     tg_spill_close(g->spill);
     tg_btrace_free(&g->tr);
     tg_pass_key_free(&g->key);
@@ -177,7 +167,7 @@ static int gen_new(tg_strategy_t *s, gen_t **out)
     *out = NULL;
     gen_t *g = calloc(1, sizeof *g);
     if (!g) return tg_err(-ENOMEM, "diskgnn: out of memory");
-    g->map.fd = g->pack_fd = -1;
+    tg_pack_set_init(&g->ps);
     tg_btrace_init(&g->tr, &s->r->budget, "diskgnn: the sampled batches' trace");
     tg_spill_opts_t so = {.buf_bytes = DG_SPILL_BUF, .budget = &s->r->budget};
     int rc = tg_spill_open(&g->spill, s->dir, &so);
@@ -263,7 +253,6 @@ static int gen_layout(tg_strategy_t *s, gen_t *g, tg_layout_t **L)
     }
     if ((rc = tg_layout_plan(L, &tr, &lc, &r->budget)) < 0) return rc;
     tg_layout_summary(*L, &g->sum);
-    tg_pack_geom(&g->geom, *L, s->row_bytes);
     g->layout_s = tg_now() - t0;
     if (!s->hot_filled) {
         uint64_t nh = 0;
@@ -274,70 +263,32 @@ static int gen_layout(tg_strategy_t *s, gen_t *g, tg_layout_t **L)
     return 0;
 }
 
-/* Writes the generation's map file: per batch the record of its rows by tier (tiergnn/pack.h),
- * as rows of the packed file. With --verify-reads, the node of every packed row too (the hot
- * rows', then each record's) and the checksums in that order, which the reader checks. */
-static int gen_write_maps(tg_strategy_t *s, gen_t *g, const tg_layout_t *L)
-{
-    tg_run_t *r = s->r;
-    double t0 = tg_now();
-    int rc = tg_pack_map_open(&g->map, s->dir, "diskgnn-map", g->count, &r->budget);
-    if (rc == 0 && r->rowcrc) {
-        uint64_t bytes = g->geom.total_rows * sizeof *g->row_node;
-        if ((rc = tg_budget_reserve(&r->budget, bytes, "diskgnn: the packed rows' nodes")) < 0)
-            return rc;
-        g->row_node_bytes = bytes;
-        if (!(g->row_node = calloc(g->geom.total_rows + 1, sizeof *g->row_node)))
-            return tg_err(-ENOMEM, "diskgnn: out of memory for the packed rows' nodes");
-        for (uint64_t k = 0; k < g->geom.hot; k++)
-            g->row_node[k] = s->hot_nodes[k];
-    }
-    if (rc == 0)
-        rc = tg_pack_map_write(&g->map, L, &g->geom, g->tr.ids, g->tr.off, g->count, g->row_node,
-                               &r->budget);
-    if (rc == 0 && g->row_node)
-        rc = tg_rowcrc_permuted(&g->crc, r->rowcrc, g->row_node, g->geom.total_rows, &r->budget);
-    g->map_s = tg_now() - t0;
-    return rc;
-}
-
-/* Packs the rows into the generation's packed file (the hot rows' range is a hole; the first
- * generation also fills the hot rows in RAM). */
-static int gen_pack(tg_strategy_t *s, gen_t *g, const tg_layout_t *L, atomic_int *abort,
-                    const char *progress)
-{
-    tg_run_t *r = s->r;
-    double t0 = tg_now();
-    if ((g->pack_fd =
-             tg_tmpfile_open(s->dir, "diskgnn-pack", 0, g->pack_name, sizeof g->pack_name)) < 0)
-        return g->pack_fd;
-    tg_pack_file_opts_t po = {.L = L,
-                              .geom = &g->geom,
-                              .feat = s->feat,
-                              .num_nodes = r->ds->meta.num_nodes,
-                              .fd = g->pack_fd,
-                              .name = g->pack_name,
-                              .hot = s->hot_filled ? NULL : s->hot_buf,
-                              .threads = TG_MAX(r->sopts.threads, 1),
-                              .budget = &r->budget,
-                              .abort = abort,
-                              .progress = progress,
-                              .io_stats = &s->pack_stats,
-                              .rowcrc = r->rowcrc};
-    int rc = tg_pack_file(&po, &g->pst);
-    g->pack_s = tg_now() - t0;
-    if (rc == 0) s->hot_filled = 1;
-    return rc;
-}
-
-/* Lays out the sampled batches, writes their maps (each input row's row number in the packed
- * file) and packs the rows, from the generation's trace (its ids freed by the caller after). */
+/* Lays out the sampled batches and packs them (store/packfile's set: the maps, each input
+ * row's row number in the packed file, then the rows), from the generation's trace (its ids freed
+ * by the caller after). The first generation fills the hot rows in RAM too. */
 static int gen_layout_pack(tg_strategy_t *s, gen_t *g, atomic_int *abort, const char *progress)
 {
+    tg_run_t *r = s->r;
     tg_layout_t *L = NULL;
     int rc = gen_layout(s, g, &L);
-    if (rc == 0) rc = gen_write_maps(s, g, L);
-    if (rc == 0) rc = gen_pack(s, g, L, abort, progress);
+    tg_pack_set_opts_t po = {.dir = s->dir,
+                             .who = "diskgnn",
+                             .L = L,
+                             .ids = g->tr.ids,
+                             .off = g->tr.off,
+                             .count = g->count,
+                             .hot_nodes = s->hot_nodes,
+                             .feat = s->feat,
+                             .num_nodes = r->ds->meta.num_nodes,
+                             .row_bytes = s->row_bytes,
+                             .hot = s->hot_filled ? NULL : s->hot_buf,
+                             .threads = TG_MAX(r->sopts.threads, 1),
+                             .budget = &r->budget,
+                             .abort = abort,
+                             .progress = progress,
+                             .io_stats = &s->pack_stats,
+                             .rowcrc = r->rowcrc};
+    if (rc == 0 && (rc = tg_pack_set_write(&g->ps, &po)) == 0) s->hot_filled = 1;
     tg_layout_destroy(L);
     return rc;
 }
@@ -351,18 +302,12 @@ static int reader_open(tg_strategy_t *s, const gen_t *g)
                                                       s->row_bytes, s->hot_rows)) < 0)
         return rc;
     tg_pack_reader_opts_t ro = {.plan = &s->plan,
-                                .fd = g->pack_fd,
-                                .name = g->pack_name,
-                                .map_name = g->map.name,
-                                .rows = g->geom.total_rows,
                                 .hot = s->hot_tier,
-                                .hot_rows = g->geom.hot,
                                 .normalize = s->normalize,
                                 .budget = &s->r->budget,
                                 .stats = &s->stats,
-                                .rowcrc = g->crc,
                                 .who = "diskgnn"};
-    return tg_pack_reader_open(&s->rd, &ro);
+    return tg_pack_set_reader_open(&g->ps, &s->rd, &ro);
 }
 
 /* Samples, lays out and packs a generation for pass key k (copied). */
@@ -422,7 +367,8 @@ static int src_next(void *ctx, tg_pipe_t *P, tg_sloader_item_t **out)
     if (s->pos >= g->count) return 0;
     uint64_t n = g->tr.off[s->pos + 1] - g->tr.off[s->pos];
     int rc = tg_spill_read_item(g->spill, s->next_id, n, g->tr.sample_s[s->pos], out);
-    if (rc > 0 && (rc = tg_pack_map_read(&g->map, s->pos, s->rec, s->rec_cap, &s->rec_len)) < 0) {
+    if (rc > 0 &&
+        (rc = tg_pack_map_read(&g->ps.map, s->pos, s->rec, s->rec_cap, &s->rec_len)) < 0) {
         tg_spill_item_free(*out);
         *out = NULL;
     }
@@ -700,17 +646,17 @@ static void dg_close(tg_strategy_t *s)
 
 static int rec_reserve(tg_strategy_t *s, const gen_t *g)
 {
-    if (g->map.rec_max <= s->rec_cap) return 0;
-    uint64_t add = g->map.rec_max - s->rec_cap;
+    if (g->ps.map.rec_max <= s->rec_cap) return 0;
+    uint64_t add = g->ps.map.rec_max - s->rec_cap;
     int rc = tg_budget_reserve(&s->r->budget, add, "diskgnn: a batch's map");
     if (rc < 0) return rc;
-    unsigned char *n = realloc(s->rec, g->map.rec_max);
+    unsigned char *n = realloc(s->rec, g->ps.map.rec_max);
     if (!n) {
         tg_budget_release(&s->r->budget, add);
         return tg_err(-ENOMEM, "diskgnn: out of memory for a batch's map");
     }
     s->rec = n;
-    s->rec_cap = g->map.rec_max;
+    s->rec_cap = g->ps.map.rec_max;
     return 0;
 }
 
@@ -794,11 +740,11 @@ static void pass_report(tg_strategy_t *s, const gen_t *g, int prepared_now, doub
                   .reused = g->uses > 1,
                   .wait_s = insp_wait,
                   .sample_s = g->sample_wall_s,
-                  .layout_s = g->layout_s + g->map_s,
-                  .pack_s = g->pack_s,
+                  .layout_s = g->layout_s + g->ps.map_s,
+                  .pack_s = g->ps.pack_s,
                   .prep_s = g->prep_s,
-                  .read_bytes = g->pst.read_bytes,
-                  .write_bytes = g->pst.file_bytes,
+                  .read_bytes = g->ps.pst.read_bytes,
+                  .write_bytes = g->ps.pst.file_bytes,
                   .disk_bytes = g->sum.disk_bytes,
                   .segment = g->sum.segment,
                   .est_read_bytes = g->sum.read_bytes,
