@@ -592,9 +592,33 @@ static PyTypeObject loader_type = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tiergnn.Loader",
     .tp_basicsize = sizeof(tgpy_loader_t),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "Loader(dataset, seeds, fanouts, batch_size, shuffle=True, strategy='auto', "
-              "mem=None, seed=0, sampler='node', rank=0, world_size=1, drop_last=False, "
-              "**strategy_options): tiergnn's batches, one epoch per iter() (docs/PYTHON.md)",
+    .tp_doc =
+        "Loader(dataset, seeds, fanouts, batch_size=1024, shuffle=True, strategy='auto', "
+        "mem=None, seed=0, sampler='node', rank=0, world_size=1, drop_last=False, "
+        "**strategy_options)\n\n"
+        "tiergnn's batches for a model of your own: a strategy of `tiergnn strategies` samples "
+        "and gathers them under the `mem` budget (tiergnn/loader.h, docs/LOADER.md).\n\n"
+        "dataset: a dataset directory, or an object with .path (tiergnn.Dataset).\n"
+        "seeds: a split name ('train', 'valid', 'test') or an integer array of node ids.\n"
+        "fanouts: per layer, input layer first (tiergnn's order; -1 = every neighbour); or "
+        "num_neighbors= in PyG's order (the seeds' hop first).\n"
+        "mem: bytes (int) or a size as '1200M': the whole process's budget, the interpreter and "
+        "torch included, the model's tensors excepted.\n"
+        "strategy_options: the strategy's options, dashes as underscores "
+        "(disk_budget='4G' is --disk-budget 4G; True for a flag).\n"
+        "Also: max_held=3 (batches alive at once), epoch=0 (the first epoch), num_epochs=0, "
+        "max_batches=0 (per epoch, 0 = all), threads=1, sampler_threads=-1, normalize, verify, "
+        "verify_reads, numpy=False (NumPy arrays even where torch is importable).\n\n"
+        "Each iter() is one epoch: the epoch set_epoch(e) named, else the one after the last. "
+        "stats() gives the epoch's figures, info() what the loader is, len() the batches of an "
+        "epoch on this rank (rank r of world_size K yields batches [r*m, (r+1)*m), "
+        "m = n // K).\n\n"
+        "Lifetimes: a Batch's arrays (x, n_id, the blocks' indptr and weights) are the "
+        "loader's memory, no copy; the batch goes back to the loader when the last reference "
+        "to it or to any of them dies, on any thread. Taking a batch while max_held are alive "
+        "waits for another thread to drop one, or raises TierGNNError when no other thread "
+        "could. close() (or leaving a with block) ends the iteration at once; the threads, "
+        "files and memory go when the last batch dies.",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)loader_init,
     .tp_dealloc = (destructor)loader_dealloc,
