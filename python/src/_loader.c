@@ -20,6 +20,9 @@
 #include <string.h>
 #include <time.h>
 
+/* How often a caller waiting for a batch looks for a signal: a Ctrl-C acts within this. */
+#define TGPY_POLL_S 0.02
+
 static PyObject *torch_from_numpy; /* torch.from_numpy, or NULL: torch not importable */
 static tgpy_loader_t *open_loaders;
 
@@ -421,7 +424,7 @@ static PyObject *iter_next(epoch_iter_t *it)
         int got, rc = 0;
         const tg_loader_batch_t *b = NULL;
         Py_BEGIN_ALLOW_THREADS;
-        got = tgpy_fetch_collect(&self->fetch, 0.1, &rc, &b, msg, sizeof msg);
+        got = tgpy_fetch_collect(&self->fetch, TGPY_POLL_S, &rc, &b, msg, sizeof msg);
         Py_END_ALLOW_THREADS;
         if (!got) {
             if (PyErr_CheckSignals() < 0) return NULL; /* the request stays out for the next */

@@ -294,3 +294,41 @@ def test_signals_reach_only_the_interpreters_thread(small_graph):
         assert theirs and all(blocked(t) for t in theirs)
         assert not blocked(main)
         del b
+
+
+@pytest.fixture(scope="module")
+def larger_graph(tmp_path_factory):
+    """100000 nodes: diskgnn's first batch of an epoch waits for the epoch's packing."""
+    from conftest import run_cli
+    path = tmp_path_factory.mktemp("loader") / "g100k"
+    run_cli("generate", path, "--nodes", 100000, "--avg-degree", 10, "--feat-dim", 8,
+            "--classes", 4, "--threads", 2)
+    return path
+
+
+def test_keyboard_interrupt_while_the_batch_is_made(larger_graph, baseline):
+    """Ctrl-C while next() waits for a batch: KeyboardInterrupt at once, and the batch asked
+    for is not lost - the next call yields it."""
+    armed = True
+
+    def interrupt(signum, frame):
+        if armed:
+            raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        with tiergnn.Loader(larger_graph, "train", strategy="diskgnn", **OPTS) as L:
+            it = iter(L)
+            signal.setitimer(signal.ITIMER_REAL, 0.01)
+            t0 = time.monotonic()
+            with pytest.raises(KeyboardInterrupt):
+                next(it)
+            armed = False
+            assert time.monotonic() - t0 < 0.2  # packing the epoch takes longer
+            b = next(it)
+            assert (b.id, b.index) == (0, 0)
+            del b
+            assert 1 + sum(1 for _ in it) == len(L)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
