@@ -65,7 +65,7 @@ class MeanAggr(torch.autograd.Function):
     no E x F message matrix is held (a layer's blocks on a large graph have millions of edges):
     backward scatters the same way. 0 for a destination without edges."""
 
-    CHUNK = 1 << 18
+    CHUNK = 1 << 16  # edges per index_add_: 32 MiB of 128-wide messages
 
     @staticmethod
     def forward(ctx, h, src, dst, inv_deg, num_dst):
@@ -105,6 +105,20 @@ def block_edges(blk, device):
     return (src.to(device), dst.to(device), inv.to(device), int(blk.num_dst))
 
 
+def dropout(x, p, training):
+    """F.dropout, but on an input that needs no gradient (the batch's features: the largest
+    matrix of a step) the mask is drawn a block of rows at a time, so that no second matrix of
+    x's size is held for it."""
+    if not training or p == 0 or x.requires_grad:
+        return F.dropout(x, p, training)
+    out = torch.empty_like(x)
+    rows = max(1, (1 << 22) // max(x.shape[1], 1))
+    for s in range(0, x.shape[0], rows):
+        c = x[s:s + rows]
+        torch.mul(c, torch.rand_like(c) >= p, out=out[s:s + rows])
+    return out.mul_(1.0 / (1.0 - p))
+
+
 class SAGELayer(torch.nn.Module):
     def __init__(self, fin, fout):
         super().__init__()
@@ -120,7 +134,10 @@ class SAGELayer(torch.nn.Module):
             agg = MeanAggr.apply(self.lin_neigh(h), src, dst, inv, num_dst)
         else:
             agg = self.lin_neigh(MeanAggr.apply(h, src, dst, inv, num_dst))
-        return self.lin_self(h[:num_dst]) + agg
+        # a copy of the destinations' rows: lin_self saves its input for backward, and a view
+        # would keep the whole of h (the layer's sources: several times larger) alive; the sum
+        # in place (neither addend is saved for backward), one output matrix fewer at a time
+        return self.lin_self(h[:num_dst].clone()).add_(agg)
 
 
 class SAGE(torch.nn.Module):
@@ -134,10 +151,10 @@ class SAGE(torch.nn.Module):
     def forward(self, x, edges):
         h = x
         for l, layer in enumerate(self.layers):
-            h = F.dropout(h, self.input_dropout if l == 0 else self.dropout, self.training)
+            h = dropout(h, self.input_dropout if l == 0 else self.dropout, self.training)
             h = layer(h, edges[l])
             if l < len(self.layers) - 1:
-                h = F.relu(h)
+                h = F.relu(h, inplace=True)
         return h
 
 
@@ -212,6 +229,9 @@ def parse_args(argv=None):
                    help="evaluate a fixed random sample of N nodes per split (0: all)")
     p.add_argument("--eval-batch-size", type=int, default=0, help="default: --batch-size")
     p.add_argument("--max-batches", type=int, default=0, help="batches per epoch at most")
+    p.add_argument("--max-held", type=int, default=1,
+                   help="batches alive at once (the loader's slots are this + 1): the loop "
+                   "drops each batch before it takes the next")
     p.add_argument("--json", action="store_true", help="one JSON object per epoch on stdout")
     a = p.parse_args(argv)
     if a.fanouts is None:
@@ -253,7 +273,7 @@ def open_loader(tiergnn, a, seeds, fanouts, batch_size, shuffle, strategy=None, 
         kw.update(strategy_options(a))
     return tiergnn.Loader(a.dataset, seeds, fanouts=fanouts, batch_size=batch_size,
                           shuffle=shuffle, strategy=strategy, mem=loader_mem(a), seed=a.seed,
-                          **kw)
+                          max_held=a.max_held, **kw)
 
 
 class Timer:
@@ -274,6 +294,7 @@ class Timer:
                 return
             self.wait += time.perf_counter() - t
             yield b
+            del b  # not held while the next one is taken
 
     def elapsed(self):
         return time.perf_counter() - self.t0
@@ -309,6 +330,7 @@ def train_epoch(model, opt, loader, a, device, timer, prepare=None):
         correct += int((out[mask].argmax(1) == y[mask]).sum())
         count += n
         nb += 1
+        del inputs, out, loss  # the batch goes back to the loader before the next is taken
     rec = {"batches": nb, "train_loss": loss_sum / max(count, 1),
            "train_acc": correct / max(count, 1)}
     if device.type == "cuda":
@@ -343,6 +365,7 @@ def evaluate(tiergnn, model, a, device, seeds, prepare=None):
             mask = y >= 0
             correct += int((out[mask].argmax(1) == y[mask]).sum())
             count += int(mask.sum())
+            del inputs, out  # the batch goes back before the next is taken
     return correct / max(count, 1)
 
 
