@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* How often a caller waiting for a batch looks for a signal: a Ctrl-C acts within this. */
 #define TGPY_POLL_S 0.02
@@ -53,6 +54,10 @@ PyObject *tgpy_named_tuple(const char *name)
 static void loader_free_c(tgpy_loader_t *self)
 {
     if (!self->L) return;
+    if (self->pid != getpid()) { /* a forked child's copy: the threads to join are not here */
+        self->L = NULL;
+        return;
+    }
     if (self->prev_open)
         self->prev_open->next_open = self->next_open;
     else if (open_loaders == self)
@@ -72,8 +77,9 @@ static void loader_free_c(tgpy_loader_t *self)
 
 void tgpy_loader_batch_gone(tgpy_loader_t *loader, const tg_loader_batch_t *b)
 {
-    /* L is open while a batch lives: close waits for the last one */
-    tg_loader_release(loader->L, b);
+    /* L is open while a batch lives: close waits for the last one. A forked child's copy of
+     * the loader's lock may be held by a thread that is not there: it lets go of the batch. */
+    if (loader->pid == getpid()) tg_loader_release(loader->L, b);
     if (--loader->live == 0 && loader->closed) loader_free_c(loader);
 }
 
@@ -256,6 +262,7 @@ static int loader_open_c(tgpy_loader_t *self, tg_loader_opts_t *o)
     self->L = L;
     self->next_epoch = o->epoch;
     self->max_held = o->max_held;
+    self->pid = getpid();
     self->next_open = open_loaders;
     if (open_loaders) open_loaders->prev_open = self;
     open_loaders = self;
@@ -313,7 +320,15 @@ out:
 
 static int loader_check_open(tgpy_loader_t *self)
 {
-    if (self->L && !self->closed) return 0;
+    if (self->L && !self->closed && self->pid == getpid()) return 0;
+    if (self->L && !self->closed) {
+        char msg[256];
+        snprintf(msg, sizeof msg,
+                 "Loader: opened by process %d, used in its forked child %d, which has none of "
+                 "its threads: open a Loader in each process",
+                 (int)self->pid, (int)getpid());
+        return tgpy_raise_msg(-ECHILD, msg), -1;
+    }
     PyErr_SetString(PyExc_ValueError, "Loader: the loader is closed");
     return -1;
 }

@@ -15,6 +15,7 @@
 #include "tgpy_common.h"
 
 #include <pthread.h>
+#include <sys/types.h>
 
 /* One NumPy API table for the module's files: _loader.c imports it, the others use it. */
 #define PY_ARRAY_UNIQUE_SYMBOL tgpy_loader_numpy_api
@@ -70,6 +71,7 @@ typedef struct tgpy_loader {
     uint64_t next_epoch; /* the epoch the next iter() starts */
     uint64_t gen;        /* bumped by iter() and set_epoch(): older iterators end */
     int max_held;
+    pid_t pid; /* the process that opened it: a forked child has none of its threads */
     struct tgpy_loader *next_open, *prev_open; /* the open loaders, closed at exit */
     PyObject *weakrefs;
 } tgpy_loader_t;

@@ -53,14 +53,10 @@ int run_argv_from(PyObject *list, run_argv_t *av)
     return 0;
 }
 
-int run_parse(tg_args_t *a, run_argv_t *av, const char *spec)
+int run_refuse_help(void)
 {
-    int rc = tg_args_parse(a, av->argc, av->argv, spec);
-    if (rc < 0) return rc;
-    if (tg_args_has(a, "help") || tg_args_has(a, "help-strategy"))
-        return tg_err(-EINVAL, "help and help_strategy are the CLI's (tiergnn COMMAND --help, "
-                               "tiergnn strategies NAME)");
-    return 0;
+    return tg_err(-EINVAL, "help and help_strategy are the CLI's (tiergnn COMMAND --help, "
+                           "tiergnn strategies NAME)");
 }
 
 int run_globals_save(run_globals_t *g)

@@ -1,14 +1,14 @@
 /* _run.h - what the parts of tiergnn._run share (python/src/_run*.c).
  *
  *     _run.c        the module: its table, argv and the process-wide settings a call may change
- *     _run_cli.c    the CLI's option parsers compiled into the module (train's, eval's, infer's)
  *     _run_train.c  TrainRun: tg_train on a thread, its JSON lines through a pipe
  *     _run_eval.c   evaluate and infer
  *     _run_data.c   generate, import, a dataset's metadata and `tiergnn info`
  *
  * Every entry point takes an argv of the CLI's options, which python/tiergnn/run.py makes from
  * keyword arguments (fanouts=[10, 10] -> "--fanouts=10,10"), and parses it with the CLI's own
- * parsers and rules, so that tiergnn.train(ds, out, **opts) and `tiergnn train` with the same
+ * parse step (tg_cli_train_parse, tg_cli_eval_parse, ... of src/cli/cli.h, linked from
+ * tiergnn_cli_parse), so that tiergnn.train(ds, out, **opts) and `tiergnn train` with the same
  * options give the same run, checkpoint for checkpoint, and the same messages.
  */
 #ifndef TGPY_RUN_H
@@ -18,12 +18,12 @@
 
 #include <stdint.h>
 
-#include "../../src/cli/cli.h"
+#include "cli/cli.h"
 #include "tiergnn/config.h"
 #include "tiergnn/data.h"
 #include "tiergnn/engine.h"
 
-/* A private copy of the Python list's strings: tg_args_parse writes into them, and the parsed
+/* A private copy of the Python list's strings: the parse step writes into them, and the parsed
  * options point into them for as long as the call (or the run) lasts. */
 typedef struct run_argv {
     int argc;
@@ -32,8 +32,8 @@ typedef struct run_argv {
 
 int run_argv_from(PyObject *list, run_argv_t *av); /* -1 with an exception set */
 void run_argv_free(run_argv_t *av);
-/* Parses av against spec; --help is the CLI's, not an option of a call. */
-int run_parse(tg_args_t *a, run_argv_t *av, const char *spec);
+/* The error of an argv with --help or --help-strategy: those are the CLI's, not a call's. */
+int run_refuse_help(void);
 
 /* The process-wide settings an argv may change (--quiet / --verbose, --derived-dir), saved
  * before a call and put back after it, so that one call's options do not outlive it. */
@@ -50,13 +50,6 @@ PyObject *run_raise(int rc);
 /* d[key] = v, a new reference given up here; -1 with an exception set (v NULL included). */
 int run_set(PyObject *d, const char *key, PyObject *v);
 PyObject *run_u64(uint64_t v);
-
-/* _run_cli.c: the CLI's parsing of `tiergnn train` (flags, then --config / --resume merged;
- * --derived-dir applied) into o, cf owning the strings of a config file; eval's check that
- * --sampler / --layer-sizes are the checkpoint's; infer's .npy copies of its outputs. */
-int run_cli_train(run_argv_t *av, tg_train_opts_t *o, tg_train_config_t *cf);
-int run_cli_eval_sampler(const tg_args_t *a, const char *rundir, int last);
-int run_cli_infer_npy(const char *dataset, const char *out, int embeddings);
 
 /* The module's functions and the TrainRun type. */
 extern PyTypeObject run_train_type;

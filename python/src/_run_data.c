@@ -1,5 +1,5 @@
 /* tiergnn._run's generate and import_ (`tiergnn generate` and `tiergnn import` from Python,
- * their options parsed by tg_cmd_generate's and tg_cmd_import's rules), and a dataset's
+ * parsed by the commands' own tg_cli_generate_parse and tg_cli_import_parse), and a dataset's
  * metadata and `tiergnn info` report for tiergnn.Dataset. All run with the GIL released. */
 #include "_run.h"
 
@@ -11,56 +11,6 @@
 #include "tiergnn/derived.h"
 #include "tiergnn/util.h"
 
-static int run_feat_dtype(const char *s, tg_feat_dtype_t *t)
-{
-    if (!strcmp(s, "f32"))
-        *t = TG_F32;
-    else if (!strcmp(s, "f16"))
-        *t = TG_F16;
-    else
-        return tg_err(-EINVAL, "--feat-dtype must be f32 or f16, got '%s'", s);
-    return 0;
-}
-
-#define RUN_GEN_SPEC                                                                               \
-    "nodes=,avg-degree=,feat-dim=,classes=,train-frac=,valid-frac=,test-frac=,homophily=,"         \
-    "feat-noise=,feat-dtype=,seed=,mem=,threads=,overwrite,help"
-
-/* The options of `tiergnn generate` (tg_cmd_generate's rules) into o. */
-static int run_gen_parse(const tg_args_t *a, tg_gen_opts_t *o)
-{
-    if (a->npos != 1)
-        return tg_err(-EINVAL, "generate: expected one output directory, got %d arguments",
-                      a->npos);
-    if (!tg_args_has(a, "nodes")) return tg_err(-EINVAL, "generate: --nodes is required");
-    tg_gen_opts_default(o);
-    uint64_t dim, classes, threads;
-    int rc = tg_args_uint(a, "nodes", 0, 1, UINT64_MAX, &o->nodes);
-    if (!rc) rc = tg_args_double(a, "avg-degree", o->avg_degree, &o->avg_degree);
-    if (!rc) rc = tg_args_uint(a, "feat-dim", o->feat_dim, 1, 1u << 24, &dim);
-    if (!rc) rc = tg_args_uint(a, "classes", o->classes, 1, 1u << 24, &classes);
-    if (!rc) rc = tg_args_double(a, "train-frac", o->train_frac, &o->train_frac);
-    if (!rc) rc = tg_args_double(a, "valid-frac", o->valid_frac, &o->valid_frac);
-    if (!rc) rc = tg_args_double(a, "test-frac", o->test_frac, &o->test_frac);
-    if (!rc) rc = tg_args_double(a, "homophily", o->homophily, &o->homophily);
-    if (!rc) rc = tg_args_u64(a, "seed", o->seed, &o->seed);
-    if (!rc) rc = tg_args_size(a, "mem", 0, &o->mem_bytes);
-    if (!rc) rc = tg_args_uint(a, "threads", 0, 0, 256, &threads);
-    if (!rc) rc = run_feat_dtype(tg_args_str(a, "feat-dtype", "f32"), &o->feat_dtype);
-    if (rc) return rc;
-    o->feat_dim = (uint32_t)dim;
-    o->classes = (uint32_t)classes;
-    o->threads = (int)threads;
-    o->overwrite = tg_args_has(a, "overwrite");
-    const char *noise = tg_args_str(a, "feat-noise", "auto");
-    if (strcmp(noise, "auto") != 0) {
-        if ((rc = tg_parse_double(noise, &o->feat_noise, "--feat-noise")) < 0) return rc;
-        if (o->feat_noise < 0)
-            return tg_err(-EINVAL, "--feat-noise must be 'auto' or at least 0, got %s", noise);
-    }
-    return 0;
-}
-
 /* generate(argv): `tiergnn generate OUT ...`. */
 PyObject *run_generate(PyObject *self, PyObject *list)
 {
@@ -68,87 +18,19 @@ PyObject *run_generate(PyObject *self, PyObject *list)
     run_argv_t av;
     if (run_argv_from(list, &av) < 0) return NULL;
     run_globals_t g;
+    tg_cli_generate_t p;
     int rc = run_globals_save(&g);
-    tg_args_t a;
-    tg_gen_opts_t o;
-    if (!rc) rc = run_parse(&a, &av, RUN_GEN_SPEC);
-    if (!rc) rc = run_gen_parse(&a, &o);
+    if (!rc) rc = tg_cli_generate_parse(av.argc, av.argv, &p);
+    if (!rc && p.help) rc = run_refuse_help();
     if (!rc) {
         PyThreadState *ts = PyEval_SaveThread();
-        rc = tg_generate(a.pos[0], &o);
+        rc = tg_generate(p.out, &p.o);
         PyEval_RestoreThread(ts);
     }
     run_globals_restore(&g);
     run_argv_free(&av);
     if (rc < 0) return run_raise(rc);
     Py_RETURN_NONE;
-}
-
-#define RUN_IMPORT_SPEC                                                                            \
-    "from=,split=,undirected,dedup,self-loops,feat-dtype=,mem=,overwrite,feat-dim=,classes=,"      \
-    "seed=,feat-noise=,train-frac=,valid-frac=,test-frac=,help"
-
-static int run_import_kind(const char *from, tg_import_kind_t *kind)
-{
-    static const char *const names[] = {"ogb", "npy", "edgelist", "npz"};
-    static const tg_import_kind_t kinds[] = {TG_IMPORT_OGB, TG_IMPORT_NPY, TG_IMPORT_EDGELIST,
-                                             TG_IMPORT_NPZ};
-    for (int i = 0; i < 4; i++)
-        if (!strcmp(from, names[i])) {
-            *kind = kinds[i];
-            return 0;
-        }
-    return tg_err(-EINVAL, "--from must be ogb, npy, npz or edgelist, got '%s'", from);
-}
-
-/* The edge-list options refused for other sources, as tg_cmd_import refuses them. */
-static int run_import_gen_only(const tg_args_t *a, const char *from, tg_import_kind_t kind)
-{
-    static const char *const gen_only[] = {"feat-dim",   "classes",    "seed",     "feat-noise",
-                                           "train-frac", "valid-frac", "test-frac"};
-    for (size_t i = 0; i < sizeof gen_only / sizeof gen_only[0]; i++)
-        if (kind != TG_IMPORT_EDGELIST && tg_args_has(a, gen_only[i]))
-            return tg_err(-EINVAL,
-                          "--%s applies to --from edgelist only (the %s source has its own data)",
-                          gen_only[i], from);
-    return 0;
-}
-
-/* The options of `tiergnn import OUT --from KIND SRC` (tg_cmd_import's rules) into o. */
-static int run_import_parse(const tg_args_t *a, tg_import_opts_t *o)
-{
-    const char *from = tg_args_str(a, "from", NULL);
-    if (a->npos != 2 || !from) return tg_err(-EINVAL, "import: expected OUT, --from KIND and SRC");
-    tg_import_opts_default(o);
-    int rc = run_import_kind(from, &o->kind);
-    if (rc) return rc;
-    o->src = a->pos[1];
-    o->split = tg_args_str(a, "split", NULL);
-    if (o->split && o->kind != TG_IMPORT_OGB)
-        return tg_err(-EINVAL, "--split applies to --from ogb only");
-    o->undirected = tg_args_has(a, "undirected");
-    o->dedup = tg_args_has(a, "dedup");
-    o->self_loops = tg_args_has(a, "self-loops");
-    o->overwrite = tg_args_has(a, "overwrite");
-    uint64_t dim, classes;
-    rc = run_feat_dtype(tg_args_str(a, "feat-dtype", "f32"), &o->feat_dtype);
-    if (!rc) rc = tg_args_size(a, "mem", 0, &o->mem_bytes);
-    if (!rc) rc = tg_args_u64(a, "feat-dim", o->feat_dim, &dim);
-    if (!rc) rc = tg_args_u64(a, "classes", o->classes, &classes);
-    if (!rc) rc = tg_args_u64(a, "seed", o->seed, &o->seed);
-    if (!rc) rc = tg_args_double(a, "feat-noise", o->feat_noise, &o->feat_noise);
-    if (!rc) rc = tg_args_double(a, "train-frac", o->train_frac, &o->train_frac);
-    if (!rc) rc = tg_args_double(a, "valid-frac", o->valid_frac, &o->valid_frac);
-    if (!rc) rc = tg_args_double(a, "test-frac", o->test_frac, &o->test_frac);
-    if (!rc) rc = run_import_gen_only(a, from, o->kind);
-    if (rc) return rc;
-    if (dim > (1u << 24) || classes > 65536)
-        return tg_err(-EINVAL, "--feat-dim must be <= 16777216 and --classes <= 65536");
-    o->feat_dim = (uint32_t)dim;
-    o->classes = (uint32_t)classes;
-    if (o->mem_bytes && o->mem_bytes < (16u << 20))
-        return tg_err(-EINVAL, "--mem must be at least 16M");
-    return 0;
 }
 
 /* import_(argv): `tiergnn import OUT --from KIND SRC ...`. */
@@ -158,14 +40,13 @@ PyObject *run_import(PyObject *self, PyObject *list)
     run_argv_t av;
     if (run_argv_from(list, &av) < 0) return NULL;
     run_globals_t g;
+    tg_cli_import_t p;
     int rc = run_globals_save(&g);
-    tg_args_t a;
-    tg_import_opts_t o;
-    if (!rc) rc = run_parse(&a, &av, RUN_IMPORT_SPEC);
-    if (!rc) rc = run_import_parse(&a, &o);
+    if (!rc) rc = tg_cli_import_parse(av.argc, av.argv, &p);
+    if (!rc && p.help) rc = run_refuse_help();
     if (!rc) {
         PyThreadState *ts = PyEval_SaveThread();
-        rc = tg_import(a.pos[0], &o);
+        rc = tg_import(p.out, &p.o);
         PyEval_RestoreThread(ts);
     }
     run_globals_restore(&g);

@@ -24,9 +24,7 @@
 typedef struct run_train {
     PyObject ob_base; /* PyObject_HEAD */
     run_argv_t av;
-    tg_train_opts_t o;
-    tg_train_config_t cf; /* owns the strings of --config / --resume's settings */
-    tg_strategy_arg_t sargs[TG_CONFIG_MAX_ARGS];
+    tg_cli_train_t p; /* the parsed options, pointing into av and into p */
     run_globals_t globals;
     int have_globals;
     volatile sig_atomic_t stop;
@@ -45,21 +43,11 @@ typedef struct run_train {
 static void *run_train_main(void *arg)
 {
     run_train_t *t = arg;
-    t->rc = tg_train(&t->o, &t->res);
+    t->rc = tg_train(&t->p.o, &t->res);
     if (t->rc < 0) snprintf(t->msg, sizeof t->msg, "%s", tg_errmsg());
     fclose(t->json); /* end of file for readline */
     t->json = NULL;
     return NULL;
-}
-
-/* The strategy options parse_train / apply_config left in static arrays, copied into t. */
-static void run_train_own_args(run_train_t *t)
-{
-    int n = TG_MIN(t->o.num_strategy_args, TG_CONFIG_MAX_ARGS);
-    for (int k = 0; k < n; k++)
-        t->sargs[k] = t->o.strategy_args[k];
-    t->o.strategy_args = t->sargs;
-    t->o.num_strategy_args = n;
 }
 
 /* train_prepare(argv, progress): parses the options of `tiergnn train` (DATASET and --out
@@ -80,16 +68,16 @@ PyObject *run_train_prepare(PyObject *self, PyObject *args)
     }
     int rc = run_globals_save(&t->globals);
     t->have_globals = rc == 0;
-    if (!rc) rc = run_cli_train(&t->av, &t->o, &t->cf);
+    if (!rc) rc = tg_cli_train_parse(t->av.argc, t->av.argv, &t->p);
+    if (!rc && t->p.help) rc = run_refuse_help();
     if (rc < 0) {
         run_raise(rc);
         Py_DECREF(t);
         return NULL;
     }
-    run_train_own_args(t);
-    t->o.progress = progress;
-    t->o.json = NULL;
-    t->o.stop = &t->stop;
+    t->p.o.progress = progress;
+    t->p.o.json = NULL;
+    t->p.o.stop = &t->stop;
     return (PyObject *)t;
 }
 
@@ -110,7 +98,7 @@ static PyObject *run_train_start(run_train_t *t, PyObject *unused)
     }
     setvbuf(t->json, NULL, _IOLBF, 0);
     t->rfd = fds[0];
-    t->o.json = t->json;
+    t->p.o.json = t->json;
     /* the thread and those tg_train starts inherit the mask: signals go to Python's thread */
     sigset_t all, old;
     sigfillset(&all);
@@ -327,7 +315,7 @@ static void run_train_dealloc(run_train_t *t)
         t->state = 2;
     }
     if (t->have_globals) run_globals_restore(&t->globals);
-    tg_train_config_destroy(&t->cf);
+    tg_cli_train_destroy(&t->p);
     run_argv_free(&t->av);
     free(t->buf);
     PyObject_Free(t);

@@ -332,3 +332,21 @@ def test_keyboard_interrupt_while_the_batch_is_made(larger_graph, baseline):
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
+
+
+def test_a_forked_child_refuses_the_loader_and_exits(small_graph):
+    with tiergnn.Loader(small_graph, "train", **OPTS) as L:
+        b = next(iter(L))
+        pid = os.fork()
+        if pid == 0:  # the child: no thread of the loader here
+            code = 1
+            try:
+                iter(L)
+            except tiergnn.TierGNNError as e:
+                code = 0 if "forked child" in str(e) else 2
+            del b
+            L.close()  # nothing to join here: it only lets go
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+        assert b.batch_size > 0 and sum(1 for _ in L) == len(L)
