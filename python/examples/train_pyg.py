@@ -113,7 +113,7 @@ def tiergnn_inputs(normalize):
 
 def neighbor_loader(a, shuffle=True):
     """NeighborLoader over (memmapped features, the CSC in RAM) of a tiergnn dataset."""
-    from torch_geometric.data import EdgeAttr, FeatureStore, GraphStore, TensorAttr
+    from torch_geometric.data import FeatureStore, GraphStore, TensorAttr
     from torch_geometric.loader import NeighborLoader
 
     here = os.path.dirname(os.path.abspath(__file__))

@@ -31,7 +31,6 @@ epoch. The reported test accuracy is the one at the best validation epoch, as ti
 import argparse
 import json
 import math
-import os
 import sys
 import time
 
