@@ -279,3 +279,24 @@ def test_gpu_script_flow_on_cpu(tmp_path):
     rows = [s for s in r.stdout.splitlines() if s.startswith("| tiergnn-") or
             s.startswith("| pyg")]
     assert len(rows) == 3 and not any("failed" in s for s in rows), r.stdout + r.stderr
+
+
+def test_bench_loader_pass_and_loader_agree(small):
+    """bench/bench_loader (a -DTG_BENCH=ON build, beside the CLI): the engine's pass and the C
+    loader drained yield the same batches per epoch, and say so in one JSON line each."""
+    exe = Path(CLI).parent / "bench_loader"
+    if not os.access(exe, os.X_OK):
+        pytest.skip(f"no {exe} (a -DTG_BENCH=ON build)")
+    for s in ("gnndrive", "diskgnn", "hier"):
+        got = {}
+        for mode in ("pass", "loader"):
+            r = subprocess.run([str(exe), str(small), "--mode", mode, "--strategy", s, "--mem",
+                                "128M", "--fanouts", "5,5", "--batch-size", "256",
+                                "--epochs", "2"], capture_output=True, text=True)
+            assert r.returncode == 0, r.stderr
+            recs = json_lines(r.stdout)
+            assert [x["epoch"] for x in recs] == [0, 1] and all(x["mode"] == mode for x in recs)
+            got[mode] = [x["batches"] for x in recs]
+        assert got["pass"] == got["loader"] and got["pass"][0] > 0, (s, got)
+    r = subprocess.run([str(exe), str(small), "--mode", "nope"], capture_output=True, text=True)
+    assert r.returncode == 2 and "usage" in r.stderr
