@@ -270,9 +270,15 @@ def open_loader(tiergnn, a, seeds, fanouts, batch_size, shuffle, strategy=None, 
     strategy = strategy or a.strategy
     if strategy == a.strategy:
         kw.update(strategy_options(a))
-    return tiergnn.Loader(a.dataset, seeds, fanouts=fanouts, batch_size=batch_size,
-                          shuffle=shuffle, strategy=strategy, mem=loader_mem(a), seed=a.seed,
-                          max_held=a.max_held, **kw)
+    try:
+        return tiergnn.Loader(a.dataset, seeds, fanouts=fanouts, batch_size=batch_size,
+                              shuffle=shuffle, strategy=strategy, mem=loader_mem(a),
+                              seed=a.seed, max_held=a.max_held, **kw)
+    except MemoryError as e:
+        if a.mem is None or not parse_size(a.torch_mem):
+            raise
+        sys.exit("train_sage.py: %s\n(the loader's budget is --mem %s less --torch-mem %s: "
+                 "give --mem the amount named above plus --torch-mem)" % (e, a.mem, a.torch_mem))
 
 
 class Timer:
