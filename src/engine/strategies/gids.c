@@ -36,6 +36,7 @@
 #include "tiergnn/featbuf.h"
 #include "gids.h"
 #include "tiergnn/rank.h"
+#include "../lookahead.h"
 #include "../xpass.h"
 
 /* The hot list and the tier's sorted copy while the constant buffer is made (16 bytes a node),
@@ -97,18 +98,14 @@ struct tg_strategy {
     unsigned plan_depth;   /* reads in flight per extractor */
     double reads_per_node; /* disk reads per node looked up, last pass (0: none yet) */
     _Atomic uint64_t nodes_done, groups_done; /* this pass: nodes extracted, sweeps */
-    uint64_t trace_base;                      /* future ids of this pass = trace_base + batch id */
-    uint64_t *ann; /* scratch: a batch's nodes not in the constant buffer */
-    uint64_t ann_cap, ann_held;
+    /* window buffering: the rows of the next `window` batches announced to the buffer */
+    tg_lookahead_t *la;
     /* per pass */
     tg_source_t *src;
-    uint64_t num_batches, ann_next; /* next batch id to announce */
-    uint64_t win_est;               /* bytes reserved per look-ahead batch (largest seen) */
-    uint64_t max_nodes;             /* the budget plan's bound on a batch's nodes */
-    uint64_t keep;                  /* budget bytes the look-ahead leaves free (io/ transient) */
-    uint64_t *win_bytes;            /* bytes reserved for each announced batch (ring of W + 1) */
-    uint8_t *in_trace;              /* per batch of the pass: announced, not yet done */
-    uint64_t announced, unannounced, window_short;
+    uint64_t num_batches;
+    uint64_t win_est;   /* a look-ahead batch's bytes before one was seen */
+    uint64_t max_nodes; /* the budget plan's bound on a batch's nodes */
+    uint64_t keep;      /* budget bytes the look-ahead leaves free (io/ transient) */
 };
 
 static uint64_t gi_min_bytes(const tg_dataset_t *ds, const tg_strategy_opts_t *so, char *why,
@@ -126,12 +123,10 @@ static uint64_t gi_min_bytes(const tg_dataset_t *ds, const tg_strategy_opts_t *s
 static void gi_close(tg_strategy_t *s)
 {
     if (!s) return;
+    tg_lookahead_close(s->la);
     tg_extract_destroy(s->ex);
     tg_tier_destroy(s->hot);
     tg_io_file_close(s->feat);
-    if (s->ann_held) tg_budget_release(&s->r->budget, s->ann_held);
-    free(s->ann);
-    free(s->win_bytes);
     free(s);
 }
 
@@ -144,10 +139,7 @@ static int gi_open(tg_strategy_t **out, tg_run_t *r, const tg_strategy_opts_t *s
     s->window = s->c->window < 0 ? WIN_AUTO_MAX : (uint32_t)s->c->window; /* auto: at setup */
     tg_io_stats_init(&s->stats);
     tg_io_stats_init(&s->fstats);
-    s->win_bytes = calloc(s->window + 1, sizeof *s->win_bytes);
-    int rc = s->win_bytes ? tg_xpass_open_disk(r, tg_xpass_adj_queues(so->sampler_threads),
-                                               &s->stats, &s->feat)
-                          : tg_err(-ENOMEM, "strategy gids: out of memory");
+    int rc = tg_xpass_open_disk(r, tg_xpass_adj_queues(so->sampler_threads), &s->stats, &s->feat);
     s->disk = r->adj;
     if (rc < 0) gi_close(s), *out = NULL;
     return rc;
@@ -379,84 +371,20 @@ static int gi_setup(tg_strategy_t *s, const tg_pass_t *p)
 
 /* ---------------------------------------------------------------- the look-ahead source */
 
-/* Announces batch b's rows outside the constant buffer to the feature buffer. A trace that is
- * full leaves the batch unannounced (its rows are then not protected, nothing else changes). */
-static int announce(tg_strategy_t *s, const tg_batch_t *b)
+/* The window (engine/lookahead): the rows of the next `window` batches, outside the constant
+ * buffer, announced to the feature buffer (its WINDOW policy protects them); made at the pass
+ * after a setup, with the feature buffer it announces to. */
+static int lookahead_open(tg_strategy_t *s)
 {
-    uint64_t n = 0;
-    if (s->ann_cap < b->num_nodes) {
-        /* grown by half again, but not past the plan's bound, which is what the budget kept
-         * for it (bn x 8 of the look-ahead's bytes) */
-        uint64_t nc =
-            TG_MAX((uint64_t)b->num_nodes, TG_MIN(s->ann_cap + s->ann_cap / 2, s->max_nodes));
-        int rc = tg_budget_reserve(&s->r->budget, (nc - s->ann_cap) * 8, "gids: announcement");
-        if (rc < 0) return rc;
-        uint64_t *na = realloc(s->ann, nc * 8);
-        if (!na) {
-            tg_budget_release(&s->r->budget, (nc - s->ann_cap) * 8);
-            return tg_err(-ENOMEM, "gids: out of memory for %llu announced nodes",
-                          (unsigned long long)nc);
-        }
-        s->ann_held += (nc - s->ann_cap) * 8;
-        s->ann = na;
-        s->ann_cap = nc;
-    }
-    for (uint32_t i = 0; i < b->num_nodes; i++)
-        if (!s->hot || !tg_tier_find(s->hot, b->nodes[i])) s->ann[n++] = b->nodes[i];
-    int rc = tg_featbuf_future_add(s->fb, s->trace_base + b->id, s->ann, n);
-    if (rc == -ENOSPC) {
-        s->unannounced++;
-        return 0;
-    }
-    if (rc == 0) {
-        s->announced++;
-        s->in_trace[b->id] = 1; /* read by the worker the pipeline hands the batch to */
-    }
-    return rc;
-}
-
-/* Reserves bytes for the look-ahead if the budget keeps s->keep free beside them (the io/
- * bookkeeping of the samplers' and extractors' reads in flight, reserved as they run). */
-static int window_reserve(tg_strategy_t *s, uint64_t bytes)
-{
-    tg_budget_t *bg = &s->r->budget;
-    if (bg->limit && bg->used + bytes + s->keep > bg->limit) {
-        if (!s->window_short) {
-            char a[32], b[32], c[32];
-            tg_log_info("gids: the look-ahead stops short: --mem has %s free, a batch needs %s "
-                        "beside the %s the reads in flight keep",
-                        tg_fmt_bytes(bg->limit - TG_MIN(bg->used, bg->limit), a, sizeof a),
-                        tg_fmt_bytes(bytes, b, sizeof b), tg_fmt_bytes(s->keep, c, sizeof c));
-        }
-        return -ENOMEM;
-    }
-    return tg_budget_reserve(bg, bytes, "gids: look-ahead batch");
-}
-
-/* Samples up to `window` batches beyond the next and announces the new ones; each look-ahead
- * batch's bytes are reserved first (the largest seen so far, then its own), and the window
- * stops growing while the budget has no room. */
-static int look_ahead(tg_strategy_t *s)
-{
-    uint64_t next = tg_source_next_id(s->src);
-    if (s->ann_next < next) s->ann_next = next;
-    while (s->ann_next <= next + s->window && s->ann_next < s->num_batches) {
-        uint64_t *held = &s->win_bytes[s->ann_next % (s->window + 1)];
-        if (window_reserve(s, s->win_est) < 0) {
-            s->window_short++;
-            return 0;
-        }
-        *held = s->win_est;
-        const tg_sloader_item_t *it;
-        int rc = tg_source_peek(s->src, (size_t)(s->ann_next - next), &it);
-        if (rc <= 0) return rc;
-        uint64_t own = tg_batch_bytes(&it->batch);
-        if (own > *held && window_reserve(s, own - *held) == 0) *held = own;
-        s->win_est = TG_MAX(s->win_est, own);
-        if ((rc = announce(s, &it->batch)) < 0) return rc;
-        s->ann_next++;
-    }
-    return 0;
+    tg_lookahead_opts_t lo = {.fb = s->fb,
+                              .skip = s->hot,
+                              .window = s->window,
+                              .max_nodes = s->max_nodes,
+                              .est_bytes = s->win_est,
+                              .keep = s->keep,
+                              .budget = &s->r->budget,
+                              .who = "gids"};
+    return tg_lookahead_open(&s->la, &lo);
 }
 
 static int src_next(void *ctx, tg_pipe_t *P, tg_sloader_item_t **out)
@@ -464,16 +392,7 @@ static int src_next(void *ctx, tg_pipe_t *P, tg_sloader_item_t **out)
     tg_strategy_t *s = ctx;
     *out = NULL;
     if (tg_pipe_aborted(P)) return -ECANCELED;
-    int rc = s->window ? look_ahead(s) : 0;
-    if (rc < 0) return rc;
-    uint64_t id = tg_source_next_id(s->src);
-    rc = tg_source_next(s->src, out);
-    if (rc > 0 && s->window) {
-        uint64_t *held = &s->win_bytes[id % (s->window + 1)];
-        tg_budget_release(&s->r->budget, *held); /* the pipeline's batches in flight now */
-        *held = 0;
-    }
-    return rc;
+    return tg_lookahead_next(s->la, out);
 }
 
 static void src_free(void *ctx, tg_sloader_item_t *it)
@@ -517,12 +436,8 @@ static int gi_work(void *ctx, tg_pipe_t *P, int worker, const tg_batch_t *const 
         nodes += b[j]->num_nodes;
     atomic_fetch_add(&s->nodes_done, nodes);
     atomic_fetch_add(&s->groups_done, 1);
-    for (int j = 0; j < n && rc == 0; j++) {
-        if (!s->in_trace[b[j]->id]) continue; /* not announced (W = 0, a full trace) */
-        s->in_trace[b[j]->id] = 0;
-        if ((rc = tg_featbuf_future_done(s->fb, s->trace_base + b[j]->id)) < 0)
-            tg_pipe_fail(P, rc, NULL);
-    }
+    for (int j = 0; j < n && rc == 0; j++)
+        if ((rc = tg_lookahead_done(s->la, b[j]->id)) < 0) tg_pipe_fail(P, rc, NULL);
     return rc;
 }
 
@@ -560,6 +475,8 @@ static void gi_stats(tg_strategy_t *s, double wall_s, tg_pass_stats_t *st)
     st->io_wait_s += c.io_wait_s;
     tg_featbuf_stats_t fs;
     tg_featbuf_stats(s->fb, &fs, 1);
+    tg_lookahead_counts_t lc;
+    tg_lookahead_counts(s->la, &lc);
     /* rows served without a read of their own: the constant buffer's, then the buffer's */
     st->cache_hits = (s->hot ? st->tiers[0].hits : 0) + fs.hits + fs.waits;
     /* the gathering time per extractor, between chunks included (exact with one extractor;
@@ -575,9 +492,9 @@ static void gi_stats(tg_strategy_t *s, double wall_s, tg_pass_stats_t *st)
                   .io_busy_s = c.io_busy_s,
                   .wall_s = wall_s,
                   .gather_s = st->gather_s / (double)TG_MAX(tg_extract_num_workers(s->ex), 1),
-                  .announced = s->announced,
-                  .unannounced = s->unannounced,
-                  .window_short = s->window_short,
+                  .announced = lc.announced,
+                  .unannounced = lc.unannounced,
+                  .window_short = lc.stopped_short,
                   .buffer_lookups = fs.lookups,
                   .buffer_hits = fs.hits + fs.waits,
                   .buffer_slots = fs.num_slots};
@@ -672,6 +589,8 @@ static void gi_evaluating(tg_strategy_t *s, int layerwise)
     /* a sampled evaluation pass reads through the same caches as training */
     if (!layerwise) return;
     if (!s->ex || s->dead) return;
+    tg_lookahead_close(s->la); /* it announces to the feature buffer */
+    s->la = NULL;
     tg_extract_destroy(s->ex);
     tg_tier_destroy(s->hot); /* after the extraction that asks it */
     s->ex = NULL;
@@ -686,6 +605,7 @@ static int gi_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
     if (s->dead) return tg_err(-ECANCELED, "gids: the pipeline was shut down by an earlier error");
     int rc;
     if (!s->ex && (rc = gi_setup(s, p)) < 0) return rc;
+    if (!s->la && (rc = lookahead_open(s)) < 0) return rc;
     tg_run_t *r = s->r;
     tg_xpass_begin(s->ex, &s->stats);
     tg_io_stats_reset(&s->fstats);
@@ -696,14 +616,11 @@ static int gi_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
                                                 (size_t)TG_MAX(s->c->x.queue_depth, 1));
     if ((rc = tg_source_start(&s->src, &lo, s->window)) < 0) return rc;
     s->num_batches = tg_source_num_batches(s->src);
-    if (!(s->in_trace = calloc(s->num_batches ? s->num_batches : 1, 1))) {
+    if ((rc = tg_lookahead_begin(s->la, s->src, s->num_batches, p->first_batch)) < 0) {
         tg_source_stop(s->src);
         s->src = NULL;
-        return tg_err(-ENOMEM, "gids: out of memory for %llu batch flags",
-                      (unsigned long long)s->num_batches);
+        return rc;
     }
-    s->ann_next = p->first_batch;
-    s->announced = s->unannounced = s->window_short = 0;
     tg_pipe_source_t src = {
         .next = src_next, .item_free = src_free, .num_batches = s->num_batches, .ctx = s};
     tg_pipe_opts_t po = tg_xpass_pipe_opts(r, p, &s->c->x, s->ex);
@@ -722,16 +639,8 @@ static int gi_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
     tg_source_stop(s->src);
     s->src = NULL;
     /* look-ahead batches not taken (a stop or an error) give their bytes back, and every
-     * announced batch leaves the trace: the next pass's ids start above this one's */
-    for (uint32_t i = 0; i <= s->window; i++) {
-        tg_budget_release(&r->budget, s->win_bytes[i]);
-        s->win_bytes[i] = 0;
-    }
-    for (uint64_t b = p->first_batch; b < s->ann_next; b++)
-        if (s->in_trace[b] && !s->dead) (void)tg_featbuf_future_done(s->fb, s->trace_base + b);
-    free(s->in_trace);
-    s->in_trace = NULL;
-    s->trace_base += s->num_batches + 1;
+     * announced batch leaves the trace (unless an error shut the buffer down) */
+    tg_lookahead_end(s->la, !s->dead);
     tg_xpass_end(s->ex, &s->stats, s->hot != NULL, st);
     tg_xpass_ncache_take(s->disk, st);
     gi_stats(s, wall, st);
