@@ -2,10 +2,15 @@
 """train_sage.py - GraphSAGE in plain PyTorch (no PyG) on tiergnn's out-of-core loader.
 
     PYTHONPATH=build/python /usr/bin/python3 python/examples/train_sage.py data/cora \\
-        --layers 2 --hidden 16 --fanouts 10,10 --batch-size 64 --epochs 20
-    membudget --evict data/g4m 1200M -- /usr/bin/python3 python/examples/train_sage.py data/g4m \\
-        --strategy diskgnn --mem 1200M --layers 3 --hidden 256 --fanouts 10,10,10 \\
-        --batch-size 1000 --epochs 2 --eval-fanouts train --eval-max-nodes 5000
+        --layers 2 --hidden 64 --fanouts 10,10 --batch-size 32 --epochs 30
+    membudget --evict data/g4m 2G -- /usr/bin/python3 python/examples/train_sage.py data/g4m \\
+        --strategy diskgnn --mem 2G --torch-mem 600M --layers 3 --hidden 256 \\
+        --fanouts 10,10,10 --batch-size 1000 --epochs 2 --eval-every 0 --eval-fanouts train \\
+        --eval-max-nodes 5000
+
+`--mem` is the whole process's: the loader gets it less `--torch-mem`, what the model's
+activations and torch's allocator take beside it (on the CPU, a step of the shared bench's
+3 x 256 model on 1000 seeds peaks at about 600 MiB; on a GPU they are in the GPU's memory).
 
 tiergnn samples the batches and gathers their feature rows under `--mem` with any strategy
 (tiergnn strategies); this script does the model, on the CPU or with `--device cuda`. Prints one
@@ -23,10 +28,11 @@ L1 row normalisation. What differs: the RNG (initial weights and dropout masks),
 rounding (the aggregation order) and, with --eval-max-nodes, which nodes are sampled.
 
 Evaluation (after the last epoch, and every --eval-every epochs): the valid and test splits
-through a loader of the same strategy and --mem, with all neighbours (--eval-fanouts all, as
-tiergnn train's layer-wise evaluation computes) or the training fanouts (train); the training
-loader is closed meanwhile so that one budget holds at a time, and opened again at the next
-epoch. The reported test accuracy is the one at the best validation epoch, as tiergnn train's.
+through a loader of --eval-strategy (mmap: the same batches as any strategy's, in any budget)
+within the same --mem, with all neighbours (--eval-fanouts all, as tiergnn train's layer-wise
+evaluation computes) or the training fanouts (train); the training loader is closed meanwhile
+so that one budget holds at a time, and opened again at the next epoch. The reported test
+accuracy is the one at the best validation epoch, as tiergnn train's.
 """
 import argparse
 import json
