@@ -124,7 +124,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("dataset")
     p.add_argument("--mem", default="1200M", help="each run's cgroup limit (0: none)")
-    p.add_argument("--torch-mem", default="400M", help="taken off --mem for tiergnn's loader")
+    p.add_argument("--torch-mem", default="600M", help="taken off --mem for tiergnn's loader")
     p.add_argument("--strategies", default="diskgnn,ginex,gids")
     p.add_argument("--opt", action="append", default=[], metavar="NAME=VALUE",
                    help="a strategy option for every tiergnn run (train_sage.py --opt)")
