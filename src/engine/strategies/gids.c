@@ -11,8 +11,9 @@
  * run: served from RAM without I/O or locking.
  *
  * Window buffering (3.4): the source samples `window` batches ahead of the one it hands out and
- * announces their rows (less those in the constant buffer) to the feature buffer, whose WINDOW
- * policy evicts rows none of those batches use before rows they do. Window 0 is the plain LRU
+ * announces their rows (less those in the constant buffer) to the feature buffer
+ * (engine/lookahead), whose WINDOW policy evicts rows none of those batches use before rows they
+ * do. Window 0 is the plain LRU
  * buffer (the paper's baseline).
  *
  * Storage access accumulator (3.2): the target number of reads in flight is N_access = IOPS x
