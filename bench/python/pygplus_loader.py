@@ -128,21 +128,30 @@ class PygPlusLoader:
             rep = np.repeat(rows, kk)
             off = np.arange(len(rep)) - np.repeat(np.cumsum(kk) - kk, kk)
             out[ptr[rep] + off] = beg[rep] + off
-        part = np.nonzero(~full)[0]
-        if len(part):
-            # f of deg distinct offsets: the f smallest of deg random keys, per destination
-            # (vectorised over all of them: one sort by destination + key in [0, 1))
-            dg = deg[part]
-            seg = np.repeat(np.arange(len(part)), dg)
+        # f of deg distinct offsets where deg > f: near f, the f smallest of deg random keys
+        # (one sort over those destinations' edges); for large degrees (hubs), f draws per
+        # destination, drawn again where two collide (a vectorised Floyd's stand-in: no O(deg)
+        # work per hub)
+        small = np.nonzero(~full & (deg <= 8 * max(f, 1)))[0]
+        if len(small):
+            dg = deg[small]
+            seg = np.repeat(np.arange(len(small)), dg)
             off = np.arange(len(seg)) - np.repeat(np.cumsum(dg) - dg, dg)
             order = np.argsort(seg + rng.random(len(seg)))
             rank = np.empty_like(order)
             rank[order] = np.arange(len(order)) - np.repeat(np.cumsum(dg) - dg, dg)
             keep = rank < f
-            sel_seg, sel_off = seg[keep], off[keep]  # in (segment, offset) order
-            pos = ptr[part][sel_seg] + (np.arange(len(sel_seg)) -
-                                        np.repeat(np.arange(len(part)) * f, f))
-            out[pos] = beg[part][sel_seg] + sel_off
+            sel_seg, sel_off = seg[keep], off[keep]  # in (destination, offset) order
+            pos = ptr[small][sel_seg] + (np.arange(len(sel_seg)) -
+                                         np.repeat(np.arange(len(small)) * f, f))
+            out[pos] = beg[small][sel_seg] + sel_off
+        big = np.nonzero(~full & (deg > 8 * max(f, 1)))[0]
+        while len(big):
+            d = np.sort(rng.integers(0, deg[big, None], size=(len(big), f)), axis=1)
+            ok = ~(np.diff(d, axis=1) == 0).any(axis=1)
+            rows = big[ok]
+            out[ptr[rows, None] + np.arange(f)] = beg[rows, None] + d[ok]
+            big = big[~ok]
         return ptr, out
 
     def _sample(self, seeds, rng):
