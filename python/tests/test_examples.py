@@ -142,11 +142,11 @@ def test_train_sage_refused_mem_says_why(small):
 
 
 # train_ddp.py: 2 ranks of batch 16 step on 32 seeds, as one process with batch 32 does (the
-# rank rule leaves up to one batch per epoch unused). Tolerance: 2 points between the means
-# of 3 seeds a side.
+# rank rule leaves up to one batch per epoch unused). Tolerance: 3 points between the means
+# of 2 seeds a side (one run's spread is about 1 point; 2 processes cost most of this test).
 def test_train_ddp_reaches_one_process(cora):
     two, one = [], []
-    for s in (1, 2, 3):
+    for s in (1, 2):
         args = [str(cora), "--strategy", "memory", "--layers", "2", "--hidden", "64",
                 "--fanouts", "10,10", "--epochs", "30", "--weight-decay", "5e-4",
                 "--normalize-features", "--eval-every", "0", "--seed", str(s), "--threads",
@@ -160,7 +160,8 @@ def test_train_ddp_reaches_one_process(cora):
         assert all(x["batches"] == 4 for x in recs[:-1])  # floor(9 / 2) batches per rank
         two.append(recs[-1]["test_acc"])
         one.append(train_sage.main(args + ["--batch-size", "32"])["test_acc"])
-    assert abs(np.mean(two) - np.mean(one)) <= 0.02, (two, one)
+    assert abs(np.mean(two) - np.mean(one)) <= 0.03, (two, one)
+    assert min(two) > 0.75, two  # GraphSAGE on Cora: about 80%
 
 
 # ---------------------------------------------------------------- train_pyg.py
