@@ -7,6 +7,10 @@
  * repeated flags are errors that name the flag. The global options --quiet (-q) and --verbose
  * (-v) are taken on either side of the command: the parser applies them where a command's spec
  * has no flag of that name.
+ *
+ * Everything in src/cli but main.c is the library tiergnn_cli_parse, which the CLI and the Python
+ * package (python/src/_run*.c) both link: the commands Python runs are parse steps and run steps
+ * below, so both take the same options by the same rules.
  */
 #ifndef TG_CLI_H
 #define TG_CLI_H
@@ -14,6 +18,10 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#include "tiergnn/config.h"
+#include "tiergnn/data.h"
+#include "tiergnn/engine.h"
 
 #define TG_ARGS_MAX 64
 
@@ -74,6 +82,95 @@ int tg_cli_closest(const char *name, const char *const *names, size_t count, con
  * file of another name, or --last with best.bin is an error naming ARG and what was expected. */
 int tg_cli_checkpoint(const char *arg, int last, char *rundir, size_t len, int *which_last);
 
+/* The commands Python runs too (python/src/_run*.c), each as a parse step and a run step, so
+ * that tiergnn.train(ds, out, **opts) and `tiergnn train` take the same options by the same
+ * rules with the same messages.
+ *
+ *     tg_cli_eval_t e;
+ *     if (tg_cli_eval_parse(argc, argv, &e) < 0) return tg_cli_fail();
+ *     if (e.help) ...print the usage...
+ *     tg_eval_result_t r;
+ *     if (tg_cli_eval_run(&e, &r) < 0) return tg_cli_fail();
+ *
+ * tg_cli_X_parse reads the argv of `tiergnn X` (argv[0] is the first argument after X) into
+ * its struct: the library's options, filled by the CLI's defaults and checks. With --help or
+ * --help-strategy it stops with ->help set and the other fields unset (the CLI prints the text,
+ * Python refuses it). Parsing may change the process's log level (--quiet, --verbose) and, for
+ * train, eval and infer, its derived directory (--derived-dir). The options point into argv and
+ * into the struct: both stay valid, and the struct in place, for as long as the run. */
+
+/* tiergnn train: the flags, then --config FILE or --resume's RUNDIR/config.json merged in. */
+typedef struct tg_cli_train {
+    tg_args_t a;
+    int help;
+    tg_train_opts_t o;
+    tg_train_config_t cf;                         /* owns the strings of a config file's settings */
+    tg_strategy_arg_t sargs[TG_ARGS_MAX];         /* the strategy options of the flags */
+    tg_strategy_arg_t merged[TG_CONFIG_MAX_ARGS]; /* the file's with the flags' over them */
+} tg_cli_train_t;
+
+/* On error, and after the run, tg_cli_train_destroy frees what parsing kept (t->cf). */
+int tg_cli_train_parse(int argc, char **argv, tg_cli_train_t *t);
+void tg_cli_train_destroy(tg_cli_train_t *t);
+
+/* tiergnn eval: a checkpoint's accuracy on a split. */
+typedef struct tg_cli_eval {
+    tg_args_t a;
+    int help;
+    const char *dataset;
+    const char *split; /* "valid", "test" or "train" */
+    tg_file_id_t split_id;
+    int json; /* --json: one JSON object instead of a sentence */
+    char rundir[4096];
+    tg_eval_opts_t o;
+    tg_strategy_arg_t sargs[TG_ARGS_MAX];
+} tg_cli_eval_t;
+
+int tg_cli_eval_parse(int argc, char **argv, tg_cli_eval_t *e);
+int tg_cli_eval_run(const tg_cli_eval_t *e, tg_eval_result_t *r); /* tg_eval */
+
+/* tiergnn infer: predictions (and embeddings) of every node into out. */
+typedef struct tg_cli_infer {
+    tg_args_t a;
+    int help;
+    const char *dataset;
+    const char *out;
+    int npy; /* --format npy */
+    char rundir[4096];
+    tg_infer_opts_t o; /* o.progress 1, as the CLI draws it */
+    tg_strategy_arg_t sargs[TG_ARGS_MAX];
+} tg_cli_infer_t;
+
+int tg_cli_infer_parse(int argc, char **argv, tg_cli_infer_t *p);
+/* tg_infer, then with --format npy the .npy copies of its outputs (OUT.npy, OUT.emb.npy). */
+int tg_cli_infer_run(const tg_cli_infer_t *p);
+
+/* tiergnn generate OUT: run by tg_generate(g.out, &g.o). */
+typedef struct tg_cli_generate {
+    tg_args_t a;
+    int help;
+    const char *out;
+    tg_gen_opts_t o;
+} tg_cli_generate_t;
+
+int tg_cli_generate_parse(int argc, char **argv, tg_cli_generate_t *g);
+
+/* tiergnn import OUT --from KIND SRC: run by tg_import(p.out, &p.o). After an error, usage says
+ * how the CLI follows it with its usage text (exit status 2): TG_CLI_USAGE_OPTION after the
+ * message (a flag it does not know), TG_CLI_USAGE_OPERANDS after "tiergnn MESSAGE" (OUT, --from
+ * or SRC missing); 0 for the other errors. */
+enum { TG_CLI_USAGE_OPTION = 1, TG_CLI_USAGE_OPERANDS = 2 };
+
+typedef struct tg_cli_import {
+    tg_args_t a;
+    int help;
+    int usage;
+    const char *out;
+    tg_import_opts_t o;
+} tg_cli_import_t;
+
+int tg_cli_import_parse(int argc, char **argv, tg_cli_import_t *p);
+
 /* Sub-commands: return the process exit status. argv[0] is the first argument after the name. */
 int tg_cmd_generate(int argc, char **argv);
 int tg_cmd_import(int argc, char **argv);
@@ -100,6 +197,9 @@ void tg_cli_strategy_usage(FILE *f);
 /* One strategy: its summary and every option it takes, to f; -EINVAL naming the strategies when
  * name is none of them. */
 int tg_cli_strategy_help(FILE *f, const char *name);
+/* --help-strategy NAME (that strategy's help), else --help (usage, then the strategies' usage
+ * section) of train, eval and infer, to stdout; the exit status. */
+int tg_cli_help(const tg_args_t *a, const char *usage);
 /* tiergnn strategies [NAME | --all]. */
 int tg_cmd_strategies(int argc, char **argv);
 

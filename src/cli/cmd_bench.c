@@ -104,15 +104,8 @@ int tg_cmd_bench(int argc, char **argv)
     if (tg_cli_strategy_spec(spec, sizeof spec, BENCH_SPEC) < 0 ||
         tg_args_parse(&a, split, argv, spec) < 0)
         return tg_cli_fail();
-    if (tg_args_has(&a, "help-strategy"))
-        return tg_cli_strategy_help(stdout, tg_args_str(&a, "help-strategy", "")) < 0
-                   ? tg_cli_fail()
-                   : 0;
-    if (tg_args_has(&a, "help")) {
-        fputs(bench_usage, stdout);
-        tg_cli_strategy_usage(stdout);
-        return 0;
-    }
+    if (tg_args_has(&a, "help") || tg_args_has(&a, "help-strategy"))
+        return tg_cli_help(&a, bench_usage);
     tg_bench_opts_t o;
     tg_bench_opts_default(&o);
     if (a.npos != 1) {

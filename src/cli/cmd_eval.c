@@ -1,4 +1,5 @@
-/* tiergnn eval: accuracy of a run's best (or last) model on one split. */
+/* tiergnn eval: accuracy of a run's best (or last) model on one split; its parsing
+ * (tg_cli_eval_parse) is Python's too. */
 #include <stdio.h>
 #include <string.h>
 
@@ -76,76 +77,85 @@ static int check_sampler(const tg_args_t *a, const char *rundir, int last)
     return 0;
 }
 
+static int split_id(const char *split, tg_file_id_t *sid)
+{
+    if (!strcmp(split, "test"))
+        *sid = TG_FILE_TEST;
+    else if (!strcmp(split, "valid"))
+        *sid = TG_FILE_VALID;
+    else if (!strcmp(split, "train"))
+        *sid = TG_FILE_TRAIN;
+    else
+        return tg_err(-EINVAL, "--split '%s': expected valid, test or train", split);
+    return 0;
+}
+
+/* The operands and flags, in the order their errors are reported. */
+static int parse_eval(const tg_args_t *a, tg_cli_eval_t *e)
+{
+    tg_eval_opts_t *o = &e->o;
+    if (a->npos != 1)
+        return tg_err(-EINVAL, "eval: expected one DATASET directory, got %d arguments", a->npos);
+    e->dataset = a->pos[0];
+    const char *ckpt = tg_args_str(a, "checkpoint", NULL);
+    if (!ckpt) return tg_err(-EINVAL, "eval: --checkpoint RUNDIR (or RUNDIR/best.bin) is required");
+    e->split = tg_args_str(a, "split", "test");
+    int rc = split_id(e->split, &e->split_id);
+    e->json = tg_args_has(a, "json");
+    o->verify = tg_args_has(a, "verify");
+    o->verify_reads = tg_args_has(a, "verify-reads");
+    if (!rc) rc = tg_args_int_range(a, "threads", tg_cli_default_threads(), 1, 1024, &o->threads);
+    if (!rc) rc = tg_args_uint(a, "eval-chunk", 0, 1, UINT64_MAX, &o->eval_chunk);
+    if (!rc) rc = tg_args_u64(a, "max-nodes", 0, &o->max_nodes);
+    if (!rc) rc = tg_args_size(a, "mem", 0, &o->mem_bytes);
+    if (!rc)
+        rc = tg_cli_checkpoint(ckpt, tg_args_has(a, "last"), e->rundir, sizeof e->rundir,
+                               &o->which_last);
+    if (!rc) rc = check_sampler(a, e->rundir, o->which_last);
+    if (!rc) rc = tg_cli_strategy_name(a, &o->strategy);
+    if (!rc) rc = tg_cli_strategy_args(a, e->sargs, TG_ARGS_MAX, &o->num_strategy_args);
+    o->strategy_args = e->sargs;
+    return rc;
+}
+
+int tg_cli_eval_parse(int argc, char **argv, tg_cli_eval_t *e)
+{
+    char spec[4096];
+    memset(e, 0, sizeof *e);
+    int rc = tg_cli_strategy_spec(spec, sizeof spec,
+                                  "checkpoint=,split=,last,threads=,eval-chunk=,max-nodes=,mem=,"
+                                  "strategy=,json,sampler=,layer-sizes=,verify,verify-reads,help,"
+                                  "help-strategy=,derived-dir=");
+    if (!rc) rc = tg_args_parse(&e->a, argc, argv, spec);
+    if (!rc) rc = tg_cli_derived_dir(&e->a, 1);
+    if (rc) return rc;
+    e->help = tg_args_has(&e->a, "help") || tg_args_has(&e->a, "help-strategy");
+    return e->help ? 0 : parse_eval(&e->a, e);
+}
+
+int tg_cli_eval_run(const tg_cli_eval_t *e, tg_eval_result_t *r)
+{
+    return tg_eval(e->dataset, e->rundir, e->split_id, &e->o, r);
+}
+
 int tg_cmd_eval(int argc, char **argv)
 {
-    tg_args_t a;
-    char spec[4096];
-    if (tg_cli_strategy_spec(spec, sizeof spec,
-                             "checkpoint=,split=,last,threads=,eval-chunk=,max-nodes=,mem=,"
-                             "strategy=,json,sampler=,layer-sizes=,verify,verify-reads,help,"
-                             "help-strategy=,derived-dir=") < 0 ||
-        tg_args_parse(&a, argc, argv, spec) < 0 || tg_cli_derived_dir(&a, 1) < 0)
-        return tg_cli_fail();
-    if (tg_args_has(&a, "help-strategy"))
-        return tg_cli_strategy_help(stdout, tg_args_str(&a, "help-strategy", "")) < 0
-                   ? tg_cli_fail()
-                   : 0;
-    if (tg_args_has(&a, "help")) {
-        fputs(eval_usage, stdout);
-        tg_cli_strategy_usage(stdout);
-        return 0;
-    }
-    if (a.npos != 1) {
-        tg_err(-EINVAL, "eval: expected one DATASET directory, got %d arguments", a.npos);
-        return tg_cli_fail();
-    }
-    const char *ckpt = tg_args_str(&a, "checkpoint", NULL);
-    if (!ckpt) {
-        tg_err(-EINVAL, "eval: --checkpoint RUNDIR (or RUNDIR/best.bin) is required");
-        return tg_cli_fail();
-    }
-    const char *split = tg_args_str(&a, "split", "test");
-    tg_file_id_t sid;
-    if (!strcmp(split, "test"))
-        sid = TG_FILE_TEST;
-    else if (!strcmp(split, "valid"))
-        sid = TG_FILE_VALID;
-    else if (!strcmp(split, "train"))
-        sid = TG_FILE_TRAIN;
-    else {
-        tg_err(-EINVAL, "--split '%s': expected valid, test or train", split);
-        return tg_cli_fail();
-    }
-    tg_eval_opts_t o = {.verify = tg_args_has(&a, "verify"),
-                        .verify_reads = tg_args_has(&a, "verify-reads")};
-    if (tg_args_int_range(&a, "threads", tg_cli_default_threads(), 1, 1024, &o.threads) < 0 ||
-        tg_args_uint(&a, "eval-chunk", 0, 1, UINT64_MAX, &o.eval_chunk) < 0 ||
-        tg_args_u64(&a, "max-nodes", 0, &o.max_nodes) < 0 ||
-        tg_args_size(&a, "mem", 0, &o.mem_bytes) < 0)
-        return tg_cli_fail();
-    char rundir[4096];
-    if (tg_cli_checkpoint(ckpt, tg_args_has(&a, "last"), rundir, sizeof rundir, &o.which_last) <
-            0 ||
-        check_sampler(&a, rundir, o.which_last) < 0)
-        return tg_cli_fail();
-    static tg_strategy_arg_t sargs[TG_ARGS_MAX];
-    if (tg_cli_strategy_name(&a, &o.strategy) < 0 ||
-        tg_cli_strategy_args(&a, sargs, TG_ARGS_MAX, &o.num_strategy_args) < 0)
-        return tg_cli_fail();
-    o.strategy_args = sargs;
+    tg_cli_eval_t e;
+    if (tg_cli_eval_parse(argc, argv, &e) < 0) return tg_cli_fail();
+    if (e.help) return tg_cli_help(&e.a, eval_usage);
     tg_eval_result_t r;
-    if (tg_eval(a.pos[0], rundir, sid, &o, &r) < 0) return tg_cli_fail();
-    if (tg_args_has(&a, "json")) {
+    if (tg_cli_eval_run(&e, &r) < 0) return tg_cli_fail();
+    if (e.json) {
         tg_json_t j;
         tg_json_begin(&j);
-        tg_json_str(&j, "split", split);
+        tg_json_str(&j, "split", e.split);
         tg_json_num(&j, "acc", r.acc);
         tg_json_num(&j, "loss", r.loss);
         tg_json_uint(&j, "count", r.count);
         tg_json_uint(&j, "epoch", r.epoch);
         tg_json_end(&j, stdout, NULL);
     } else {
-        printf("%s accuracy %.4f (loss %.4f, %llu labelled, model of epoch %llu)\n", split, r.acc,
+        printf("%s accuracy %.4f (loss %.4f, %llu labelled, model of epoch %llu)\n", e.split, r.acc,
                r.loss, (unsigned long long)r.count, (unsigned long long)r.epoch);
     }
     return 0;

@@ -1,4 +1,5 @@
-/* tiergnn infer: predictions (and embeddings) of a run's model for every node. */
+/* tiergnn infer: predictions (and embeddings) of a run's model for every node; its parsing and
+ * run (tg_cli_infer_parse, tg_cli_infer_run) are Python's too. */
 #include <fcntl.h>
 #include <libgen.h>
 #include <stdio.h>
@@ -124,61 +125,68 @@ static int write_npy_outputs(const char *dataset, const char *out, int embedding
     return write_npy(p, "<f4", n, e);
 }
 
+/* The operands and flags, in the order their errors are reported. */
+static int parse_infer(const tg_args_t *a, tg_cli_infer_t *p)
+{
+    tg_infer_opts_t *o = &p->o;
+    if (a->npos != 1)
+        return tg_err(-EINVAL, "infer: expected one DATASET directory, got %d arguments", a->npos);
+    p->dataset = a->pos[0];
+    const char *ckpt = tg_args_str(a, "checkpoint", NULL);
+    p->out = tg_args_str(a, "out", NULL);
+    if (!ckpt || !p->out)
+        return tg_err(-EINVAL, "infer: --checkpoint RUNDIR|FILE and --out FILE are required");
+    o->embeddings = tg_args_has(a, "embeddings");
+    o->progress = 1;
+    o->verify = tg_args_has(a, "verify");
+    o->verify_reads = tg_args_has(a, "verify-reads");
+    int rc = tg_cli_strategy_name(a, &o->strategy);
+    if (!rc) rc = tg_cli_strategy_args(a, p->sargs, TG_ARGS_MAX, &o->num_strategy_args);
+    o->strategy_args = p->sargs;
+    if (!rc) rc = tg_args_uint(a, "chunk-nodes", 0, 1, UINT64_MAX, &o->chunk_nodes);
+    if (!rc) rc = tg_args_size(a, "mem", 0, &o->mem_bytes);
+    if (!rc) rc = tg_args_int_range(a, "threads", tg_cli_default_threads(), 1, 1024, &o->threads);
+    /* the number options first, then the checkpoint path, as eval does */
+    if (!rc)
+        rc = tg_cli_checkpoint(ckpt, tg_args_has(a, "last"), p->rundir, sizeof p->rundir,
+                               &o->which_last);
+    if (rc) return rc;
+    const char *format = tg_args_str(a, "format", "raw");
+    if (strcmp(format, "raw") && strcmp(format, "npy"))
+        return tg_err(-EINVAL, "--format must be raw or npy, got '%s'", format);
+    p->npy = !strcmp(format, "npy");
+    return 0;
+}
+
+int tg_cli_infer_parse(int argc, char **argv, tg_cli_infer_t *p)
+{
+    char spec[4096];
+    memset(p, 0, sizeof *p);
+    int rc = tg_cli_strategy_spec(spec, sizeof spec,
+                                  "checkpoint=,out=,embeddings,format=,last,chunk-nodes=,mem=,"
+                                  "threads=,strategy=,verify,verify-reads,help,help-strategy=,"
+                                  "derived-dir=");
+    if (!rc) rc = tg_args_parse(&p->a, argc, argv, spec);
+    if (!rc) rc = tg_cli_derived_dir(&p->a, 1);
+    if (rc) return rc;
+    p->help = tg_args_has(&p->a, "help") || tg_args_has(&p->a, "help-strategy");
+    return p->help ? 0 : parse_infer(&p->a, p);
+}
+
+int tg_cli_infer_run(const tg_cli_infer_t *p)
+{
+    int rc = tg_infer(p->dataset, p->rundir, p->out, &p->o);
+    if (!rc && p->npy) rc = write_npy_outputs(p->dataset, p->out, p->o.embeddings);
+    return rc;
+}
+
 int tg_cmd_infer(int argc, char **argv)
 {
-    tg_args_t a;
-    char spec[4096];
-    if (tg_cli_strategy_spec(spec, sizeof spec,
-                             "checkpoint=,out=,embeddings,format=,last,chunk-nodes=,mem=,threads=,"
-                             "strategy=,verify,verify-reads,help,help-strategy=,derived-dir=") <
-            0 ||
-        tg_args_parse(&a, argc, argv, spec) < 0 || tg_cli_derived_dir(&a, 1) < 0)
-        return tg_cli_fail();
-    if (tg_args_has(&a, "help-strategy"))
-        return tg_cli_strategy_help(stdout, tg_args_str(&a, "help-strategy", "")) < 0
-                   ? tg_cli_fail()
-                   : 0;
-    if (tg_args_has(&a, "help")) {
-        fputs(infer_usage, stdout);
-        tg_cli_strategy_usage(stdout);
-        return 0;
-    }
-    if (a.npos != 1) {
-        tg_err(-EINVAL, "infer: expected one DATASET directory, got %d arguments", a.npos);
-        return tg_cli_fail();
-    }
-    const char *ckpt = tg_args_str(&a, "checkpoint", NULL);
-    const char *out = tg_args_str(&a, "out", NULL);
-    if (!ckpt || !out) {
-        tg_err(-EINVAL, "infer: --checkpoint RUNDIR|FILE and --out FILE are required");
-        return tg_cli_fail();
-    }
-    tg_infer_opts_t o = {.embeddings = tg_args_has(&a, "embeddings"),
-                         .progress = 1,
-                         .verify = tg_args_has(&a, "verify"),
-                         .verify_reads = tg_args_has(&a, "verify-reads")};
-    static tg_strategy_arg_t sargs[TG_ARGS_MAX];
-    if (tg_cli_strategy_name(&a, &o.strategy) < 0 ||
-        tg_cli_strategy_args(&a, sargs, TG_ARGS_MAX, &o.num_strategy_args) < 0)
-        return tg_cli_fail();
-    o.strategy_args = sargs;
-    if (tg_args_uint(&a, "chunk-nodes", 0, 1, UINT64_MAX, &o.chunk_nodes) < 0 ||
-        tg_args_size(&a, "mem", 0, &o.mem_bytes) < 0 ||
-        tg_args_int_range(&a, "threads", tg_cli_default_threads(), 1, 1024, &o.threads) < 0)
-        return tg_cli_fail();
-    /* the number options first, then the checkpoint path, as eval does */
-    char rundir[4096];
-    if (tg_cli_checkpoint(ckpt, tg_args_has(&a, "last"), rundir, sizeof rundir, &o.which_last) < 0)
-        return tg_cli_fail();
-    const char *format = tg_args_str(&a, "format", "raw");
-    if (strcmp(format, "raw") && strcmp(format, "npy")) {
-        tg_err(-EINVAL, "--format must be raw or npy, got '%s'", format);
-        return tg_cli_fail();
-    }
-    if (tg_infer(a.pos[0], rundir, out, &o) < 0) return tg_cli_fail();
-    if (!strcmp(format, "npy") && write_npy_outputs(a.pos[0], out, o.embeddings) < 0)
-        return tg_cli_fail();
-    tg_log_info("wrote %s%s%s", out, o.embeddings ? " and its .emb" : "",
-                !strcmp(format, "npy") ? " (and .npy copies)" : "");
+    tg_cli_infer_t p;
+    if (tg_cli_infer_parse(argc, argv, &p) < 0) return tg_cli_fail();
+    if (p.help) return tg_cli_help(&p.a, infer_usage);
+    if (tg_cli_infer_run(&p) < 0) return tg_cli_fail();
+    tg_log_info("wrote %s%s%s", p.out, p.o.embeddings ? " and its .emb" : "",
+                p.npy ? " (and .npy copies)" : "");
     return 0;
 }

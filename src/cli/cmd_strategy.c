@@ -386,6 +386,16 @@ static const char strategies_usage[] =
     "prints one strategy's options, --all every strategy's (an option several take, once).\n"
     "docs/STRATEGIES.md describes each.\n";
 
+int tg_cli_help(const tg_args_t *a, const char *usage)
+{
+    if (tg_args_has(a, "help-strategy"))
+        return tg_cli_strategy_help(stdout, tg_args_str(a, "help-strategy", "")) < 0 ? tg_cli_fail()
+                                                                                     : 0;
+    fputs(usage, stdout);
+    tg_cli_strategy_usage(stdout);
+    return 0;
+}
+
 int tg_cmd_strategies(int argc, char **argv)
 {
     tg_args_t a;

@@ -1,5 +1,5 @@
-/* tiergnn train: flag parsing and validation, the SIGINT handler; the run itself is tg_train
- * (engine/). */
+/* tiergnn train: flag parsing and validation (tg_cli_train_parse, Python's too), the SIGINT
+ * handler; the run itself is tg_train (engine/). */
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -109,7 +109,7 @@ static int prob_flag(const tg_args_t *a, const char *name, double def, float *ou
     return 0;
 }
 
-static int parse_train(tg_args_t *a, tg_train_opts_t *o)
+static int parse_train(const tg_args_t *a, tg_train_opts_t *o, tg_strategy_arg_t *sargs)
 {
     int rc;
     if (a->npos != 1)
@@ -186,7 +186,6 @@ static int parse_train(tg_args_t *a, tg_train_opts_t *o)
     o->progress = 1;
     o->verify = tg_args_has(a, "verify");
     o->verify_reads = tg_args_has(a, "verify-reads");
-    static tg_strategy_arg_t sargs[TG_ARGS_MAX];
     if ((rc = tg_cli_strategy_args(a, sargs, TG_ARGS_MAX, &o->num_strategy_args)) < 0) return rc;
     o->strategy_args = sargs;
     if ((rc = tg_args_u64(a, "batches-per-epoch", 0, &o->batches_per_epoch)) < 0) return rc;
@@ -261,9 +260,8 @@ static void follow_defaults(const tg_args_t *a, const tg_train_opts_t *file, tg_
  * (the strategy may change between exact ones, and then its options). o holds the flags parsed
  * and receives the result; cf owns its strings. */
 static int merge_config(const tg_args_t *a, tg_train_opts_t *o, tg_train_config_t *cf,
-                        const char *path, int resume)
+                        tg_strategy_arg_t *args, const char *path, int resume)
 {
-    static tg_strategy_arg_t args[TG_CONFIG_MAX_ARGS];
     tg_train_opts_t m;
     tg_train_opts_default(&m);
     int rc = tg_train_config_read(cf, path, &m);
@@ -329,18 +327,40 @@ static int merge_config(const tg_args_t *a, tg_train_opts_t *o, tg_train_config_
 }
 
 /* --config FILE, and --resume of a run directory that has a config.json. */
-static int apply_config(const tg_args_t *a, tg_train_opts_t *o, tg_train_config_t *cf)
+static int apply_config(tg_cli_train_t *t)
 {
-    const char *file = tg_args_str(a, "config", NULL);
+    tg_train_opts_t *o = &t->o;
+    const char *file = tg_args_str(&t->a, "config", NULL);
     if (file && o->resume)
         return tg_err(-EINVAL, "--config and --resume: a resumed run takes its settings from "
                                "RUNDIR/" TG_CONFIG_NAME);
-    if (file) return merge_config(a, o, cf, file, 0);
+    if (file) return merge_config(&t->a, o, &t->cf, t->merged, file, 0);
     if (!o->resume) return 0;
-    static char path[4200];
+    char path[4200];
     snprintf(path, sizeof path, "%s/%s", o->out_dir, TG_CONFIG_NAME);
     if (access(path, F_OK) != 0) return 0; /* a run of a build before config.json */
-    return merge_config(a, o, cf, path, 1);
+    return merge_config(&t->a, o, &t->cf, t->merged, path, 1);
+}
+
+int tg_cli_train_parse(int argc, char **argv, tg_cli_train_t *t)
+{
+    char spec[4096];
+    memset(t, 0, sizeof *t);
+    tg_train_opts_default(&t->o);
+    int rc = tg_cli_strategy_spec(spec, sizeof spec, TRAIN_SPEC);
+    if (!rc) rc = tg_args_parse(&t->a, argc, argv, spec);
+    if (rc) return rc;
+    t->help = tg_args_has(&t->a, "help") || tg_args_has(&t->a, "help-strategy");
+    if (t->help) return 0;
+    rc = tg_cli_derived_dir(&t->a, 1);
+    if (!rc) rc = parse_train(&t->a, &t->o, t->sargs);
+    if (!rc) rc = apply_config(t);
+    return rc;
+}
+
+void tg_cli_train_destroy(tg_cli_train_t *t)
+{
+    tg_train_config_destroy(&t->cf);
 }
 
 /* SIGINT asks the run to stop at the next batch boundary (it writes a checkpoint, then returns
@@ -354,43 +374,35 @@ static void on_sigint(int sig)
     signal(SIGINT, SIG_DFL);
 }
 
-int tg_cmd_train(int argc, char **argv)
+/* tg_train with SIGINT asking it to stop; the exit status. */
+static int run_train(tg_cli_train_t *t)
 {
-    tg_args_t a;
-    char spec[4096];
-    if (tg_cli_strategy_spec(spec, sizeof spec, TRAIN_SPEC) < 0) return tg_cli_fail();
-    if (tg_args_parse(&a, argc, argv, spec) < 0) return tg_cli_fail();
-    if (tg_args_has(&a, "help-strategy"))
-        return tg_cli_strategy_help(stdout, tg_args_str(&a, "help-strategy", "")) < 0
-                   ? tg_cli_fail()
-                   : 0;
-    if (tg_args_has(&a, "help")) {
-        fputs(train_usage, stdout);
-        tg_cli_strategy_usage(stdout);
-        return 0;
-    }
-    tg_train_opts_t o;
-    tg_train_opts_default(&o);
-    tg_train_config_t cf;
-    memset(&cf, 0, sizeof cf);
-    if (tg_cli_derived_dir(&a, 1) < 0 || parse_train(&a, &o) < 0 || apply_config(&a, &o, &cf) < 0) {
-        tg_train_config_destroy(&cf);
-        return tg_cli_fail();
-    }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
-    o.stop = &stop_requested;
+    t->o.stop = &stop_requested;
     tg_train_result_t res;
-    int rc = tg_train(&o, &res);
+    int rc = tg_train(&t->o, &res);
     signal(SIGINT, SIG_DFL);
-    tg_train_config_destroy(&cf);
     if (rc == -EINTR && res.interrupted) {
         fprintf(stderr, "tiergnn: %s\n", tg_errmsg());
         return 130; /* the shell's code for "ended by SIGINT" */
     }
-    if (rc < 0) return tg_cli_fail();
-    return 0;
+    return rc < 0 ? tg_cli_fail() : 0;
+}
+
+int tg_cmd_train(int argc, char **argv)
+{
+    tg_cli_train_t t;
+    int rc;
+    if (tg_cli_train_parse(argc, argv, &t) < 0)
+        rc = tg_cli_fail();
+    else if (t.help)
+        rc = tg_cli_help(&t.a, train_usage);
+    else
+        rc = run_train(&t);
+    tg_cli_train_destroy(&t);
+    return rc;
 }
