@@ -269,18 +269,21 @@ static int loader_open_c(tgpy_loader_t *self, tg_loader_opts_t *o)
     return 0;
 }
 
+/* 1: hand out torch tensors; 0: NumPy arrays (asked for, or torch not installed); -1: raised
+ * (a KeyboardInterrupt while torch imports is not "no torch") */
 static int loader_use_torch(int numpy)
 {
     if (numpy) return 0;
     if (!torch_from_numpy) {
         PyObject *torch = PyImport_ImportModule("torch");
         if (!torch) {
+            if (!PyErr_ExceptionMatches(PyExc_ImportError)) return -1;
             PyErr_Clear(); /* torch is optional: NumPy arrays then */
             return 0;
         }
         torch_from_numpy = PyObject_GetAttrString(torch, "from_numpy");
         Py_DECREF(torch);
-        if (!torch_from_numpy) return PyErr_Clear(), 0;
+        if (!torch_from_numpy) return -1;
     }
     return 1;
 }
@@ -304,7 +307,7 @@ static int loader_init(tgpy_loader_t *self, PyObject *args, PyObject *kwargs)
     o.dataset = PyBytes_AS_STRING(path);
     o.strategy_args = sargs.args;
     o.num_strategy_args = sargs.n;
-    self->use_torch = loader_use_torch(a.numpy);
+    if ((self->use_torch = loader_use_torch(a.numpy)) < 0) goto out;
     rc = loader_open_c(self, &o);
 out:
     tgpy_args_destroy(&sargs);
@@ -339,7 +342,9 @@ static int loader_start_epoch(tgpy_loader_t *self, uint64_t e)
     int rc;
     char msg[1024];
     tg_loader_t *L = self->L;
+    tg_loader_info_t info;
     sigset_t mask;
+    self->gen++; /* first: a batch another thread's next takes meanwhile is not this epoch's */
     Py_BEGIN_ALLOW_THREADS;
     tgpy_fetch_pause(&self->fetch);
     const tg_loader_batch_t *b = tgpy_fetch_discard(&self->fetch);
@@ -348,10 +353,10 @@ static int loader_start_epoch(tgpy_loader_t *self, uint64_t e)
     rc = tg_loader_set_epoch(L, e);
     tgpy_signals_restore(&mask);
     if (rc < 0) snprintf(msg, sizeof msg, "%s", tg_errmsg());
-    tg_loader_info(L, &self->info);
+    tg_loader_info(L, &info);
     tgpy_fetch_resume(&self->fetch);
     Py_END_ALLOW_THREADS;
-    self->gen++;
+    self->info = info;
     if (rc < 0) return tgpy_raise_msg(rc, msg), -1;
     return 0;
 }
@@ -395,10 +400,10 @@ static int other_threads(void)
 {
     PyObject *threading = PyImport_ImportModule("threading");
     PyObject *n = threading ? PyObject_CallMethod(threading, "active_count", NULL) : NULL;
-    long count = n ? PyLong_AsLong(n) : 1;
+    long count = n ? PyLong_AsLong(n) : -1;
     Py_XDECREF(threading);
     Py_XDECREF(n);
-    PyErr_Clear();
+    if (count < 0) return -1; /* a KeyboardInterrupt, say, that arrived meanwhile */
     return count > 1;
 }
 
@@ -412,7 +417,9 @@ static int held_wait(tgpy_loader_t *self, int tries, const char *msg)
         Py_XDECREF(r);
         return r ? 0 : -1;
     }
-    if (!other_threads()) {
+    int others = other_threads();
+    if (others < 0) return -1;
+    if (!others) {
         PyObject *s = PyUnicode_FromFormat(
             "%s; in Python: every batch alive counts until its last reference (the batch, its x, "
             "n_id or blocks, a tensor made from them) dies: del them, or open the Loader with a "
@@ -429,28 +436,51 @@ static int held_wait(tgpy_loader_t *self, int tries, const char *msg)
     return PyErr_CheckSignals();
 }
 
+static void loader_refresh_info(tgpy_loader_t *self);
+
+/* One bounded wait for the fetch thread's answer, counted in waiters (see _loader.h) */
+static int iter_collect(tgpy_loader_t *self, int *rc, const tg_loader_batch_t **b, char *msg,
+                        size_t msg_size)
+{
+    int got;
+    atomic_fetch_add(&self->fetch.waiters, 1);
+    Py_BEGIN_ALLOW_THREADS;
+    got = tgpy_fetch_collect(&self->fetch, TGPY_POLL_S, rc, b, msg, msg_size);
+    atomic_fetch_sub(&self->fetch.waiters, 1);
+    Py_END_ALLOW_THREADS;
+    return got;
+}
+
+/* The iterator still current after a wait? Another thread may have closed the loader or
+ * started another epoch meanwhile: a batch taken for this one goes back. */
+static int iter_current(epoch_iter_t *it, int rc, const tg_loader_batch_t *b)
+{
+    tgpy_loader_t *self = it->loader;
+    if (self->L && !self->closed && it->gen == self->gen) return 1;
+    if (rc > 0 && self->L) tg_loader_release(self->L, b);
+    return loader_check_open(self) < 0 ? -1 : 0;
+}
+
 static PyObject *iter_next(epoch_iter_t *it)
 {
     tgpy_loader_t *self = it->loader;
-    if (loader_check_open(self) < 0) return NULL;
-    if (it->done || it->gen != self->gen) return NULL; /* StopIteration */
     char msg[1024];
     for (int busy = 0;;) {
-        int got, rc = 0;
+        if (loader_check_open(self) < 0) return NULL;
+        if (it->done || it->gen != self->gen) return NULL; /* StopIteration */
+        int rc = 0, cur;
         const tg_loader_batch_t *b = NULL;
-        Py_BEGIN_ALLOW_THREADS;
-        got = tgpy_fetch_collect(&self->fetch, TGPY_POLL_S, &rc, &b, msg, sizeof msg);
-        Py_END_ALLOW_THREADS;
-        if (!got) {
+        if (!iter_collect(self, &rc, &b, msg, sizeof msg)) {
             if (PyErr_CheckSignals() < 0) return NULL; /* the request stays out for the next */
             continue;
         }
+        if ((cur = iter_current(it, rc, b)) <= 0) return NULL;
         if (rc > 0) {
             it->yielded++;
             return tgpy_batch_new(self, b);
         }
         if (rc == -EBUSY) { /* at max_held tg_loader_next says so before it sees the end */
-            tg_loader_info(self->L, &self->info);
+            loader_refresh_info(self);
             if (it->yielded >= self->info.rank_batches) rc = 0;
         }
         if (rc == 0) {
@@ -483,11 +513,13 @@ static PyTypeObject epoch_iter_type = {
 /* self->info again: the epoch's batch counts change with set_epoch */
 static void loader_refresh_info(tgpy_loader_t *self)
 {
+    tg_loader_info_t info;
     Py_BEGIN_ALLOW_THREADS;
     tgpy_fetch_pause(&self->fetch); /* tg_loader_info must not run beside tg_loader_next */
-    tg_loader_info(self->L, &self->info);
+    tg_loader_info(self->L, &info);
     tgpy_fetch_resume(&self->fetch);
     Py_END_ALLOW_THREADS;
+    self->info = info;
 }
 
 static PyObject *json_loads(const char *s)

@@ -15,6 +15,7 @@
 #include "tgpy_common.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sys/types.h>
 
 /* One NumPy API table for the module's files: _loader.c imports it, the others use it. */
@@ -39,7 +40,8 @@ typedef struct tgpy_fetch {
     tg_loader_t *L;
     int want, have, quit; /* a request is out; its answer is ready; the thread is to end */
     int running;          /* in tg_loader_next now */
-    int paused;           /* pauses asked: no tg_loader_next starts while > 0 */
+    int paused;           /* a caller paused it: no tg_loader_next starts, no other pause */
+    atomic_int waiters;   /* callers in tgpy_fetch_collect: stop waits for them to leave */
     int rc;               /* the answer: tg_loader_next's return, b and the message */
     const tg_loader_batch_t *b;
     char msg[1024];
@@ -47,7 +49,8 @@ typedef struct tgpy_fetch {
 
 int tgpy_fetch_start(tgpy_fetch_t *f, tg_loader_t *L);
 /* Asks for the next batch unless a request is out, then waits up to timeout_s for the answer:
- * 1 with *rc, *b and msg, or 0 on timeout (the request stays out). Without the GIL. */
+ * 1 with *rc, *b and msg, or 0 on timeout or once stopping (the request stays out). Without
+ * the GIL; the caller counts itself in waiters while it still holds the GIL, and out after. */
 int tgpy_fetch_collect(tgpy_fetch_t *f, double timeout_s, int *rc, const tg_loader_batch_t **b,
                        char *msg, size_t msg_size);
 /* Waits until no tg_loader_next runs and starts none until tgpy_fetch_resume; an answer that
@@ -57,7 +60,8 @@ void tgpy_fetch_resume(tgpy_fetch_t *f);
 /* While paused: drops the request and its answer, returning the answer's batch (NULL: none)
  * for the caller to release. */
 const tg_loader_batch_t *tgpy_fetch_discard(tgpy_fetch_t *f);
-/* Ends the thread (paused or not; after tgpy_fetch_discard). Without the GIL. */
+/* Ends the thread (paused or not; after tgpy_fetch_discard) and, once no caller waits in
+ * tgpy_fetch_collect, frees the lock. Without the GIL. */
 void tgpy_fetch_stop(tgpy_fetch_t *f);
 
 typedef struct tgpy_loader {

@@ -36,6 +36,7 @@ static void *fetch_main(void *arg)
 int tgpy_fetch_start(tgpy_fetch_t *f, tg_loader_t *L)
 {
     memset(f, 0, sizeof *f);
+    atomic_init(&f->waiters, 0);
     f->L = L;
     pthread_mutex_init(&f->mu, NULL);
     pthread_condattr_t ca;
@@ -71,7 +72,7 @@ int tgpy_fetch_collect(tgpy_fetch_t *f, double timeout_s, int *rc, const tg_load
         f->want = 1;
         pthread_cond_broadcast(&f->cv);
     }
-    while (!f->have)
+    while (!f->have && !f->quit)
         if (pthread_cond_timedwait(&f->cv, &f->mu, &until) == ETIMEDOUT) break;
     int got = f->have;
     if (got) {
@@ -87,7 +88,9 @@ int tgpy_fetch_collect(tgpy_fetch_t *f, double timeout_s, int *rc, const tg_load
 void tgpy_fetch_pause(tgpy_fetch_t *f)
 {
     pthread_mutex_lock(&f->mu);
-    f->paused++;
+    while (f->paused) /* one pauser at a time: the C loader's calls are one at a time */
+        pthread_cond_wait(&f->cv, &f->mu);
+    f->paused = 1;
     while (f->running)
         pthread_cond_wait(&f->cv, &f->mu);
     pthread_mutex_unlock(&f->mu);
@@ -96,7 +99,7 @@ void tgpy_fetch_pause(tgpy_fetch_t *f)
 void tgpy_fetch_resume(tgpy_fetch_t *f)
 {
     pthread_mutex_lock(&f->mu);
-    f->paused--;
+    f->paused = 0;
     pthread_cond_broadcast(&f->cv);
     pthread_mutex_unlock(&f->mu);
 }
@@ -118,6 +121,13 @@ void tgpy_fetch_stop(tgpy_fetch_t *f)
     pthread_cond_broadcast(&f->cv);
     pthread_mutex_unlock(&f->mu);
     pthread_join(f->thr, NULL);
+    while (atomic_load(&f->waiters) > 0) { /* a caller on another thread leaves collect */
+        pthread_mutex_lock(&f->mu);
+        pthread_cond_broadcast(&f->cv);
+        pthread_mutex_unlock(&f->mu);
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
     pthread_cond_destroy(&f->cv);
     pthread_mutex_destroy(&f->mu);
     f->started = 0;

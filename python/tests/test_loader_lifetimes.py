@@ -350,3 +350,25 @@ def test_a_forked_child_refuses_the_loader_and_exits(small_graph):
         _, status = os.waitpid(pid, 0)
         assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
         assert b.batch_size > 0 and sum(1 for _ in L) == len(L)
+
+
+def test_close_from_another_thread_while_next_waits(larger_graph, baseline):
+    L = tiergnn.Loader(larger_graph, "train", strategy="diskgnn", **OPTS)
+    it = iter(L)
+    closer = threading.Timer(0.05, L.close)  # while diskgnn packs the epoch
+    closer.start()
+    with pytest.raises(ValueError, match="closed"):
+        next(it)
+    closer.join()
+    del it, L
+
+
+def test_set_epoch_from_another_thread_ends_the_wait(larger_graph):
+    with tiergnn.Loader(larger_graph, "train", strategy="diskgnn", **OPTS) as L:
+        it = iter(L)
+        t = threading.Timer(0.05, L.set_epoch, args=(3,))
+        t.start()
+        assert next(it, None) is None  # the old epoch's iterator ends
+        t.join()
+        b = next(iter(L))
+        assert b.epoch == 3 and b.index == 0
