@@ -53,6 +53,7 @@ def python_one(a):
         kw[k.replace("-", "_")] = v if v else True
     if a.max_batches:
         kw["max_batches"] = a.max_batches
+    kw["max_held"] = 2  # bench_loader's (tg_loader_opts_default): the same slots, the same budget
     if a.numpy:
         kw["numpy"] = True
     L = tiergnn.Loader(a.dataset, "train", fanouts=[int(f) for f in a.fanouts.split(",")],
