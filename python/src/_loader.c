@@ -54,10 +54,6 @@ PyObject *tgpy_named_tuple(const char *name)
 static void loader_free_c(tgpy_loader_t *self)
 {
     if (!self->L) return;
-    if (self->pid != getpid()) { /* a forked child's copy: the threads to join are not here */
-        self->L = NULL;
-        return;
-    }
     if (self->prev_open)
         self->prev_open->next_open = self->next_open;
     else if (open_loaders == self)
@@ -66,6 +62,7 @@ static void loader_free_c(tgpy_loader_t *self)
     self->next_open = self->prev_open = NULL;
     tg_loader_t *L = self->L;
     self->L = NULL;
+    if (self->pid != getpid()) return; /* a forked child's copy: its threads are not here */
     Py_BEGIN_ALLOW_THREADS;
     tgpy_fetch_pause(&self->fetch);
     const tg_loader_batch_t *b = tgpy_fetch_discard(&self->fetch);
