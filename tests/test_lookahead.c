@@ -4,7 +4,8 @@
  * batches held ahead hold their bytes against the budget until taken; a budget without room
  * stops the window short and the pass goes on; a full trace leaves batches unannounced; window 0
  * passes batches through; a pass ended early retires what it announced and gives every byte
- * back; a second pass over the same buffer announces again (its ids above the first's). */
+ * back; a second pass over the same buffer announces again (its ids above the first's); a budget
+ * without room for the announcement scratch fails the step naming it. */
 #include "engine/lookahead.h"
 #include "tg_test.h"
 
@@ -207,9 +208,36 @@ TG_TEST(short_full_none_and_early_end)
     tg_adj_destroy(adj);
 }
 
+/* The announcement scratch is the budget's too: a budget that holds a batch ahead but not the
+ * scratch fails the step naming it, and everything goes back. */
+TG_TEST(scratch_refused)
+{
+    tg_adj_t *adj = ring();
+    tg_featbuf_t *fb = buffer(2, 1 << 16);
+    tg_budget_t bg;
+    tg_budget_init(&bg, 100);
+    tg_lookahead_opts_t o = {
+        .fb = fb, .window = 2, .max_nodes = N, .est_bytes = 64, .budget = &bg, .who = "test"};
+    tg_lookahead_t *la;
+    TG_CHECK_OK(tg_lookahead_open(&la, &o));
+    tg_source_t *src = source(adj, 2);
+    TG_CHECK_OK(tg_lookahead_begin(la, src, tg_source_num_batches(src), 0));
+    tg_sloader_item_t *it = NULL;
+    TG_CHECK_ERR(tg_lookahead_next(la, &it), "test: announcement");
+    TG_CHECK(it == NULL);
+    tg_lookahead_end(la, 1);
+    tg_source_stop(src);
+    tg_lookahead_close(la);
+    TG_CHECK_EQ_U64(bg.used, 0);
+    tg_budget_destroy(&bg);
+    tg_featbuf_destroy(fb);
+    tg_adj_destroy(adj);
+}
+
 int main(void)
 {
     TG_RUN(window_announced_and_retired);
     TG_RUN(short_full_none_and_early_end);
+    TG_RUN(scratch_refused);
     return tg_test_done();
 }

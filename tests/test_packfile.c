@@ -498,6 +498,40 @@ TG_TEST(a_set)
         TG_CHECK_EQ_U64(b.used, 0);
         tg_budget_destroy(&b);
     }
+    /* a budget without room for the row nodes: refused naming them; the set closes clean */
+    {
+        tg_budget_t tb;
+        tg_budget_init(&tb, 0);
+        tg_layout_cfg_t lc = {.num_nodes = N,
+                              .row_bytes = D * 4,
+                              .segment = 1,
+                              .pack_bytes = 40 * D * 4,
+                              .chunk_align = 1};
+        tg_layout_t *L;
+        TG_CHECK_OK(tg_layout_plan(&L, &tr, &lc, &tb));
+        tg_budget_t small;
+        tg_budget_init(&small, 64);
+        tg_pack_set_t ps;
+        tg_pack_set_init(&ps);
+        tg_pack_set_opts_t o = {.dir = dir,
+                                .who = "test",
+                                .L = L,
+                                .ids = ids,
+                                .off = off,
+                                .count = B,
+                                .feat = feat,
+                                .num_nodes = N,
+                                .row_bytes = D * 4,
+                                .threads = 1,
+                                .budget = &small,
+                                .rowcrc = &sums};
+        TG_CHECK_ERR(tg_pack_set_write(&ps, &o), "test: the packed rows' nodes");
+        tg_pack_set_close(&ps);
+        TG_CHECK_EQ_U64(small.used, 0);
+        tg_budget_destroy(&small);
+        tg_layout_destroy(L);
+        tg_budget_destroy(&tb);
+    }
     /* a directory that does not exist: the maps fail naming it; the set closes clean */
     tg_budget_t b;
     tg_budget_init(&b, 0);
