@@ -354,6 +354,18 @@ int tg_cli_sampling(const tg_args_t *a, int is_mlp, int *layers, int64_t *fanout
     return 0;
 }
 
+int tg_cli_feat_dtype(const tg_args_t *a, tg_feat_dtype_t *t)
+{
+    const char *s = tg_args_str(a, "feat-dtype", "f32");
+    if (!strcmp(s, "f32"))
+        *t = TG_F32;
+    else if (!strcmp(s, "f16"))
+        *t = TG_F16;
+    else
+        return tg_err(-EINVAL, "--feat-dtype must be f32 or f16, got '%s'", s);
+    return 0;
+}
+
 int tg_cli_fail(void)
 {
     fprintf(stderr, "tiergnn: %s\n", tg_errmsg()[0] ? tg_errmsg() : "failed");

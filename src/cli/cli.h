@@ -56,6 +56,9 @@ int tg_cli_default_threads(void);
 
 /* --hidden (default 256) and --heads (default 4 for GAT, else 1) as train and bench take them;
  * for GAT, hidden must be a multiple of heads (hidden = heads x per-head width). */
+/* --feat-dtype f32 (default) or f16, as generate and import take it */
+int tg_cli_feat_dtype(const tg_args_t *a, tg_feat_dtype_t *t);
+
 /* GAT's attention heads when --heads is left out */
 #define TG_CLI_GAT_HEADS 4
 int tg_cli_model_widths(const tg_args_t *a, int is_gat, uint32_t *hidden, int *heads);

@@ -32,17 +32,6 @@ static const char *const usage_text =
     "  --overwrite      replace OUT if it exists (only once the new dataset is complete)\n"
     "docs/FORMAT.md describes the files and the model.\n";
 
-static int feat_dtype(const char *s, tg_feat_dtype_t *t)
-{
-    if (!strcmp(s, "f32"))
-        *t = TG_F32;
-    else if (!strcmp(s, "f16"))
-        *t = TG_F16;
-    else
-        return tg_err(-EINVAL, "--feat-dtype must be f32 or f16, got '%s'", s);
-    return 0;
-}
-
 /* The number flags, in the order their errors are reported. */
 static int parse_numbers(const tg_args_t *a, tg_gen_opts_t *o)
 {
@@ -84,7 +73,7 @@ static int parse_generate(const tg_args_t *a, tg_cli_generate_t *g)
         if (o->feat_noise < 0)
             return tg_err(-EINVAL, "--feat-noise must be 'auto' or at least 0, got %s", noise);
     }
-    if ((rc = feat_dtype(tg_args_str(a, "feat-dtype", "f32"), &o->feat_dtype)) < 0) return rc;
+    if ((rc = tg_cli_feat_dtype(a, &o->feat_dtype)) < 0) return rc;
     o->overwrite = tg_args_has(a, "overwrite");
     return 0;
 }

@@ -44,17 +44,6 @@ static int import_kind(const char *from, tg_import_kind_t *kind)
     return tg_err(-EINVAL, "--from must be ogb, npy, npz or edgelist, got '%s'", from);
 }
 
-static int feat_dtype(const char *s, tg_feat_dtype_t *t)
-{
-    if (!strcmp(s, "f32"))
-        *t = TG_F32;
-    else if (!strcmp(s, "f16"))
-        *t = TG_F16;
-    else
-        return tg_err(-EINVAL, "--feat-dtype must be f32 or f16, got '%s'", s);
-    return 0;
-}
-
 /* The options of the synthesised data, refused for a source that has its own. */
 static int gen_only(const tg_args_t *a, const char *from, tg_import_kind_t kind)
 {
@@ -111,7 +100,7 @@ static int parse_import(const tg_args_t *a, tg_cli_import_t *p)
     o->dedup = tg_args_has(a, "dedup");
     o->self_loops = tg_args_has(a, "self-loops");
     o->overwrite = tg_args_has(a, "overwrite");
-    if ((rc = feat_dtype(tg_args_str(a, "feat-dtype", "f32"), &o->feat_dtype)) < 0) return rc;
+    if ((rc = tg_cli_feat_dtype(a, &o->feat_dtype)) < 0) return rc;
     return parse_numbers(a, from, o);
 }
 
