@@ -215,8 +215,9 @@ typedef struct tg_loader_stats {
 int tg_loader_open(tg_loader_t **out, const tg_loader_opts_t *o);
 /* Starts epoch `epoch` (see "Epochs" above); held batches stay valid. */
 int tg_loader_set_epoch(tg_loader_t *L, uint64_t epoch);
-/* 1 and *out = the next batch of this rank's share; 0 at the end of the epoch's share; -EBUSY
- * when max_held batches are held; another negative code when the strategy's pass failed. */
+/* 1 and *out = the next batch of this rank's share; 0 at the end of the epoch's share (with
+ * batches held too); -EBUSY when max_held batches are held before the end; another negative code
+ * when the strategy's pass failed. */
 int tg_loader_next(tg_loader_t *L, const tg_loader_batch_t **out);
 /* Gives a batch back: -EINVAL when b is not a batch L lent and still holds. */
 int tg_loader_release(tg_loader_t *L, const tg_loader_batch_t *b);

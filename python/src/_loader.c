@@ -476,10 +476,6 @@ static PyObject *iter_next(epoch_iter_t *it)
             it->yielded++;
             return tgpy_batch_new(self, b);
         }
-        if (rc == -EBUSY) { /* at max_held tg_loader_next says so before it sees the end */
-            loader_refresh_info(self);
-            if (it->yielded >= self->info.rank_batches) rc = 0;
-        }
         if (rc == 0) {
             it->done = 1;
             return NULL;

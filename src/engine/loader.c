@@ -746,9 +746,11 @@ int tg_loader_next(tg_loader_t *L, const tg_loader_batch_t **out)
     *out = NULL;
     pthread_mutex_lock(&L->mu);
     double t0 = tg_now();
-    while (L->o.wait_held && L->nheld >= L->o.max_held)
+    /* the share given whole is the epoch's end, however many batches are held */
+    int ended = L->yielded >= L->end - L->start;
+    while (!ended && L->o.wait_held && L->nheld >= L->o.max_held)
         pthread_cond_wait(&L->cv_cons, &L->mu);
-    if (L->nheld >= L->o.max_held) {
+    if (!ended && L->nheld >= L->o.max_held) {
         pthread_mutex_unlock(&L->mu);
         return tg_err(-EBUSY,
                       "loader: %d batches held, max_held is %d: release one "
