@@ -36,6 +36,8 @@
 typedef struct tg_run tg_run_t;
 typedef struct tg_strategy tg_strategy_t;
 struct tg_budget_plan_opts;
+struct tg_cost_inputs; /* engine/plan_cost.h */
+struct tg_cost_pred;
 
 /* Settings every strategy gets; its own options arrive parsed in cfg (see tg_strategy_info_t). */
 typedef struct tg_strategy_opts {
@@ -216,6 +218,14 @@ typedef struct tg_strategy_i {
      * of no pass; settings (a window, a depth) take the larger. NULL: the sum's block stays
      * zero. */
     void (*own_add)(tg_pass_stats_t *sum, const tg_pass_stats_t *add);
+    /* Optional: the cost model's prediction of one training epoch of this strategy with its
+     * default options on the inputs in (engine/plan_cost.h): what its pipeline reads from the
+     * disk, the I/O, sampling, gathering and compute that costs, how they overlap, and its
+     * preparation amortised over the epochs, with a one-line why. out arrives zeroed with
+     * feasible = 1; a strategy that cannot run on these inputs clears it (tg_cost_infeasible).
+     * Pure arithmetic: a negative code only for inputs tg_cost_check lets through that it
+     * cannot use. NULL: the planner skips the strategy with a note. */
+    int (*predict)(const struct tg_cost_inputs *in, struct tg_cost_pred *out);
 } tg_strategy_i;
 
 /* The table (strategies/strategy.c) is the only place that names every strategy. */

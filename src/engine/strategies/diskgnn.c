@@ -42,6 +42,7 @@
  * and per generation the trace and the layout while it is planned; under --verify-reads the
  * node and checksum of every packed row (12 bytes a row). */
 #include "../engine-impl.h"
+#include "../plan_cost.h"
 #include "../nextpass.h"
 #include "../passkey.h"
 #include "../pipeline.h"
@@ -49,7 +50,9 @@
 #include "diskgnn.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -944,6 +947,43 @@ static int dg_in_flight(const tg_strategy_opts_t *so)
     return 1 + (int)((const dg_cfg_t *)so->cfg)->x.queue_depth;
 }
 
+/* The cost model: each epoch is sampled ahead (indices read whole into RAM when the budget
+ * holds them, else list by list from disk), laid out and packed: features.bin read once
+ * sequentially, the epoch's rows written to the packed file, then read back by batch in large
+ * runs with the layout's amplification (the profile's estimate at the disk budget). The CPU
+ * copies every row twice (packing, then into X) beside sampling and training; the first epoch
+ * samples and packs before it trains. Two generations live on disk at once. */
+static int dg_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
+{
+    const tg_cost_machine_t *m = &in->machine;
+    double caches = tg_cost_cache_bytes(in, tg_cost_matrices(&tg_strategy_diskgnn, in));
+    double idx = (double)in->data.edges * in->data.index_bytes, feat = tg_cost_feat_bytes(in);
+    double need = tg_cost_accesses(in) * tg_cost_row_bytes(in);
+    double ampl = in->prof.layout_read_ampl > 0 ? in->prof.layout_read_ampl : 1;
+    double budget = in->run.disk_budget ? (double)in->run.disk_budget : feat;
+    int idx_ram = caches >= idx;
+    double idx_reads = idx_ram ? 0 : in->prof.index_reads_per_batch * (double)in->prof.batches;
+    double seq = feat + need * ampl + (idx_ram ? idx : 0);
+    p->read_bytes = seq + idx_reads * 512;
+    p->io_s = tg_cost_seq_s(m, seq + need) +
+              tg_cost_random_s(m, idx_reads, idx_reads * 512, tg_cost_best_depth(m));
+    p->sample_s = tg_cost_sample_s(in);
+    p->gather_s = 2 * tg_cost_gather_s(in);
+    p->compute_s = tg_cost_compute_s(in);
+    p->prep_s =
+        (p->sample_s / in->run.sampler_threads + tg_cost_seq_s(m, feat + need)) / in->run.epochs;
+    tg_cost_overlap(in, p);
+    if ((double)in->run.disk_free < 2 * fmin(budget, need * ampl))
+        tg_cost_infeasible(p, "needs %.1f GiB of free disk for two packed epochs, %.1f GiB free",
+                           2 * fmin(budget, need * ampl) / 1073741824.0,
+                           (double)in->run.disk_free / 1073741824.0);
+    else
+        snprintf(p->why, sizeof p->why,
+                 "packs each epoch: file read once, read amplification %.2f, indices %s", ampl,
+                 idx_ram ? "in RAM while sampling" : "from disk");
+    return 0;
+}
+
 const tg_strategy_i tg_strategy_diskgnn = {
     .info = {.name = "diskgnn",
              .summary = "DiskGNN: each epoch sampled ahead, its rows packed per batch (hot rows "
@@ -960,6 +1000,7 @@ const tg_strategy_i tg_strategy_diskgnn = {
     .close = dg_close,
     .drain = dg_drain,
     .batches_in_flight = dg_in_flight,
+    .predict = dg_predict,
     .evaluating = dg_evaluating,
     .report = dg_report,
     .own_add = dg_own_add,

@@ -38,6 +38,7 @@
 #include "gids.h"
 #include "tiergnn/rank.h"
 #include "../lookahead.h"
+#include "../plan_cost.h"
 #include "../xpass.h"
 
 /* The hot list and the tier's sorted copy while the constant buffer is made (16 bytes a node),
@@ -657,6 +658,34 @@ static int gi_in_flight(const tg_strategy_opts_t *so)
     return tg_xpass_in_flight(&((const gi_cfg_t *)so->cfg)->x);
 }
 
+/* The cost model: GIDS's constant buffer takes half of what the budget leaves (at most
+ * CB_MAX_SHARE of the file) and serves the accesses of the hottest rows by reverse PageRank
+ * (the profile's coverage); the rest pass an LRU feature buffer of the other half (--window 0,
+ * auto's choice at a tight budget), whose miss share is the profile's LRU curve; misses are
+ * read merged at the accumulator's depth, the probe's best; indices from disk. The constant
+ * buffer is filled once per run (nearly sequential merged runs); without the ranking, its
+ * power iterations over the edges come first. */
+#define GI_RANK_ITERS 20
+static int gi_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
+{
+    double caches = tg_cost_cache_bytes(in, tg_cost_matrices(&tg_strategy_gids, in));
+    double row = tg_cost_row_bytes(in), feat = tg_cost_feat_bytes(in);
+    double cb = fmin(caches / 2, feat * CB_MAX_SHARE), buf = (caches - cb) / row;
+    double cover = tg_cost_curve_at(&in->prof.hot_rpr, cb / row), acc = tg_cost_accesses(in);
+    double lru = in->prof.lru.n ? tg_cost_curve_at(&in->prof.lru, buf) / acc : 1;
+    double misses = acc * (1 - cover) * fmin(lru, 1);
+    double idx = (double)in->data.edges * in->data.index_bytes;
+    p->prep_s = tg_cost_seq_s(&in->machine, fmin(feat, cb * 4));
+    if (!(in->data.derived & TG_COST_HAVE_RANK))
+        p->prep_s += GI_RANK_ITERS * tg_cost_seq_s(&in->machine, idx);
+    p->prep_s /= in->run.epochs;
+    tg_cost_disk_epoch(in, misses, 0, p);
+    snprintf(p->why, sizeof p->why,
+             "constant buffer %.0fk rows serves %.0f%%, LRU buffer %.0fk rows; misses %.2fM rows",
+             cb / row / 1e3, 100 * cover, buf / 1e3, misses / 1e6);
+    return 0;
+}
+
 const tg_strategy_i tg_strategy_gids = {
     .info = {.name = "gids",
              .summary = "GIDS: hot rows by reverse PageRank pinned in RAM, a feature buffer that "
@@ -673,6 +702,7 @@ const tg_strategy_i tg_strategy_gids = {
     .pass = gi_pass,
     .close = gi_close,
     .batches_in_flight = gi_in_flight,
+    .predict = gi_predict,
     .in_flight_opts = gi_shrink,
     .evaluating = gi_evaluating,
     .report = gi_report,

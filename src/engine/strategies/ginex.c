@@ -40,11 +40,13 @@
  * returns. */
 #include "../ahead.h"
 #include "../engine-impl.h"
+#include "../plan_cost.h"
 #include "../pipeline.h"
 #include "../xpass.h"
 #include "ginex.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -821,6 +823,45 @@ static int gx_in_flight(const tg_strategy_opts_t *so)
     return 1 + (int)((const gx_cfg_t *)so->cfg)->x.queue_depth;
 }
 
+/* The cost model: what gx_setup leaves for caches (after its address table, changeset
+ * workspace, spill buffers and a superbatch's planning) is split; a Belady-optimal feature cache
+ * of the rows its share holds (the changeset simulation's misses over the epoch) is read by the
+ * executor, one thread that also copies every row, with merging; the index reads the neighbour
+ * cache does not serve come from disk on the sampler threads. The
+ * split is planned: the share (0, 5, ..., 100%) with the shortest predicted epoch, ties to the
+ * larger feature cache as in choose_split. Without the neighbour cache file (and the out-degrees
+ * it ranks by), two sweeps of indices.bin build it before the first epoch. */
+static int gx_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
+{
+    const tg_cost_profile_t *pr = &in->prof;
+    double avail = tg_cost_cache_bytes(in, tg_cost_matrices(&tg_strategy_ginex, in));
+    double idx = (double)in->data.edges * in->data.index_bytes, row = tg_cost_row_bytes(in);
+    /* gx_setup's fixed parts and the superbatch's planning come off first */
+    double need = (double)(tg_tier_cs_bytes(in->data.nodes, 0, 1) + tg_cs_ws_bytes(in->data.nodes) +
+                           2 * GX_SPILL_BUF);
+    double per_batch = pr->rows_per_batch * GX_PLAN_BYTES_PER_ACCESS * 5 / 4;
+    double S = fmax(2, fmin(64, floor(fmax(avail - need, 0) / 5 / per_batch)));
+    double caches = fmax(avail - need - S * per_batch, 0);
+    double misses = 0, hit = 0, prep = 0;
+    int split = 0;
+    if (!(in->data.derived & TG_COST_HAVE_NCACHE))
+        prep = tg_cost_seq_s(&in->machine, 2 * idx) / in->run.epochs;
+    for (int pct = 0; pct <= 100; pct += 5) {
+        tg_cost_pred_t q = {.feasible = 1, .prep_s = pct ? prep : 0};
+        double nb = caches * pct / 100, m = tg_cost_curve_at(&pr->belady, (caches - nb) / row);
+        double h = fmin(tg_cost_curve_at(&pr->ncache_hit, nb), 1);
+        tg_cost_disk_epoch(in, m, h, &q);
+        /* one executor thread reads the rows and copies them: its reads and gathering add */
+        q.steady_s = fmax(q.steady_s, q.row_io_s + q.gather_s);
+        q.epoch_s = q.steady_s + q.prep_s;
+        if (pct == 0 || q.epoch_s < p->epoch_s) *p = q, split = pct, misses = m, hit = h;
+    }
+    snprintf(p->why, sizeof p->why,
+             "split %d%%: Belady cache misses %.2fM rows, neighbour cache serves %.0f%% of lists",
+             split, misses / 1e6, 100 * hit);
+    return 0;
+}
+
 const tg_strategy_i tg_strategy_ginex = {
     .info = {.name = "ginex",
              .summary = "Ginex: superbatches sampled ahead and spilled, Belady-optimal feature "
@@ -835,6 +876,7 @@ const tg_strategy_i tg_strategy_ginex = {
     .pass = gx_pass,
     .close = gx_close,
     .batches_in_flight = gx_in_flight,
+    .predict = gx_predict,
     .in_flight_opts = gx_shrink,
     .evaluating = gx_evaluating,
     .report = gx_report,

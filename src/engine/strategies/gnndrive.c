@@ -40,11 +40,14 @@
  * io layer's message names the file and offset -, the trainer's) is recorded with its message;
  * the queues are closed, every thread joined, every batch freed, and the pass returns it. */
 #include "../engine-impl.h"
+#include "../plan_cost.h"
 #include "../pipeline.h"
 #include "../xpass.h"
 
 #include <pthread.h>
+#include <math.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -370,6 +373,20 @@ static int gd_in_flight(const tg_strategy_opts_t *so)
     return tg_xpass_in_flight(&((const gd_cfg_t *)so->cfg)->x);
 }
 
+/* The cost model: the feature buffer behaves as an LRU cache of what the budget leaves beside
+ * the matrices in flight; its misses are read batch by batch with merging, the samplers read
+ * every neighbour list from disk, and both share the device at the probe's best depth. */
+static int gd_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
+{
+    double rows = tg_cost_cache_bytes(in, tg_cost_matrices(&tg_strategy_gnndrive, in)) /
+                  tg_cost_row_bytes(in);
+    double misses = in->prof.lru.n ? tg_cost_curve_at(&in->prof.lru, rows) : tg_cost_accesses(in);
+    tg_cost_disk_epoch(in, misses, 0, p);
+    snprintf(p->why, sizeof p->why, "LRU buffer of %.0fk rows misses %.2fM rows", rows / 1e3,
+             misses / 1e6);
+    return 0;
+}
+
 const tg_strategy_i tg_strategy_gnndrive = {
     .info = {.name = "gnndrive",
              .summary = "GNNDrive: samplers -> extractors (io_uring into a shared feature buffer) "
@@ -384,6 +401,7 @@ const tg_strategy_i tg_strategy_gnndrive = {
     .pass = gd_pass,
     .close = gd_close,
     .batches_in_flight = gd_in_flight,
+    .predict = gd_predict,
     .in_flight_opts = gd_shrink,
     .evaluating = gd_evaluating,
 };

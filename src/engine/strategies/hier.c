@@ -30,7 +30,9 @@
  * Evaluation passes run on the original graph and feature file, like pagraph without a cache:
  * samplers over the disk adjacency, extractors reading rows through io_uring. */
 #include <fcntl.h>
+#include <math.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -39,6 +41,7 @@
 #include "tiergnn/megabatch.h"
 #include "tiergnn/partition.h"
 #include "../xpass.h"
+#include "../plan_cost.h"
 #include "hier.h"
 
 #define PREFETCH 1          /* sampling from RAM is quick: a batch ahead per sampler thread */
@@ -799,6 +802,41 @@ static void hr_evaluating(tg_strategy_t *s, int layerwise)
     megas_release(s);
 }
 
+/* The cost model: each pass reads the partitioned features and lists once, sequentially, a
+ * mega-batch ahead of the samplers; inside a mega-batch a batch keeps the profile's share of
+ * the in-degree, so sampling, gathering and training shrink with it (the sampled graph
+ * changes). Without the partition, a streaming partitioning (a few passes over the lists) and
+ * the rewrite of features and lists come first, and need their size in free disk. */
+#define HIER_STREAM_PASSES 4
+static int hier_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
+{
+    const tg_cost_machine_t *m = &in->machine;
+    double idx = (double)in->data.edges * in->data.index_bytes, feat = tg_cost_feat_bytes(in);
+    double keep = in->prof.induced_degree_frac > 0 ? fmin(in->prof.induced_degree_frac, 1) : 1;
+    int have = (in->data.derived & TG_COST_HAVE_PARTS) != 0;
+    p->read_bytes = feat + idx;
+    p->io_s = tg_cost_seq_s(m, p->read_bytes);
+    p->sample_s = tg_cost_sample_s(in) * keep;
+    p->gather_s = tg_cost_gather_s(in) * keep;
+    p->compute_s = tg_cost_compute_s(in) * keep;
+    if (!have)
+        p->prep_s = tg_cost_seq_s(m, HIER_STREAM_PASSES * idx + 2 * (feat + idx)) / in->run.epochs;
+    tg_cost_overlap(in, p);
+    if (!have && (double)in->run.disk_free < feat + idx)
+        tg_cost_infeasible(p, "needs %.1f GiB of free disk for its partitioned copy",
+                           (feat + idx) / 1073741824.0);
+    else if (!have)
+        snprintf(p->why, sizeof p->why,
+                 "changes the sampled graph; needs derived partition: +%.1f s amortised over %d "
+                 "epochs",
+                 p->prep_s * in->run.epochs, in->run.epochs);
+    else
+        snprintf(p->why, sizeof p->why,
+                 "changes the sampled graph: mega-batches keep %.0f%% of the in-degree",
+                 100 * keep);
+    return 0;
+}
+
 const tg_strategy_i tg_strategy_hier = {
     .info = {.name = "hier",
              .summary = "HierBatching: min-cut partitions stored contiguously, mega-batches of "
@@ -815,6 +853,7 @@ const tg_strategy_i tg_strategy_hier = {
     .pass = hier_pass,
     .close = hier_close,
     .batches_in_flight = hier_in_flight,
+    .predict = hier_predict,
     .in_flight_opts = hier_shrink,
     .epoch_batches = hier_epoch_batches,
     .profile_batch = hier_profile,

@@ -2,7 +2,9 @@
  * and gather its rows from the in-memory store right after, ahead of the trainer; the trainer
  * runs the steps in batch-id order. The reference every other strategy must match. */
 #include "../engine-impl.h"
+#include "../plan_cost.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,6 +70,28 @@ static int memory_in_flight(const tg_strategy_opts_t *o)
     return tg_gather_pass_in_flight(o->sampler_threads, 2);
 }
 
+/* The cost model: nothing is read during an epoch; sampler threads sample and gather, the
+ * trainer trains, all on the cores. It runs only where the rows (f32), the u64 indices and indptr
+ * fit in what the budget leaves beside its matrices. */
+static int memory_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
+{
+    const tg_cost_dataset_t *d = &in->data;
+    double need = (double)d->nodes * d->feat_dim * sizeof(float) + (double)d->edges * 8 +
+                  ((double)d->nodes + 1) * 8;
+    double have = tg_cost_cache_bytes(in, tg_cost_matrices(&tg_strategy_memory, in));
+    p->sample_s = tg_cost_sample_s(in);
+    p->gather_s = tg_cost_gather_s(in);
+    p->compute_s = tg_cost_compute_s(in);
+    tg_cost_overlap(in, p);
+    if (need > have)
+        tg_cost_infeasible(p, "graph and features need %.0f MiB in RAM, the budget leaves %.0f MiB",
+                           need / 1048576, have / 1048576);
+    else
+        snprintf(p->why, sizeof p->why, "all in RAM: sampling, gathering and training on %d cores",
+                 in->machine.cores);
+    return 0;
+}
+
 const tg_strategy_i tg_strategy_memory = {
     .info = {.name = "memory",
              .summary = "graph and features in RAM; sampler threads sample and gather ahead",
@@ -77,4 +101,5 @@ const tg_strategy_i tg_strategy_memory = {
     .pass = memory_pass,
     .close = memory_close,
     .batches_in_flight = memory_in_flight,
+    .predict = memory_predict,
 };

@@ -5,9 +5,12 @@
  * of gather_threads threads, so that many page faults are outstanding at once. The pool is shared
  * by the sampler threads one batch at a time (tg_pool_for is not reentrant). */
 #include "../engine-impl.h"
+#include "../plan_cost.h"
 
 #include <pthread.h>
+#include <math.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -97,6 +100,34 @@ static int mmap_in_flight(const tg_strategy_opts_t *o)
     return tg_gather_pass_in_flight(o->sampler_threads, 1);
 }
 
+/* The cost model: every 4 KiB page a batch touches (its rows' pages, a page per neighbour list)
+ * and the page cache does not hold is one synchronous read. A fault blocks its thread, so the
+ * device sees about one read per sampler thread (bench/README.md, "Ginex", the shared strategy
+ * bench: mmap's faults ran near the probe's depth-1 rate). The page cache is what the budget
+ * leaves beside the matrices, spread evenly over the features' and indices' pages. */
+static int mmap_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
+{
+    const double page = 4096;
+    const tg_cost_profile_t *pr = &in->prof;
+    double feat_pages = ceil(tg_cost_feat_bytes(in) / page);
+    double idx_pages = ceil((double)in->data.edges * in->data.index_bytes / page);
+    double per_page = fmax(1, floor(page / tg_cost_row_bytes(in)));
+    double q = fmin(pr->rows_per_batch / (double)in->data.nodes, 1);
+    double touched = feat_pages * (1 - pow(1 - q, per_page)) + pr->index_reads_per_batch;
+    double cached = tg_cost_cache_bytes(in, tg_cost_matrices(&tg_strategy_mmap, in)) / page;
+    double hit = fmin(cached / (feat_pages + idx_pages), 1);
+    double faults = touched * (double)pr->batches * (1 - hit);
+    p->read_bytes = faults * page;
+    p->io_s = tg_cost_random_s(&in->machine, faults, p->read_bytes, in->run.sampler_threads);
+    p->sample_s = tg_cost_sample_s(in);
+    p->gather_s = tg_cost_gather_s(in);
+    p->compute_s = tg_cost_compute_s(in);
+    tg_cost_overlap(in, p);
+    snprintf(p->why, sizeof p->why, "%.2fM page faults, %.0f%% of pages in the page cache",
+             faults / 1e6, 100 * hit);
+    return 0;
+}
+
 const tg_strategy_i tg_strategy_mmap = {
     .info = {.name = "mmap",
              .summary = "indices and features memory-mapped (MADV_RANDOM), page cache bounded by "
@@ -111,4 +142,5 @@ const tg_strategy_i tg_strategy_mmap = {
     .pass = mmap_pass,
     .close = mmap_close,
     .batches_in_flight = mmap_in_flight,
+    .predict = mmap_predict,
 };

@@ -12,12 +12,15 @@
  * Mechanism: samplers (indices read from disk as in gnndrive) -> extractors (tg_extract_group:
  * static tier, then the file) -> in-order window -> trainer -> releaser (engine/pipeline.h).
  * Batches reach the trainer in id order, so checkpoints are byte-identical to memory's. */
+#include <math.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tiergnn/outdeg.h"
 #include "../xpass.h"
+#include "../plan_cost.h"
 /* While the static tier is made: the hot list and the tier's sorted copy (16 bytes a node) and
  * the fill's io/ staging (8 reads of 512 KiB, bookkeeping), or the ranking's read buffer. */
 #define HOT_LIST_BYTES 16u
@@ -221,6 +224,28 @@ static int pg_in_flight(const tg_strategy_opts_t *so)
     return tg_xpass_in_flight(&((const pg_cfg_t *)so->cfg)->x);
 }
 
+/* The cost model: the highest out-degree rows that fit beside the matrices serve their share
+ * of the accesses (the profile's degree coverage), every other access is read, merged, as
+ * gnndrive's are; indices from disk. Without the out-degree counts, one sweep of indices.bin
+ * builds them before the first epoch. */
+static int pg_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
+{
+    double left = tg_cost_cache_bytes(in, tg_cost_matrices(&tg_strategy_pagraph, in));
+    double hot = fmax(left - (double)FILL_BYTES, 0) / (tg_cost_row_bytes(in) + HOT_LIST_BYTES);
+    /* unprofiled: the share of the edges the 1% highest-degree nodes hold, pro rata */
+    double cover = in->prof.hot_degree.n
+                       ? tg_cost_curve_at(&in->prof.hot_degree, hot)
+                       : in->data.degree_skew * fmin(hot / (0.01 * (double)in->data.nodes), 1);
+    double idx = (double)in->data.edges * in->data.index_bytes;
+    if (!(in->data.derived & TG_COST_HAVE_OUTDEG))
+        p->prep_s = tg_cost_seq_s(&in->machine, idx) / in->run.epochs;
+    p->prep_s += tg_cost_seq_s(&in->machine, hot * tg_cost_row_bytes(in)) / in->run.epochs;
+    tg_cost_disk_epoch(in, tg_cost_accesses(in) * (1 - cover), 0, p);
+    snprintf(p->why, sizeof p->why, "%.0fk hot rows by out-degree serve %.0f%% of the accesses",
+             hot / 1e3, 100 * cover);
+    return 0;
+}
+
 const tg_strategy_i tg_strategy_pagraph = {
     .info = {.name = "pagraph",
              .summary = "PaGraph: the highest out-degree nodes' feature rows pinned in RAM, the "
@@ -236,6 +261,7 @@ const tg_strategy_i tg_strategy_pagraph = {
     .pass = pg_pass,
     .close = pg_close,
     .batches_in_flight = pg_in_flight,
+    .predict = pg_predict,
     .in_flight_opts = pg_shrink,
     .evaluating = pg_evaluating,
 };

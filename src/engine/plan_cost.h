@@ -1,0 +1,181 @@
+/* plan_cost.h - the cost model: a predicted epoch per strategy from measured figures.
+ *
+ *     tg_cost_inputs_t in = {0};        // the machine, the dataset, the run, a profile
+ *     ... fill in (the device probe, rates, --mem's split, the profile's miss curves) ...
+ *     tg_cost_pred_t pred[TG_COST_MAX_STRATS];
+ *     int best;
+ *     if (tg_cost_choose(&in, 0, pred, TG_COST_MAX_STRATS, &best) < 0) ... tg_errmsg() ...
+ *     // pred[i] is the table's strategy i; best is the fastest exact one that can run
+ *
+ * Every strategy that has a predict hook (tg_strategy_i.predict) turns the same inputs into its
+ * epoch: what its pipeline reads from the disk (from the profile's misses at the cache size the
+ * budget leaves it), the random and sequential I/O time that costs on the probed device, the CPU
+ * time of sampling, gathering and training, how those overlap on the cores, and its preparation
+ * (derived files it would have to build, work before the first epoch) amortised over the epochs.
+ * The arithmetic they share lives here once; a strategy's predict is a few lines of its paper's
+ * pipeline. Everything is pure computation over the inputs: deterministic, no I/O. */
+#ifndef TG_PLAN_COST_H
+#define TG_PLAN_COST_H
+
+#include <stdint.h>
+
+#include "tiergnn/io.h"
+#include "tiergnn/util.h"
+
+#define TG_COST_CURVE_MAX 8
+#define TG_COST_MAX_STRATS 16
+#define TG_COST_WHY 192
+
+/* A measured curve y(x) at up to TG_COST_CURVE_MAX points, x increasing; read piecewise
+ * linearly between points and flat beyond the ends (tg_cost_curve_at). n = 0: unknown. */
+typedef struct tg_cost_curve {
+    int n;
+    double x[TG_COST_CURVE_MAX], y[TG_COST_CURVE_MAX];
+} tg_cost_curve_t;
+
+/* The machine, measured in the process that plans. */
+typedef struct tg_cost_machine {
+    tg_io_probe_t probe;       /* random 4 KiB reads/s and latency by depth; sequential bytes/s */
+    double gemm_flops_per_s;   /* tg_nn_gemm_rate with the run's threads */
+    double step_flops_per_s;   /* achieved by a measured training step (tg_flops_total of its
+                                  batch over its seconds); 0: the GEMM rate x TG_COST_STEP_EFF */
+    double sample_nodes_per_s; /* one sampler thread, indices in RAM: input nodes per second */
+    double gather_rows_per_s;  /* one thread copying and converting rows from RAM into X */
+    int cores;
+} tg_cost_machine_t;
+
+/* Derived files that exist already (tg_cost_dataset_t.derived); a strategy that needs one that
+ * does not is charged for building it. */
+enum {
+    TG_COST_HAVE_PARTS = 1,  /* hier's partitioned copy */
+    TG_COST_HAVE_RANK = 2,   /* gids's reverse PageRank ranking */
+    TG_COST_HAVE_OUTDEG = 4, /* pagraph's and ginex's out-degree counts */
+    TG_COST_HAVE_NCACHE = 8  /* ginex's neighbour cache file */
+};
+
+typedef struct tg_cost_dataset {
+    uint64_t nodes, edges; /* edges: entries of indices.bin */
+    uint32_t feat_dim;     /* features per row */
+    uint32_t dtype_bytes;  /* bytes per feature in the file (4: f32, 2: f16) */
+    uint32_t index_bytes;  /* bytes per entry of indices.bin */
+    double train_frac;     /* training nodes / nodes */
+    double degree_skew;    /* share of the edges held by the 1% highest in-degree nodes */
+    unsigned derived;      /* TG_COST_HAVE_* */
+} tg_cost_dataset_t;
+
+typedef struct tg_cost_run {
+    double epoch_flops; /* forward + backward operations of an epoch: tg_model_batch_flops
+                           (tg_flops_total) over the profiled batches, x batches / profiled */
+    uint64_t batch_size;
+    int epochs;
+    int sampler_threads; /* >= 1 */
+    /* --mem after the budget plan's process, model and activations: what a strategy's input
+     * matrices in flight and its caches share (each predict takes its matrices off first) */
+    uint64_t free_bytes;
+    uint64_t matrix_bytes; /* one input matrix of the largest profiled batch */
+    uint64_t disk_budget;  /* --disk-budget (0: the feature file's size) */
+    uint64_t disk_free;    /* free bytes beside the dataset */
+} tg_cost_run_t;
+
+/* A short profile: a few batches of the epoch sampled with the run's RNG, scaled to the epoch. */
+typedef struct tg_cost_profile {
+    uint64_t batches;             /* per epoch */
+    double rows_per_batch;        /* distinct input rows per batch (mean) */
+    double index_reads_per_batch; /* neighbour lists the samplers read per batch */
+    double index_bytes_per_batch; /* index bytes they ask for per batch */
+    double distinct_rows;         /* distinct rows over the epoch (reuse across batches) */
+    tg_cost_curve_t belady;       /* epoch misses of a Belady cache vs its rows (changeset sim.) */
+    tg_cost_curve_t lru;          /* epoch misses of an LRU cache vs its rows */
+    tg_cost_curve_t hot_degree;   /* share of row accesses the R highest out-degree rows serve */
+    tg_cost_curve_t hot_rpr;      /* the same for the R highest by reverse PageRank */
+    tg_cost_curve_t ncache_hit;   /* share of list reads a neighbour cache of B bytes serves */
+    double induced_degree_frac;   /* hier: mean in-degree kept in a mega-batch (static cache
+                                     included) / the graph's; 0: unknown (taken as 1) */
+    double layout_read_ampl;      /* diskgnn: the layout's read estimate at the disk budget
+                                     (bytes read / needed); 0: unknown (taken as 1) */
+} tg_cost_profile_t;
+
+typedef struct tg_cost_inputs {
+    tg_cost_machine_t machine;
+    tg_cost_dataset_t data;
+    tg_cost_run_t run;
+    tg_cost_profile_t prof;
+} tg_cost_inputs_t;
+
+/* One strategy's predicted epoch, its terms, and why. */
+typedef struct tg_cost_pred {
+    int predicted;     /* its predict ran (0: the strategy has none; why says so) */
+    int feasible;      /* it can run with these inputs (0: why says what is missing) */
+    double epoch_s;    /* the predicted epoch over the run: steady_s + prep_s */
+    double steady_s;   /* an epoch after the first, preparation left out */
+    double read_bytes; /* from the disk per epoch */
+    double io_s;       /* the disk's busy time per epoch (random + sequential) */
+    double row_io_s;   /* of io_s, the feature rows' reads (tg_cost_disk_epoch) */
+    double sample_s;   /* sampling, CPU seconds summed over threads */
+    double gather_s;   /* rows into X (and the strategy's own copying), CPU seconds */
+    double compute_s;  /* training steps */
+    double prep_s;     /* preparation per epoch: derived files and first-epoch work / epochs */
+    double cpu_s;      /* every CPU term summed */
+    char why[TG_COST_WHY];
+} tg_cost_pred_t;
+
+/* Training at this share of the GEMM rate when no step was measured (aggregation, element-wise
+ * work and small GEMMs run below the rate of one large GEMM). */
+#define TG_COST_STEP_EFF 0.25
+
+/* 0, or -EINVAL naming the first input that cannot be used (zero bandwidth, no cores...). */
+int tg_cost_check(const tg_cost_inputs_t *in);
+
+/* ---- shared arithmetic (each O(1) but the merge, O(gap rows)) */
+
+double tg_cost_curve_at(const tg_cost_curve_t *c, double x);
+/* Random 4 KiB reads per second at depth d, read off the probe (linear in log2 depth). */
+double tg_cost_iops(const tg_cost_machine_t *m, double depth);
+/* The probe's best depth (its default for io/). */
+double tg_cost_best_depth(const tg_cost_machine_t *m);
+/* Disk time of reads random requests of about the same size carrying bytes in all, kept depth
+ * deep: each is bound by its access (the probe's rate at that depth) or by its transfer at the
+ * sequential rate, whichever is longer. Requests of different sizes: add one call per size. */
+double tg_cost_random_s(const tg_cost_machine_t *m, double reads, double bytes, double depth);
+double tg_cost_seq_s(const tg_cost_machine_t *m, double bytes);
+/* Reads and bytes of one batch's rows missing from RAM, spread uniformly over a file of rows,
+ * merged as store/extract plans it: holes below the probe's gap read through, runs cut at the
+ * largest merged read. */
+void tg_cost_merge(const tg_cost_inputs_t *in, double rows, double *reads, double *bytes);
+/* The epoch of overlapped terms: the disk's busy time, the trainer's compute and every CPU term
+ * spread over the cores, whichever is longest (steady_s); prep_s is added to it (epoch_s).
+ * Fills p->steady_s, p->epoch_s and p->cpu_s from the terms already in p. */
+void tg_cost_overlap(const tg_cost_inputs_t *in, tg_cost_pred_t *p);
+/* Common terms: one feature row's bytes, the file's, the epoch's row accesses, training time,
+ * sampling CPU (indices in RAM), gathering CPU, bytes left for caches beside k matrices. */
+double tg_cost_row_bytes(const tg_cost_inputs_t *in);
+double tg_cost_feat_bytes(const tg_cost_inputs_t *in);
+double tg_cost_accesses(const tg_cost_inputs_t *in);
+double tg_cost_compute_s(const tg_cost_inputs_t *in);
+double tg_cost_sample_s(const tg_cost_inputs_t *in);
+double tg_cost_gather_s(const tg_cost_inputs_t *in);
+double tg_cost_cache_bytes(const tg_cost_inputs_t *in, int matrices);
+struct tg_strategy_i;
+/* The input matrices strategy s holds at once with its default options and the run's sampler
+ * threads (its batches_in_flight): what the budget plan reserves before its caches. */
+int tg_cost_matrices(const struct tg_strategy_i *s, const tg_cost_inputs_t *in);
+/* A disk strategy's epoch: rows missing from its caches (misses per epoch), read by batch with
+ * merging; index reads of which a share hit_idx comes from RAM; the CPU terms; depth: the
+ * probe's best. Fills every term of p and its epoch. */
+void tg_cost_disk_epoch(const tg_cost_inputs_t *in, double misses, double hit_idx,
+                        tg_cost_pred_t *p);
+/* Marks p infeasible with a reason. */
+void tg_cost_infeasible(tg_cost_pred_t *p, const char *fmt, ...) TG_PRINTF(2, 3);
+
+/* ---- over a strategy table */
+
+/* Runs every row's predict (a row without one is left predicted = 0, with a note in why) and
+ * picks the fastest feasible exact strategy, strategies that change the sampled graph only with
+ * allow_inexact; ties go to the earlier row. *best = -1 when none can run (not an error). */
+int tg_cost_choose_in(const struct tg_strategy_i *const *table, int n, const tg_cost_inputs_t *in,
+                      int allow_inexact, tg_cost_pred_t *pred, int *best);
+/* tg_cost_choose_in over the engine's table (strategies/strategy.c); pred holds max entries. */
+int tg_cost_choose(const tg_cost_inputs_t *in, int allow_inexact, tg_cost_pred_t *pred, int max,
+                   int *best);
+
+#endif
