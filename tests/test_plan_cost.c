@@ -201,6 +201,32 @@ TG_TEST(inexact_only_when_allowed)
                 best >= 0 ? tg_strategy_at(best)->info.name : "none");
 }
 
+/* Figures the profile left out and derived files that are missing change the terms the way the
+ * pipelines say. */
+TG_TEST(missing_figures_and_files)
+{
+    tg_cost_inputs_t in = shared_bench();
+    tg_cost_pred_t a[TG_COST_MAX_STRATS], b[TG_COST_MAX_STRATS];
+    int best;
+    int pg = table_index("pagraph"), dg = table_index("diskgnn"), gi = table_index("gids");
+    TG_CHECK_OK(tg_cost_choose(&in, 0, a, TG_COST_MAX_STRATS, &best));
+    /* pagraph without a degree coverage: the 1% highest-degree nodes' edge share, pro rata */
+    in.prof.hot_degree.n = 0;
+    in.run.free_bytes += (uint64_t)(200 * MIB);
+    TG_CHECK_OK(tg_cost_choose(&in, 0, b, TG_COST_MAX_STRATS, &best));
+    TG_CHECK(b[pg].feasible && strstr(b[pg].why, "serve") && b[pg].steady_s < a[pg].steady_s);
+    /* diskgnn with no room for the indices: its samplers read every list from disk */
+    in = shared_bench();
+    in.run.free_bytes = (uint64_t)(100 * MIB + 2 * 166.5 * MIB);
+    TG_CHECK_OK(tg_cost_choose(&in, 0, b, TG_COST_MAX_STRATS, &best));
+    TG_CHECK(strstr(b[dg].why, "from disk") && b[dg].io_s > a[dg].io_s);
+    /* gids without its ranking: charged the power iterations */
+    in = shared_bench();
+    in.data.derived &= ~(unsigned)TG_COST_HAVE_RANK;
+    TG_CHECK_OK(tg_cost_choose(&in, 0, b, TG_COST_MAX_STRATS, &best));
+    TG_CHECK(b[gi].prep_s > a[gi].prep_s && b[gi].steady_s == a[gi].steady_s);
+}
+
 TG_TEST(deterministic)
 {
     tg_cost_inputs_t in = shared_bench();
@@ -335,6 +361,7 @@ int main(void)
     TG_RUN(shared_bench_predictions);
     TG_RUN(memory_without_limit);
     TG_RUN(inexact_only_when_allowed);
+    TG_RUN(missing_figures_and_files);
     TG_RUN(deterministic);
     TG_RUN(fake_rows);
     TG_RUN(bad_inputs);
