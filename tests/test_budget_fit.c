@@ -133,6 +133,23 @@ TG_TEST(every_strategy_lowers_before_refusing)
     TG_CHECK(level_trained[1] > level_trained[0]);
 }
 
+/* An epoch of one batch (the whole split in one step) holds one input matrix, whatever the
+ * strategy would keep in flight over many: the plan counts one. */
+TG_TEST(one_batch_one_matrix)
+{
+    char *out = NULL;
+    char dir[4300];
+    snprintf(dir, sizeof dir, "%s/whole", root);
+    int rc = tg_test_cli(&out,
+                         "-v train %s --out %s --strategy memory --model gcn --layers 2 "
+                         "--hidden 16 --fanouts -1,-1 --batch-size 0 --epochs 1 --eval-every 0 "
+                         "--sampler-threads 2 --threads 2 --mem 512M",
+                         ds, dir);
+    if (rc) TG_FAIL("full-batch training failed:\n%s", out ? out : "");
+    TG_CHECK(out && strstr(out, ", 1 batch matrices of "));
+    free(out);
+}
+
 int main(void)
 {
     snprintf(root, sizeof root, "%s", tg_test_tmpdir("budget_fit"));
@@ -147,6 +164,7 @@ int main(void)
     free(out);
     if (rc) return 1;
     TG_RUN(every_strategy_lowers_before_refusing);
+    TG_RUN(one_batch_one_matrix);
     rc = tg_test_done();
     if (rc == 0) tg_rmtree(root);
     return rc;

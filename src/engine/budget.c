@@ -376,6 +376,8 @@ int tg_budget_plan(tg_run_t *r, const tg_model_t *m, const tg_budget_plan_opts_t
     p->limit = r->budget.limit;
     p->model = m ? tg_model_param_bytes(m) : 0;
     p->in_flight = r->strat_i->batches_in_flight ? r->strat_i->batches_in_flight(&r->sopts) : 2;
+    /* a pass holds no more input matrices than it has batches (one, training on the whole split) */
+    if (o->plan->num_batches) p->in_flight = TG_MIN(p->in_flight, o->plan->num_batches);
     p->held = o->held;
     if (!p->limit || o->plan->num_batches == 0 || r->budget_planned) return 0;
     /* measuring a batch creates a second model: not when the first alone is too large */

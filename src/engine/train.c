@@ -331,7 +331,11 @@ static int train_open(trainer_t *t, uint64_t ntrain, uint64_t N, uint32_t D)
     ro.extra_bytes = t->order_bytes + t->mask_bytes;
     tg_model_config_t mc = o->model;
     mc.in_dim = D;
-    ro.auto_extra = tg_budget_estimate(&mc, N, o->batch_size, o->sampler, o->fanouts, 4);
+    /* the strategies' most matrices in flight, or the epoch's batches when it has fewer */
+    uint64_t nb = t->whole || !o->batch_size ? 1 : (ntrain + o->batch_size - 1) / o->batch_size;
+    if (o->batches_per_epoch) nb = TG_MIN(nb, o->batches_per_epoch);
+    ro.auto_extra =
+        tg_budget_estimate(&mc, N, o->batch_size, o->sampler, o->fanouts, (int)TG_MIN(nb, 4));
     ro.threads = o->threads;
     ro.verify = o->verify;
     ro.verify_reads = o->verify_reads;
