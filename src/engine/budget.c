@@ -264,16 +264,18 @@ static void knob_set(tg_run_t *r, const fit_knobs_t *k, int i, int64_t v)
 }
 
 /* Lowers by one the first knob whose step lowers the strategy's matrices in flight (a knob
- * that does not, under a max of two terms, is put back); 0 when none does. */
-static int fit_step(tg_run_t *r, const fit_knobs_t *k, tg_budget_plan_t *p)
+ * that does not, under a max of two terms, is put back); 0 when none does. The plan counts at
+ * most `cap` of them (the epoch's batches), whatever the strategy's count. */
+static int fit_step(tg_run_t *r, const fit_knobs_t *k, tg_budget_plan_t *p, uint64_t cap)
 {
+    int cur = r->strat_i->batches_in_flight(&r->sopts);
     for (int i = 0; i < k->n; i++) {
         int64_t v = knob_get(r, k, i);
         if (v <= k->min[i]) continue;
         knob_set(r, k, i, v - 1);
         int cnt = r->strat_i->batches_in_flight(&r->sopts);
-        if (cnt >= 0 && (uint64_t)cnt < p->in_flight) {
-            p->in_flight = (uint64_t)cnt;
+        if (cnt >= 0 && cnt < cur) {
+            p->in_flight = TG_MIN((uint64_t)cnt, cap);
             return 1;
         }
         knob_set(r, k, i, v);
@@ -325,7 +327,8 @@ static int plan_fit(tg_run_t *r, const tg_model_t *m, const tg_budget_plan_opts_
     if (r->strat_i->batches_in_flight) fit_knobs(r, &k);
     /* the knobs give way until the plan fits with room for what the strategy still needs at
      * its first pass; the refusal below is the plan's alone (the strategy names its own) */
-    while (r->budget.used + need + after_plan(r) > p->limit && fit_step(r, &k, p))
+    uint64_t cap = o->plan->num_batches ? o->plan->num_batches : UINT64_MAX;
+    while (r->budget.used + need + after_plan(r) > p->limit && fit_step(r, &k, p, cap))
         need = plan_need(p);
     if (r->budget.used + need <= p->limit) fit_log(r, &k, p);
     if (r->budget.used + need <= p->limit) return 0;
