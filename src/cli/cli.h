@@ -190,6 +190,9 @@ int tg_cmd_bench(int argc, char **argv);
 struct tg_strategy_arg;
 /* buf = base followed by every strategy option of the table (",name=" or ",name"). */
 int tg_cli_strategy_spec(char *buf, size_t len, const char *base);
+/* Parses argv with the flags of base and every strategy option into a; *help = 1 when --help or
+ * --help-strategy was given (train, eval, infer). */
+int tg_cli_parse_with_strategies(tg_args_t *a, int argc, char **argv, const char *base, int *help);
 /* The flags of a that are strategy options, in args[0..*n) (pointing into a). */
 int tg_cli_strategy_args(const tg_args_t *a, struct tg_strategy_arg *args, int max, int *n);
 /* --strategy (default auto), checked against the table. */

@@ -120,16 +120,14 @@ static int parse_eval(const tg_args_t *a, tg_cli_eval_t *e)
 
 int tg_cli_eval_parse(int argc, char **argv, tg_cli_eval_t *e)
 {
-    char spec[4096];
     memset(e, 0, sizeof *e);
-    int rc = tg_cli_strategy_spec(spec, sizeof spec,
-                                  "checkpoint=,split=,last,threads=,eval-chunk=,max-nodes=,mem=,"
-                                  "strategy=,json,sampler=,layer-sizes=,verify,verify-reads,help,"
-                                  "help-strategy=,derived-dir=");
-    if (!rc) rc = tg_args_parse(&e->a, argc, argv, spec);
+    int rc = tg_cli_parse_with_strategies(
+        &e->a, argc, argv,
+        "checkpoint=,split=,last,threads=,eval-chunk=,max-nodes=,mem=,strategy=,json,sampler=,"
+        "layer-sizes=,verify,verify-reads,help,help-strategy=,derived-dir=",
+        &e->help);
     if (!rc) rc = tg_cli_derived_dir(&e->a, 1);
     if (rc) return rc;
-    e->help = tg_args_has(&e->a, "help") || tg_args_has(&e->a, "help-strategy");
     return e->help ? 0 : parse_eval(&e->a, e);
 }
 

@@ -160,16 +160,14 @@ static int parse_infer(const tg_args_t *a, tg_cli_infer_t *p)
 
 int tg_cli_infer_parse(int argc, char **argv, tg_cli_infer_t *p)
 {
-    char spec[4096];
     memset(p, 0, sizeof *p);
-    int rc = tg_cli_strategy_spec(spec, sizeof spec,
-                                  "checkpoint=,out=,embeddings,format=,last,chunk-nodes=,mem=,"
-                                  "threads=,strategy=,verify,verify-reads,help,help-strategy=,"
-                                  "derived-dir=");
-    if (!rc) rc = tg_args_parse(&p->a, argc, argv, spec);
+    int rc = tg_cli_parse_with_strategies(
+        &p->a, argc, argv,
+        "checkpoint=,out=,embeddings,format=,last,chunk-nodes=,mem=,threads=,strategy=,verify,"
+        "verify-reads,help,help-strategy=,derived-dir=",
+        &p->help);
     if (!rc) rc = tg_cli_derived_dir(&p->a, 1);
     if (rc) return rc;
-    p->help = tg_args_has(&p->a, "help") || tg_args_has(&p->a, "help-strategy");
     return p->help ? 0 : parse_infer(&p->a, p);
 }
 

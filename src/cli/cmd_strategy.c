@@ -7,6 +7,15 @@
 #include "tiergnn/engine.h"
 #include "tiergnn/util.h"
 
+int tg_cli_parse_with_strategies(tg_args_t *a, int argc, char **argv, const char *base, int *help)
+{
+    char spec[4096];
+    int rc = tg_cli_strategy_spec(spec, sizeof spec, base);
+    if (!rc) rc = tg_args_parse(a, argc, argv, spec);
+    if (!rc) *help = tg_args_has(a, "help") || tg_args_has(a, "help-strategy");
+    return rc;
+}
+
 int tg_cli_strategy_spec(char *buf, size_t len, const char *base)
 {
     size_t n = (size_t)snprintf(buf, len, "%s", base);

@@ -344,14 +344,10 @@ static int apply_config(tg_cli_train_t *t)
 
 int tg_cli_train_parse(int argc, char **argv, tg_cli_train_t *t)
 {
-    char spec[4096];
     memset(t, 0, sizeof *t);
     tg_train_opts_default(&t->o);
-    int rc = tg_cli_strategy_spec(spec, sizeof spec, TRAIN_SPEC);
-    if (!rc) rc = tg_args_parse(&t->a, argc, argv, spec);
-    if (rc) return rc;
-    t->help = tg_args_has(&t->a, "help") || tg_args_has(&t->a, "help-strategy");
-    if (t->help) return 0;
+    int rc = tg_cli_parse_with_strategies(&t->a, argc, argv, TRAIN_SPEC, &t->help);
+    if (rc || t->help) return rc;
     rc = tg_cli_derived_dir(&t->a, 1);
     if (!rc) rc = parse_train(&t->a, &t->o, t->sargs);
     if (!rc) rc = apply_config(t);
