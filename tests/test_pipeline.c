@@ -2,7 +2,8 @@
  * every batch trains once in id order; a source that answers -ECANCELED because the pipeline
  * stopped at the normal end of a pass is not an error (diskgnn's test once failed with a bare
  * "Operation canceled": a worker asked for one more batch just as the trainer finished); a real
- * error keeps its message; the accumulator's group_more bounds a worker's groups. */
+ * error keeps its message; the accumulator's group_more bounds a worker's groups; a step that
+ * keeps X (TG_PASS_KEEP_X, the pull loader's lending) owns it past the pass. */
 #include "engine/pipeline.h"
 #include "tg_test.h"
 
@@ -20,6 +21,7 @@ typedef struct {
     uint64_t trained[NB];
     uint64_t ntrained;
     int groups, max_group, more_limit;
+    const float *kept[NB]; /* keep_step's */
 } src_t;
 
 static int s_next(void *ctx, tg_pipe_t *P, tg_sloader_item_t **out)
@@ -79,9 +81,19 @@ static int s_step(void *ctx, const tg_batch_t *b, const float *X)
     return 0;
 }
 
-static int run(src_t *s, int group, int use_more, tg_pass_stats_t *st)
+/* Keeps every X, as the pull loader does. */
+static int keep_step(void *ctx, const tg_batch_t *b, const float *X)
 {
-    tg_pass_t p = {.batch_size = 1, .step = s_step, .ctx = s};
+    src_t *s = ctx;
+    int rc = s_step(ctx, b, X);
+    if (rc < 0) return rc;
+    s->kept[b->id] = X;
+    return TG_PASS_KEEP_X;
+}
+
+static int run_step(src_t *s, int group, int use_more, tg_pass_stats_t *st, tg_pass_step_fn step)
+{
+    tg_pass_t p = {.batch_size = 1, .step = step, .ctx = s};
     tg_pipe_source_t src = {.next = s_next, .item_free = s_free, .num_batches = s->count, .ctx = s};
     tg_pipe_opts_t o = {.pass = &p,
                         .source = &src,
@@ -94,6 +106,11 @@ static int run(src_t *s, int group, int use_more, tg_pass_stats_t *st)
                         .in_order = 1,
                         .group_more = use_more ? s_more : NULL};
     return tg_pipe_run(&o, st);
+}
+
+static int run(src_t *s, int group, int use_more, tg_pass_stats_t *st)
+{
+    return run_step(s, group, use_more, st, s_step);
 }
 
 TG_TEST(in_order_once)
@@ -145,11 +162,31 @@ TG_TEST(group_more_bounds_groups)
     TG_CHECK(t.max_group == 8 && t.groups == 2);
 }
 
+/* Kept matrices leave the pipeline's places and its bytes in flight (the pass ends although
+ * all 12 are kept with 3 places) and stay valid after it, until tg_pass_x_free. */
+TG_TEST(kept_x_outlives_the_pass)
+{
+    src_t s = {.count = NB, .fail_at = -1};
+    tg_pass_stats_t st;
+    TG_CHECK_OK(run_step(&s, 1, 0, &st, keep_step));
+    TG_CHECK_EQ_U64(s.ntrained, NB);
+    TG_CHECK(st.batch_bytes_peak <= 3 * 3 * DIM * sizeof(float));
+    for (int i = 0; i < NB; i++) {
+        TG_CHECK(s.kept[i] != NULL);
+        if (!s.kept[i]) continue;
+        for (int k = 0; k < 3 * DIM; k++)
+            TG_CHECK(s.kept[i][k] == (float)i);
+        tg_pass_x_free(s.kept[i]);
+    }
+    tg_pass_x_free(NULL);
+}
+
 int main(void)
 {
     TG_RUN(in_order_once);
     TG_RUN(cancel_at_the_end_is_not_an_error);
     TG_RUN(source_error_keeps_its_message);
     TG_RUN(group_more_bounds_groups);
+    TG_RUN(kept_x_outlives_the_pass);
     return tg_test_done();
 }

@@ -50,21 +50,22 @@
  * Lifetimes: a batch (its tg_batch_t's arrays, X and y) is valid from tg_loader_next until
  * tg_loader_release(L, b), also across tg_loader_set_epoch. At most max_held batches are held
  * at once: tg_loader_next with max_held batches held returns -EBUSY (release one first), or with
- * wait_held waits until another thread releases one. Every
- * batch is a copy of the strategy's (its arrays and X copied into one of max_held + 1 slots of
- * the loader): the strategy's own buffers go back to it at once, so holding batches never
- * stalls its pipeline; the copy costs one memcpy of X per batch. tg_loader_close ends the pass
- * (mid-epoch too, at the strategy's next batch boundary), joins every thread, closes every file
- * and frees every slot, batches still held included: pointers into them are invalid after it.
+ * wait_held waits until another thread releases one. X is the strategy's own input matrix, lent
+ * without a copy: the strategy hands it over and makes another for its next batch, and the
+ * release frees it. The batch's arrays and labels (bytes per node, not per feature) are copied
+ * into one of max_held + 1 slots of the loader. So holding batches never stalls the strategy's
+ * pipeline, and no batch costs a copy of X. tg_loader_close ends the pass (mid-epoch too, at the
+ * strategy's next batch boundary), joins every thread, closes every file and frees every slot,
+ * batches still held included: pointers into them are invalid after it.
  *
  * Memory: mem_bytes is the loader's whole budget (tiergnn/engine.h, "Memory"), the caller's
  * model and tensors excepted. Before the first epoch the loader makes the training run's budget
  * plan without a model: it samples the first batches of its share and reserves the process's
  * own memory (measured), the input matrices the strategy holds in flight and, in place of a
- * model, the max_held + 1 slots, each sized for that batch with a margin; the strategy's caches
- * take what is left. A slot that a larger batch outgrows reserves the difference (-ENOMEM
- * naming it when the budget has none). A budget too small is refused naming every part and the
- * --mem needed.
+ * model, the max_held + 1 slots, each sized for that batch (its arrays and the X it lends) with
+ * a margin; the strategy's caches take what is left. A slot that a larger batch outgrows
+ * reserves the difference (-ENOMEM naming it when the budget has none). A budget too small is
+ * refused naming every part and the --mem needed.
  *
  * Threads: one loader is driven from one thread at a time (tg_loader_next, _set_epoch, _info,
  * _close); tg_loader_release and tg_loader_stats may also come from another thread, while one
@@ -175,7 +176,8 @@ typedef struct tg_loader_stats {
     uint64_t batches;       /* batches yielded to the caller this epoch */
     uint64_t rank_batches;  /* m: what the epoch's share holds */
     double wait_s;          /* the caller waiting in tg_loader_next */
-    double copy_s;          /* copying batches into slots (the pass's thread) */
+    double copy_s;          /* copying batches' arrays and labels into slots (the pass's
+                               thread; X is lent, not copied) */
     double stall_s;         /* the pass waiting for a free slot (the caller holds them) */
     uint64_t index_bytes;   /* adjacency bytes the samplers asked for */
     uint64_t feature_bytes; /* feature rows' bytes the yielded batches hold (in the file's type) */

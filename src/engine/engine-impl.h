@@ -54,8 +54,17 @@ void tg_strategy_opts_default(tg_strategy_opts_t *o);
 
 /* The step callback of a pass: the batch and its feature matrix X (num_nodes x dim f32, rows
  * normalised when asked). Both stay valid until the callback returns. Returns 0 to go on,
- * TG_PASS_STOP to stop at this batch boundary, or a negative error code with a message. */
+ * TG_PASS_STOP to stop at this batch boundary, TG_PASS_KEEP_X to go on and keep X, or a
+ * negative error code with a message.
+ *
+ * TG_PASS_KEEP_X: the callback takes X over (the pull loader lends it to its caller rather than
+ * copying it): the pass frees the batch but not X, whose matrix place it gives back at once, and
+ * the callback frees X later with tg_pass_x_free, from any thread, after the pass too. Whoever
+ * keeps X accounts for its bytes in the budget. A strategy that wraps the step callback passes
+ * its answer on unchanged (the kit's pipeline is the only caller that acts on it). */
 #define TG_PASS_STOP 1
+#define TG_PASS_KEEP_X 2
+void tg_pass_x_free(const float *X);
 typedef int (*tg_pass_step_fn)(void *ctx, const tg_batch_t *b, const float *X);
 
 typedef struct tg_pass {

@@ -1,7 +1,8 @@
 /* The pull-model loader (tiergnn/loader.h): a strategy's pass runs on the loader's thread; its
- * step callback copies each batch of this rank's share, with X and the seeds' labels, into a free
- * slot and queues it; tg_loader_next takes the queued slots in order and lends them until
- * tg_loader_release. Closing or a new epoch sets `abort`, and the step callback answers
+ * step callback copies each batch of this rank's share (its arrays, with the seeds' labels) into
+ * a free slot, keeps the strategy's X (TG_PASS_KEEP_X: lent as it is, no copy) and queues the
+ * slot; tg_loader_next takes the queued slots in order and lends them until tg_loader_release,
+ * which frees X. Closing or a new epoch sets `abort`, and the step callback answers
  * TG_PASS_STOP at the strategy's next batch boundary.
  *
  * Lock order: one mutex (tg_loader.mu) guards the slots' states, the queue, the counters and
@@ -33,9 +34,10 @@ typedef enum { SLOT_FREE = 0, SLOT_FILLING, SLOT_READY, SLOT_HELD } slot_state_t
 typedef struct slot {
     tg_loader_batch_t pub; /* first: the pointer tg_loader_next lends is the slot's */
     tg_block_t blocks[TG_MAX_LAYERS];
-    void *arena;       /* the batch's arrays, X and y (arena_layout) */
+    void *arena;       /* the batch's arrays and y (arena_layout) */
     size_t cap;        /* bytes of arena */
-    uint64_t reserved; /* bytes of the budget this slot holds */
+    float *X;          /* the strategy's X, kept (tg_pass_x_free), or NULL */
+    uint64_t reserved; /* bytes of the budget this slot holds: its arena and its X */
     slot_state_t state;
 } slot_t;
 
@@ -267,10 +269,11 @@ static int share_of(tg_loader_t *L, const tg_plan_t *p, tg_pass_t *pass, uint64_
 
 /* ---------------------------------------------------------------- slots */
 
-/* Byte offsets of a batch's arrays in a slot's arena; 64-byte aligned X. */
+/* Byte offsets of a batch's arrays in a slot's arena (total), and the bytes of its X, which the
+ * slot holds beside the arena (x_bytes). */
 typedef struct {
-    size_t nodes, indptr[TG_MAX_LAYERS], indices[TG_MAX_LAYERS], weights[TG_MAX_LAYERS], X, y,
-        total;
+    size_t nodes, indptr[TG_MAX_LAYERS], indices[TG_MAX_LAYERS], weights[TG_MAX_LAYERS], y, total,
+        x_bytes;
 } layout_t;
 
 static size_t up64(size_t x)
@@ -281,8 +284,7 @@ static size_t up64(size_t x)
 static void arena_layout(const tg_batch_t *b, uint32_t dim, uint32_t width, layout_t *a)
 {
     size_t off = 0;
-    a->X = off;
-    off = up64(off + (size_t)b->num_nodes * dim * sizeof(float));
+    a->x_bytes = (size_t)b->num_nodes * dim * sizeof(float);
     a->nodes = off;
     off = up64(off + (size_t)b->num_nodes * sizeof(uint64_t));
     for (int l = 0; l < b->num_layers; l++) {
@@ -299,32 +301,45 @@ static void arena_layout(const tg_batch_t *b, uint32_t dim, uint32_t width, layo
     a->total = off ? off : 64;
 }
 
-/* Grows s's arena to `bytes`, reserving what exceeds the slot's share of the budget. */
-static int slot_fit(tg_loader_t *L, slot_t *s, size_t bytes)
+/* Grows s's arena to a->total, reserving what the arena and X exceed the slot's share of the
+ * budget by. */
+static int slot_fit(tg_loader_t *L, slot_t *s, const layout_t *a)
 {
-    if (bytes <= s->cap) return 0;
-    if (bytes > s->reserved) {
-        int rc = tg_budget_reserve(&L->r.budget, bytes - s->reserved,
+    uint64_t need = a->total + a->x_bytes;
+    if (need > s->reserved) {
+        int rc = tg_budget_reserve(&L->r.budget, need - s->reserved,
                                    "a loader slot outgrown by a larger batch");
         if (rc < 0) return tg_err_prefix(rc, "loader: max_held %d", L->o.max_held);
-        s->reserved = bytes;
+        s->reserved = need;
     }
-    void *a = tg_aligned_alloc(64, bytes);
-    if (!a) return tg_err(-ENOMEM, "loader: out of memory for a batch slot of %zu bytes", bytes);
+    size_t bytes = a->total;
+    if (bytes <= s->cap) return 0;
+    void *arena = tg_aligned_alloc(64, bytes);
+    if (!arena)
+        return tg_err(-ENOMEM, "loader: out of memory for a batch slot of %zu bytes", bytes);
     free(s->arena);
-    s->arena = a;
+    s->arena = arena;
     s->cap = bytes;
     return 0;
 }
 
-/* Copies batch b, its X and its seeds' labels into slot s (the pass's thread, s FILLING). */
+/* A queued slot's batch is dropped: its X goes (the pass stopped). */
+static void slot_empty(slot_t *s)
+{
+    tg_pass_x_free(s->X);
+    s->X = NULL;
+    s->state = SLOT_FREE;
+}
+
+/* Copies batch b and its seeds' labels into slot s and lends X as it is (the pass's thread, s
+ * FILLING; the caller keeps X when this succeeds). */
 static int slot_fill(tg_loader_t *L, slot_t *s, const tg_batch_t *b, const float *X)
 {
     const tg_run_t *r = &L->r;
     uint32_t dim = r->ds->meta.feat_dim, w = r->label_width;
     layout_t a;
     arena_layout(b, dim, w, &a);
-    int rc = slot_fit(L, s, a.total);
+    int rc = slot_fit(L, s, &a);
     if (rc < 0) return rc;
     char *base = s->arena;
     tg_batch_t *c = &s->pub.batch;
@@ -343,8 +358,7 @@ static int slot_fill(tg_loader_t *L, slot_t *s, const tg_batch_t *b, const float
         memcpy(d->indices, k->indices, (size_t)k->num_edges * sizeof *d->indices);
         if (k->weights) memcpy(d->weights, k->weights, (size_t)k->num_edges * sizeof *d->weights);
     }
-    s->pub.X = (float *)(base + a.X);
-    memcpy(s->pub.X, X, (size_t)b->num_nodes * dim * sizeof *X);
+    s->pub.X = (float *)X;
     int32_t *y = (int32_t *)(base + a.y);
     tg_run_labels(r, b->nodes, b->num_seeds, L->mask, y);
     s->pub.y = y;
@@ -381,6 +395,8 @@ static int step(void *ctx, const tg_batch_t *b, const float *X)
     }
     s->state = SLOT_FILLING;
     pthread_mutex_unlock(&L->mu);
+    tg_pass_x_free(s->X); /* the X of the batch released from this slot last */
+    s->X = NULL;
     double t1 = tg_now();
     int rc = slot_fill(L, s, b, X);
     pthread_mutex_lock(&L->mu);
@@ -388,6 +404,8 @@ static int step(void *ctx, const tg_batch_t *b, const float *X)
     if (rc < 0) {
         s->state = SLOT_FREE;
     } else {
+        s->X = (float *)X;
+        rc = TG_PASS_KEEP_X;
         s->state = SLOT_READY;
         L->queue[(L->qhead + L->qlen++) % L->nslots] = (int)(s - L->slots);
         L->produced++;
@@ -506,7 +524,7 @@ static void pass_stop(tg_loader_t *L)
     L->thr_live = 0;
     pthread_mutex_lock(&L->mu);
     for (; L->qlen; L->qlen--, L->qhead = (L->qhead + 1) % L->nslots)
-        L->slots[L->queue[L->qhead]].state = SLOT_FREE;
+        slot_empty(&L->slots[L->queue[L->qhead]]);
     pthread_mutex_unlock(&L->mu);
 }
 
@@ -556,13 +574,13 @@ static int epoch_start(tg_loader_t *L, uint64_t epoch)
 
 /* ---------------------------------------------------------------- the budget */
 
-/* One slot's bytes for the batch b (the budget plan's held_bytes). */
+/* One slot's bytes for the batch b, its arena and X (the budget plan's held_bytes). */
 static uint64_t slot_bytes_for(void *ctx, const tg_batch_t *b)
 {
     const tg_loader_t *L = ctx;
     layout_t a;
     arena_layout(b, L->r.ds->meta.feat_dim, L->r.label_width, &a);
-    return a.total;
+    return a.total + a.x_bytes;
 }
 
 /* The run's budget plan without a model (engine/budget.c): it measures the share's first
@@ -647,16 +665,6 @@ static int slots_alloc(tg_loader_t *L)
     return 0;
 }
 
-/* The slots' arenas at their planned size: their memory is taken now, not at the first batch. */
-static int slots_prealloc(tg_loader_t *L)
-{
-    for (int i = 0; i < L->nslots && L->slot_bytes; i++) {
-        int rc = slot_fit(L, &L->slots[i], L->slot_bytes);
-        if (rc < 0) return rc;
-    }
-    return 0;
-}
-
 int tg_loader_open(tg_loader_t **out, const tg_loader_opts_t *o)
 {
     *out = NULL;
@@ -691,7 +699,6 @@ int tg_loader_open(tg_loader_t **out, const tg_loader_opts_t *o)
     L->start = p.first_batch;
     L->end = L->start + n / (uint64_t)o->world_size;
     if ((rc = budget_plan(L)) < 0) goto err;
-    if ((rc = slots_prealloc(L)) < 0) goto err;
     if ((rc = epoch_start(L, o->epoch)) < 0) goto err;
     /* the caller's strings and arrays are not kept (loader.h) */
     L->o.dataset = L->r.ds->dir;
@@ -712,6 +719,7 @@ void tg_loader_close(tg_loader_t *L)
     pass_stop(L);
     uint64_t slot_bytes = 0;
     for (int i = 0; L->slots && i < L->nslots; i++) {
+        tg_pass_x_free(L->slots[i].X);
         free(L->slots[i].arena);
         slot_bytes += L->slots[i].reserved;
     }
@@ -794,6 +802,8 @@ int tg_loader_release(tg_loader_t *L, const tg_loader_batch_t *b)
         return tg_err(-EINVAL, "loader: release of a batch the loader does not hold (%s)",
                       i < 0 ? "not one of its slots" : "released already");
     }
+    /* its X is freed by the pass's thread when it fills the slot again (step), off the
+     * caller's path: unmapping a matrix costs time */
     L->slots[i].state = SLOT_FREE;
     L->nheld--;
     pthread_cond_signal(&L->cv_prod);

@@ -7,9 +7,9 @@
 
 typedef struct {
     tg_sloader_item_t *it;
-    float *X;       /* (num_nodes, dim); in gather mode it is it->payload (the loader frees it) */
-    size_t x_bytes; /* worker mode: counted in x_bytes while X exists */
-    int counted;    /* worker mode: holds one of the matrix places (x_max) */
+    float *X;    /* (num_nodes, dim), x_alloc's; in gather mode it is it->payload (the loader
+                    frees it) */
+    int counted; /* worker mode: holds one of the matrix places (x_max) */
 } item_t;
 
 struct tg_pipe {
@@ -66,6 +66,35 @@ atomic_int *tg_pipe_abort_flag(tg_pipe_t *P)
     return &P->abort;
 }
 
+/* Every X the pipeline makes has a header before it that holds its bytes (two size_t, so X is
+ * as aligned as malloc's blocks), so that tg_pass_x_free frees it whoever ends up owning it. */
+static float *x_alloc(tg_pipe_t *P, size_t bytes)
+{
+    size_t *hdr = malloc(bytes + 2 * sizeof(size_t));
+    if (!hdr) return NULL;
+    hdr[0] = bytes;
+    tg_pipe_count_bytes(P, (int64_t)bytes);
+    return (float *)(hdr + 2);
+}
+
+/* X leaves the bytes in flight: freed, or kept by the step (TG_PASS_KEEP_X). */
+static void x_uncount(tg_pipe_t *P, const float *X)
+{
+    tg_pipe_count_bytes(P, -(int64_t)((const size_t *)X)[-2]);
+}
+
+static void x_free(tg_pipe_t *P, float *X)
+{
+    if (!X) return;
+    x_uncount(P, X);
+    tg_pass_x_free(X);
+}
+
+void tg_pass_x_free(const float *X)
+{
+    if (X) free((size_t *)X - 2);
+}
+
 static void x_wake_all(tg_pipe_t *P)
 {
     pthread_mutex_lock(&P->x_mu);
@@ -100,8 +129,7 @@ static void src_free(tg_pipe_t *P, tg_sloader_item_t *it)
 static void item_free(tg_pipe_t *P, item_t *t)
 {
     if (!t) return;
-    if (!P->gather_mode) free(t->X);
-    if (t->x_bytes) tg_pipe_count_bytes(P, -(int64_t)t->x_bytes);
+    if (!P->gather_mode) x_free(P, t->X);
     if (t->it) src_free(P, t->it);
     if (t->counted) x_give_back(P, 1);
     free(t);
@@ -189,14 +217,10 @@ static int window_get(tg_pipe_t *P, item_t **out)
 
 /* ---------------------------------------------------------------- gather on the sampler thread */
 
-/* X is preceded by a small header holding its size, so the free function can account for it. */
+/* The loader's free function for the payload X (x_alloc's). */
 static void gather_free(void *ctx, void *payload)
 {
-    tg_pipe_t *P = ctx;
-    if (!payload) return;
-    size_t *hdr = (size_t *)payload - 2;
-    tg_pipe_count_bytes(P, -(int64_t)hdr[0]);
-    free(hdr);
+    x_free(ctx, payload);
 }
 
 static int gather_hook(void *ctx, tg_sloader_item_t *it)
@@ -204,11 +228,8 @@ static int gather_hook(void *ctx, tg_sloader_item_t *it)
     tg_pipe_t *P = ctx;
     const tg_batch_t *b = &it->batch;
     size_t bytes = (size_t)b->num_nodes * P->o->dim * sizeof(float);
-    size_t *hdr = malloc(bytes + 2 * sizeof(size_t));
-    if (!hdr) return tg_err(-ENOMEM, "out of memory for the features of %u nodes", b->num_nodes);
-    hdr[0] = bytes;
-    float *X = (float *)(hdr + 2);
-    tg_pipe_count_bytes(P, (int64_t)bytes);
+    float *X = x_alloc(P, bytes);
+    if (!X) return tg_err(-ENOMEM, "out of memory for the features of %u nodes", b->num_nodes);
     int rc = P->o->gather(P->o->gather_ctx, b, X);
     if (rc < 0) {
         gather_free(P, X);
@@ -297,11 +318,7 @@ static void *worker_main(void *arg)
             } else {
                 g[j]->it = its[j];
                 g[j]->counted = 1;
-                size_t xb = (size_t)its[j]->batch.num_nodes * o->dim * sizeof(float);
-                if ((g[j]->X = malloc(xb ? xb : 1))) {
-                    g[j]->x_bytes = xb;
-                    tg_pipe_count_bytes(P, (int64_t)xb);
-                }
+                g[j]->X = x_alloc(P, (size_t)its[j]->batch.num_nodes * o->dim * sizeof(float));
             }
             if (rc == 0 && (!g[j] || !g[j]->X))
                 rc = tg_pipe_fail(
@@ -422,6 +439,12 @@ static void train_loop(tg_pipe_t *P, uint64_t total, tg_pass_stats_t *st)
         if (g != 0) break; /* the end of the pass, or a failure recorded in the box */
         int src = p->step(p->ctx, &t->it->batch, t->X);
         uint64_t id = t->it->batch.id;
+        if (src == TG_PASS_KEEP_X) { /* the step owns X now: the batch goes, X stays */
+            x_uncount(P, t->X);
+            if (P->gather_mode) t->it->payload = NULL;
+            t->X = NULL;
+            src = 0;
+        }
         /* Gathering on the sampler threads, the trainer frees its batch itself: a releaser would
          * keep two more matrices alive, which a tight budget must pay for (mmap). */
         if (P->gather_mode || tg_queue_push(P->relq, t) < 0) item_free(P, t);
