@@ -195,6 +195,14 @@ static int gen_sample(tg_strategy_t *s, gen_t *g, const atomic_int *abort)
      * sampling has the topology in memory). Without room for them: the disk adjacency. */
     tg_adj_t *src = s->disk, *copy = NULL;
     if (s->sample_in_ram && tg_adj_disk_load_bytes(s->disk)) {
+        /* The trace first, at about its size (the last generation's, else the pass's batches
+         * at the largest measured batch): the copy takes only what the trace leaves, or it
+         * fits and the sampling then finds no room for the trace. Without room for that
+         * estimate (an upper bound) the trace grows as it goes, as without the copy. */
+        uint64_t nb = (kp.num_seeds + kp.batch_size - 1) / kp.batch_size;
+        nb = nb > kp.first_batch ? nb - kp.first_batch : 0;
+        uint64_t ids = s->trace_hint ? s->trace_hint : nb * r->batch_nodes;
+        if (tg_btrace_reserve(&g->tr, nb, ids) < 0) tg_err_clear();
         rc = tg_adj_disk_copy(&copy, s->disk, &r->budget, "diskgnn: indices while sampling");
         if (rc < 0 && rc != -ENOMEM) return rc;
         if (copy) {
