@@ -116,6 +116,10 @@ typedef struct tg_cost_pred {
     double compute_s;  /* training steps */
     double prep_s;     /* preparation per epoch: derived files and first-epoch work / epochs */
     double cpu_s;      /* every CPU term summed */
+    /* bytes of --mem its first pass needs beyond its least working set (min_bytes), from the
+     * run's batches (a strategy that sizes buffers by the batch); 0: none. The planner refuses
+     * a strategy whose working set and these do not fit what --mem leaves. */
+    double least_extra;
     char why[TG_COST_WHY];
 } tg_cost_pred_t;
 
