@@ -403,7 +403,12 @@ static void fill_run(const prof_t *p, const tg_cost_plan_opts_t *o, tg_cost_inpu
     r->epoch_flops = p->flops * scale;
     r->batch_size = o->batch_size;
     r->epochs = (int)TG_MIN(o->epochs, (uint64_t)1 << 30);
+    /* sampler threads left to their default: no more than the epoch has batches (the others
+     * would hold no batch; the budget plan lowers them too where --mem is tight) */
     r->sampler_threads = TG_MAX(o->sampler_threads < 0 ? o->threads : o->sampler_threads, 1);
+    if (o->sampler_threads < 0)
+        r->sampler_threads =
+            (int)TG_MAX(1, TG_MIN((uint64_t)r->sampler_threads, p->plan.num_batches));
     r->matrix_bytes = (uint64_t)((double)p->max_rows * m->feat_dim * sizeof(float) * SIZE_MARGIN);
     uint64_t mem = o->mem_bytes ? o->mem_bytes : tg_phys_mem_bytes() / 4;
     uint64_t res = reserved_bytes(p);
@@ -415,6 +420,9 @@ static void fill_run(const prof_t *p, const tg_cost_plan_opts_t *o, tg_cost_inpu
     pr->index_reads_per_batch = (double)p->lists / (double)profiled;
     pr->index_bytes_per_batch = p->index_bytes / (double)profiled;
     tg_cost_bins_curves(&p->bins, profiled, pr->batches, pr);
+    /* gids ranks rows by reverse PageRank (derived/, when built): how often the samplers reach
+     * a node, which its degree stands in for here (the ranking is not read) */
+    pr->hot_rpr = pr->hot_degree;
 }
 
 /* Each strategy's least working set on the dataset with the run's options (min_bytes), for the
