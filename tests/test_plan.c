@@ -195,7 +195,9 @@ TG_TEST(deterministic)
     TG_CHECK_OK(tg_cost_plan_choose(&in, 0, &b));
     TG_CHECK(a.best == b.best && a.n == b.n && !strcmp(a.why, b.why));
     TG_CHECK(!memcmp(a.pred, b.pred, sizeof a.pred[0] * (size_t)a.n));
-    b.cost = a.cost; /* what a profile cost: none here, and the choice does not set it */
+    /* what a profile measured beside the inputs: none here, and the choice does not set it */
+    b.cost = a.cost;
+    b.disk_budget_planned = a.disk_budget_planned;
     char *ja = tg_cost_plan_json(&a), *jb = tg_cost_plan_json(&b);
     TG_CHECK(ja && jb && !strcmp(ja, jb));
     free(ja);
@@ -211,6 +213,23 @@ TG_TEST(bad_inputs_named)
     in = bench_inputs();
     in.prof.batches = 0;
     TG_CHECK_ERR(tg_cost_plan_choose(&in, 0, &pl), "profile.batches");
+}
+
+TG_TEST(disk_budget_planned)
+{
+    tg_cost_inputs_t in = bench_inputs();
+    double need = 11824348.0 * 512, feat = 4e6 * 512;
+    /* room: the epoch's bytes (no segment shared) */
+    TG_CHECK_NEAR((double)tg_cost_disk_budget(&in), need, 1);
+    /* less room: 45% of the free disk */
+    in.run.disk_free = (uint64_t)10 << 30;
+    TG_CHECK_NEAR((double)tg_cost_disk_budget(&in), 0.45 * (double)((uint64_t)10 << 30), 1);
+    /* a small epoch: at least the feature file (diskgnn's default) */
+    in.prof.rows_per_batch = 1000;
+    TG_CHECK_NEAR((double)tg_cost_disk_budget(&in), feat, 1);
+    /* no room for two feature files: the default stands */
+    in.run.disk_free = (uint64_t)3 << 30;
+    TG_CHECK_EQ_U64(tg_cost_disk_budget(&in), 0);
 }
 
 /* ---------------------------------------------------------------- degree classes */
@@ -407,6 +426,7 @@ int main(void)
     TG_RUN(without_predict_skipped);
     TG_RUN(deterministic);
     TG_RUN(bad_inputs_named);
+    TG_RUN(disk_budget_planned);
     TG_RUN(degree_classes);
     TG_RUN(curves_from_classes);
     TG_RUN(profile_bound);

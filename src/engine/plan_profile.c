@@ -59,6 +59,15 @@ int tg_cost_plan_opts_train(const tg_train_opts_t *t, tg_cost_plan_opts_t *o)
     return 0;
 }
 
+uint64_t tg_cost_disk_budget(const tg_cost_inputs_t *in)
+{
+    double feat = tg_cost_feat_bytes(in), free = (double)in->run.disk_free;
+    double need = in->prof.rows_per_batch * (double)in->prof.batches * tg_cost_row_bytes(in);
+    double cap = 0.45 * free;
+    if (cap < feat) return 0;
+    return (uint64_t)fmin(fmax(need, feat), cap);
+}
+
 uint64_t tg_cost_profile_batches(uint64_t epoch_batches)
 {
     uint64_t k = (uint64_t)ceil(TG_COST_PROFILE_SHARE * (double)epoch_batches);
@@ -477,6 +486,8 @@ int tg_cost_plan(const tg_cost_plan_opts_t *o, tg_cost_plan_t *pl)
     if (rc == 0) rc = fill_dataset(&p, o->dataset, in);
     if (rc == 0) fill_run(&p, o, in, pl->cost.batches_profiled);
     if (rc == 0) rc = working_sets(&p, o, pl);
+    if (rc == 0 && !o->disk_budget)
+        in->run.disk_budget = pl->disk_budget_planned = tg_cost_disk_budget(in);
     prof_close(&p);
     pl->cost.total_s = tg_now() - t0;
     if (rc < 0) return rc;

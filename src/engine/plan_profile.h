@@ -56,7 +56,7 @@ typedef struct tg_cost_plan_opts {
     int threads;                /* compute threads (>= 1): the cores the model gets */
     int sampler_threads;        /* < 0: the threads */
     uint64_t mem_bytes;         /* --mem; 0: a quarter of the physical RAM */
-    uint64_t disk_budget;       /* diskgnn's --disk-budget (0: the feature file's size) */
+    uint64_t disk_budget;       /* diskgnn's --disk-budget (0: planned, tg_cost_disk_budget) */
     int allow_inexact;          /* strategies that change the sampled graph may be taken */
     const tg_strategy_arg_t *strategy_args; /* the run's strategy options (their working sets) */
     int num_strategy_args;
@@ -87,6 +87,9 @@ typedef struct tg_cost_plan {
     int best; /* -1: none can run */
     int allow_inexact;
     char why[256]; /* why best was taken */
+    /* diskgnn's --disk-budget when not given: planned from the epoch's bytes and the free disk
+     * (tg_cost_disk_budget), the value its prediction used; 0: given, or left to its default */
+    uint64_t disk_budget_planned;
 } tg_cost_plan_t;
 
 void tg_cost_plan_opts_default(tg_cost_plan_opts_t *o);
@@ -115,6 +118,13 @@ char *tg_cost_plan_json(const tg_cost_plan_t *pl);
 /* Batches the profile samples of an epoch of epoch_batches: TG_COST_PROFILE_SHARE of them,
  * at least 1, at most all (0 of none). */
 uint64_t tg_cost_profile_batches(uint64_t epoch_batches);
+
+/* diskgnn's --disk-budget where it is not given: the bytes the epoch's batches ask for (a packed
+ * epoch that size shares no segment, so its read amplification is 1 by construction; the
+ * feature file's size, its default, made it read 2.1-2.9x on the shared bench), at least the
+ * feature file's size, and at most 45% of the free disk (two packed epochs live at once, with
+ * room to spare). 0 when the free disk does not hold two feature files: the default stands. */
+uint64_t tg_cost_disk_budget(const tg_cost_inputs_t *in);
 
 /* Nodes by degree class: class 0 holds degree 0; above, four classes per power of two. */
 #define TG_COST_BINS (1 + 4 * 64)

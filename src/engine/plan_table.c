@@ -257,6 +257,12 @@ void tg_cost_plan_print(const tg_cost_plan_t *pl, FILE *f)
             in->machine.step_flops_per_s / 1e9, c->step_s, c->gather_s, in->prof.rows_per_batch,
             in->prof.distinct_rows, (double)in->run.free_bytes / (1024.0 * 1024.0),
             in->machine.cores);
+    if (pl->disk_budget_planned)
+        fprintf(f,
+                "diskgnn's --disk-budget planned: %.2f GiB (the epoch's bytes, at least the "
+                "feature file, at most 45%% of the %.1f GiB free)\n",
+                (double)pl->disk_budget_planned / (1024.0 * 1024.0 * 1024.0),
+                (double)in->run.disk_free / (1024.0 * 1024.0 * 1024.0));
     if (pl->best >= 0)
         fprintf(f, "choice: %s (%s)%s\n", pl->names[pl->best], pl->why,
                 pl->allow_inexact ? "" : "; inexact strategies need --allow-inexact");
@@ -356,6 +362,7 @@ char *tg_cost_plan_json(const tg_cost_plan_t *pl)
         tg_json_str(&j, "choice", pl->best >= 0 ? pl->names[pl->best] : "");
         tg_json_str(&j, "why", pl->why);
         tg_json_bool(&j, "allow_inexact", pl->allow_inexact);
+        tg_json_uint(&j, "disk_budget_planned", pl->disk_budget_planned);
         tg_json_raw(&j, "profile", prof);
         tg_json_raw(&j, "strategies", preds);
         tg_json_end(&j, NULL, &text);

@@ -270,6 +270,11 @@ typedef struct {
     char ckpt_path[4096], best_path[4096], cfg_path[4096];
     const char *planned; /* strategy auto: the planner's choice (NULL: the fixed rule's) */
     char *plan_json;     /* its table (tg_cost_plan_json), for result.json and --json */
+    /* the run's strategy options with what the planner chose added (diskgnn's --disk-budget);
+     * NULL: the options given */
+    tg_strategy_arg_t *plan_args;
+    int plan_nargs;
+    char plan_value[32];
 } trainer_t;
 
 /* What one epoch did, from its pass to its report. */
@@ -313,6 +318,24 @@ static int train_check(trainer_t *t, uint64_t *ntrain, uint64_t *N, uint32_t *D)
     return 0;
 }
 
+/* diskgnn chosen without --disk-budget: the run gets the budget its prediction used (the options
+ * given, that one added; config.json keeps the options given: a resume plans nothing). */
+static void plan_disk_budget(trainer_t *t, const tg_cost_plan_t *pl)
+{
+    const tg_train_opts_t *o = &t->o;
+    int n = o->num_strategy_args;
+    t->plan_args = calloc((size_t)n + 1, sizeof *t->plan_args);
+    if (!t->plan_args) return; /* the default budget stands */
+    if (n) memcpy(t->plan_args, o->strategy_args, (size_t)n * sizeof *t->plan_args);
+    snprintf(t->plan_value, sizeof t->plan_value, "%llu",
+             (unsigned long long)pl->disk_budget_planned);
+    t->plan_args[n] = (tg_strategy_arg_t){"disk-budget", t->plan_value};
+    t->plan_nargs = n + 1;
+    char b[32];
+    tg_log_info("diskgnn: --disk-budget %s planned (the epoch's bytes within the free disk)",
+                tg_fmt_bytes(pl->disk_budget_planned, b, sizeof b));
+}
+
 /* Strategy auto for a new run: the planner's profile and choice (engine/plan_profile.h), its table
  * in the log and in RUNDIR/plan.json. Where the profile cannot run, or predicts no strategy can,
  * the fixed rule of tg_strategy_choose decides, and the log says why. A resumed run continues
@@ -343,6 +366,7 @@ static void train_plan(trainer_t *t)
     if (tg_log_level() >= TG_LOG_INFO) tg_cost_plan_print(pl, stderr);
     t->planned = pl->names[pl->best];
     tg_log_info("strategy %s: planned, %s", t->planned, pl->why);
+    if (!strcmp(t->planned, "diskgnn") && pl->disk_budget_planned) plan_disk_budget(t, pl);
     t->plan_json = tg_cost_plan_json(pl);
     free(pl);
     if (!t->plan_json) {
@@ -379,8 +403,8 @@ static int train_open(trainer_t *t, uint64_t ntrain, uint64_t N, uint32_t D)
     ro.sopts.normalize = o->normalize_features;
     ro.sopts.threads = o->threads;
     ro.sopts.sampler_threads = o->sampler_threads; /* < 0: the default, resolved by the run */
-    ro.args = o->strategy_args;
-    ro.nargs = o->num_strategy_args;
+    ro.args = t->plan_args ? t->plan_args : o->strategy_args;
+    ro.nargs = t->plan_args ? t->plan_nargs : o->num_strategy_args;
     ro.mem_bytes = o->mem_bytes;
     ro.extra_bytes = t->order_bytes + t->mask_bytes;
     tg_model_config_t mc = o->model;
@@ -916,6 +940,7 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
     free(t->sc.y);
     free(t->best_blob);
     free(t->plan_json);
+    free(t->plan_args);
     tg_plan_destroy(&t->plan);
     tg_plan_destroy(&t->next_plan);
     free(t->train_mask);
