@@ -330,10 +330,9 @@ static char *profile_json(const tg_cost_plan_t *pl)
 /* "[a,b,...]" of the strategies' objects, malloc'd. */
 static char *preds_json(const tg_cost_plan_t *pl)
 {
-    size_t len = 2, cap = 2;
-    char *out = malloc(cap + 1);
-    if (out) strcpy(out, "[");
-    len = 1;
+    size_t len = 1;
+    char *out = malloc(3);
+    if (out) out[0] = '[';
     for (int i = 0; out && i < pl->n; i++) {
         char *one = pred_json(pl, i);
         size_t add = one ? strlen(one) : 0;
