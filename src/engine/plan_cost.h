@@ -161,7 +161,8 @@ double tg_cost_gather_s(const tg_cost_inputs_t *in);
 double tg_cost_cache_bytes(const tg_cost_inputs_t *in, int matrices);
 struct tg_strategy_i;
 /* The input matrices strategy s holds at once with its default options and the run's sampler
- * threads (its batches_in_flight): what the budget plan reserves before its caches. */
+ * threads (its batches_in_flight), at most the epoch's batches: what the budget plan reserves
+ * before its caches. */
 int tg_cost_matrices(const struct tg_strategy_i *s, const tg_cost_inputs_t *in);
 /* A disk strategy's epoch: rows missing from its caches (misses per epoch), read by batch with
  * merging; index reads of which a share hit_idx comes from RAM; the CPU terms; depth: the
