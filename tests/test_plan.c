@@ -369,6 +369,9 @@ TG_TEST(cli_plan)
     TG_CHECK(rc == 0 && out && strstr(out, "choice: memory") && strstr(out, "gnndrive"));
     if (rc) fprintf(stderr, "%s\n", out ? out : "");
     free(out);
+    rc = tg_test_cli(&out, "plan %s " TINY " --strategy gnndrive", ds);
+    TG_CHECK(rc == 0 && out && strstr(out, "note: --strategy gnndrive is given"));
+    free(out);
     rc = tg_test_cli(&out, "plan %s " TINY " --json --allow-inexact 2>/dev/null", ds);
     TG_CHECK(rc == 0 && out && out[0] == '{' && strstr(out, "\"choice\":\"") &&
              strstr(out, "\"allow_inexact\":true") && strstr(out, "\"batches_profiled\":"));

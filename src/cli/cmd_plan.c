@@ -1,6 +1,7 @@
 /* tiergnn plan: the planner's table for a run, without training (engine/plan_profile.h). */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../engine/plan_profile.h"
 #include "cli.h"
@@ -47,6 +48,9 @@ static int run_plan(const tg_cli_train_t *t)
         if (!text) rc = -ENOMEM;
     } else {
         tg_cost_plan_print(pl, stdout);
+        if (strcmp(t->o.strategy, "auto"))
+            printf("note: --strategy %s is given: train takes it; the choice above is auto's\n",
+                   t->o.strategy);
     }
     free(pl);
     fflush(stdout);

@@ -257,12 +257,14 @@ void tg_cost_plan_print(const tg_cost_plan_t *pl, FILE *f)
             in->machine.step_flops_per_s / 1e9, c->step_s, c->gather_s, in->prof.rows_per_batch,
             in->prof.distinct_rows, (double)in->run.free_bytes / (1024.0 * 1024.0),
             in->machine.cores);
-    if (pl->disk_budget_planned)
+    if (pl->disk_budget_planned) {
+        char a[32], b[32];
         fprintf(f,
-                "diskgnn's --disk-budget planned: %.2f GiB (the epoch's bytes, at least the "
-                "feature file, at most 45%% of the %.1f GiB free)\n",
-                (double)pl->disk_budget_planned / (1024.0 * 1024.0 * 1024.0),
-                (double)in->run.disk_free / (1024.0 * 1024.0 * 1024.0));
+                "diskgnn's --disk-budget planned: %s (the epoch's bytes, at least the feature "
+                "file, at most 45%% of the %s free)\n",
+                tg_fmt_bytes(pl->disk_budget_planned, a, sizeof a),
+                tg_fmt_bytes(in->run.disk_free, b, sizeof b));
+    }
     if (pl->best >= 0)
         fprintf(f, "choice: %s (%s)%s\n", pl->names[pl->best], pl->why,
                 pl->allow_inexact ? "" : "; inexact strategies need --allow-inexact");
