@@ -421,6 +421,36 @@ TG_TEST(train_auto_records_the_plan)
     free(out);
 }
 
+/* Where the profile cannot run (here: the device probe cannot open features.bin with O_DIRECT and
+ * has no cached result), train keeps the fixed rule and says why; plan fails naming the probe. */
+TG_TEST(train_falls_back_to_the_fixed_rule)
+{
+    char cache[4300], *out = NULL;
+    snprintf(cache, sizeof cache, "%s/empty-cache", root);
+    const char *old = getenv("XDG_CACHE_HOME");
+    char *saved = old ? strdup(old) : NULL;
+    setenv("XDG_CACHE_HOME", cache, 1);
+    setenv("TIERGNN_IO_FAULT", "EINVAL@0,op=open,file=features.bin", 1);
+    int rc = tg_test_cli(&out, "train %s --out %s/fallback " TINY " --mem 256M", ds, root);
+    TG_CHECK(rc == 0 && out && strstr(out, "the planner cannot choose (") &&
+             strstr(out, "the fixed rule decides") && strstr(out, "strategy memory: graph and"));
+    if (rc) fprintf(stderr, "%s\n", out ? out : "");
+    free(out);
+    char path[4400];
+    snprintf(path, sizeof path, "%s/fallback/%s", root, TG_PLAN_NAME);
+    TG_CHECK(access(path, F_OK) != 0);
+    rc = tg_test_cli(&out, "plan %s " TINY, ds);
+    TG_CHECK(rc == 1 && out && strstr(out, "plan: probing the device under") &&
+             strstr(out, "features.bin"));
+    free(out);
+    unsetenv("TIERGNN_IO_FAULT");
+    if (saved)
+        setenv("XDG_CACHE_HOME", saved, 1);
+    else
+        unsetenv("XDG_CACHE_HOME");
+    free(saved);
+}
+
 int main(void)
 {
     setup();
@@ -436,5 +466,6 @@ int main(void)
     TG_RUN(profile_measures);
     TG_RUN(cli_plan);
     TG_RUN(train_auto_records_the_plan);
+    TG_RUN(train_falls_back_to_the_fixed_rule);
     return tg_test_done();
 }
