@@ -69,6 +69,7 @@ typedef struct tg_cost_plan_opts {
 typedef struct tg_cost_profile_cost {
     double total_s; /* everything below and the rest (opening, degrees) */
     double probe_s, gemm_s, gather_s, sample_s, step_s;
+    double warm_s;             /* indices.bin read ahead of the sampling (0: not read) */
     uint64_t batches_profiled; /* of batches_per_epoch */
     int probe_cached;          /* the device probe came from its cache file */
 } tg_cost_profile_cost_t;

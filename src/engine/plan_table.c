@@ -247,11 +247,12 @@ void tg_cost_plan_print(const tg_cost_plan_t *pl, FILE *f)
     const tg_cost_profile_cost_t *c = &pl->cost;
     const tg_cost_inputs_t *in = &pl->in;
     fprintf(f,
-            "profile: %.2f s (%llu of %llu batches sampled in %.2f s, device probe %s, GEMM "
+            "profile: %.2f s (indices read ahead in %.2f s, %llu of %llu batches sampled in "
+            "%.2f s, device probe %s, GEMM "
             "%.1f GFLOP/s in %.2f s, a step at %.1f GFLOP/s in %.2f s, gather in %.2f s); %.0f "
             "rows per batch, %.0f distinct in the epoch, %.0f MiB for matrices and caches, %d "
             "core(s)\n",
-            c->total_s, (unsigned long long)c->batches_profiled,
+            c->total_s, c->warm_s, (unsigned long long)c->batches_profiled,
             (unsigned long long)in->prof.batches, c->sample_s,
             c->probe_cached ? "cached" : "measured", in->machine.gemm_flops_per_s / 1e9, c->gemm_s,
             in->machine.step_flops_per_s / 1e9, c->step_s, c->gather_s, in->prof.rows_per_batch,
@@ -297,14 +298,26 @@ static char *pred_json(const tg_cost_plan_t *pl, int i)
     return text;
 }
 
+/* [[x, y], ...] of a curve into buf. */
+static const char *curve_json(const tg_cost_curve_t *c, char *buf, size_t len)
+{
+    size_t n = (size_t)snprintf(buf, len, "[");
+    for (int i = 0; i < c->n && n < len; i++)
+        n += (size_t)snprintf(buf + n, len - n, "%s[%.6g,%.6g]", i ? "," : "", c->x[i], c->y[i]);
+    if (n < len) snprintf(buf + n, len - n, "]");
+    return buf;
+}
+
 static char *profile_json(const tg_cost_plan_t *pl)
 {
+    char cb[3][512];
     const tg_cost_profile_cost_t *c = &pl->cost;
     const tg_cost_inputs_t *in = &pl->in;
     tg_json_t j;
     tg_json_begin(&j);
     tg_json_num(&j, "total_s", c->total_s);
     tg_json_num(&j, "sample_s", c->sample_s);
+    tg_json_num(&j, "warm_s", c->warm_s);
     tg_json_num(&j, "probe_s", c->probe_s);
     tg_json_bool(&j, "probe_cached", c->probe_cached);
     tg_json_num(&j, "gemm_s", c->gemm_s);
@@ -324,6 +337,10 @@ static char *profile_json(const tg_cost_plan_t *pl)
     tg_json_num(&j, "sample_nodes_per_s", in->machine.sample_nodes_per_s);
     tg_json_num(&j, "gather_rows_per_s", in->machine.gather_rows_per_s);
     tg_json_int(&j, "cores", in->machine.cores);
+    /* the epoch's curves the profile extrapolated: misses against cache rows, coverage */
+    tg_json_raw(&j, "lru_misses", curve_json(&in->prof.lru, cb[0], sizeof cb[0]));
+    tg_json_raw(&j, "belady_misses", curve_json(&in->prof.belady, cb[1], sizeof cb[1]));
+    tg_json_raw(&j, "hot_degree_share", curve_json(&in->prof.hot_degree, cb[2], sizeof cb[2]));
     char *text = NULL;
     tg_json_end(&j, NULL, &text);
     return text;
