@@ -518,8 +518,8 @@ int tg_bench_write_md(const char *path, const tg_bench_report_t *c, const tg_ben
                   v[9], v[15], v[10], v[11], v[12], v[13], v[14], pred);
     }
     sb_printf(&b, "\n`predicted s`: the planner's steady epoch for the strategy with its default "
-                  "options, from a profile of this bench's settings (docs/STRATEGIES.md, \"The "
-                  "planner\"); ");
+                  "options (diskgnn's at the disk budget the planner plans), from a profile of "
+                  "this bench's settings (docs/STRATEGIES.md, \"The planner\"); ");
     md_text(&b, c->plan_note[0] ? c->plan_note : "no predictions");
     sb_printf(&b, ".\n");
     int nfail = 0;
