@@ -17,7 +17,7 @@ static const char csv_header[] =
     "gather_s,train_s,wait_s,io_wait_s,io_requests_per_epoch,disk_read_bytes_per_epoch,"
     "needed_bytes_per_epoch,read_amplification,cache_hit_ratio,peak_rss_bytes,cgroup_limit_bytes,"
     "cgroup_peak_bytes,kernel_read_bytes,test_acc,valid_acc,best_epoch,wall_s,resident_at_start,"
-    "last_error,gather_bytes_per_s";
+    "last_error,gather_bytes_per_s,predicted_epoch_s";
 
 enum {
     C_STRATEGY,
@@ -48,6 +48,7 @@ enum {
     C_RESIDENT,
     C_ERR,
     C_GATHER_BW,
+    C_PREDICTED,
     C_COUNT
 };
 
@@ -322,6 +323,7 @@ TG_TEST(reports_and_failures)
         TG_CHECK(num(mem, C_PEAK_RSS) > 1e6);
         TG_CHECK(num(mem, C_RESIDENT) >= 0);
         TG_CHECK(!strcmp(mem->f[C_ERR], ""));
+        TG_CHECK(num(mem, C_PREDICTED) > 0); /* the planner's steady epoch beside the measured */
     }
     static const char *const names[4] = {"memory", "mmap", "gnndrive", "nosuch"};
     for (int i = 1; i < 4; i++) {
@@ -334,6 +336,7 @@ TG_TEST(reports_and_failures)
         TG_CHECK(!strcmp(r->f[C_STATUS], "failed"));
         TG_CHECK(num(r, C_EXIT) != 0);
         TG_CHECK(!strcmp(r->f[C_EPOCH_S], "n/a"));
+        TG_CHECK(!strcmp(r->f[C_PREDICTED], "n/a")); /* no strategy of that name to predict */
         if (!strstr(r->f[C_ERR], "strategy"))
             TG_FAIL("%s: last_error '%s' does not name the strategy problem", names[i],
                     r->f[C_ERR]);
@@ -342,6 +345,7 @@ TG_TEST(reports_and_failures)
     char *md = read_text(out, "bench.md");
     if (md) {
         TG_CHECK(strstr(md, "| strategy | status | epoch s |") != NULL);
+        TG_CHECK(strstr(md, "| exit | predicted s |") && strstr(md, "the planner's choice: "));
         TG_CHECK(strstr(md, "| memory | ok |") != NULL);
         TG_CHECK(strstr(md, "| nosuch | failed |") != NULL);
         TG_CHECK(strstr(md, "I/O lower bound") != NULL);

@@ -140,7 +140,7 @@ TG_TEST(cora_gcn_full_batch)
     tg_rmtree(dir);
     int rc =
         tg_test_cli(&out, "train %s --out %s --epochs 1 --threads 2 --mem 130M %s", ds, dir, gcn);
-    TG_CHECK(rc == 0 && out && strstr(out, "strategy memory: graph and features"));
+    TG_CHECK(rc == 0 && out && strstr(out, "strategy memory: planned"));
     if (rc || !strstr(out, "strategy memory")) fprintf(stderr, "%s\n", out ? out : "");
     free(out);
 }

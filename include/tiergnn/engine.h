@@ -96,6 +96,8 @@ extern "C" {
 #define TG_CKPT_NAME "checkpoint.bin"
 #define TG_CKPT_BEST_NAME "best.bin"
 #define TG_RESULT_NAME "result.json"
+/* strategy auto: the planner's table, choice and the profile's cost (`tiergnn plan --json`) */
+#define TG_PLAN_NAME "plan.json"
 
 /* ---------------------------------------------------------------- the strategy table
  *
@@ -219,6 +221,9 @@ typedef struct tg_train_opts {
     uint64_t eval_max_nodes;    /* evaluate a fixed random sample of N nodes per split (0 = all) */
     /* Stop request (e.g. set by a SIGINT handler): checked after every batch. NULL = none. */
     volatile sig_atomic_t *stop;
+    /* strategy "auto": the planner (engine/plan_profile.h) may take a strategy that changes the
+     * sampled graph (hier) when it predicts it fastest; 0: exact strategies only */
+    int allow_inexact;
 } tg_train_opts_t;
 
 typedef struct tg_train_result {

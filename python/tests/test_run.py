@@ -238,6 +238,7 @@ def test_interpreter_exit_stops_the_run(ds, tmp_path):
               "sys.exit(0)\n")
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
-    # the checkpoints of the stop, whole (no .tmp left); result.json is a finished run's
+    # the checkpoints of the stop, whole (no .tmp left); result.json is a finished run's;
+    # plan.json is strategy auto's choice, written before the first epoch
     assert sorted(p.name for p in (tmp_path / "r").iterdir()) == \
-        ["best.bin", "checkpoint.bin", "config.json"]
+        ["best.bin", "checkpoint.bin", "config.json", "plan.json"]

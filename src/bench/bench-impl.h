@@ -115,6 +115,10 @@ typedef struct tg_bench_run {
         s_need, s_amp, s_hit, s_peak_rss, s_kernel_read;
     double s_gather_bw;  /* effective gather bandwidth: needed bytes / gather seconds */
     uint64_t timed_from; /* 1-based first epoch of the means */
+    /* the planner's steady epoch for the run's strategy with its default options (auto: its
+     * choice), measured in the bench's process before the runs; NAN: none (the planner could
+     * not run, or the strategy has no cost model or cannot run on these inputs) */
+    double predicted_s;
 } tg_bench_run_t;
 
 /* Reads the run's JSON lines (stdout). */
@@ -165,6 +169,7 @@ typedef struct tg_bench_report {
     char membudget[4096];
     char exe[4096];
     char train_cmd[2048];
+    char plan_note[512]; /* the planner's choice, or why there are no predictions */
 } tg_bench_report_t;
 
 int tg_bench_write_csv(const char *path, const tg_bench_run_t *runs, int nruns);

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../engine/plan_profile.h"
 #include "bench-impl.h"
 #include "tiergnn/engine.h"
 /* The engine's table of strategies names the default set. */
@@ -328,6 +329,7 @@ static int prepare_runs(const tg_bench_opts_t *o, tg_bench_run_t **out, int *nru
         snprintf(r->dir, sizeof r->dir, "%s/%s", o->out_dir, folders[i]);
         r->exit_code = -1;
         r->budget_rest = NAN;
+        r->predicted_s = NAN;
         struct stat st;
         if (stat(r->dir, &st) != 0) continue;
         if (!o->overwrite)
@@ -340,6 +342,61 @@ static int prepare_runs(const tg_bench_opts_t *o, tg_bench_run_t **out, int *nru
     }
     free(folders);
     return rc;
+}
+
+/* The value of --disk-budget among the runs' train arguments (0: not given). */
+static int disk_budget_arg(const tg_bench_opts_t *o, uint64_t *out)
+{
+    *out = 0;
+    for (int i = 0; i < o->num_train_args; i++) {
+        const char *a = o->train_args[i], *v = NULL;
+        if (!strncmp(a, "--disk-budget=", 14))
+            v = a + 14;
+        else if (!strcmp(a, "--disk-budget") && i + 1 < o->num_train_args)
+            v = o->train_args[i + 1];
+        if (v && strcmp(v, "auto")) return tg_parse_size(v, out);
+    }
+    return 0;
+}
+
+/* Each run's predicted epoch: the planner (engine/plan_profile.h) on the runs' settings, in this
+ * process, before the runs. A planner that cannot run costs the column, not the bench. */
+static void predict_runs(tg_bench_report_t *c, const tg_bench_opts_t *o, tg_bench_run_t *runs,
+                         int nruns)
+{
+    tg_cost_plan_opts_t po;
+    tg_cost_plan_opts_default(&po);
+    po.dataset = o->dataset;
+    po.model = o->model;
+    memcpy(po.fanouts, o->fanouts, sizeof po.fanouts);
+    po.sampler = o->sampler;
+    po.batch_size = o->batch_size;
+    po.seed = o->seed;
+    po.epochs = o->epochs;
+    po.batches_per_epoch = o->batches_per_epoch;
+    po.threads = o->threads;
+    po.mem_bytes = o->mem_bytes;
+    tg_cost_plan_t *pl = malloc(sizeof *pl);
+    tg_err_clear();
+    int rc = pl ? disk_budget_arg(o, &po.disk_budget) : tg_err(-ENOMEM, "out of memory");
+    if (rc == 0) rc = tg_cost_plan(&po, pl);
+    if (rc < 0) {
+        snprintf(c->plan_note, sizeof c->plan_note, "no predictions: %s", tg_errmsg());
+        tg_log_warn("bench: %s", c->plan_note);
+        free(pl);
+        return;
+    }
+    snprintf(c->plan_note, sizeof c->plan_note,
+             "the planner's choice: %s (%s); its profile took %.2f s",
+             pl->best >= 0 ? pl->names[pl->best] : "none", pl->why, pl->cost.total_s);
+    for (int i = 0; i < nruns; i++) {
+        int k = !strcmp(runs[i].strategy, "auto") ? pl->best : -1;
+        for (int j = 0; k < 0 && j < pl->n; j++)
+            if (!strcmp(runs[i].strategy, pl->names[j])) k = j;
+        if (k >= 0 && pl->pred[k].predicted && pl->pred[k].feasible)
+            runs[i].predicted_s = pl->pred[k].steady_s;
+    }
+    free(pl);
 }
 
 static int write_reports(const tg_bench_report_t *c, const tg_bench_run_t *runs, int nruns)
@@ -387,6 +444,7 @@ int tg_bench(const tg_bench_opts_t *o, tg_bench_result_t *res)
         tg_log_warn("bench: running WITHOUT a memory limit: %s", c.cg_note);
     }
     if ((rc = lower_bound(&c, o, &probe, res)) < 0) goto out;
+    predict_runs(&c, o, runs, nruns);
     train_cmd(&c, o);
     for (int i = 0; i < nruns; i++) {
         if ((rc = run_one(&c, o, &runs[i], i, nruns)) < 0) goto out;

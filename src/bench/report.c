@@ -98,7 +98,7 @@ static const char csv_header[] =
     "gather_s,train_s,wait_s,io_wait_s,io_requests_per_epoch,disk_read_bytes_per_epoch,"
     "needed_bytes_per_epoch,read_amplification,cache_hit_ratio,peak_rss_bytes,cgroup_limit_bytes,"
     "cgroup_peak_bytes,kernel_read_bytes,test_acc,valid_acc,best_epoch,wall_s,resident_at_start,"
-    "last_error,gather_bytes_per_s\n";
+    "last_error,gather_bytes_per_s,predicted_epoch_s\n";
 
 static void timed_range(const tg_bench_run_t *r, char *buf, size_t len)
 {
@@ -150,6 +150,7 @@ int tg_bench_write_csv(const char *path, const tg_bench_run_t *runs, int nruns)
         sb_printf(&b, ",");
         csv_field(&b, tg_bench_run_ok(r) ? "" : r->last_err);
         csv_num(&b, r->s_gather_bw, "%.0f");
+        csv_num(&b, r->predicted_s, "%.6g");
         sb_printf(&b, "\n");
     }
     int rc = sb_write(&b, path);
@@ -266,6 +267,7 @@ static char *json_run(const tg_bench_run_t *r, sbuf_t *eps)
     tg_json_num(&j, "exit_status", r->ran ? r->exit_code : NAN);
     tg_json_num(&j, "epoch_time_s", r->s_epoch);
     tg_json_num(&j, "first_epoch_s", r->s_first);
+    tg_json_num(&j, "predicted_epoch_s", r->predicted_s);
     json_count(&j, "gather_bytes_per_s", r->s_gather_bw);
     tg_json_num(&j, "test_acc", r->have_final ? r->test_acc : NAN);
     json_count(&j, "peak_rss_bytes", r->s_peak_rss);
@@ -481,11 +483,13 @@ int tg_bench_write_md(const char *path, const tg_bench_report_t *c, const tg_ben
     sb_printf(
         &b, "| strategy | status | epoch s | first epoch s | sample s | gather s | train s | "
             "wait s | I/O wait s | disk read / epoch | needed / epoch | read ampl. | gather MiB/s "
-            "| hit ratio | peak RSS | cgroup peak | test acc | exit |\n");
-    sb_printf(&b, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+            "| hit ratio | peak RSS | cgroup peak | test acc | exit | predicted s |\n");
+    sb_printf(&b,
+              "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
     for (int i = 0; i < nruns; i++) {
         const tg_bench_run_t *r = &runs[i];
-        char v[17][40];
+        char v[17][40], pred[40];
+        fmt_num(pred, 40, r->predicted_s, "%.3f");
         fmt_num(v[0], 40, r->s_epoch, "%.3f");
         fmt_num(v[1], 40, r->s_first, "%.3f");
         fmt_num(v[2], 40, r->s_sample, "%.3f");
@@ -509,10 +513,15 @@ int tg_bench_write_md(const char *path, const tg_bench_report_t *c, const tg_ben
         md_text(&b, r->name);
         sb_printf(&b,
                   " | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | "
-                  "%s | %s |\n",
+                  "%s | %s | %s |\n",
                   tg_bench_run_status(r), v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8],
-                  v[9], v[15], v[10], v[11], v[12], v[13], v[14]);
+                  v[9], v[15], v[10], v[11], v[12], v[13], v[14], pred);
     }
+    sb_printf(&b, "\n`predicted s`: the planner's steady epoch for the strategy with its default "
+                  "options (diskgnn's at the disk budget the planner plans), from a profile of "
+                  "this bench's settings (docs/STRATEGIES.md, \"The planner\"); ");
+    md_text(&b, c->plan_note[0] ? c->plan_note : "no predictions");
+    sb_printf(&b, ".\n");
     int nfail = 0;
     for (int i = 0; i < nruns; i++)
         nfail += !tg_bench_run_ok(&runs[i]);

@@ -114,6 +114,8 @@ typedef struct tg_cli_train {
 
 /* On error, and after the run, tg_cli_train_destroy frees what parsing kept (t->cf). */
 int tg_cli_train_parse(int argc, char **argv, tg_cli_train_t *t);
+/* tiergnn plan: train's flags (and --config), --out not needed, --resume refused. */
+int tg_cli_plan_parse(int argc, char **argv, tg_cli_train_t *t);
 void tg_cli_train_destroy(tg_cli_train_t *t);
 
 /* tiergnn eval: a checkpoint's accuracy on a split. */
@@ -185,6 +187,7 @@ int tg_cmd_train(int argc, char **argv);
 int tg_cmd_eval(int argc, char **argv);
 int tg_cmd_infer(int argc, char **argv);
 int tg_cmd_bench(int argc, char **argv);
+int tg_cmd_plan(int argc, char **argv);
 
 /* Strategy options from the engine's table (cmd_strategy.c). */
 struct tg_strategy_arg;

@@ -72,7 +72,8 @@ static const char train_usage[] =
     "  --eval-max-nodes N             evaluate a fixed random sample of N nodes per split\n"
     "  --quiet, --verbose             warnings only / debug lines too (before or after train)\n"
     "out of core (docs/STRATEGIES.md):\n"
-    "  --strategy NAME                auto or one of the strategies below (default auto)\n"
+    "  --strategy NAME                auto or one of the strategies below (default auto: the\n"
+    "                                 fastest exact one the planner predicts, see 'tiergnn plan')\n"
     "  --mem SIZE                     the whole process's memory: data, caches, buffers, model,\n"
     "                                 activations, batches in flight, e.g. 1G (default: the\n"
     "                                 cgroup's limit if any, else none); the split is printed\n"
@@ -86,6 +87,8 @@ static const char train_usage[] =
     "                                 go to DIR (default: DATASET/derived, or a per-user cache\n"
     "                                 when that is read-only; docs/FORMAT.md)\n"
     "  --help-strategy NAME           the options of strategy NAME (as 'tiergnn strategies NAME')\n"
+    "  --allow-inexact                auto may take a strategy that changes the sampled graph\n"
+    "                                 (hier) when it predicts it fastest ('tiergnn plan')\n"
     "\n"
     "SIGINT (Ctrl-C) stops at the next batch boundary and writes a checkpoint that --resume\n"
     "continues exactly; a second SIGINT kills at once. See docs/TRAINING.md.\n";
@@ -97,7 +100,7 @@ static const char train_usage[] =
     "eval-fanouts=,eval-chunk=,checkpoint-every=,out=,resume,config=,seed=,threads=,sampler-"      \
     "threads=,"                                                                                    \
     "strategy=,mem=,json,verify,verify-reads,batches-per-epoch=,eval-max-nodes=,help,help-"        \
-    "strategy=,derived-dir="
+    "strategy=,derived-dir=,allow-inexact"
 
 static int prob_flag(const tg_args_t *a, const char *name, double def, float *out)
 {
@@ -109,17 +112,20 @@ static int prob_flag(const tg_args_t *a, const char *name, double def, float *ou
     return 0;
 }
 
-static int parse_train(const tg_args_t *a, tg_train_opts_t *o, tg_strategy_arg_t *sargs)
+/* plan: `tiergnn plan`, which takes train's flags but trains nothing (no --out needed). */
+static int parse_train(const tg_args_t *a, tg_train_opts_t *o, tg_strategy_arg_t *sargs, int plan)
 {
     int rc;
+    const char *cmd = plan ? "plan" : "train";
     if (a->npos != 1)
         return tg_err(-EINVAL,
-                      "train: expected one DATASET directory, got %d arguments "
-                      "(see 'tiergnn train --help')",
-                      a->npos);
+                      "%s: expected one DATASET directory, got %d arguments "
+                      "(see 'tiergnn %s --help')",
+                      cmd, a->npos, cmd);
     o->dataset = a->pos[0];
     o->out_dir = tg_args_str(a, "out", NULL);
-    if (!o->out_dir) return tg_err(-EINVAL, "train: --out RUNDIR is required");
+    if (!o->out_dir && !plan) return tg_err(-EINVAL, "train: --out RUNDIR is required");
+    o->allow_inexact = tg_args_has(a, "allow-inexact");
 
     if ((rc = tg_model_type_parse(tg_args_str(a, "model", "sage"), &o->model.type)) < 0)
         return tg_err_prefix(rc, "--model");
@@ -321,6 +327,7 @@ static int merge_config(const tg_args_t *a, tg_train_opts_t *o, tg_train_config_
     m.resume = o->resume;
     m.json = o->json;
     m.progress = o->progress;
+    m.allow_inexact = o->allow_inexact;
     *o = m;
     if (resume) tg_log_info("--resume: the other settings from %s", path);
     return 0;
@@ -342,16 +349,28 @@ static int apply_config(tg_cli_train_t *t)
     return merge_config(&t->a, o, &t->cf, t->merged, path, 1);
 }
 
-int tg_cli_train_parse(int argc, char **argv, tg_cli_train_t *t)
+static int train_parse(int argc, char **argv, tg_cli_train_t *t, int plan)
 {
     memset(t, 0, sizeof *t);
     tg_train_opts_default(&t->o);
     int rc = tg_cli_parse_with_strategies(&t->a, argc, argv, TRAIN_SPEC, &t->help);
     if (rc || t->help) return rc;
-    rc = tg_cli_derived_dir(&t->a, 1);
-    if (!rc) rc = parse_train(&t->a, &t->o, t->sargs);
+    rc = tg_cli_derived_dir(&t->a, !plan);
+    if (!rc) rc = parse_train(&t->a, &t->o, t->sargs, plan);
+    if (!rc && plan && t->o.resume)
+        rc = tg_err(-EINVAL, "plan: --resume continues a run; give its settings or --config");
     if (!rc) rc = apply_config(t);
     return rc;
+}
+
+int tg_cli_train_parse(int argc, char **argv, tg_cli_train_t *t)
+{
+    return train_parse(argc, argv, t, 0);
+}
+
+int tg_cli_plan_parse(int argc, char **argv, tg_cli_train_t *t)
+{
+    return train_parse(argc, argv, t, 1);
 }
 
 void tg_cli_train_destroy(tg_cli_train_t *t)

@@ -20,6 +20,7 @@ static const command_t commands[] = {
     {"partition", tg_cmd_partition,
      "min-edge-cut partitions, the dataset rewritten in their order"},
     {"clean", tg_cmd_clean, "remove the files strategies derived from a dataset (derived/)"},
+    {"plan", tg_cmd_plan, "predict each strategy's epoch for a run and say which auto takes"},
     {"train", tg_cmd_train, "train a GNN on a dataset"},
     {"eval", tg_cmd_eval, "evaluate a checkpoint on a split"},
     {"infer", tg_cmd_infer, "write predictions (and embeddings) for every node"},

@@ -173,7 +173,10 @@ int tg_cost_matrices(const tg_strategy_i *s, const tg_cost_inputs_t *in)
     o.threads = in->machine.cores;
     o.sampler_threads = in->run.sampler_threads;
     o.cfg = cfg.bytes;
-    return s->batches_in_flight(&o);
+    /* a pass holds no more matrices than it has batches (a whole-graph epoch: one) */
+    int k = s->batches_in_flight(&o);
+    if (in->prof.batches && (uint64_t)k > in->prof.batches) k = (int)in->prof.batches;
+    return k;
 }
 
 /* The hole (in rows) store/extract reads through: the bytes the disk transfers in the time of

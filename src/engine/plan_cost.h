@@ -116,6 +116,10 @@ typedef struct tg_cost_pred {
     double compute_s;  /* training steps */
     double prep_s;     /* preparation per epoch: derived files and first-epoch work / epochs */
     double cpu_s;      /* every CPU term summed */
+    /* bytes of --mem its first pass needs beyond its least working set (min_bytes), from the
+     * run's batches (a strategy that sizes buffers by the batch); 0: none. The planner refuses
+     * a strategy whose working set and these do not fit what --mem leaves. */
+    double least_extra;
     char why[TG_COST_WHY];
 } tg_cost_pred_t;
 
@@ -157,7 +161,8 @@ double tg_cost_gather_s(const tg_cost_inputs_t *in);
 double tg_cost_cache_bytes(const tg_cost_inputs_t *in, int matrices);
 struct tg_strategy_i;
 /* The input matrices strategy s holds at once with its default options and the run's sampler
- * threads (its batches_in_flight): what the budget plan reserves before its caches. */
+ * threads (its batches_in_flight), at most the epoch's batches: what the budget plan reserves
+ * before its caches. */
 int tg_cost_matrices(const struct tg_strategy_i *s, const tg_cost_inputs_t *in);
 /* A disk strategy's epoch: rows missing from its caches (misses per epoch), read by batch with
  * merging; index reads of which a share hit_idx comes from RAM; the CPU terms; depth: the

@@ -3,6 +3,7 @@
  * tiergnn/engine.h). tg_train runs named stages: setup (check, open, resume, plans, budget),
  * then per epoch: the epoch's pass, evaluation, checkpoint, report. */
 #include "engine-impl.h"
+#include "plan_profile.h"
 #include "tiergnn/config.h"
 
 #include <math.h>
@@ -146,7 +147,7 @@ static const char *budget_json(const tg_budget_plan_t *p, char *buf, size_t len)
 /* bp: the budget's split when this run planned one (bp->reserved > 0), else all zero. */
 static void emit_final(const tg_train_opts_t *o, const tg_train_result_t *res, const tg_model_t *m,
                        const tg_run_t *r, const char *rundir, uint64_t batch_bytes_peak,
-                       const tg_budget_plan_t *bp)
+                       const tg_budget_plan_t *bp, const char *plan_json)
 {
     tg_json_t j;
     tg_json_begin(&j);
@@ -170,6 +171,7 @@ static void emit_final(const tg_train_opts_t *o, const tg_train_result_t *res, c
     tg_json_uint(&j, "data_bytes_peak", r->budget.peak);
     char bj[512];
     if (bp->reserved) tg_json_raw(&j, "budget", budget_json(bp, bj, sizeof bj));
+    if (plan_json) tg_json_raw(&j, "plan", plan_json);
     char *text = NULL;
     tg_json_end(&j, o->json, &text);
     if (text) {
@@ -266,6 +268,13 @@ typedef struct {
     tg_train_opts_t file; /* --resume: the settings of config.json, when the run has one */
     tg_train_config_t cf; /* what file points into */
     char ckpt_path[4096], best_path[4096], cfg_path[4096];
+    const char *planned; /* strategy auto: the planner's choice (NULL: the fixed rule's) */
+    char *plan_json;     /* its table (tg_cost_plan_json), for result.json and --json */
+    /* the run's strategy options with what the planner chose added (diskgnn's --disk-budget);
+     * NULL: the options given */
+    tg_strategy_arg_t *plan_args;
+    int plan_nargs;
+    char plan_value[32];
 } trainer_t;
 
 /* What one epoch did, from its pass to its report. */
@@ -309,6 +318,74 @@ static int train_check(trainer_t *t, uint64_t *ntrain, uint64_t *N, uint32_t *D)
     return 0;
 }
 
+/* diskgnn chosen without --disk-budget: the run gets the budget its prediction used (the options
+ * given, that one added; config.json keeps the options given: a resume plans nothing). */
+static void plan_disk_budget(trainer_t *t, const tg_cost_plan_t *pl)
+{
+    const tg_train_opts_t *o = &t->o;
+    int n = o->num_strategy_args;
+    t->plan_args = calloc((size_t)n + 1, sizeof *t->plan_args);
+    if (!t->plan_args) return; /* the default budget stands */
+    if (n) memcpy(t->plan_args, o->strategy_args, (size_t)n * sizeof *t->plan_args);
+    snprintf(t->plan_value, sizeof t->plan_value, "%llu",
+             (unsigned long long)pl->disk_budget_planned);
+    t->plan_args[n] = (tg_strategy_arg_t){"disk-budget", t->plan_value};
+    t->plan_nargs = n + 1;
+    char b[32];
+    tg_log_info("diskgnn: --disk-budget %s planned (the epoch's bytes within the free disk)",
+                tg_fmt_bytes(pl->disk_budget_planned, b, sizeof b));
+}
+
+/* Strategy auto for a new run: the planner's profile and choice (engine/plan_profile.h), its table
+ * in the log and in RUNDIR/plan.json. Where the profile cannot run, or predicts no strategy can,
+ * the fixed rule of tg_strategy_choose decides, and the log says why. A resumed run continues
+ * with the strategy its config.json records (the one planned); one whose settings say auto (a
+ * run of a build before config.json, or --strategy auto given) keeps the fixed rule: the
+ * planner's choice changes with the machine's load, and a run may change strategy only among
+ * exact ones. */
+static void train_plan(trainer_t *t)
+{
+    const tg_train_opts_t *o = &t->o;
+    if (o->strategy && *o->strategy && strcmp(o->strategy, "auto")) return;
+    if (o->resume) {
+        tg_log_info("strategy auto: a resumed run is not planned again; the fixed rule decides");
+        return;
+    }
+    tg_cost_plan_opts_t po;
+    tg_cost_plan_t *pl = malloc(sizeof *pl);
+    int rc = pl ? tg_cost_plan_opts_train(o, &po) : tg_err(-ENOMEM, "out of memory");
+    if (rc == 0) rc = tg_cost_plan(&po, pl);
+    if (rc == 0 && pl->best < 0) rc = tg_err(-EINVAL, "%s", pl->why);
+    if (rc < 0) {
+        tg_log_info("strategy auto: the planner cannot choose (%s); the fixed rule decides",
+                    tg_errmsg());
+        tg_err_clear();
+        free(pl);
+        return;
+    }
+    if (tg_log_level() >= TG_LOG_INFO) tg_cost_plan_print(pl, stderr);
+    t->planned = pl->names[pl->best];
+    tg_log_info("strategy %s: planned, %s", t->planned, pl->why);
+    if (!strcmp(t->planned, "diskgnn") && pl->disk_budget_planned) plan_disk_budget(t, pl);
+    t->plan_json = tg_cost_plan_json(pl);
+    free(pl);
+    if (!t->plan_json) {
+        tg_log_warn("%s", tg_errmsg());
+        return;
+    }
+    char path[4096];
+    path_in(path, sizeof path, o->out_dir, TG_PLAN_NAME);
+    size_t len = strlen(t->plan_json);
+    char *text = malloc(len + 2);
+    if (text) {
+        memcpy(text, t->plan_json, len);
+        memcpy(text + len, "\n", 2);
+    }
+    /* plan.json is a record; the run goes on without it */
+    if (!text || tg_write_file_atomic(path, text, len + 1) < 0) tg_log_warn("%s", tg_errmsg());
+    free(text);
+}
+
 /* Opens the run (dataset, strategy, budget) and creates the model. */
 static int train_open(trainer_t *t, uint64_t ntrain, uint64_t N, uint32_t D)
 {
@@ -320,13 +397,14 @@ static int train_open(trainer_t *t, uint64_t ntrain, uint64_t N, uint32_t D)
     tg_run_opts_t ro;
     memset(&ro, 0, sizeof ro);
     ro.dataset = o->dataset;
-    ro.strategy = o->strategy;
+    train_plan(t);
+    ro.strategy = t->planned ? t->planned : o->strategy;
     tg_strategy_opts_default(&ro.sopts);
     ro.sopts.normalize = o->normalize_features;
     ro.sopts.threads = o->threads;
     ro.sopts.sampler_threads = o->sampler_threads; /* < 0: the default, resolved by the run */
-    ro.args = o->strategy_args;
-    ro.nargs = o->num_strategy_args;
+    ro.args = t->plan_args ? t->plan_args : o->strategy_args;
+    ro.nargs = t->plan_args ? t->plan_nargs : o->num_strategy_args;
     ro.mem_bytes = o->mem_bytes;
     ro.extra_bytes = t->order_bytes + t->mask_bytes;
     tg_model_config_t mc = o->model;
@@ -809,7 +887,7 @@ static void train_finish(trainer_t *t, double t_run)
     if (ck->best_epoch)
         tg_log_info("best validation accuracy %.4f at epoch %llu; test accuracy there %.4f",
                     ck->best_valid_acc, (unsigned long long)ck->best_epoch, ck->test_at_best);
-    emit_final(&t->o, res, t->m, &t->r, t->o.out_dir, t->batch_bytes_peak, &t->bp);
+    emit_final(&t->o, res, t->m, &t->r, t->o.out_dir, t->batch_bytes_peak, &t->bp, t->plan_json);
 }
 
 /* Opening, resuming and planning, before the first epoch. */
@@ -861,6 +939,8 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
     tg_train_config_destroy(&t->cf);
     free(t->sc.y);
     free(t->best_blob);
+    free(t->plan_json);
+    free(t->plan_args);
     tg_plan_destroy(&t->plan);
     tg_plan_destroy(&t->next_plan);
     free(t->train_mask);

@@ -961,6 +961,23 @@ static int dg_in_flight(const tg_strategy_opts_t *so)
  * runs with the layout's amplification (the profile's estimate at the disk budget). The CPU
  * copies every row twice (packing, then into X) beside sampling and training; the first epoch
  * samples and packs before it trains. Two generations live on disk at once. */
+/* What setup_pass sets aside beyond dg_min_bytes for the run's batches at the least packing
+ * memory: the packing's buffers, a batch's records twice and its locate arrays, and the
+ * planning's trace (4 bytes per access); the spill buffers, DG_PACK_MIN and the layout's 8 bytes
+ * per node are in dg_min_bytes already. */
+static double dg_first_pass_extra(const tg_cost_inputs_t *in)
+{
+    double row = tg_cost_row_bytes(in), N = (double)in->data.nodes;
+    /* the largest batch's rows: its input matrix is f32 with the budget plan's margin */
+    uint64_t bn = (uint64_t)((double)in->run.matrix_bytes / (in->data.feat_dim * 4.0 * 1.15)) + 1;
+    uint64_t prow = (uint64_t)(DG_PACK_MIN / 3 / TG_MAX(row, 1)) + 1;
+    tg_pack_part_t part = {.lo = 0, .hi = (uint64_t)TG_MIN((double)prow, N), .ntargets = prow};
+    double set_aside = (double)tg_pack_bytes(&part, 1, (size_t)row, 3) +
+                       2.0 * (double)tg_pack_rec_bytes_max(bn) +
+                       (double)bn * tg_layout_loc_bytes(1);
+    return set_aside + 4.0 * (double)in->prof.batches * (double)bn - (double)DG_PACK_MIN;
+}
+
 static int dg_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
 {
     const tg_cost_machine_t *m = &in->machine;
@@ -981,6 +998,7 @@ static int dg_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
     p->prep_s =
         (p->sample_s / in->run.sampler_threads + tg_cost_seq_s(m, feat + need)) / in->run.epochs;
     tg_cost_overlap(in, p);
+    p->least_extra = fmax(0, dg_first_pass_extra(in));
     if ((double)in->run.disk_free < 2 * fmin(budget, need * ampl))
         tg_cost_infeasible(p, "needs %.1f GiB of free disk for two packed epochs, %.1f GiB free",
                            2 * fmin(budget, need * ampl) / 1073741824.0,

@@ -1,0 +1,541 @@
+/* The planner's profile: the cost model's inputs measured for a run (plan_profile.h). */
+#include "plan_profile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "engine-impl.h"
+#include "tiergnn/derived.h"
+
+/* The rates are measured for at least this long, so a small dataset's microseconds do not
+ * make them noise. */
+#define RATE_MIN_S 0.02
+/* The gather rate's source rows (larger than the CPU's caches) and its matrices. */
+#define GATHER_BYTES ((uint64_t)64 << 20)
+#define GATHER_X_BYTES ((uint64_t)8 << 20)
+/* indices.bin is read ahead of the profile's sampling when it takes at most this long */
+#define WARM_MAX_S 5.0
+#define WARM_CHUNK ((size_t)4 << 20)
+/* The budget plan's slack on the process it measures (engine/budget.c) */
+#define OVERHEAD_SLACK ((uint64_t)8 << 20)
+/* The budget plan's margin on a measured batch's sizes (engine/budget.c) */
+#define SIZE_MARGIN 1.15
+
+void tg_cost_plan_opts_default(tg_cost_plan_opts_t *o)
+{
+    memset(o, 0, sizeof *o);
+    tg_model_config_default(&o->model);
+    for (int l = 0; l < TG_MAX_LAYERS; l++)
+        o->fanouts[l] = 10;
+    o->batch_size = 1024;
+    o->epochs = 10;
+    o->threads = 1;
+    o->sampler_threads = -1;
+}
+
+int tg_cost_plan_opts_train(const tg_train_opts_t *t, tg_cost_plan_opts_t *o)
+{
+    tg_cost_plan_opts_default(o);
+    o->dataset = t->dataset;
+    o->model = t->model;
+    memcpy(o->fanouts, t->fanouts, sizeof o->fanouts);
+    o->sampler = t->sampler;
+    o->batch_size = t->batch_size;
+    o->seed = t->seed;
+    o->epochs = t->epochs;
+    o->batches_per_epoch = t->batches_per_epoch;
+    o->threads = t->threads;
+    o->sampler_threads = t->sampler_threads;
+    o->mem_bytes = t->mem_bytes;
+    o->allow_inexact = t->allow_inexact;
+    o->strategy_args = t->strategy_args;
+    o->num_strategy_args = t->num_strategy_args;
+    for (int i = 0; i < t->num_strategy_args; i++) {
+        const tg_strategy_arg_t *a = &t->strategy_args[i];
+        if (strcmp(a->name, "disk-budget") || !a->value || !strcmp(a->value, "auto")) continue;
+        int rc = tg_parse_size(a->value, &o->disk_budget);
+        if (rc < 0) return tg_err_prefix(rc, "--disk-budget");
+    }
+    return 0;
+}
+
+uint64_t tg_cost_disk_budget(const tg_cost_inputs_t *in)
+{
+    double feat = tg_cost_feat_bytes(in), free = (double)in->run.disk_free;
+    double need = in->prof.rows_per_batch * (double)in->prof.batches * tg_cost_row_bytes(in);
+    double cap = 0.45 * free;
+    if (cap < feat) return 0;
+    return (uint64_t)fmin(fmax(need, feat), cap);
+}
+
+uint64_t tg_cost_profile_batches(uint64_t epoch_batches)
+{
+    uint64_t k = (uint64_t)ceil(TG_COST_PROFILE_SHARE * (double)epoch_batches);
+    return TG_MIN(TG_MAX((uint64_t)1, k), epoch_batches);
+}
+
+/* ---------------------------------------------------------------- the run's first batches */
+
+typedef struct {
+    tg_dataset_t *ds;
+    tg_adj_t *adj;
+    uint64_t *train, ntrain;
+    tg_plan_t plan;
+    int have_plan;
+    int64_t fan[TG_MAX_LAYERS];
+    tg_model_config_t cfg; /* the operation count's model */
+    tg_cost_bins_t bins;
+    uint64_t rows, lists, max_rows;
+    double index_bytes, flops;
+    uint32_t max_dst0;
+    tg_batch_t largest; /* the profiled batch with the most input rows (owned) */
+    int have_largest;
+    uint64_t act_bytes; /* one step's arena on it, measured */
+    uint64_t overhead;  /* the process beside its data, measured after the step */
+} prof_t;
+
+static void prof_close(prof_t *p)
+{
+    if (p->have_largest) tg_batch_free(&p->largest);
+    if (p->have_plan) tg_plan_destroy(&p->plan);
+    free(p->train);
+    tg_adj_destroy(p->adj);
+    tg_dataset_close(p->ds);
+}
+
+/* The dataset, its training split, the epoch's plan (epoch 0, as the run's first) and the
+ * memory-mapped adjacency the batches are sampled over. */
+static int prof_open(prof_t *p, const tg_cost_plan_opts_t *o)
+{
+    int rc = tg_dataset_open(&p->ds, o->dataset, TG_OPEN_CHECK_SIZES);
+    if (rc < 0) return rc;
+    const tg_meta_t *m = &p->ds->meta;
+    if ((rc = tg_dataset_load_split(p->ds, TG_FILE_TRAIN, &p->train, &p->ntrain)) < 0) return rc;
+    if (p->ntrain == 0) return tg_err(-EINVAL, "%s: the training split is empty", o->dataset);
+    for (int l = 0; l < o->model.num_layers; l++)
+        p->fan[l] = o->model.type == TG_MODEL_MLP ? 0 : o->fanouts[l];
+    tg_plan_opts_t po = {.num_nodes = m->num_nodes,
+                         .train = p->train,
+                         .num_train = p->ntrain,
+                         .batch_size = o->batch_size,
+                         .num_layers = o->model.num_layers,
+                         .fanouts = p->fan,
+                         .seed = o->seed,
+                         .max_batches = o->batches_per_epoch};
+    if ((rc = tg_plan_init(&p->plan, &po)) < 0) return rc;
+    p->have_plan = 1;
+    tg_plan_epoch(&p->plan, 0);
+    p->cfg = o->model;
+    p->cfg.in_dim = m->feat_dim;
+    p->cfg.out_dim = m->num_classes;
+    p->cfg.multi_label = m->multi_label;
+    if ((rc = tg_model_config_check(&p->cfg)) < 0) return tg_err_prefix(rc, "plan: the model");
+    return tg_adj_mmap_open(&p->adj, p->ds, NULL);
+}
+
+static void prof_degrees(prof_t *p)
+{
+    uint64_t N = p->ds->meta.num_nodes;
+    for (uint64_t v = 0; v < N; v++) {
+        uint64_t d = tg_adj_degree(p->adj, v);
+        int b = tg_cost_degree_bin(d);
+        p->bins.nodes[b] += 1;
+        p->bins.edges[b] += (double)d;
+    }
+}
+
+/* One batch's figures: its rows by degree class, the neighbour lists its sampler reads (the
+ * destinations of every layer that samples) and their index bytes, its operations. */
+static int prof_batch(prof_t *p, const tg_batch_t *bt)
+{
+    uint64_t ib = tg_index_dtype_size(p->ds->meta.index_dtype);
+    for (uint32_t i = 0; i < bt->num_nodes; i++)
+        p->bins.access[tg_cost_degree_bin(tg_adj_degree(p->adj, bt->nodes[i]))] += 1;
+    for (int l = 0; l < bt->num_layers; l++) {
+        if (p->fan[l] == 0) continue;
+        p->lists += bt->blocks[l].num_dst;
+        for (uint32_t i = 0; i < bt->blocks[l].num_dst; i++)
+            p->index_bytes += (double)(tg_adj_degree(p->adj, bt->nodes[i]) * ib);
+    }
+    p->rows += bt->num_nodes;
+    p->max_rows = TG_MAX(p->max_rows, (uint64_t)bt->num_nodes);
+    p->max_dst0 = TG_MAX(p->max_dst0, bt->blocks[0].num_dst);
+    tg_flops_t f;
+    int rc = tg_model_batch_flops(&p->cfg, bt, &f);
+    if (rc < 0) return rc;
+    p->flops += (double)tg_flops_total(&f);
+    return 0;
+}
+
+/* Samples the profile's batches (the first of the epoch, at most max_s seconds), then batch 0
+ * again with its lists now in RAM for the sampler's rate. */
+static int prof_sample(prof_t *p, const tg_cost_plan_opts_t *o, tg_cost_inputs_t *in,
+                       tg_cost_profile_cost_t *cost)
+{
+    uint64_t k = tg_cost_profile_batches(p->plan.num_batches);
+    double max_s = o->max_s > 0 ? o->max_s : TG_COST_PROFILE_MAX_S, t0 = tg_now();
+    tg_sampler_t *s = NULL;
+    const tg_sampler_i *kind = o->model.type == TG_MODEL_MLP ? NULL : o->sampler;
+    int rc = tg_sampler_open(&s, kind, p->adj, o->model.num_layers, p->fan);
+    uint64_t done = 0;
+    for (; rc == 0 && done < k && (done == 0 || tg_now() - t0 < max_s); done++) {
+        const uint64_t *seeds;
+        tg_rng_t r;
+        uint64_t cnt = tg_plan_batch(&p->plan, done, &seeds, &r);
+        tg_batch_t bt;
+        if ((rc = tg_sampler_sample(s, seeds, (size_t)cnt, &r, &bt)) < 0) break;
+        if ((rc = prof_batch(p, &bt)) == 0 &&
+            (!p->have_largest || bt.num_nodes > p->largest.num_nodes)) {
+            if (p->have_largest) tg_batch_free(&p->largest);
+            p->largest = bt; /* kept: the step is measured on it */
+            p->have_largest = 1;
+            continue;
+        }
+        tg_batch_free(&bt);
+    }
+    cost->sample_s = tg_now() - t0;
+    cost->batches_profiled = done;
+    /* warm: batch 0 again, as often as RATE_MIN_S takes */
+    uint64_t again = 0, rows = 0;
+    double t1 = tg_now();
+    while (rc == 0 && (again == 0 || tg_now() - t1 < RATE_MIN_S)) {
+        const uint64_t *seeds;
+        tg_rng_t r;
+        uint64_t cnt = tg_plan_batch(&p->plan, 0, &seeds, &r);
+        tg_batch_t bt;
+        if ((rc = tg_sampler_sample(s, seeds, (size_t)cnt, &r, &bt)) < 0) break;
+        rows += bt.num_nodes;
+        tg_batch_free(&bt);
+        again++;
+    }
+    in->machine.sample_nodes_per_s = (double)rows / fmax(tg_now() - t1, 1e-9);
+    tg_sampler_destroy(s);
+    return rc < 0 ? tg_err_prefix(rc, "plan: sampling the profile's batches") : 0;
+}
+
+/* ---------------------------------------------------------------- the machine */
+
+/* Rows copied (and converted to f32) from a RAM buffer into a matrix, at random, by one thread:
+ * the gathering every strategy does for the rows it has in RAM. */
+/* One matrix of rows_x rows gathered at random from src (n rows), converted to f32. The matrix
+ * is fresh, as a batch's is: its first touch is part of the cost. */
+static int gather_once(const unsigned char *src, uint64_t n, size_t width, size_t es, size_t rows_x,
+                       tg_rng_t *r)
+{
+    float *X = malloc(rows_x * width * sizeof(float));
+    if (!X) return tg_err(-ENOMEM, "plan: out of memory for the gather rate's matrix");
+    for (size_t i = 0; i < rows_x; i++) {
+        const unsigned char *row = src + tg_rng_below(r, n) * width * es;
+        if (es == 4) {
+            memcpy(X + i * width, row, width * 4);
+            continue;
+        }
+        for (size_t c = 0; c < width; c++) {
+            uint16_t h;
+            memcpy(&h, row + 2 * c, 2);
+            X[i * width + c] = tg_f16_to_f32(h);
+        }
+    }
+    free(X);
+    return 0;
+}
+
+static int measure_gather(const tg_meta_t *m, tg_cost_machine_t *mc, double *spent)
+{
+    size_t width = m->feat_dim, es = tg_feat_dtype_size(m->feat_dtype);
+    uint64_t n = TG_MIN(m->num_nodes, TG_MAX((uint64_t)1, GATHER_BYTES / (width * es)));
+    size_t rows_x = (size_t)TG_MAX((uint64_t)1, GATHER_X_BYTES / (width * sizeof(float)));
+    /* filled: untouched pages would all be the one zero page, always in the CPU's cache */
+    unsigned char *src = malloc(n * width * es);
+    if (!src)
+        return tg_err(-ENOMEM, "plan: out of memory for the gather rate's %llu rows",
+                      (unsigned long long)n);
+    memset(src, 0x3c, n * width * es);
+    tg_rng_t r;
+    tg_rng_seed(&r, 1);
+    uint64_t rows = 0;
+    int rc = 0;
+    double t0 = tg_now();
+    while (rc == 0 && (rows == 0 || tg_now() - t0 < RATE_MIN_S)) {
+        rc = gather_once(src, n, width, es, rows_x, &r);
+        rows += rows_x;
+    }
+    *spent = tg_now() - t0;
+    mc->gather_rows_per_s = (double)rows / *spent;
+    free(src);
+    return rc;
+}
+
+/* The device under features.bin (the probe's cache when it has one). */
+static int measure_probe(const prof_t *p, const tg_cost_plan_opts_t *o, tg_cost_machine_t *mc,
+                         tg_cost_profile_cost_t *cost)
+{
+    char path[4096];
+    tg_dataset_path(p->ds, TG_FILE_FEATURES, path, sizeof path);
+    tg_io_probe_opts_t po = {.time_s = o->probe_time_s};
+    int rc = tg_io_probe_run(path, &po, &mc->probe);
+    if (rc < 0) return tg_err_prefix(rc, "plan: probing the device under %s", path);
+    cost->probe_s = mc->probe.from_cache ? 0 : mc->probe.time_s;
+    cost->probe_cached = mc->probe.from_cache;
+    return 0;
+}
+
+/* indices.bin read once, sequentially, into the page cache before the profile samples from it
+ * when that takes at most WARM_MAX_S at the probed rate and the file is at most a quarter of the
+ * RAM: the profile's few batches touch lists all over the file, and cold, page by page, they
+ * took 15 s of random reads on the shared bench where the sequential read takes 0.4 s. */
+static int warm_indices(const prof_t *p, const tg_cost_machine_t *mc, double *spent)
+{
+    char path[4096];
+    tg_dataset_path(p->ds, TG_FILE_INDICES, path, sizeof path);
+    uint64_t size = tg_meta_expected_size(&p->ds->meta, TG_FILE_INDICES);
+    *spent = 0;
+    if ((double)size / mc->probe.seq_bytes_per_s > WARM_MAX_S || size > tg_phys_mem_bytes() / 4)
+        return 0;
+    double t0 = tg_now();
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return tg_err(-errno, "plan: %s: cannot open: %s", path, strerror(errno));
+    char *buf = malloc(WARM_CHUNK);
+    int rc = buf ? 0 : tg_err(-ENOMEM, "plan: out of memory for reading %s", path);
+    for (uint64_t off = 0; rc == 0 && off < size;) {
+        ssize_t n = pread(fd, buf, WARM_CHUNK, (off_t)off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0)
+            rc = tg_err(n < 0 ? -errno : -EIO, "plan: %s: read at offset %llu: %s", path,
+                        (unsigned long long)off, n < 0 ? strerror(errno) : "end of file early");
+        else
+            off += (uint64_t)n;
+    }
+    free(buf);
+    close(fd);
+    *spent = tg_now() - t0;
+    return rc;
+}
+
+/* The GEMM at the run's widest layer (the largest batch's layer-0 destinations, as the bench
+ * times it) and the gather rate. */
+static int measure_machine(const prof_t *p, const tg_cost_plan_opts_t *o, tg_cost_inputs_t *in,
+                           tg_cost_profile_cost_t *cost)
+{
+    tg_cost_machine_t *mc = &in->machine;
+    int rc;
+    const tg_meta_t *m = &p->ds->meta;
+    uint32_t M = TG_MIN(TG_MAX(p->max_dst0, 256u), 16384u);
+    uint32_t N =
+        o->model.num_layers > 1 || o->model.type == TG_MODEL_GIN ? o->model.hidden : m->num_classes;
+    double t0 = tg_now();
+    rc = tg_nn_gemm_rate(M, m->feat_dim, TG_MAX(N, 1u), o->threads,
+                         o->gemm_time_s > 0 ? o->gemm_time_s : 0.2, &mc->gemm_flops_per_s);
+    if (rc < 0) return tg_err_prefix(rc, "plan: timing the GEMM");
+    cost->gemm_s = tg_now() - t0;
+    mc->cores = o->threads;
+    return measure_gather(m, mc, &cost->gather_s);
+}
+
+/* One training step of a scratch model (the run's configuration, Adam, the run's threads) on
+ * the largest profiled batch with zero features: the arena it needs, and the rate the steps
+ * achieve (its operations over its time; a second step when the first, which also allocates,
+ * was short). */
+static int measure_step(prof_t *p, const tg_cost_plan_opts_t *o, tg_cost_machine_t *mc,
+                        double *spent)
+{
+    const tg_batch_t *b = &p->largest;
+    const tg_meta_t *m = &p->ds->meta;
+    tg_model_t *pm = NULL;
+    tg_pool_t *pool = NULL;
+    tg_optim_config_t adam;
+    tg_optim_config_default(&adam, TG_OPTIM_ADAM);
+    size_t width = m->multi_label ? m->num_classes : 1;
+    float *X = calloc((size_t)b->num_nodes * m->feat_dim + 1, sizeof *X);
+    int32_t *y = calloc((size_t)b->num_seeds * width + 1, sizeof *y);
+    int rc = X && y ? 0 : tg_err(-ENOMEM, "plan: out of memory for the step's batch");
+    if (rc == 0 && o->threads > 1) rc = tg_pool_create(&pool, o->threads);
+    if (rc == 0) rc = tg_model_create(&pm, &p->cfg, 1);
+    if (rc == 0) rc = tg_model_set_optim(pm, &adam);
+    double t0 = tg_now(), dt = 0;
+    for (int k = 0; rc == 0 && k < 2; k++) {
+        tg_model_set_pool(pm, pool);
+        tg_step_stats_t st;
+        double t1 = tg_now();
+        rc = tg_model_train_step(pm, b, X, y, &st);
+        if (rc == -ERANGE) rc = 0; /* zero features may give a degenerate loss */
+        dt = tg_now() - t1;
+        if (dt > 1.0) break;
+    }
+    *spent = tg_now() - t0;
+    if (rc == 0) {
+        tg_flops_t f;
+        if ((rc = tg_model_batch_flops(&p->cfg, b, &f)) == 0 && dt > 0)
+            mc->step_flops_per_s = (double)tg_flops_total(&f) / dt;
+        p->act_bytes = tg_model_act_bytes(pm);
+    }
+    tg_model_destroy(pm);
+    tg_pool_destroy(pool);
+    free(X);
+    free(y);
+    /* the process as the budget plan will measure it, after a step has set up OpenBLAS: its
+     * anonymous memory less what the profile itself still holds (the seed order, the batch) */
+    uint64_t rss = tg_rss_anon_bytes(), held = p->ntrain * 8 + tg_batch_bytes(b);
+#ifdef TG_SANITIZE
+    (void)rss;
+    (void)held;
+    p->overhead = ((uint64_t)16 << 20) + OVERHEAD_SLACK;
+#else
+    p->overhead = (rss > held ? rss - held : 0) + OVERHEAD_SLACK;
+#endif
+    return rc < 0 ? tg_err_prefix(rc, "plan: measuring a training step") : 0;
+}
+
+/* ---------------------------------------------------------------- the dataset and the run */
+
+/* Which derived files exist, valid, in the derived directory (any parameters). */
+static int derived_have(const tg_dataset_t *ds, unsigned *have)
+{
+    tg_derived_entry_t *e = NULL;
+    size_t n = 0;
+    int rc = tg_derived_list(ds, NULL, &e, &n);
+    if (rc < 0) return tg_err_prefix(rc, "plan: listing the derived files");
+    *have = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (e[i].state != TG_DERIVED_VALID) continue;
+        if (!strcmp(e[i].kind, "partadj")) *have |= TG_COST_HAVE_PARTS;
+        if (!strcmp(e[i].kind, "rank")) *have |= TG_COST_HAVE_RANK;
+        if (!strcmp(e[i].kind, "outdeg")) *have |= TG_COST_HAVE_OUTDEG;
+        if (!strcmp(e[i].kind, "ncache")) *have |= TG_COST_HAVE_NCACHE;
+    }
+    free(e);
+    return 0;
+}
+
+static int fill_dataset(const prof_t *p, const char *dir, tg_cost_inputs_t *in)
+{
+    const tg_meta_t *m = &p->ds->meta;
+    tg_cost_dataset_t *d = &in->data;
+    d->nodes = m->num_nodes;
+    d->edges = m->num_edges;
+    d->feat_dim = m->feat_dim;
+    d->dtype_bytes = (uint32_t)tg_feat_dtype_size(m->feat_dtype);
+    d->index_bytes = (uint32_t)tg_index_dtype_size(m->index_dtype);
+    d->train_frac = (double)p->ntrain / (double)m->num_nodes;
+    d->degree_skew = tg_cost_bins_skew(&p->bins);
+    struct statvfs sv;
+    if (statvfs(dir, &sv) != 0)
+        return tg_err(-errno, "plan: statvfs %s (the free disk beside the dataset): %s", dir,
+                      strerror(errno));
+    in->run.disk_free = (uint64_t)sv.f_bavail * sv.f_frsize;
+    return derived_have(p->ds, &d->derived);
+}
+
+/* What the budget plan reserves before the strategy's matrices and caches: the process, the
+ * model with Adam's state, one step's arena on the largest profiled batch (measured, with the
+ * plan's margin) and the run's own data (labels, splits, the seed order). */
+static uint64_t reserved_bytes(const prof_t *p)
+{
+    const tg_meta_t *m = &p->ds->meta;
+    tg_optim_config_t adam;
+    tg_optim_config_default(&adam, TG_OPTIM_ADAM);
+    uint64_t own = (m->num_nodes * (m->multi_label ? m->num_classes : 1)) * sizeof(int32_t) +
+                   (m->num_train + m->num_valid + m->num_test + p->ntrain) * sizeof(uint64_t);
+    return (uint64_t)((double)p->act_bytes * SIZE_MARGIN) +
+           tg_model_config_param_bytes(&p->cfg, &adam) + p->overhead + own;
+}
+
+/* The run: the epoch's operations and batches from the profile, --mem less what the budget
+ * plan reserves first: what the input matrices and the caches share. */
+static void fill_run(const prof_t *p, const tg_cost_plan_opts_t *o, tg_cost_inputs_t *in,
+                     uint64_t profiled)
+{
+    const tg_meta_t *m = &p->ds->meta;
+    tg_cost_run_t *r = &in->run;
+    double scale = (double)p->plan.num_batches / (double)profiled;
+    r->epoch_flops = p->flops * scale;
+    r->batch_size = o->batch_size;
+    r->epochs = (int)TG_MIN(o->epochs, (uint64_t)1 << 30);
+    /* sampler threads left to their default: no more than the epoch has batches (the others
+     * would hold no batch; the budget plan lowers them too where --mem is tight) */
+    r->sampler_threads = TG_MAX(o->sampler_threads < 0 ? o->threads : o->sampler_threads, 1);
+    if (o->sampler_threads < 0)
+        r->sampler_threads =
+            (int)TG_MAX(1, TG_MIN((uint64_t)r->sampler_threads, p->plan.num_batches));
+    r->matrix_bytes = (uint64_t)((double)p->max_rows * m->feat_dim * sizeof(float) * SIZE_MARGIN);
+    uint64_t mem = o->mem_bytes ? o->mem_bytes : tg_phys_mem_bytes() / 4;
+    uint64_t res = reserved_bytes(p);
+    r->free_bytes = mem > res ? mem - res : 0;
+    r->disk_budget = o->disk_budget;
+    tg_cost_profile_t *pr = &in->prof;
+    pr->batches = p->plan.num_batches;
+    pr->rows_per_batch = (double)p->rows / (double)profiled;
+    pr->index_reads_per_batch = (double)p->lists / (double)profiled;
+    pr->index_bytes_per_batch = p->index_bytes / (double)profiled;
+    tg_cost_bins_curves(&p->bins, profiled, pr->batches, pr);
+    /* gids ranks rows by reverse PageRank (derived/, when built): how often the samplers reach
+     * a node, which its degree stands in for here (the ranking is not read) */
+    pr->hot_rpr = pr->hot_degree;
+}
+
+/* Each strategy's least working set on the dataset with the run's options (min_bytes), for the
+ * choice to refuse those the run would refuse. */
+static int working_sets(const prof_t *p, const tg_cost_plan_opts_t *o, tg_cost_plan_t *pl)
+{
+    for (int i = 0; i < tg_strategy_count() && i < TG_COST_MAX_STRATS; i++) {
+        const tg_strategy_i *s = tg_strategy_at(i);
+        void *cfg = calloc(1, s->info.config_size + 1);
+        if (!cfg) return tg_err(-ENOMEM, "plan: out of memory");
+        tg_strategy_opts_t so;
+        tg_strategy_opts_default(&so);
+        so.threads = o->threads;
+        so.sampler_threads = o->sampler_threads < 0 ? o->threads : o->sampler_threads;
+        so.cfg = cfg;
+        int rc = tg_strategy_parse(&s->info, o->strategy_args, o->num_strategy_args, cfg, 0);
+        char why[512];
+        if (rc == 0) pl->need[i] = (double)s->min_bytes(p->ds, &so, why, sizeof why);
+        free(cfg);
+        if (rc < 0) return rc;
+    }
+    return 0;
+}
+
+static int check_opts(const tg_cost_plan_opts_t *o)
+{
+    if (!o->dataset || !*o->dataset) return tg_err(-EINVAL, "plan: no dataset");
+    if (o->model.num_layers < 1 || o->model.num_layers > TG_MAX_LAYERS)
+        return tg_err(-EINVAL, "plan: %d layers, expected 1..%d", o->model.num_layers,
+                      TG_MAX_LAYERS);
+    if (o->threads < 1) return tg_err(-EINVAL, "plan: %d threads, expected >= 1", o->threads);
+    if (o->epochs < 1) return tg_err(-EINVAL, "plan: --epochs must be >= 1");
+    return 0;
+}
+
+int tg_cost_plan(const tg_cost_plan_opts_t *o, tg_cost_plan_t *pl)
+{
+    memset(pl, 0, sizeof *pl);
+    pl->best = -1;
+    int rc = check_opts(o);
+    if (rc < 0) return rc;
+    double t0 = tg_now();
+    prof_t p;
+    memset(&p, 0, sizeof p);
+    tg_cost_inputs_t *in = &pl->in;
+    if ((rc = prof_open(&p, o)) == 0) rc = measure_probe(&p, o, &in->machine, &pl->cost);
+    if (rc == 0) rc = warm_indices(&p, &in->machine, &pl->cost.warm_s);
+    if (rc == 0) {
+        prof_degrees(&p);
+        rc = prof_sample(&p, o, in, &pl->cost);
+    }
+    if (rc == 0) rc = measure_machine(&p, o, in, &pl->cost);
+    if (rc == 0) rc = measure_step(&p, o, &in->machine, &pl->cost.step_s);
+    if (rc == 0) rc = fill_dataset(&p, o->dataset, in);
+    if (rc == 0) fill_run(&p, o, in, pl->cost.batches_profiled);
+    if (rc == 0) rc = working_sets(&p, o, pl);
+    if (rc == 0 && !o->disk_budget)
+        in->run.disk_budget = pl->disk_budget_planned = tg_cost_disk_budget(in);
+    prof_close(&p);
+    pl->cost.total_s = tg_now() - t0;
+    if (rc < 0) return rc;
+    return tg_cost_plan_choose(in, o->allow_inexact, pl);
+}
