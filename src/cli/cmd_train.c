@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "tiergnn/config.h"
+#include "tiergnn/dist.h"
 #include "tiergnn/engine.h"
 #include "tiergnn/util.h"
 
@@ -370,8 +371,9 @@ static void on_sigint(int sig)
     signal(SIGINT, SIG_DFL);
 }
 
-/* tg_train with SIGINT asking it to stop; the exit status. */
-static int run_train(tg_cli_train_t *t)
+/* One rank's run (the whole run without mpirun): tg_train with SIGINT asking it to stop; the
+ * exit status. */
+static int run_train_rank(tg_cli_train_t *t)
 {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -379,6 +381,8 @@ static int run_train(tg_cli_train_t *t)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     t->o.stop = &stop_requested;
+    /* one JSON stream: rank 0's (every rank trains the same model) */
+    if (tg_dist_rank() != 0) t->o.json = NULL;
     tg_train_result_t res;
     int rc = tg_train(&t->o, &res);
     signal(SIGINT, SIG_DFL);
@@ -387,6 +391,22 @@ static int run_train(tg_cli_train_t *t)
         return 130; /* the shell's code for "ended by SIGINT" */
     }
     return rc < 0 ? tg_cli_fail() : 0;
+}
+
+/* Under mpirun the process is one rank of a data-parallel run (tiergnn/dist.h): MPI starts here,
+ * before the engine's threads, and ends after (MPI_Abort when this rank failed alone, so that no
+ * other rank waits for it in a collective forever). */
+static int run_train(tg_cli_train_t *t)
+{
+    int rc = tg_dist_init();
+    if (rc < 0) {
+        fprintf(stderr, "tiergnn: %s\n", tg_errmsg());
+        tg_dist_finish(rc);
+        return 1;
+    }
+    rc = run_train_rank(t);
+    tg_dist_finish(rc == 130 ? -EINTR : rc ? -1 : 0);
+    return rc;
 }
 
 int tg_cmd_train(int argc, char **argv)
