@@ -23,6 +23,7 @@ static int mpi(char **out, const char *fmt, ...)
     va_end(ap);
     /* two ranks on two cores, as root in the test machines, over loopback only */
     snprintf(cmd, sizeof cmd,
+             "timeout 120 "
              "%s --allow-run-as-root --oversubscribe --mca btl self,tcp "
              "--mca btl_tcp_if_include lo --mca oob_tcp_if_include lo %s 2>&1",
              mpirun, args);
@@ -45,7 +46,8 @@ static int mpi(char **out, const char *fmt, ...)
 }
 
 /* The flags every run here shares: 2-layer SAGE, sampled, 32 seeds a batch. */
-#define FLAGS "--model sage --layers 2 --hidden 16 --fanouts 5,5 --threads 1 --epochs 3"
+#define MODEL "--model sage --layers 2 --hidden 16 --fanouts 5,5 --threads 1"
+#define FLAGS MODEL " --epochs 3"
 
 static char *run_dir(const char *name)
 {
@@ -219,6 +221,32 @@ TG_TEST(more_ranks_than_batches)
     free(out);
 }
 
+/* A rank killed with SIGKILL mid-run: mpirun ends the other rank within a bounded time (the
+ * test allows 60 s; OpenMPI takes about 1.5 s here), names the rank and the signal, and the
+ * checkpoint on disk is a complete one that evaluates. Rank 1 kills itself: sh execs the CLI
+ * after starting a timer that sends SIGKILL to its own pid. */
+TG_TEST(killed_rank_ends_all)
+{
+    char *d = run_dir("killed");
+    char *out = NULL;
+    double t0 = tg_now();
+    int rc = mpi(&out,
+                 "-np 1 %s -q train %s " MODEL
+                 " --epochs 1000000 --batch-size 32 --out %s : -np 1 sh -c '(sleep "
+                 "3; kill -9 $$) & exec %s -q train %s " MODEL
+                 " --epochs 1000000 --batch-size 32 --out %s'",
+                 TG_CLI_PATH, ds, d, TG_CLI_PATH, ds, d);
+    double took = tg_now() - t0;
+    fprintf(stderr, "mpirun ended %.1f s after its start (rank 1 killed at 3 s)\n", took);
+    TG_CHECK(rc != 0);
+    TG_CHECK(took < 60);
+    if (!out || !strstr(out, "rank 1") || !strstr(out, "signal 9"))
+        TG_FAIL("mpirun's output lacks rank 1 and signal 9:\n%s", out ? out : "");
+    free(out);
+    TG_CHECK(tg_test_cli(&out, "eval %s --checkpoint %s", ds, ckpt_of(d)) == 0);
+    free(out);
+}
+
 int main(void)
 {
     int rc = setup();
@@ -230,5 +258,6 @@ int main(void)
     TG_RUN(different_datasets_refused);
     TG_RUN(different_parameters_refused);
     TG_RUN(more_ranks_than_batches);
+    TG_RUN(killed_rank_ends_all);
     return tg_test_done();
 }
