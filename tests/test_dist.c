@@ -247,6 +247,42 @@ TG_TEST(killed_rank_ends_all)
     free(out);
 }
 
+/* SIGINT to one rank (rank 1 sends it to itself after 2 s): every rank stops after the same
+ * step, rank 0 writes the checkpoint, and --resume to the end of that epoch gives the checkpoint
+ * of a K = 2 run that was never stopped, byte for byte. */
+TG_TEST(sigint_stops_all_and_resumes)
+{
+    char *d = run_dir("sigint"), *straight = run_dir("sigint_straight");
+    char *out = NULL;
+    int rc = mpi(&out,
+                 "-np 1 %s train %s " MODEL " --epochs 1000000 --batch-size 8 --out %s : -np 1 "
+                 "sh -c '(sleep 2; kill -INT $$) & exec %s train %s " MODEL
+                 " --epochs 1000000 --batch-size 8 --out %s'",
+                 TG_CLI_PATH, ds, d, TG_CLI_PATH, ds, d);
+    TG_CHECK(rc != 0);
+    const char *k = out ? strstr(out, "tiergnn: interrupted in epoch ") : NULL;
+    unsigned long long epoch =
+        k ? strtoull(k + strlen("tiergnn: interrupted in epoch "), NULL, 10) : 0;
+    if (!epoch) {
+        TG_FAIL("no rank says where it was interrupted:\n%s", out ? out : "");
+        free(out);
+        return;
+    }
+    /* both ranks stopped at the same step: the same message twice */
+    const char *again = strstr(k + 1, "tiergnn: interrupted in epoch ");
+    TG_CHECK(again && !strncmp(k, again, strcspn(k, "\n")));
+    free(out);
+    rc = mpi(&out, "-np 2 %s -q train %s --out %s --resume --epochs %llu", TG_CLI_PATH, ds, d,
+             epoch);
+    if (rc) TG_FAIL("--resume: %d\n%s", rc, out);
+    free(out);
+    rc = mpi(&out, "-np 2 %s -q train %s " MODEL " --epochs %llu --batch-size 8 --out %s",
+             TG_CLI_PATH, ds, epoch, straight);
+    if (rc) TG_FAIL("the straight run: %d\n%s", rc, out);
+    free(out);
+    TG_CHECK(tg_test_same_file(ckpt_of(d), ckpt_of(straight)));
+}
+
 int main(void)
 {
     int rc = setup();
@@ -259,5 +295,6 @@ int main(void)
     TG_RUN(different_parameters_refused);
     TG_RUN(more_ranks_than_batches);
     TG_RUN(killed_rank_ends_all);
+    TG_RUN(sigint_stops_all_and_resumes);
     return tg_test_done();
 }
