@@ -28,6 +28,10 @@
  * when the launcher says it, else 0. A plain `tiergnn train` sees 0 and never touches MPI. */
 int tg_dist_launched(int *size);
 
+/* 1 when this program was built with MPI (TG_HAVE_MPI): the CLI's tiergnn-mpi; 0 for tiergnn,
+ * which execs tiergnn-mpi when launched (src/cli/main.c) and is otherwise the world of one rank. */
+int tg_dist_with_mpi(void);
+
 /* Under a launcher: MPI_Init_thread asking for MPI_THREAD_SERIALIZED (the step callback that
  * sums gradients may run on a pipeline thread, never two at once), refused when the library gives
  * less; errors of MPI calls are returned, not fatal; the log lines of K > 1 ranks are prefixed

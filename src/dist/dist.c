@@ -50,13 +50,19 @@ int tg_dist_shared_error(void)
 
 #ifndef TG_HAVE_MPI
 
+int tg_dist_with_mpi(void)
+{
+    return 0;
+}
+
 int tg_dist_init(void)
 {
     int k = 0;
     if (tg_dist_launched(&k) && k > 1)
         return tg_err(-ENOTSUP,
                       "started by mpirun as one of %d ranks, but this tiergnn was built without "
-                      "MPI (install libopenmpi-dev and rebuild): each rank would train alone",
+                      "MPI (no tiergnn-mpi beside it: install libopenmpi-dev and rebuild): each "
+                      "rank would train alone",
                       k);
     return 0;
 }
@@ -107,6 +113,11 @@ int tg_dist_grad_sync(void *ctx, float *g, size_t n, int local_rc, uint64_t coun
 }
 
 #else /* TG_HAVE_MPI */
+
+int tg_dist_with_mpi(void)
+{
+    return 1;
+}
 
 /* An MPI call's error as this module's: the call, what it carried, MPI's own words. */
 static int mpi_fail(int code, const char *call, const char *what)
