@@ -11,7 +11,7 @@
 .PHONY: all deps build build-asan python demo check test bench fuzz faults soak fresh-check format clean
 
 DEBIAN_PACKAGES := cmake make gcc clang pkg-config liburing-dev libopenblas-dev zlib1g-dev libmetis-dev \
-  python3-numpy python3-dev python3-setuptools python3-pytest python3-torch
+  python3-numpy python3-dev python3-setuptools python3-pytest python3-torch libopenmpi-dev openmpi-bin
 JOBS ?= $(shell nproc)
 BUILD ?= build
 ASAN_BUILD ?= build-asan

@@ -242,6 +242,25 @@ typedef struct tg_step_stats {
 int tg_model_train_step(tg_model_t *m, const tg_batch_t *b, const float *X, const int32_t *labels,
                         tg_step_stats_t *stats);
 
+/* Data-parallel training (tiergnn/dist.h): called between backward and the optimiser step with
+ * the step's gradients g (n floats; zero when this rank's batch had no labelled seed or failed),
+ * this rank's status (local_rc < 0: its step failed, its message is set) and its labelled count.
+ * It makes g the gradient to apply (e.g. the mean over ranks) and returns 0 to step,
+ * TG_GRAD_SKIP to leave parameters and optimiser as they are, or a negative error. */
+#define TG_GRAD_SKIP 1
+typedef int (*tg_grad_sync_fn)(void *ctx, float *g, size_t n, int local_rc, uint64_t count);
+
+/* tg_model_train_step with sync between backward and the optimiser step; sync is called once
+ * per call, also when this rank's step failed or had no labelled seed, so that every rank's sync
+ * meets the others'. salt is mixed into the step's dropout seed (a rank's id: ranks train
+ * different batches and should not share masks) while the model's RNG advances as in
+ * tg_model_train_step, so every rank's RNG state stays the same. With salt 0 and a sync that
+ * leaves g unchanged and returns 0, the parameters, optimiser state and RNG after the call are
+ * bit for bit those of tg_model_train_step. Errors: tg_model_train_step's, or sync's. */
+int tg_model_train_step_sync(tg_model_t *m, const tg_batch_t *b, const float *X,
+                             const int32_t *labels, uint64_t salt, tg_grad_sync_fn sync, void *ctx,
+                             tg_step_stats_t *stats);
+
 /* Forward in eval mode (no dropout) on batch b. logits: (b->num_seeds, out_dim), caller-owned.
  * emb: NULL, or (b->num_seeds, tg_model_embed_dim(m)) caller-owned, receiving the seeds' input to
  * the last layer (after the activation) - the last hidden representation; for a 1-layer model

@@ -86,6 +86,9 @@ int tg_errbox_raise(tg_errbox_t *b);
 enum { TG_LOG_QUIET = 0, TG_LOG_WARN = 1, TG_LOG_INFO = 2, TG_LOG_DEBUG = 3 };
 void tg_log_set_level(int level);
 int tg_log_level(void);
+/* Text put before every log line (a data-parallel rank's "rank R/K: "); the string must outlive
+ * the logging. Set it before threads start. NULL or "": none. */
+void tg_log_set_prefix(const char *prefix);
 void tg_log_info(const char *fmt, ...) TG_PRINTF(1, 2);
 void tg_log_warn(const char *fmt, ...) TG_PRINTF(1, 2);
 void tg_log_debug(const char *fmt, ...) TG_PRINTF(1, 2);

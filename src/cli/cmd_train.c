@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "tiergnn/config.h"
+#include "tiergnn/dist.h"
 #include "tiergnn/engine.h"
 #include "tiergnn/util.h"
 
@@ -91,7 +92,12 @@ static const char train_usage[] =
     "                                 (hier) when it predicts it fastest ('tiergnn plan')\n"
     "\n"
     "SIGINT (Ctrl-C) stops at the next batch boundary and writes a checkpoint that --resume\n"
-    "continues exactly; a second SIGINT kills at once. See docs/TRAINING.md.\n";
+    "continues exactly; a second SIGINT kills at once. See docs/TRAINING.md.\n"
+    "\n"
+    "Under mpirun (mpirun -np K tiergnn train ...) the K processes train one model data-parallel:\n"
+    "each its share of every epoch's batches with its own --mem and --threads, a step = K\n"
+    "batches of --batch-size on the mean of their gradients; rank 0 writes RUNDIR and reports.\n"
+    "See docs/DISTRIBUTED.md.\n";
 
 #define TRAIN_SPEC                                                                                 \
     "model=,layers=,hidden=,heads=,dropout=,input-dropout=,attn-dropout=,activation=,fanouts=,"    \
@@ -389,8 +395,9 @@ static void on_sigint(int sig)
     signal(SIGINT, SIG_DFL);
 }
 
-/* tg_train with SIGINT asking it to stop; the exit status. */
-static int run_train(tg_cli_train_t *t)
+/* One rank's run (the whole run without mpirun): tg_train with SIGINT asking it to stop; the
+ * exit status. */
+static int run_train_rank(tg_cli_train_t *t)
 {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -398,6 +405,8 @@ static int run_train(tg_cli_train_t *t)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     t->o.stop = &stop_requested;
+    /* one JSON stream: rank 0's (every rank trains the same model) */
+    if (tg_dist_rank() != 0) t->o.json = NULL;
     tg_train_result_t res;
     int rc = tg_train(&t->o, &res);
     signal(SIGINT, SIG_DFL);
@@ -406,6 +415,22 @@ static int run_train(tg_cli_train_t *t)
         return 130; /* the shell's code for "ended by SIGINT" */
     }
     return rc < 0 ? tg_cli_fail() : 0;
+}
+
+/* Under mpirun the process is one rank of a data-parallel run (tiergnn/dist.h): MPI starts here,
+ * before the engine's threads, and ends after (MPI_Abort when this rank failed alone, so that no
+ * other rank waits for it in a collective forever). */
+static int run_train(tg_cli_train_t *t)
+{
+    int rc = tg_dist_init();
+    if (rc < 0) {
+        fprintf(stderr, "tiergnn: %s\n", tg_errmsg());
+        tg_dist_finish(rc);
+        return 1;
+    }
+    rc = run_train_rank(t);
+    tg_dist_finish(rc == 130 ? -EINTR : rc ? -1 : 0);
+    return rc;
 }
 
 int tg_cmd_train(int argc, char **argv)

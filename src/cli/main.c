@@ -1,8 +1,10 @@
 /* tiergnn command-line entry point: dispatches to the sub-commands in cmd_*.c. */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
+#include "tiergnn/dist.h"
 #include "tiergnn/io.h"
 #include "tiergnn/util.h"
 
@@ -39,8 +41,26 @@ static void usage(FILE *f)
                "--help'\ndescribes a command. docs/ has the details.\n");
 }
 
+/* Under a launcher (mpirun), tiergnn-mpi beside this program runs instead: the same CLI linked
+ * with MPI, so that a plain tiergnn loads no MPI library (CMakeLists.txt says why). When it is
+ * not there (a build without MPI) this program goes on, and tg_dist_init refuses K > 1 ranks. */
+static void exec_mpi_cli(char **argv)
+{
+    int k = 0;
+    if (!tg_dist_launched(&k) || tg_dist_with_mpi()) return;
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 16);
+    if (n <= 0) return;
+    self[n] = 0;
+    char *slash = strrchr(self, '/');
+    if (!slash) return;
+    snprintf(slash + 1, sizeof self - (size_t)(slash + 1 - self), "tiergnn-mpi");
+    if (access(self, X_OK) == 0) execv(self, argv);
+}
+
 int main(int argc, char **argv)
 {
+    exec_mpi_cli(argv);
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
         if (tg_cli_global_option(argv[i]))

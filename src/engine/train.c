@@ -5,6 +5,7 @@
 #include "engine-impl.h"
 #include "plan_profile.h"
 #include "tiergnn/config.h"
+#include "tiergnn/dist.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -206,11 +207,18 @@ typedef struct {
     uint64_t trained;    /* steps this invocation trained, all epochs */
     int show_bar;
     tg_progress_t *prog;
+    /* data-parallel (tiergnn/dist.h): this rank's share [start, end) of the epoch's batches, the
+     * gradient sync's state, the rank mixed into the dropout seeds */
+    int dist;
+    uint64_t start, end, salt;
+    tg_dist_step_t *ds;
 } step_ctx_t;
 
 static int train_step(void *ctx, const tg_batch_t *b, const float *X)
 {
     step_ctx_t *c = ctx;
+    /* a strategy with its own batch count runs past the share: not this rank's batch */
+    if (c->dist && (b->id < c->start || b->id >= c->end)) return 0;
     size_t need = (size_t)b->num_seeds * c->r->label_width;
     if (need > c->y_cap) {
         free(c->y);
@@ -221,7 +229,10 @@ static int train_step(void *ctx, const tg_batch_t *b, const float *X)
     tg_run_labels(c->r, b->nodes, b->num_seeds, c->train_mask, c->y);
     tg_step_stats_t st;
     double t0 = tg_now();
-    int rc = tg_model_train_step(c->m, b, X, c->y, &st);
+    /* every rank's step meets the others' in the gradient sum, also when it fails */
+    int rc =
+        c->dist ? tg_model_train_step_sync(c->m, b, X, c->y, c->salt, tg_dist_grad_sync, c->ds, &st)
+                : tg_model_train_step(c->m, b, X, c->y, &st);
     c->compute_s += tg_now() - t0;
     c->last_batch = b->id;
     if (rc < 0) return rc;
@@ -236,6 +247,8 @@ static int train_step(void *ctx, const tg_batch_t *b, const float *X)
         snprintf(sfx, sizeof sfx, "loss %.4f", c->count ? c->loss_sum / (double)c->count : 0.0);
         tg_progress_update(c->prog, c->batches, sfx);
     }
+    /* ranks stop together: the sync told every rank whether any asked to */
+    if (c->dist) return c->ds->stopped ? TG_PASS_STOP : 0;
     return c->stop && *c->stop ? TG_PASS_STOP : 0;
 }
 
@@ -275,12 +288,19 @@ typedef struct {
     tg_strategy_arg_t *plan_args;
     int plan_nargs;
     char plan_value[32];
+    /* data-parallel (docs/DISTRIBUTED.md): under mpirun, rank of K; rank 0 writes the files */
+    int dist, rank, K;
+    uint64_t share_start, share_m; /* this epoch's share: batches [start, start + m) */
+    tg_dist_step_t ds;
 } trainer_t;
 
 /* What one epoch did, from its pass to its report. */
 typedef struct {
-    uint64_t epoch;     /* 0-based */
-    int last, stop_now; /* the run's last epoch; a stop request arrived at its end */
+    uint64_t epoch;      /* 0-based */
+    uint64_t done;       /* the epoch's batches trained (all ranks'), when it stopped */
+    double sync_s;       /* data-parallel: this rank's time in the gradient sums, */
+    uint64_t sync_bytes; /* and the gradient bytes it contributed */
+    int last, stop_now;  /* the run's last epoch; a stop request arrived at its end */
     double time_s, eval_s, ckpt_s;
     double train_loss, train_acc;
     uint64_t index_bytes; /* adjacency entries the samplers read */
@@ -299,7 +319,13 @@ static int train_check(trainer_t *t, uint64_t *ntrain, uint64_t *N, uint32_t *D)
     if (!o->dataset || !*o->dataset) return tg_err(-EINVAL, "a dataset directory is required");
     tg_dataset_t *probe = NULL;
     int rc = tg_dataset_open(&probe, o->dataset, 0);
-    if (rc < 0) return rc;
+    /* every rank's dataset must be rank 0's: the ranks compare meta.txt's checksums */
+    if (t->dist) rc = tg_dist_agree(rc, "to open its dataset");
+    if (rc >= 0 && t->dist) rc = tg_dist_check_meta(&probe->meta, o->dataset);
+    if (rc < 0) {
+        if (probe) tg_dataset_close(probe);
+        return rc;
+    }
     rc = check_opts(o, &probe->meta);
     *ntrain = probe->meta.num_train;
     *N = probe->meta.num_nodes;
@@ -336,6 +362,21 @@ static void plan_disk_budget(trainer_t *t, const tg_cost_plan_t *pl)
                 tg_fmt_bytes(pl->disk_budget_planned, b, sizeof b));
 }
 
+/* Data-parallel: every rank trains with the same strategy, but each plans from its own
+ * measurements (a probe and a profile under its own load), so the choices are compared: when
+ * any rank could not plan or they differ, every rank keeps the fixed rule (the same answer on
+ * every rank). Returns rc, or a negative code when the ranks disagree, with why. */
+static int plan_agree(trainer_t *t, int rc, int best)
+{
+    double v[2] = {best, (double)best * best};
+    int src = tg_dist_sum_f64(v, 2, "the planner's choices");
+    if (src < 0) return src;
+    /* all K equal exactly when K x the sum of squares is the square of the sum */
+    if (rc == 0 && v[0] * v[0] != v[1] * t->K)
+        rc = tg_err(-EAGAIN, "the %d ranks' profiles chose different strategies", t->K);
+    return rc; /* a rank that could not plan (best -1) makes them differ */
+}
+
 /* Strategy auto for a new run: the planner's profile and choice (engine/plan_profile.h), its table
  * in the log and in RUNDIR/plan.json. Where the profile cannot run, or predicts no strategy can,
  * the fixed rule of tg_strategy_choose decides, and the log says why. A resumed run continues
@@ -356,6 +397,7 @@ static void train_plan(trainer_t *t)
     int rc = pl ? tg_cost_plan_opts_train(o, &po) : tg_err(-ENOMEM, "out of memory");
     if (rc == 0) rc = tg_cost_plan(&po, pl);
     if (rc == 0 && pl->best < 0) rc = tg_err(-EINVAL, "%s", pl->why);
+    if (t->dist && t->K > 1) rc = plan_agree(t, rc, rc == 0 ? pl->best : -1);
     if (rc < 0) {
         tg_log_info("strategy auto: the planner cannot choose (%s); the fixed rule decides",
                     tg_errmsg());
@@ -373,6 +415,7 @@ static void train_plan(trainer_t *t)
         tg_log_warn("%s", tg_errmsg());
         return;
     }
+    if (t->rank != 0) return; /* rank 0 writes the run's files */
     char path[4096];
     path_in(path, sizeof path, o->out_dir, TG_PLAN_NAME);
     size_t len = strlen(t->plan_json);
@@ -543,6 +586,7 @@ static int train_budget(trainer_t *t)
                                     .optim = &o->optim};
         if ((rc = tg_budget_plan(&t->r, t->m, &bo, &t->bp)) < 0) return rc;
     }
+    if (t->rank != 0) return 0; /* rank 0 writes the run's files */
     /* config.json first: a checkpoint.bin is never without the settings it was made with */
     if ((rc = tg_train_config_write(t->cfg_path, o, t->r.strat_i->info.name)) < 0) return rc;
     t->wrote = !o->resume;
@@ -572,6 +616,10 @@ static void train_start(trainer_t *t)
     t->sc.train_mask = t->train_mask;
     t->sc.stop = o->stop;
     t->sc.prog = &t->prog;
+    t->sc.dist = t->dist;
+    t->sc.salt = (uint64_t)t->rank;
+    t->ds.stop = o->stop;
+    t->sc.ds = &t->ds;
     char mb[32], blocks_how[64];
     snprintf(blocks_how, sizeof blocks_how, "sampled blocks%s%s%s", r->sampler ? " (sampler " : "",
              r->sampler ? r->sampler->name : "", r->sampler ? ")" : "");
@@ -583,6 +631,12 @@ static void train_start(trainer_t *t)
                 t->epoch_batches < t->all_batches ? " (limited by --batches-per-epoch)" : "",
                 o->threads, r->sopts.sampler_threads,
                 r->budget.limit ? tg_fmt_bytes(r->budget.limit, mb, sizeof mb) : "none");
+    if (t->dist && t->rank == 0)
+        tg_log_info("data-parallel: %d rank(s), each with the --mem and --threads above; a step "
+                    "trains %d batch(es) of --batch-size %llu (one per rank) on the mean of their "
+                    "gradients; an epoch has %llu step(s)",
+                    t->K, t->K, (unsigned long long)o->batch_size,
+                    (unsigned long long)(t->epoch_batches / (uint64_t)t->K));
     /* Layer-wise evaluation out of core keeps its intermediate layers in files. */
     t->lw_tmp = (r->strat_i->info.caps & TG_STRAT_IN_RAM) ? NULL : o->out_dir;
     t->show_bar = o->progress && isatty(STDERR_FILENO) && tg_log_level() >= TG_LOG_INFO;
@@ -605,19 +659,19 @@ static int write_best(trainer_t *t)
 static int stop_in_epoch(trainer_t *t, const epoch_t *e)
 {
     tg_ckpt_info_t *ck = &t->ck;
-    ck->epoch_batches = e->ps.next_batch;
+    ck->epoch_batches = e->done;
     ck->epoch_loss_sum = t->sc.loss_sum;
     ck->epoch_correct = t->sc.correct;
     ck->epoch_count = t->sc.count;
-    int rc = write_best(t);
-    if (rc < 0 || (rc = tg_ckpt_write(t->ckpt_path, ck, t->m)) < 0) return rc;
+    int rc = t->rank == 0 ? write_best(t) : 0; /* rank 0 writes the run's files */
+    if (rc < 0 || (t->rank == 0 && (rc = tg_ckpt_write(t->ckpt_path, ck, t->m)) < 0)) return rc;
     t->res->interrupted = 1;
     t->res->stopped_epoch = e->epoch;
-    t->res->stopped_batch = e->ps.next_batch;
+    t->res->stopped_batch = e->done;
     return tg_err(-EINTR,
                   "interrupted in epoch %llu after %llu of its %llu batches; %s records the "
                   "state: continue with --resume",
-                  (unsigned long long)e->epoch + 1, (unsigned long long)e->ps.next_batch,
+                  (unsigned long long)e->epoch + 1, (unsigned long long)e->done,
                   (unsigned long long)t->epoch_batches, t->ckpt_path);
 }
 
@@ -631,6 +685,9 @@ static int train_checkpoint(trainer_t *t, epoch_t *e)
     ck->last_train_loss = e->train_loss;
     double tk = tg_now();
     int rc;
+    e->stop_now = o->stop && *o->stop && !e->last;
+    if (t->dist) e->stop_now = t->ds.stopped && !e->last; /* every rank's answer */
+    if (t->rank != 0) return 0;                           /* rank 0 writes the run's files */
     if (e->improved) {
         free(t->best_blob);
         t->best_blob = NULL;
@@ -638,7 +695,6 @@ static int train_checkpoint(trainer_t *t, epoch_t *e)
         t->best_dirty = 1;
     }
     /* A stop request at the epoch's last batch: checkpoint here and end. */
-    e->stop_now = o->stop && *o->stop && !e->last;
     if (e->last || e->stop_now ||
         (o->checkpoint_every && (e->epoch + 1) % o->checkpoint_every == 0)) {
         if ((rc = write_best(t)) < 0) return rc;
@@ -650,6 +706,44 @@ static int train_checkpoint(trainer_t *t, epoch_t *e)
 }
 
 /* ---------------------------------------------------------------- epoch */
+
+/* The pass p ends at this rank's share's end: its seeds stop there (batch b's seeds and RNG do not
+ * depend on how many follow it), as the loader's share_of does; the pass starts at first. */
+static void dist_limit(const trainer_t *t, tg_pass_t *p, uint64_t first)
+{
+    uint64_t end = t->share_start + t->share_m;
+    p->first_batch = first;
+    if (end < TG_MAX(t->epoch_batches, t->plan.num_batches))
+        p->num_seeds = TG_MIN(p->num_seeds, end * p->batch_size);
+}
+
+/* This rank's share of the epoch by the loader's rank rule (tiergnn/loader.h): of the epoch's n
+ * batches, m = floor(n / K) each, rank r trains [r * m, r * m + m); the n - K * m at the end are
+ * trained by no rank. A run stopped mid-epoch recorded K * s batches (s global steps): every rank
+ * continues at r * m + s. */
+static int dist_share(trainer_t *t, tg_pass_t *p)
+{
+    uint64_t n = t->epoch_batches, K = (uint64_t)t->K, m = n / K, done = t->ck.epoch_batches;
+    if (m == 0)
+        return tg_err(-EINVAL,
+                      "%llu ranks for the %llu batch(es) of an epoch: every rank needs one batch "
+                      "at least (fewer ranks, or a smaller --batch-size)",
+                      (unsigned long long)K, (unsigned long long)n);
+    if (done % K || done / K > m)
+        return tg_err(-EINVAL,
+                      "cannot resume from %s: it stopped after %llu batches of epoch %llu, which "
+                      "is not a whole number of steps of %llu ranks of %llu batches each (resume "
+                      "a run stopped mid-epoch with the number of ranks it ran with)",
+                      t->ckpt_path, (unsigned long long)done,
+                      (unsigned long long)t->ck.epochs_done + 1, (unsigned long long)K,
+                      (unsigned long long)m);
+    t->share_start = (uint64_t)t->rank * m;
+    t->share_m = m;
+    t->sc.start = t->share_start;
+    t->sc.end = t->share_start + m;
+    dist_limit(t, p, t->share_start + done / K);
+    return 0;
+}
 
 /* The training pass of epoch e->epoch from the checkpoint's resume point (its first batch), and
  * the next epoch's pass in *np for strategies that prepare it. */
@@ -682,6 +776,10 @@ static int epoch_pass(trainer_t *t, const epoch_t *e, tg_pass_t *p, tg_pass_t *n
                           t->ckpt_path, (unsigned long long)first, (unsigned long long)e->epoch + 1,
                           t->r.strat_i->info.name, (unsigned long long)t->epoch_batches);
     }
+    if (t->dist) {
+        int rc = tg_dist_agree(dist_share(t, p), "to divide the epoch's batches");
+        if (rc < 0) return rc;
+    }
     *np = *p;
     if (t->next_plan.order && e->epoch + 1 < o->epochs) {
         tg_plan_epoch(&t->next_plan, e->epoch + 1);
@@ -691,8 +789,29 @@ static int epoch_pass(trainer_t *t, const epoch_t *e, tg_pass_t *p, tg_pass_t *n
         np->first_batch = 0;
         np->step = NULL;
         np->ctx = NULL;
+        /* the next epoch's share starts at the same batch (the plan's count does not change) */
+        if (t->dist) dist_limit(t, np, t->share_start);
         p->next = np;
     }
+    return 0;
+}
+
+/* After a rank's pass: the epoch's loss and accuracy sums become all ranks' (exact: sums of
+ * doubles over K values in MPI's order), e->done the batches all ranks trained (K global steps
+ * of s), *mid whether the ranks stopped together inside the epoch. */
+static int dist_epoch_sums(trainer_t *t, epoch_t *e, int *mid)
+{
+    step_ctx_t *sc = &t->sc;
+    double v[3] = {sc->loss_sum, (double)sc->correct, (double)sc->count};
+    int rc = tg_dist_sum_f64(v, 3, "the epoch's loss and accuracy");
+    if (rc < 0) return rc;
+    sc->loss_sum = v[0];
+    sc->correct = (uint64_t)v[1];
+    sc->count = (uint64_t)v[2];
+    uint64_t s = e->ps.next_batch > t->share_start ? e->ps.next_batch - t->share_start : 0;
+    s = TG_MIN(s, t->share_m); /* a strategy with its own batches ran past the share */
+    e->done = s * (uint64_t)t->K;
+    *mid = e->ps.stopped && s < t->share_m;
     return 0;
 }
 
@@ -706,9 +825,11 @@ static int train_epoch(trainer_t *t, epoch_t *e)
     tg_plan_epoch(&t->plan, e->epoch);
     step_ctx_t *sc = &t->sc;
     sc->compute_s = 0;
-    sc->loss_sum = t->ck.epoch_loss_sum;
-    sc->correct = t->ck.epoch_correct;
-    sc->count = t->ck.epoch_count;
+    /* the record's sums of a stopped epoch are all ranks': rank 0 carries them on */
+    int carry = t->rank == 0;
+    sc->loss_sum = carry ? t->ck.epoch_loss_sum : 0;
+    sc->correct = carry ? t->ck.epoch_correct : 0;
+    sc->count = carry ? t->ck.epoch_count : 0;
     sc->batches = t->ck.epoch_batches;
     sc->feature_bytes = 0;
     sc->show_bar = t->show_bar;
@@ -723,7 +844,11 @@ static int train_epoch(trainer_t *t, epoch_t *e)
         tg_progress_update(&t->prog, p.first_batch, NULL);
     }
     uint64_t idx0 = atomic_load(&t->r.index_bytes);
+    double sync0 = t->ds.sync_s;
+    uint64_t bytes0 = t->ds.bytes;
     rc = tg_run_pass(&t->r, &p, &e->ps);
+    e->sync_s = t->ds.sync_s - sync0;
+    e->sync_bytes = t->ds.bytes - bytes0;
     e->index_bytes = atomic_load(&t->r.index_bytes) - idx0;
     if (t->show_bar) tg_progress_end(&t->prog);
     t->batch_bytes_peak = TG_MAX(t->batch_bytes_peak, e->ps.batch_bytes_peak);
@@ -744,7 +869,14 @@ static int train_epoch(trainer_t *t, epoch_t *e)
                       t->cfg_path);
     if (rc < 0) return tg_err_prefix(rc, "epoch %llu", (unsigned long long)e->epoch + 1);
     e->time_s = tg_now() - t0;
-    if (e->ps.stopped && e->ps.next_batch < t->epoch_batches) return stop_in_epoch(t, e);
+    e->done = e->ps.next_batch;
+    if (t->dist) {
+        int mid = 0;
+        if ((rc = dist_epoch_sums(t, e, &mid)) < 0) return rc;
+        if (mid) return stop_in_epoch(t, e);
+    } else if (e->ps.stopped && e->ps.next_batch < t->epoch_batches) {
+        return stop_in_epoch(t, e);
+    }
     t->ck.epoch_batches = 0;
     t->ck.epoch_loss_sum = 0;
     t->ck.epoch_correct = t->ck.epoch_count = 0;
@@ -837,6 +969,11 @@ static void epoch_json(const trainer_t *t, const epoch_t *e, double compute_s, u
     tg_json_uint(&j, "peak_rss_bytes", tg_peak_rss_bytes());
     tg_json_uint(&j, "data_bytes", r->budget.used);
     tg_json_uint(&j, "batch_bytes_peak", ps->batch_bytes_peak);
+    if (t->dist) { /* rank 0's share of the gradient all-reduce (docs/DISTRIBUTED.md) */
+        tg_json_uint(&j, "ranks", (uint64_t)t->K);
+        tg_json_num(&j, "allreduce_s", e->sync_s);
+        tg_json_uint(&j, "allreduce_bytes", e->sync_bytes);
+    }
     char buf[TG_PASS_MAX_TIERS * 128 + 4];
     tg_json_raw(&j, "cache_tiers", tg_pass_tiers_json(ps, buf, sizeof buf));
     tg_pass_report(r, ps, &j, NULL, 0);
@@ -884,10 +1021,34 @@ static void train_finish(trainer_t *t, double t_run)
     res->test_acc = ck->test_at_best;
     res->last_train_loss = ck->last_train_loss;
     res->peak_rss_bytes = tg_peak_rss_bytes();
+    if (t->rank != 0) return; /* rank 0 reports and writes result.json */
     if (ck->best_epoch)
         tg_log_info("best validation accuracy %.4f at epoch %llu; test accuracy there %.4f",
                     ck->best_valid_acc, (unsigned long long)ck->best_epoch, ck->test_at_best);
     emit_final(&t->o, res, t->m, &t->r, t->o.out_dir, t->batch_bytes_peak, &t->bp, t->plan_json);
+}
+
+/* Data-parallel: every rank's setup succeeded (a rank that failed, e.g. its --mem refused, stops
+ * them all), and every rank starts from the same parameters (a --resume read the same file). */
+static int dist_setup_end(trainer_t *t, int rc)
+{
+    if (!t->dist || tg_dist_shared_error()) return rc;
+    rc = tg_dist_agree(rc, "to set up (open, resume, plan, the --mem budget)");
+    if (rc < 0) return rc;
+    return tg_dist_check_params(tg_model_params(t->m), tg_model_param_count(t->m),
+                                "at the start of training");
+}
+
+/* Data-parallel, after an epoch: every rank evaluated and rank 0 checkpointed (a failure on one
+ * stops all), and the parameters are still the same on every rank (a CRC-32 of each's). */
+static int dist_epoch_end(trainer_t *t, const epoch_t *e, int rc)
+{
+    char what[96];
+    snprintf(what, sizeof what, "to evaluate or checkpoint epoch %llu",
+             (unsigned long long)e->epoch + 1);
+    if ((rc = tg_dist_agree(rc, what)) < 0) return rc;
+    snprintf(what, sizeof what, "after epoch %llu", (unsigned long long)e->epoch + 1);
+    return tg_dist_check_params(tg_model_params(t->m), tg_model_param_count(t->m), what);
 }
 
 /* Opening, resuming and planning, before the first epoch. */
@@ -896,12 +1057,14 @@ static int train_setup(trainer_t *t)
     uint64_t ntrain = 0, N = 0;
     uint32_t D = 0;
     int rc = train_check(t, &ntrain, &N, &D);
-    if (rc < 0 || (rc = train_open(t, ntrain, N, D)) < 0) return rc;
+    /* every rank checked --out before rank 0 may write a run there */
+    if (t->dist) rc = tg_dist_agree(rc, "its checks of the options and --out");
+    if (rc < 0 || (rc = train_open(t, ntrain, N, D)) < 0) return dist_setup_end(t, rc);
     ckpt_init(t);
     if ((rc = train_resume(t)) < 0 || (rc = train_plans(t)) < 0 || (rc = train_budget(t)) < 0)
-        return rc;
+        return dist_setup_end(t, rc);
     train_start(t);
-    return 0;
+    return dist_setup_end(t, 0);
 }
 
 int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
@@ -911,6 +1074,9 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
     if (!t) return tg_err(-ENOMEM, "out of memory");
     t->o = *opts;
     t->res = res;
+    t->dist = tg_dist_active();
+    t->rank = tg_dist_rank();
+    t->K = tg_dist_size();
     if (t->o.model.type == TG_MODEL_MLP) /* edges are ignored: do not sample them */
         for (int l = 0; l < t->o.model.num_layers; l++)
             t->o.fanouts[l] = 0;
@@ -920,10 +1086,12 @@ int tg_train(const tg_train_opts_t *opts, tg_train_result_t *res)
         epoch_t e;
         memset(&e, 0, sizeof e);
         e.epoch = epoch;
-        if ((rc = train_epoch(t, &e)) < 0 || (rc = train_evaluate(t, &e)) < 0 ||
-            (rc = train_checkpoint(t, &e)) < 0)
-            break;
-        train_report(t, &e);
+        /* a rank whose pass failed joins no more collectives: tg_dist_finish ends the others */
+        if ((rc = train_epoch(t, &e)) < 0) break;
+        if ((rc = train_evaluate(t, &e)) >= 0) rc = train_checkpoint(t, &e);
+        if (t->dist) rc = dist_epoch_end(t, &e, rc);
+        if (rc < 0) break;
+        if (t->rank == 0) train_report(t, &e); /* rank 0 reports for all */
         if (e.stop_now) {
             res->interrupted = 1;
             res->stopped_epoch = epoch + 1;

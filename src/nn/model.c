@@ -491,6 +491,27 @@ int tg_model_train_step(tg_model_t *m, const tg_batch_t *b, const float *X, cons
     return 0;
 }
 
+int tg_model_train_step_sync(tg_model_t *m, const tg_batch_t *b, const float *X,
+                             const int32_t *labels, uint64_t salt, tg_grad_sync_fn sync, void *ctx,
+                             tg_step_stats_t *stats)
+{
+    if (!labels) return tg_err(-EINVAL, "train step: no labels");
+    if (!sync) return tg_err(-EINVAL, "train step: no gradient sync function");
+    /* the RNG advances once as in tg_model_train_step; the salt only changes this step's masks */
+    uint64_t seed = tg_rng_u64(&m->rng) + salt * 0x9E3779B97F4A7C15ull;
+    tg_step_stats_t st = {0};
+    int rc = tg_model_forward_backward(m, b, X, labels, 1, seed, NULL, &st);
+    if (stats) *stats = st;
+    /* a failed step's gradients are not this rank's to give: it contributes zeros */
+    if (rc < 0) memset(m->grads, 0, m->nparams * sizeof(float));
+    int s = sync(ctx, m->grads, m->nparams, rc, rc < 0 ? 0 : st.count);
+    if (rc < 0) return rc;
+    if (s < 0) return s;
+    if (s == TG_GRAD_SKIP) return 0;
+    tg_optim_step(&m->opt, m->params, m->grads, m->pool);
+    return 0;
+}
+
 int tg_model_predict(tg_model_t *m, const tg_batch_t *b, const float *X, float *logits, float *emb)
 {
     int rc = tg_model_forward_backward(m, b, X, NULL, 0, 0, NULL, NULL);

@@ -7,6 +7,13 @@
 #include <unistd.h>
 
 static atomic_int tg_level = TG_LOG_INFO;
+/* Set once before threads start (a data-parallel rank's "rank R/K: "), read by every line. */
+static const char *tg_prefix = "";
+
+void tg_log_set_prefix(const char *prefix)
+{
+    tg_prefix = prefix ? prefix : "";
+}
 
 void tg_log_set_level(int level)
 {
@@ -23,7 +30,7 @@ static void vlog(int level, const char *tag, const char *fmt, va_list ap)
     if (atomic_load(&tg_level) < level) return;
     char line[2048];
     vsnprintf(line, sizeof line, fmt, ap);
-    fprintf(stderr, "%s%s\n", tag, line);
+    fprintf(stderr, "%s%s%s\n", tg_prefix, tag, line);
 }
 
 void tg_log_info(const char *fmt, ...)
