@@ -111,8 +111,10 @@ static const char *json_object(const char *p, const char *prefix, jmember_t *mem
         if (*p == '"') {
             if (!(p = json_string(p, m.str, sizeof m.str))) return NULL;
         } else if (*p == '{' && !*prefix && strlen(m.key) + 2 < sizeof m.key) {
-            char inner[sizeof m.key];
-            snprintf(inner, sizeof inner, "%s.", m.key);
+            char inner[sizeof m.key]; /* "key." (room checked above; gcc -O0 cannot see it) */
+            size_t kl = strlen(m.key);
+            memcpy(inner, m.key, kl);
+            memcpy(inner + kl, ".", 2);
             if (!(p = json_object(p, inner, mem, n, max))) return NULL;
             keep = 0;
         } else if (*p == '[' || *p == '{') {
