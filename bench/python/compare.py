@@ -50,7 +50,7 @@ def split_sample(a, split, path):
     return s
 
 
-def pygplus_one(argv, prefetch):
+def pygplus_one(argv, prefetch, advice):
     """One run on the PyG+ loader: train_sage.py's model and loop, JSON lines as its."""
     sys.path.insert(0, EXAMPLES)
     import train_sage as ts
@@ -64,7 +64,7 @@ def pygplus_one(argv, prefetch):
     device = torch.device(a.device)
     t = time.perf_counter()
     loader = PygPlusLoader(a.dataset, "train", a.fanouts, a.batch_size, seed=a.seed,
-                           prefetch=prefetch, max_batches=a.max_batches)
+                           prefetch=prefetch, max_batches=a.max_batches, advice=advice)
     open_s = time.perf_counter() - t
     model = ts.SAGE(loader.feat_dim, a.hidden, loader.num_classes, a.layers, a.dropout,
                     a.input_dropout).to(device)
@@ -83,7 +83,7 @@ def pygplus_one(argv, prefetch):
             for split in ("valid", "test"):
                 ev = PygPlusLoader(a.dataset, split_sample(a, split, a.dataset), a.fanouts,
                                    a.eval_batch_size or a.batch_size, shuffle=False,
-                                   seed=a.seed, prefetch=0)
+                                   seed=a.seed, prefetch=0, advice=advice)
                 rec[split + "_acc"] = accuracy(ts, model, ev, a, device)
             rec["eval_s"] = time.perf_counter() - t
         print(json.dumps(rec), flush=True)
@@ -120,7 +120,12 @@ def main():
             i = argv.index("--prefetch")
             prefetch = int(argv[i + 1])
             del argv[i:i + 2]
-        return pygplus_one(argv, prefetch)
+        advice = "random"
+        if "--advice" in argv:
+            i = argv.index("--advice")
+            advice = argv[i + 1]
+            del argv[i:i + 2]
+        return pygplus_one(argv, prefetch, advice)
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("dataset")
     p.add_argument("--mem", default="1200M", help="each run's cgroup limit (0: none)")
@@ -130,6 +135,8 @@ def main():
                    help="a strategy option for every tiergnn run (train_sage.py --opt)")
     p.add_argument("--no-pygplus", action="store_true")
     p.add_argument("--prefetch", type=int, default=1, help="PyG+ batches prepared ahead")
+    p.add_argument("--advice", choices=("random", "normal"), default="random",
+                   help="madvise of the PyG+ memmap (normal: the device's read-ahead per fault)")
     p.add_argument("--layers", type=int, default=3)
     p.add_argument("--hidden", type=int, default=256)
     p.add_argument("--fanouts", default="10,10,10")
@@ -154,7 +161,8 @@ def main():
             runs.append(("tiergnn " + s, cmd))
     if not a.no_pygplus:
         runs.append(("pygplus", [sys.executable, os.path.abspath(__file__), "--one-pygplus",
-                                 a.dataset, "--prefetch", str(a.prefetch)] + model_flags(a)))
+                                 a.dataset, "--prefetch", str(a.prefetch), "--advice", a.advice]
+                     + model_flags(a)))
     results = []
     for name, cmd in runs:
         tag = name.replace(" ", "-")

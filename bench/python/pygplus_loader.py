@@ -18,6 +18,7 @@ first) and adjs ((edge_index, e_id, size) per layer as PyG's NeighborSampler yie
 With `prefetch` > 0 one thread samples and gathers that many batches ahead (a DataLoader
 worker's role; numpy's gathers run while the trainer computes).
 """
+import mmap
 import os
 import queue
 import threading
@@ -77,7 +78,7 @@ class Batch:
 
 class PygPlusLoader:
     def __init__(self, path, seeds, fanouts, batch_size, shuffle=True, seed=0,
-                 drop_last=False, prefetch=1, max_batches=0):
+                 drop_last=False, prefetch=1, max_batches=0, advice="random"):
         meta = read_meta(path)
         self.num_nodes = n = int(meta["num_nodes"])
         self.feat_dim = d = int(meta["feat_dim"])
@@ -92,6 +93,13 @@ class PygPlusLoader:
         # the features on disk, through the page cache
         self.x = np.memmap(os.path.join(path, "features.bin"), dtype=_DTYPES[meta["feat_dtype"]],
                            mode="r", shape=(n, d))
+        # madvise(MADV_RANDOM), as a user tunes a memmap read at random: without it every page
+        # fault reads the device's whole read-ahead window (read_ahead_kb: 8 MiB on the shared
+        # bench's machine, where a batch then read more than 200 GB; bench/README.md)
+        if advice == "random":
+            self.x._mmap.madvise(mmap.MADV_RANDOM)
+        elif advice != "normal":
+            raise ValueError("pygplus_loader: advice %r, expected random or normal" % advice)
         self.labels = np.fromfile(os.path.join(path, "labels.bin"), dtype=np.int32)
         if isinstance(seeds, str):
             f = {"train": "train_idx.bin", "valid": "valid_idx.bin", "test": "test_idx.bin"}[seeds]
