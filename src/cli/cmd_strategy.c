@@ -123,12 +123,14 @@ static const char *auto_ooc(void)
 static void auto_text(char *buf, size_t len, int short_form)
 {
     if (short_form)
-        snprintf(buf, len, "in RAM if graph + features fit in --mem (no --mem: RAM/4), else %s",
+        snprintf(buf, len, "train: the fastest predicted (tiergnn plan); eval/infer: RAM, else %s",
                  auto_ooc());
     else
         snprintf(buf, len,
-                 "the first in-RAM strategy if graph + features fit in --mem (no --mem: a quarter "
-                 "of the RAM), else %s",
+                 "train: the fastest exact strategy its cost model predicts from a short profile "
+                 "of the run ('tiergnn plan'; where the profile cannot run, and in eval and "
+                 "infer: the first in-RAM strategy if graph + features fit in --mem (no --mem: "
+                 "a quarter of the RAM), else %s)",
                  auto_ooc());
 }
 

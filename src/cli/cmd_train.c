@@ -88,16 +88,13 @@ static const char train_usage[] =
     "                                 go to DIR (default: DATASET/derived, or a per-user cache\n"
     "                                 when that is read-only; docs/FORMAT.md)\n"
     "  --help-strategy NAME           the options of strategy NAME (as 'tiergnn strategies NAME')\n"
-    "  --allow-inexact                auto may take a strategy that changes the sampled graph\n"
-    "                                 (hier) when it predicts it fastest ('tiergnn plan')\n"
+    "  --allow-inexact                auto may take hier, which changes the sampled graph\n"
     "\n"
     "SIGINT (Ctrl-C) stops at the next batch boundary and writes a checkpoint that --resume\n"
     "continues exactly; a second SIGINT kills at once. See docs/TRAINING.md.\n"
     "\n"
-    "Under mpirun (mpirun -np K tiergnn train ...) the K processes train one model data-parallel:\n"
-    "each its share of every epoch's batches with its own --mem and --threads, a step = K\n"
-    "batches of --batch-size on the mean of their gradients; rank 0 writes RUNDIR and reports.\n"
-    "See docs/DISTRIBUTED.md.\n";
+    "mpirun -np K tiergnn train ...: K processes train one model data-parallel, each with its\n"
+    "own --mem and --threads; a step is K batches (docs/DISTRIBUTED.md).\n";
 
 #define TRAIN_SPEC                                                                                 \
     "model=,layers=,hidden=,heads=,dropout=,input-dropout=,attn-dropout=,activation=,fanouts=,"    \
