@@ -24,10 +24,13 @@ static int mpi(char **out, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(args, sizeof args, fmt, ap);
     va_end(ap);
-    /* two ranks on two cores, as root in the test machines, over loopback only */
+    /* two ranks on two cores, as root in the test machines, over loopback only. Under ASan the
+     * ranks run without LeakSanitizer: OpenMPI leaves its own blocks (libmpi's op tables, its
+     * plugins' allocations in modules unloaded by exit) that no suppression by library can
+     * name; tiergnn's code is leak-checked by the single-process tests. */
     snprintf(cmd, sizeof cmd,
-             "timeout 120 "
-             "%s --allow-run-as-root --oversubscribe --mca btl self,tcp "
+             "ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\" timeout 120 "
+             "%s --allow-run-as-root --oversubscribe -x ASAN_OPTIONS --mca btl self,tcp "
              "--mca btl_tcp_if_include lo --mca oob_tcp_if_include lo %s 2>&1",
              mpirun, args);
     FILE *p = popen(cmd, "r");
