@@ -24,14 +24,14 @@ static char root[4000], ds[4200];
 #define DIM 16u
 
 typedef struct {
-    uint64_t mem, segment, disk_budget, hot;
+    uint64_t mem, segment, disk_budget, hot, pack_mem;
     int sampler_threads, hot_auto, disk_indices, sampling_indices;
 } cfg_t;
 
 static int open_run(tg_run_t *r, const cfg_t *c)
 {
-    static char v[3][32];
-    static tg_strategy_arg_t args[8];
+    static char v[4][32];
+    static tg_strategy_arg_t args[9];
     int n = 0;
     args[n++] = (tg_strategy_arg_t){"io-depth", "8"}; /* no device probe in tests */
     args[n++] = (tg_strategy_arg_t){"io-gap", "0"};
@@ -43,6 +43,10 @@ static int open_run(tg_run_t *r, const cfg_t *c)
     if (c->disk_budget) {
         snprintf(v[1], 32, "%llu", (unsigned long long)c->disk_budget);
         args[n++] = (tg_strategy_arg_t){"disk-budget", v[1]};
+    }
+    if (c->pack_mem) {
+        snprintf(v[3], 32, "%llu", (unsigned long long)c->pack_mem);
+        args[n++] = (tg_strategy_arg_t){"pack-mem", v[3]};
     }
     if (c->disk_indices) args[n++] = (tg_strategy_arg_t){"resident-indices", "0"};
     if (c->sampling_indices) args[n++] = (tg_strategy_arg_t){"sampling-indices", "1"};
@@ -240,6 +244,31 @@ TG_TEST(budgets)
     tg_run_close(&r);
 }
 
+/* A pass that starts inside the epoch (a rank's share, which every epoch's pass starts at, or a
+ * resumed run's last epoch) plans only its own batches: the least working set diskgnn asks for
+ * counts them, not the epoch's (a packing larger than --mem leaves makes both refuse, naming the
+ * batches counted). A resumed pass whose next epoch starts at 0 counts the whole epoch. */
+TG_TEST(share_plans_its_batches)
+{
+    tg_run_t r;
+    TG_CHECK_OK(open_run(&r, &(cfg_t){.mem = 24 << 20, .hot_auto = 1, .pack_mem = 64 << 20}));
+    check_t c = {.signal_fd = -1};
+    uint64_t n = (r.split_n[0] + 63) / 64, first = n / 2;
+    char all[64], share[64];
+    snprintf(all, sizeof all, "planning an epoch of %llu batches", (unsigned long long)n);
+    snprintf(share, sizeof share, "planning an epoch of %llu batches",
+             (unsigned long long)(n - first));
+    tg_pass_t p = make_pass(&r, &c, 0, first), next = make_pass(&r, &c, 1, first);
+    next.step = NULL;
+    next.ctx = NULL;
+    p.next = &next;
+    tg_pass_stats_t st;
+    TG_CHECK_ERR(tg_run_pass(&r, &p, &st), share);
+    next.first_batch = 0; /* resumed inside epoch 0: epoch 1 plans all its batches */
+    TG_CHECK_ERR(tg_run_pass(&r, &p, &st), all);
+    tg_run_close(&r);
+}
+
 /* A read error of the packing (features.bin) at a pass's start, of the sampling (an index read)
  * while the next epoch is prepared during this one, and of the executor reading the packed file
  * (an unnamed file, read through /proc/self/fd): the pass that needs it fails naming the file
@@ -432,6 +461,7 @@ int main(void)
     synth_write(ds, &so);
     TG_RUN(rows_equal_the_file);
     TG_RUN(budgets);
+    TG_RUN(share_plans_its_batches);
     TG_RUN(read_errors);
     TG_RUN(killed_while_packing);
     TG_RUN(close_while_preparing);

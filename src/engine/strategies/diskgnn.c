@@ -542,8 +542,12 @@ static int dg_setup(tg_strategy_t *s, const tg_pass_t *p)
     tg_pack_part_t part = {.lo = 0, .hi = TG_MIN(prow, N), .ntargets = prow};
     s->set_aside = tg_pack_bytes(&part, 1, s->row_bytes, 3) + 2 * tg_pack_rec_bytes_max(bn) +
                    bn * tg_layout_loc_bytes(1) + 4 * DG_SPILL_BUF;
-    /* the least planning needs: the trace (4 bytes per access) and the layout's 8 per node */
+    /* the least planning needs: the trace (4 bytes per access) and the layout's 8 per node, for
+     * the batches a generation holds: from the pass's first batch, or the next pass's where it
+     * starts earlier (a run resumed mid-epoch); a rank's share starts every pass at its own */
     uint64_t B = p->batch_size ? (p->num_seeds + p->batch_size - 1) / p->batch_size : 1;
+    uint64_t first = p->next ? TG_MIN(p->first_batch, p->next->first_batch) : p->first_batch;
+    B = B > first ? B - first : 1;
     uint64_t plan_min = 4 * B * bn + 8 * N;
     if (limit && s->set_aside + plan_min > avail)
         return tg_err(-ENOMEM,
