@@ -1,5 +1,6 @@
 /* Flag parsing for the sub-commands. */
 #include "cli.h"
+#include "tiergnn/dist.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -368,6 +369,8 @@ int tg_cli_feat_dtype(const tg_args_t *a, tg_feat_dtype_t *t)
 
 int tg_cli_fail(void)
 {
+    /* one of K ranks: the message says which, as its log lines do */
+    if (tg_dist_size() > 1) fprintf(stderr, "rank %d/%d: ", tg_dist_rank(), tg_dist_size());
     fprintf(stderr, "tiergnn: %s\n", tg_errmsg()[0] ? tg_errmsg() : "failed");
     return 1;
 }
