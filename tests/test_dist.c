@@ -497,38 +497,63 @@ TG_TEST(budget_refused_on_one_rank)
     resumes_exactly(d);
 }
 
-/* eval and infer under K = 2 with one rank failing: an I/O error on rank 1 in the layer-wise
- * forward (agreed at the layer's end, so both ranks stop and finalize), and a budget refused on
- * rank 1 (agreed when the run is opened). No output file is left. */
+/* eval and infer under K = 2 with one rank failing, each at an agreement, so both ranks stop and
+ * finalize, rank 1 saying why and rank 0 naming rank 1 and the stage: an I/O error on rank 1 in
+ * the layer-wise forward (at the layer's end) or in its sampled batches (before the sums), and a
+ * budget refused on rank 1 (when the run is opened). No output file is left. */
 TG_TEST(eval_infer_fail_on_one_rank)
 {
-    char *run = run_dir("k2"), pred[4400];
+    char pred[4400];
     snprintf(pred, sizeof pred, "%s/pred_fail", root);
-    const char *why[2] = {"env TIERGNN_IO_FAULT=EIO@0-1T,file=features.bin", ""};
-    const char *mem[2] = {"48M", "1M"};
-    for (int i = 0; i < 2; i++) {
-        char *out = NULL;
+    const char *eio = "env TIERGNN_IO_FAULT=EIO@0-1T,file=features.bin";
+    struct {
+        const char *run, *env, *mem, *stage;
+    } cases[3] = {
+        {"k2", eio, "48M", "failed its share of layer-wise layer 0"},
+        {"k2", "", "1M", "failed to open the checkpoint, its dataset and the --mem budget"},
+        {"eval_sampled", eio, "48M", "failed its share of the evaluation"},
+    };
+    for (int i = 0; i < 3; i++) {
+        char *run = run_dir(cases[i].run), *out = NULL, want[256];
+        snprintf(want, sizeof want, "rank 0/2: tiergnn: rank 1 of 2 %s", cases[i].stage);
         int rc = mpi(&out,
-                     "-np 1 %s infer %s --checkpoint %s --out %s --threads 1 --strategy gnndrive "
-                     "--mem 48M : -np 1 %s %s infer %s --checkpoint %s --out %s --threads 1 "
-                     "--strategy gnndrive --mem %s",
-                     TG_CLI_PATH, ds, run, pred, why[i], TG_CLI_PATH, ds, run, pred, mem[i]);
+                     "-np 1 %s eval %s --checkpoint %s --threads 1 --strategy gnndrive --mem 48M : "
+                     "-np 1 %s %s eval %s --checkpoint %s --threads 1 --strategy gnndrive --mem %s",
+                     TG_CLI_PATH, ds, run, cases[i].env, TG_CLI_PATH, ds, run, cases[i].mem);
         TG_CHECK(rc != 0);
-        if (!out || !strstr(out, "rank 1/2: tiergnn: ") ||
-            !strstr(out, "rank 0/2: tiergnn: rank 1 of 2 failed"))
-            TG_FAIL("infer, case %d: no message names rank 1:\n%s", i, out ? out : "");
+        if (!out || !strstr(out, "rank 1/2: tiergnn: ") || !strstr(out, want))
+            TG_FAIL("eval, case %d: no '%s':\n%s", i, want, out ? out : "");
+        TG_CHECK(out && !strstr(out, "MPI_Abort"));
+        free(out);
+        if (i == 2) continue; /* infer has no sampled mode */
+        rc =
+            mpi(&out,
+                "-np 1 %s infer %s --checkpoint %s --out %s --threads 1 --strategy gnndrive "
+                "--mem 48M : -np 1 %s %s infer %s --checkpoint %s --out %s --threads 1 "
+                "--strategy gnndrive --mem %s",
+                TG_CLI_PATH, ds, run, pred, cases[i].env, TG_CLI_PATH, ds, run, pred, cases[i].mem);
+        TG_CHECK(rc != 0);
+        if (!out || !strstr(out, "rank 1/2: tiergnn: ") || !strstr(out, want))
+            TG_FAIL("infer, case %d: no '%s':\n%s", i, want, out ? out : "");
         TG_CHECK(access(pred, F_OK) != 0);
         free(out);
-        rc = mpi(&out,
-                 "-np 1 %s eval %s --checkpoint %s --threads 1 --strategy gnndrive --mem 48M : "
-                 "-np 1 %s %s eval %s --checkpoint %s --threads 1 --strategy gnndrive --mem %s",
-                 TG_CLI_PATH, ds, run, why[i], TG_CLI_PATH, ds, run, mem[i]);
-        TG_CHECK(rc != 0);
-        if (!out || !strstr(out, "rank 1/2: tiergnn: ") ||
-            !strstr(out, "rank 0/2: tiergnn: rank 1 of 2 failed"))
-            TG_FAIL("eval, case %d: no message names rank 1:\n%s", i, out ? out : "");
-        free(out);
     }
+}
+
+/* infer where rank 0, the writer, cannot create --out (its folder does not exist): both ranks
+ * stop before the forward, rank 1 naming rank 0. */
+TG_TEST(infer_output_refused_on_rank0)
+{
+    char pred[4400], *out = NULL;
+    snprintf(pred, sizeof pred, "%s/no_such_dir/pred", root);
+    int rc = mpi(&out, "-np 2 %s infer %s --checkpoint %s --out %s --threads 1", TG_CLI_PATH, ds,
+                 run_dir("k2"), pred);
+    TG_CHECK(rc != 0);
+    if (!out || !strstr(out, "rank 0/2: tiergnn: ") ||
+        !strstr(out, "rank 1/2: tiergnn: rank 0 of 2 failed to create its output and temporary "
+                     "files"))
+        TG_FAIL("no message names rank 0:\n%s", out ? out : "");
+    free(out);
 }
 
 int main(void)
@@ -549,5 +574,6 @@ int main(void)
     TG_RUN(io_error_on_one_rank);
     TG_RUN(budget_refused_on_one_rank);
     TG_RUN(eval_infer_fail_on_one_rank);
+    TG_RUN(infer_output_refused_on_rank0);
     return tg_test_done();
 }

@@ -70,7 +70,7 @@ int tg_dist_init(void)
         return tg_err(-ENOTSUP,
                       "started by mpirun as one of %d ranks, but this tiergnn was built without "
                       "MPI (no tiergnn-mpi beside it: install libopenmpi-dev and rebuild): each "
-                      "rank would train alone",
+                      "rank would do the whole job alone",
                       k);
     return 0;
 }

@@ -303,6 +303,21 @@ static int infer_manifest(const tg_run_t *r, const infer_ctx_t *c, const infer_p
     return rc;
 }
 
+/* The files before the forward: rank 0's (the only writer) prediction and embedding files, and
+ * every rank's private folder in RUNDIR for the intermediate layers (the rank in its name too:
+ * ranks on several machines may share RUNDIR and a pid), removed whatever happens. The forward
+ * is collective, so under K > 1 ranks they start it together or not at all. */
+static int infer_prepare(infer_ctx_t *c, const infer_paths_t *pa, const char *rundir, char *tmp_dir,
+                         size_t tl, int writer)
+{
+    int rc = writer ? tg_filew_open(&c->pred, pa->pred_tmp, 4u << 20) : 0;
+    if (rc >= 0 && writer && c->have_emb) rc = tg_filew_open(&c->emb, pa->emb_tmp, 4u << 20);
+    snprintf(tmp_dir, tl, "%s/infer-tmp-%d-r%d", rundir, (int)getpid(), tg_dist_rank());
+    if (rc >= 0) rc = tg_mkdir_p(tmp_dir);
+    if (tg_dist_size() > 1) rc = tg_dist_agree(rc, "to create its output and temporary files");
+    return rc;
+}
+
 int tg_infer(const char *dataset, const char *rundir, const char *out_path,
              const tg_infer_opts_t *o)
 {
@@ -345,18 +360,12 @@ int tg_infer(const char *dataset, const char *rundir, const char *out_path,
         rc = tg_err(-ENOMEM, "infer: out of memory");
         goto out;
     }
+    tmp_dir[0] = 0;
     snprintf(pa.pred_tmp, pl, "%s.tmp", out_path);
     snprintf(pa.emb, pl, "%s.emb", out_path);
     snprintf(pa.emb_tmp, pl, "%s.emb.tmp", out_path);
     snprintf(pa.json, pl, "%s.json", out_path);
-    if (writer && (rc = tg_filew_open(&c.pred, pa.pred_tmp, 4u << 20)) < 0) goto agree;
-    if (writer && c.have_emb && (rc = tg_filew_open(&c.emb, pa.emb_tmp, 4u << 20)) < 0) goto agree;
-    /* Intermediate layers go to a private folder in RUNDIR, removed whatever happens. */
-    snprintf(tmp_dir, tl, "%s/infer-tmp-%d-r%d", rundir, (int)getpid(), tg_dist_rank());
-    rc = tg_mkdir_p(tmp_dir);
-agree: /* the forward is collective: the ranks start it together or not at all */
-    if (tg_dist_size() > 1) rc = tg_dist_agree(rc, "to create its output and temporary files");
-    if (rc < 0) goto out;
+    if ((rc = infer_prepare(&c, &pa, rundir, tmp_dir, tl, writer)) < 0) goto out;
     tg_lw_opts_t lo = {.chunk = o->chunk_nodes,
                        .tmp_dir = tmp_dir,
                        .want_emb = c.have_emb,
@@ -377,7 +386,7 @@ out:
     /* After a successful rename the .tmp names no longer exist; after a failure they go. */
     if (writer && pa.pred_tmp) unlink(pa.pred_tmp); /* other ranks: rank 0's names */
     if (writer && pa.emb_tmp) unlink(pa.emb_tmp);
-    if (tmp_dir) tg_rmtree(tmp_dir);
+    if (tmp_dir && tmp_dir[0]) tg_rmtree(tmp_dir);
     free(tmp_dir);
     free(c.buf);
     free(pa.pred_tmp);
