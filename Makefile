@@ -117,10 +117,12 @@ fuzz: deps
 # generated dataset under a cgroup limit, through I/O errors, short reads, a full disk, a changed
 # features.bin, SIGKILL and SIGINT; prints the table case x strategy -> outcome and writes it to
 # $(BUILD)/faults/table.md. FAULT_STRATEGIES / FAULT_CASES pick subsets, FAULT_SEED replays the
-# random points, FAULT_ROUNDS draws each case that many times (default 3).
+# random points, FAULT_ROUNDS draws each case that many times (default 3); FAULT_RANKS2 names
+# the strategies with a 2-rank column under mpirun (default gnndrive; all, none).
 faults: build
 	TIERGNN=$(TIERGNN) FAULT_STRATEGIES="$(FAULT_STRATEGIES)" FAULT_CASES="$(FAULT_CASES)" \
-	  FAULT_SEED="$(FAULT_SEED)" FAULT_ROUNDS="$(FAULT_ROUNDS)" tests/faults/run.sh
+	  FAULT_SEED="$(FAULT_SEED)" FAULT_ROUNDS="$(FAULT_ROUNDS)" FAULT_RANKS2="$(FAULT_RANKS2)" \
+	  tests/faults/run.sh
 
 # The soak (tests/soak/run.sh, docs/RELIABILITY.md): each of SOAK_STRATEGIES trains SOAK_SECONDS
 # under a SOAK_MEM cgroup (default: the demo's dataset and budget) while RSS, open file

@@ -318,6 +318,244 @@ TG_TEST(sigint_stops_all_and_resumes)
     TG_CHECK(same_model(ckpt_of(d), ckpt_of(straight)));
 }
 
+/* The JSON object `eval --json` printed in out (rank 0's line), or NULL. */
+static const char *eval_json(const char *out)
+{
+    return out ? strstr(out, "{\"split\":") : NULL;
+}
+
+/* eval with K = 2 ranks against one process: each rank evaluates its share of the split's chunks
+ * (full neighbourhoods) or batches (sampled) and the sums are every rank's. Accuracy and count
+ * are exact (sums of integers); the loss is the same per-chunk terms added in another order, so
+ * it may differ in the last bits of a double, far below the 6 digits printed: the printed
+ * objects are equal. */
+TG_TEST(eval_divided_equals_one_rank)
+{
+    char *full = run_dir("k2"), *sampled = run_dir("eval_sampled");
+    TG_CHECK(tg_test_cli(NULL,
+                         "-q train %s " MODEL " --epochs 1 --batch-size 32 --eval-fanouts train "
+                         "--out %s",
+                         ds, sampled) == 0);
+    const char *runs[2] = {full, sampled};
+    for (int i = 0; i < 2; i++)
+        for (int split = 0; split < 2; split++) {
+            const char *sp = split ? "valid" : "test";
+            char *one = NULL, *two = NULL;
+            TG_CHECK(tg_test_cli(&one,
+                                 "eval %s --checkpoint %s --split %s --json --threads 1 "
+                                 "--eval-chunk 40",
+                                 ds, runs[i], sp) == 0);
+            int rc = mpi(&two,
+                         "-np 2 %s eval %s --checkpoint %s --split %s --json --threads 1 "
+                         "--eval-chunk 40",
+                         TG_CLI_PATH, ds, runs[i], sp);
+            if (rc) TG_FAIL("mpirun -np 2 eval: %d\n%s", rc, two);
+            const char *a = eval_json(one), *b = eval_json(two);
+            if (!a || !b || strncmp(a, b, strcspn(a, "\n")) != 0)
+                TG_FAIL("%s, split %s: K = 1 printed\n%s\nK = 2 printed\n%s", runs[i], sp,
+                        one ? one : "", two ? two : "");
+            TG_CHECK(b && !strstr(b + 1, "{\"split\":")); /* rank 0 alone prints */
+            free(one);
+            free(two);
+        }
+}
+
+/* infer with K = 2 ranks against one process: the ranks divide every layer's chunks and exchange
+ * the rows, rank 0 writes the files. Every row is computed by the same chunk, with the same
+ * shapes, as in one process, so predictions and embeddings are equal byte for byte; also out of
+ * core (gnndrive under a --mem: the input layers read through row files). */
+TG_TEST(infer_divided_equals_one_rank)
+{
+    char *run = run_dir("k2"), one[4400], two[4400];
+    const char *how[2] = {"", "--strategy gnndrive --mem 48M"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(one, sizeof one, "%s/pred1-%d", root, i);
+        snprintf(two, sizeof two, "%s/pred2-%d", root, i);
+        TG_CHECK(tg_test_cli(NULL,
+                             "-q infer %s --checkpoint %s --out %s --embeddings --format npy "
+                             "--threads 1 --chunk-nodes 40 %s",
+                             ds, run, one, how[i]) == 0);
+        char *out = NULL;
+        int rc = mpi(&out,
+                     "-np 2 %s -q infer %s --checkpoint %s --out %s --embeddings --format npy "
+                     "--threads 1 --chunk-nodes 40 %s",
+                     TG_CLI_PATH, ds, run, two, how[i]);
+        if (rc) TG_FAIL("mpirun -np 2 infer %s: %d\n%s", how[i], rc, out);
+        free(out);
+        const char *suffix[4] = {"", ".emb", ".npy", ".emb.npy"};
+        for (int k = 0; k < 4; k++) {
+            char a[4500], b[4500];
+            snprintf(a, sizeof a, "%s%s", one, suffix[k]);
+            snprintf(b, sizeof b, "%s%s", two, suffix[k]);
+            if (!tg_test_same_file(a, b)) TG_FAIL("%s and %s differ (%s)", a, b, how[i]);
+        }
+        char tmp[4500];
+        snprintf(tmp, sizeof tmp, "%s.tmp", two);
+        TG_CHECK(access(tmp, F_OK) != 0);
+    }
+}
+
+/* A run of K = 2 ranks for the fault tests: gnndrive with its features on disk (every batch
+ * reads features.bin through io/), 2 epochs, then copied to name for each test. */
+#define FAULT_FLAGS                                                                                \
+    MODEL " --batch-size 32 --strategy gnndrive --features-in-ram 0 --resident-indices 0"
+
+static char *fault_base(void)
+{
+    static int done;
+    char *d = run_dir("fault_base");
+    if (!done) {
+        char *out = NULL;
+        int rc = mpi(&out, "-np 2 %s -q train %s " FAULT_FLAGS " --mem 48M --epochs 2 --out %s",
+                     TG_CLI_PATH, ds, d);
+        if (rc) TG_FAIL("the K = 2 base run: %d\n%s", rc, out);
+        free(out);
+        done = 1;
+    }
+    return d;
+}
+
+static char *fault_copy(const char *name)
+{
+    char *d = run_dir(name), cmd[9000];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s'", d, fault_base(), d);
+    TG_CHECK(system(cmd) == 0);
+    return d;
+}
+
+/* After a fault ended the ranks: checkpoint.bin is the base run's, byte for byte (the last
+ * complete one), and --resume on both ranks continues from it to the checkpoint of a K = 2 run
+ * never stopped. */
+static void resumes_exactly(const char *d)
+{
+    char *straight = run_dir("fault_straight");
+    static int have_straight;
+    char *out = NULL, base[4400];
+    snprintf(base, sizeof base, "%s", ckpt_of(fault_base()));
+    TG_CHECK(tg_test_same_file(ckpt_of(d), base));
+    int rc =
+        mpi(&out, "-np 2 %s -q train %s " FAULT_FLAGS " --mem 48M --epochs 3 --out %s --resume",
+            TG_CLI_PATH, ds, d);
+    if (rc) TG_FAIL("--resume after the fault: %d\n%s", rc, out);
+    free(out);
+    if (!have_straight) {
+        rc = mpi(&out, "-np 2 %s -q train %s " FAULT_FLAGS " --mem 48M --epochs 3 --out %s",
+                 TG_CLI_PATH, ds, straight);
+        if (rc) TG_FAIL("the straight run: %d\n%s", rc, out);
+        free(out);
+        have_straight = 1;
+    }
+    TG_CHECK(tg_test_same_file(ckpt_of(d), ckpt_of(straight)));
+}
+
+/* An I/O error on rank 1 alone (every read of features.bin fails there from its first batch):
+ * the rank's pass fails, it says so naming itself and the file, and MPI_Abort ends rank 0 within
+ * a bounded time (the test allows 60 s); nothing was written, and --resume continues. */
+TG_TEST(io_error_on_one_rank)
+{
+    char *d = fault_copy("fault_eio");
+    char *out = NULL;
+    double t0 = tg_now();
+    int rc = mpi(&out,
+                 "-np 1 %s -q train %s " FAULT_FLAGS
+                 " --mem 48M --epochs 3 --out %s --resume : -np 1 env "
+                 "TIERGNN_IO_FAULT=EIO@0-1T,file=features.bin %s -q train %s " FAULT_FLAGS
+                 " --epochs 3 --out %s --resume",
+                 TG_CLI_PATH, ds, d, TG_CLI_PATH, ds, d);
+    double took = tg_now() - t0;
+    fprintf(stderr, "the I/O error ended mpirun after %.1f s\n", took);
+    TG_CHECK(rc != 0);
+    TG_CHECK(took < 60);
+    if (!out || !strstr(out, "rank 1/2: tiergnn: ") || !strstr(out, "features.bin") ||
+        !strstr(out, "rank 1 of 2 failed alone"))
+        TG_FAIL("no message names rank 1 and features.bin:\n%s", out ? out : "");
+    free(out);
+    resumes_exactly(d);
+}
+
+/* A budget refused on rank 1 alone (its --mem below what the run needs): every rank stops at
+ * setup, rank 1 says why and rank 0 names rank 1; the processes finalize (no MPI_Abort), nothing
+ * was written, and --resume with a --mem that fits continues. */
+TG_TEST(budget_refused_on_one_rank)
+{
+    char *d = fault_copy("fault_mem");
+    char *out = NULL;
+    double t0 = tg_now();
+    int rc = mpi(&out,
+                 "-np 1 %s -q train %s " FAULT_FLAGS
+                 " --mem 48M --epochs 3 --out %s --resume : -np 1 %s "
+                 "-q train %s " FAULT_FLAGS " --mem 2M --epochs 3 --out %s --resume",
+                 TG_CLI_PATH, ds, d, TG_CLI_PATH, ds, d);
+    double took = tg_now() - t0;
+    TG_CHECK(rc != 0);
+    TG_CHECK(took < 60);
+    if (!out || !strstr(out, "rank 1/2: tiergnn: ") || !strstr(out, "--mem") ||
+        !strstr(out, "rank 1 of 2 failed to set up"))
+        TG_FAIL("no message names rank 1 and its --mem:\n%s", out ? out : "");
+    TG_CHECK(out && !strstr(out, "MPI_Abort"));
+    free(out);
+    resumes_exactly(d);
+}
+
+/* eval and infer under K = 2 with one rank failing, each at an agreement, so both ranks stop and
+ * finalize, rank 1 saying why and rank 0 naming rank 1 and the stage: an I/O error on rank 1 in
+ * the layer-wise forward (at the layer's end) or in its sampled batches (before the sums), and a
+ * budget refused on rank 1 (when the run is opened). No output file is left. */
+TG_TEST(eval_infer_fail_on_one_rank)
+{
+    char pred[4400];
+    snprintf(pred, sizeof pred, "%s/pred_fail", root);
+    const char *eio = "env TIERGNN_IO_FAULT=EIO@0-1T,file=features.bin";
+    struct {
+        const char *run, *env, *mem, *stage;
+    } cases[3] = {
+        {"k2", eio, "48M", "failed its share of layer-wise layer 0"},
+        {"k2", "", "1M", "failed to open the checkpoint, its dataset and the --mem budget"},
+        {"eval_sampled", eio, "48M", "failed its share of the evaluation"},
+    };
+    for (int i = 0; i < 3; i++) {
+        char *run = run_dir(cases[i].run), *out = NULL, want[256];
+        snprintf(want, sizeof want, "rank 0/2: tiergnn: rank 1 of 2 %s", cases[i].stage);
+        int rc = mpi(&out,
+                     "-np 1 %s eval %s --checkpoint %s --threads 1 --strategy gnndrive --mem 48M : "
+                     "-np 1 %s %s eval %s --checkpoint %s --threads 1 --strategy gnndrive --mem %s",
+                     TG_CLI_PATH, ds, run, cases[i].env, TG_CLI_PATH, ds, run, cases[i].mem);
+        TG_CHECK(rc != 0);
+        if (!out || !strstr(out, "rank 1/2: tiergnn: ") || !strstr(out, want))
+            TG_FAIL("eval, case %d: no '%s':\n%s", i, want, out ? out : "");
+        TG_CHECK(out && !strstr(out, "MPI_Abort"));
+        free(out);
+        if (i == 2) continue; /* infer has no sampled mode */
+        rc =
+            mpi(&out,
+                "-np 1 %s infer %s --checkpoint %s --out %s --threads 1 --strategy gnndrive "
+                "--mem 48M : -np 1 %s %s infer %s --checkpoint %s --out %s --threads 1 "
+                "--strategy gnndrive --mem %s",
+                TG_CLI_PATH, ds, run, pred, cases[i].env, TG_CLI_PATH, ds, run, pred, cases[i].mem);
+        TG_CHECK(rc != 0);
+        if (!out || !strstr(out, "rank 1/2: tiergnn: ") || !strstr(out, want))
+            TG_FAIL("infer, case %d: no '%s':\n%s", i, want, out ? out : "");
+        TG_CHECK(access(pred, F_OK) != 0);
+        free(out);
+    }
+}
+
+/* infer where rank 0, the writer, cannot create --out (its folder does not exist): both ranks
+ * stop before the forward, rank 1 naming rank 0. */
+TG_TEST(infer_output_refused_on_rank0)
+{
+    char pred[4400], *out = NULL;
+    snprintf(pred, sizeof pred, "%s/no_such_dir/pred", root);
+    int rc = mpi(&out, "-np 2 %s infer %s --checkpoint %s --out %s --threads 1", TG_CLI_PATH, ds,
+                 run_dir("k2"), pred);
+    TG_CHECK(rc != 0);
+    if (!out || !strstr(out, "rank 0/2: tiergnn: ") ||
+        !strstr(out, "rank 1/2: tiergnn: rank 0 of 2 failed to create its output and temporary "
+                     "files"))
+        TG_FAIL("no message names rank 0:\n%s", out ? out : "");
+    free(out);
+}
+
 int main(void)
 {
     int rc = setup();
@@ -331,5 +569,11 @@ int main(void)
     TG_RUN(more_ranks_than_batches);
     TG_RUN(killed_rank_ends_all);
     TG_RUN(sigint_stops_all_and_resumes);
+    TG_RUN(eval_divided_equals_one_rank);
+    TG_RUN(infer_divided_equals_one_rank);
+    TG_RUN(io_error_on_one_rank);
+    TG_RUN(budget_refused_on_one_rank);
+    TG_RUN(eval_infer_fail_on_one_rank);
+    TG_RUN(infer_output_refused_on_rank0);
     return tg_test_done();
 }

@@ -110,8 +110,10 @@ typedef struct {
     uint64_t n;
 } collect_t;
 
-static int collect(void *ctx, const uint64_t *ids, size_t n, const float *logits, const float *emb)
+static int collect(void *ctx, uint64_t pos, const uint64_t *ids, size_t n, const float *logits,
+                   const float *emb)
 {
+    (void)pos;
     collect_t *c = ctx;
     for (size_t i = 0; i < n; i++) {
         memcpy(c->logits + ids[i] * c->C, logits + i * c->C, c->C * sizeof(float));

@@ -65,6 +65,15 @@ int tg_dist_check_params(const float *p, size_t n, const char *when);
 /* (collective) v[0..n) = the sum of every rank's v (what: named in an error). */
 int tg_dist_sum_f64(double *v, int n, const char *what);
 
+/* (collective) The bytes at buf on rank root become every rank's (what: named in an error). Sent
+ * in pieces an int count can name. */
+int tg_dist_bcast(void *buf, size_t bytes, int root, const char *what);
+
+/* Rank q's share [*lo, *hi) of n items divided among the ranks: contiguous, in rank order, sizes
+ * floor or ceil of n / K (rank q starts at q n / K). Every item belongs to one rank; with K = 1
+ * rank 0 has [0, n). Evaluation and inference divide their chunks and batches by it. */
+void tg_dist_share(uint64_t n, int q, uint64_t *lo, uint64_t *hi);
+
 /* The state of tg_dist_grad_sync between steps. */
 typedef struct tg_dist_step {
     volatile sig_atomic_t *stop; /* this rank's stop request (SIGINT), or NULL */

@@ -1,5 +1,6 @@
 /* Flag parsing for the sub-commands. */
 #include "cli.h"
+#include "tiergnn/dist.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -368,7 +369,13 @@ int tg_cli_feat_dtype(const tg_args_t *a, tg_feat_dtype_t *t)
 
 int tg_cli_fail(void)
 {
-    fprintf(stderr, "tiergnn: %s\n", tg_errmsg()[0] ? tg_errmsg() : "failed");
+    const char *msg = tg_errmsg()[0] ? tg_errmsg() : "failed";
+    /* one of K ranks: the message says which, as its log lines do (one write: the ranks share
+     * mpirun's stderr) */
+    if (tg_dist_size() > 1)
+        fprintf(stderr, "rank %d/%d: tiergnn: %s\n", tg_dist_rank(), tg_dist_size(), msg);
+    else
+        fprintf(stderr, "tiergnn: %s\n", msg);
     return 1;
 }
 

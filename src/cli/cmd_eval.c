@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "tiergnn/dist.h"
 #include "tiergnn/engine.h"
 #include "tiergnn/util.h"
 
@@ -136,13 +137,21 @@ int tg_cli_eval_run(const tg_cli_eval_t *e, tg_eval_result_t *r)
     return tg_eval(e->dataset, e->rundir, e->split_id, &e->o, r);
 }
 
+/* Under mpirun every rank evaluates its share of the split and the sums are every rank's
+ * (docs/DISTRIBUTED.md); rank 0 prints them. MPI ends as in train: MPI_Abort when this rank
+ * failed alone, so that no other rank waits for it forever. */
 int tg_cmd_eval(int argc, char **argv)
 {
     tg_cli_eval_t e;
     if (tg_cli_eval_parse(argc, argv, &e) < 0) return tg_cli_fail();
     if (e.help) return tg_cli_help(&e.a, eval_usage);
     tg_eval_result_t r;
-    if (tg_cli_eval_run(&e, &r) < 0) return tg_cli_fail();
+    int rc = tg_dist_init();
+    if (rc >= 0) rc = tg_cli_eval_run(&e, &r);
+    int code = rc < 0 ? tg_cli_fail() : 0;
+    int rank = tg_dist_rank();
+    tg_dist_finish(rc);
+    if (code || rank != 0) return code;
     if (e.json) {
         tg_json_t j;
         tg_json_begin(&j);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "tiergnn/dist.h"
 #include "tiergnn/data.h"
 #include "tiergnn/engine.h"
 #include "tiergnn/util.h"
@@ -174,16 +175,25 @@ int tg_cli_infer_parse(int argc, char **argv, tg_cli_infer_t *p)
 int tg_cli_infer_run(const tg_cli_infer_t *p)
 {
     int rc = tg_infer(p->dataset, p->rundir, p->out, &p->o);
-    if (!rc && p->npy) rc = write_npy_outputs(p->dataset, p->out, p->o.embeddings);
+    /* rank 0 wrote the files (one rank without mpirun); a failure here is its alone */
+    if (!rc && p->npy && tg_dist_rank() == 0)
+        rc = write_npy_outputs(p->dataset, p->out, p->o.embeddings);
     return rc;
 }
 
+/* Under mpirun every rank computes its share of every layer and rank 0 writes the files
+ * (docs/DISTRIBUTED.md); MPI ends as in train. */
 int tg_cmd_infer(int argc, char **argv)
 {
     tg_cli_infer_t p;
     if (tg_cli_infer_parse(argc, argv, &p) < 0) return tg_cli_fail();
     if (p.help) return tg_cli_help(&p.a, infer_usage);
-    if (tg_cli_infer_run(&p) < 0) return tg_cli_fail();
+    int rc = tg_dist_init();
+    if (rc >= 0) rc = tg_cli_infer_run(&p);
+    int code = rc < 0 ? tg_cli_fail() : 0;
+    int rank = tg_dist_rank();
+    tg_dist_finish(rc);
+    if (code || rank != 0) return code;
     tg_log_info("wrote %s%s%s", p.out, p.o.embeddings ? " and its .emb" : "",
                 p.npy ? " (and .npy copies)" : "");
     return 0;

@@ -48,6 +48,14 @@ int tg_dist_shared_error(void)
     return W.shared_err;
 }
 
+void tg_dist_share(uint64_t n, int q, uint64_t *lo, uint64_t *hi)
+{
+    /* q n / K without overflow for any n below 2^64 and K below 2^31 */
+    uint64_t K = (uint64_t)W.size, a = (uint64_t)q, b = a + 1;
+    *lo = n / K * a + n % K * a / K;
+    *hi = n / K * b + n % K * b / K;
+}
+
 #ifndef TG_HAVE_MPI
 
 int tg_dist_with_mpi(void)
@@ -62,7 +70,7 @@ int tg_dist_init(void)
         return tg_err(-ENOTSUP,
                       "started by mpirun as one of %d ranks, but this tiergnn was built without "
                       "MPI (no tiergnn-mpi beside it: install libopenmpi-dev and rebuild): each "
-                      "rank would train alone",
+                      "rank would do the whole job alone",
                       k);
     return 0;
 }
@@ -97,6 +105,15 @@ int tg_dist_sum_f64(double *v, int n, const char *what)
 {
     (void)v;
     (void)n;
+    (void)what;
+    return 0;
+}
+
+int tg_dist_bcast(void *buf, size_t bytes, int root, const char *what)
+{
+    (void)buf;
+    (void)bytes;
+    (void)root;
     (void)what;
     return 0;
 }
@@ -275,6 +292,18 @@ int tg_dist_sum_f64(double *v, int n, const char *what)
     if (!W.active) return 0;
     int e = MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     return e == MPI_SUCCESS ? 0 : mpi_fail(e, "MPI_Allreduce", what);
+}
+
+int tg_dist_bcast(void *buf, size_t bytes, int root, const char *what)
+{
+    if (!W.active) return 0;
+    const size_t piece = (size_t)1 << 30;
+    for (size_t off = 0; off < bytes; off += piece) {
+        int cnt = (int)(bytes - off < piece ? bytes - off : piece);
+        int e = MPI_Bcast((char *)buf + off, cnt, MPI_BYTE, root, MPI_COMM_WORLD);
+        if (e != MPI_SUCCESS) return mpi_fail(e, "MPI_Bcast", what);
+    }
+    return 0;
 }
 
 /* g[0..n) = the sum over ranks, in pieces an int count can name. */

@@ -467,9 +467,10 @@ int tg_ckpt_read_record(FILE *f, const char *path, tg_ckpt_info_t *info);
 /* ---------------------------------------------------------------- layer-wise forward */
 
 /* Receives the final layer's output for a chunk of targets: logits (n, out_dim) and, when asked,
- * embeddings (n, embed_dim). */
-typedef int (*tg_lw_sink_fn)(void *ctx, const uint64_t *ids, size_t n, const float *logits,
-                             const float *emb);
+ * embeddings (n, embed_dim); pos is ids[0]'s position in the final layer's list (the targets, or
+ * every node in id order). */
+typedef int (*tg_lw_sink_fn)(void *ctx, uint64_t pos, const uint64_t *ids, size_t n,
+                             const float *logits, const float *emb);
 
 typedef struct tg_lw_opts {
     uint64_t chunk;          /* destination nodes per chunk (>= 1) */
@@ -479,11 +480,18 @@ typedef struct tg_lw_opts {
     int want_emb;
     tg_lw_sink_fn sink;
     void *ctx;
+    /* Under K > 1 ranks (tiergnn/dist.h) every rank computes its share of each layer's chunks and
+     * the ranks exchange the layer's rows. The final layer: sink_root 0, each rank's sink sees its
+     * own share of the targets (evaluation sums them after); 1, rank 0's sink sees every target
+     * in order, after the final layer's rows were exchanged too, and the others' sinks nothing
+     * (inference writes one file). Every rank must call with the same options. */
+    int sink_root;
     const char *progress_label; /* NULL: no progress bar */
 } tg_lw_opts_t;
 
 /* Full-neighbour forward of every layer: layers 0..L-2 for all nodes (each layer's output is the
- * next one's input), the last layer for the targets only. chunk 0 = tg_lw_auto_chunk. A strategy
+ * next one's input), the last layer for the targets only. chunk 0 = tg_lw_auto_chunk. (collective
+ * under K > 1 ranks: see sink_root; an error is every rank's.) A strategy
  * in RAM (TG_STRAT_IN_RAM) gathers layer 0 from r->store; any other reads features.bin, and a
  * layer kept in a file, through a row file (tiergnn/store.h) within r->budget, whatever the
  * strategy. With tmp_dir, an intermediate layer stays in RAM when the budget holds it. */

@@ -2,6 +2,7 @@
  * nodes, exact) or sampled (mini-batches with the training fanouts, fixed RNG stream, through the
  * run's strategy, so that out of core the rows come the way training reads them). */
 #include "engine-impl.h"
+#include "tiergnn/dist.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -45,18 +46,18 @@ static void finish(const acc_t *a, tg_split_eval_t *out)
 /* Full-neighbour mode: the last layer runs on the concatenated targets of the wanted splits;
  * the sink routes each chunk's logits to its split by position. */
 typedef struct {
-    acc_t acc[3];
+    acc_t *acc;
     uint64_t bounds[4]; /* targets [bounds[s], bounds[s+1]) belong to split s */
-    uint64_t seen;
 } lw_ctx_t;
 
-static int lw_sink(void *ctx, const uint64_t *ids, size_t n, const float *logits, const float *emb)
+static int lw_sink(void *ctx, uint64_t first, const uint64_t *ids, size_t n, const float *logits,
+                   const float *emb)
 {
     (void)emb;
     lw_ctx_t *c = ctx;
     size_t i = 0;
     while (i < n) {
-        uint64_t pos = c->seen + i;
+        uint64_t pos = first + i;
         int s = 0;
         while (s < 3 && pos >= c->bounds[s + 1])
             s++;
@@ -65,7 +66,6 @@ static int lw_sink(void *ctx, const uint64_t *ids, size_t n, const float *logits
         if (rc < 0) return rc;
         i += k;
     }
-    c->seen += n;
     return 0;
 }
 
@@ -75,11 +75,14 @@ typedef struct {
     acc_t *a;
     float *logits;
     size_t cap;
+    uint64_t first, end; /* this rank's share of the batches */
 } sampled_ctx_t;
 
 static int sampled_step(void *ctx, const tg_batch_t *b, const float *X)
 {
     sampled_ctx_t *c = ctx;
+    /* a strategy with its own batch count runs past the share: another rank's batch */
+    if (b->id < c->first || b->id >= c->end) return 0;
     const tg_model_config_t *cfg = tg_model_config(c->m);
     size_t need = (size_t)b->num_seeds * cfg->out_dim;
     if (need > c->cap) {
@@ -116,8 +119,13 @@ static int eval_sampled(tg_run_t *r, tg_model_t *m, int s, const tg_eval_how_t *
         int rc = tg_budget_plan(r, m, &bo, &bp);
         if (rc < 0) return rc;
     }
+    /* this rank's share of the batches (all of them with one rank): batch b's seeds and RNG do
+     * not depend on the batches before or after it, so every batch is a single process's */
+    tg_dist_share(pl.num_batches, tg_dist_rank(), &c.first, &c.end);
+    if (c.first == c.end) return 0;
     tg_pass_t p = {.seeds = pl.seeds,
-                   .num_seeds = pl.num_seeds,
+                   .num_seeds = TG_MIN(pl.num_seeds, c.end * pl.batch_size),
+                   .first_batch = c.first,
                    .batch_size = pl.batch_size,
                    .seed = pl.seed,
                    .epoch = pl.epoch,
@@ -150,48 +158,49 @@ static int eval_nodes(const tg_run_t *r, int s, uint64_t max_nodes, uint64_t see
     return 0;
 }
 
-int tg_run_evaluate_how(tg_run_t *r, tg_model_t *m, const int want[3], const tg_eval_how_t *h,
-                        tg_split_eval_t out[3])
+/* Data-parallel: every rank evaluated its share of each split; the sums become every rank's
+ * (exact for the counts, the loss sums added in another order than one process's). A rank that
+ * failed fails every rank here. */
+static int sum_ranks(acc_t a[3], int rc)
 {
-    const tg_model_config_t *cfg = tg_model_config(m);
-    int rc = 0;
-    memset(out, 0, 3 * sizeof *out);
-    if (r->strat_i->evaluating) r->strat_i->evaluating(r->strat, !h->sampled);
-    uint64_t *sample[3] = {NULL, NULL, NULL}, cnt[3] = {0, 0, 0};
-    for (int s = 0; s < 3 && rc >= 0; s++)
-        if (want[s]) rc = eval_nodes(r, s, h->max_nodes, h->seed, &sample[s], &cnt[s]);
-    if (rc < 0) goto out;
-    if (h->sampled) {
-        for (int s = 0; s < 3 && rc >= 0; s++) {
-            if (!want[s]) continue;
-            acc_t a = {.r = r, .C = cfg->out_dim, .multi = cfg->multi_label};
-            rc = eval_sampled(r, m, s, h, sample[s] ? sample[s] : r->split[s], cnt[s], &a);
-            finish(&a, &out[s]);
-            free(a.y);
-        }
-        goto out;
+    if (tg_dist_size() == 1) return rc;
+    if ((rc = tg_dist_agree(rc, "its share of the evaluation")) < 0) return rc;
+    double v[9];
+    for (int s = 0; s < 3; s++) {
+        v[3 * s] = a[s].loss_sum;
+        v[3 * s + 1] = (double)a[s].correct;
+        v[3 * s + 2] = (double)a[s].count;
     }
-    lw_ctx_t c;
-    memset(&c, 0, sizeof c);
+    if ((rc = tg_dist_sum_f64(v, 9, "the evaluation's sums")) < 0) return rc;
+    for (int s = 0; s < 3; s++) {
+        a[s].loss_sum = v[3 * s];
+        a[s].correct = (uint64_t)v[3 * s + 1];
+        a[s].count = (uint64_t)v[3 * s + 2];
+    }
+    return 0;
+}
+
+/* Full-neighbour mode over the wanted splits' nodes (sample[s], or the whole split), their
+ * targets concatenated; under K > 1 ranks each rank's sink gets its share of them. */
+static int eval_layerwise(tg_run_t *r, tg_model_t *m, const int want[3], const tg_eval_how_t *h,
+                          uint64_t *const sample[3], const uint64_t cnt[3], acc_t a[3])
+{
+    lw_ctx_t c = {.acc = a};
     uint64_t total = 0;
     for (int s = 0; s < 3; s++) {
-        c.acc[s].r = r;
-        c.acc[s].C = cfg->out_dim;
-        c.acc[s].multi = cfg->multi_label;
         c.bounds[s] = total;
         total += want[s] ? cnt[s] : 0;
     }
     c.bounds[3] = total;
     uint64_t *targets = malloc((total ? total : 1) * sizeof *targets);
-    if (!targets) {
-        rc = tg_err(-ENOMEM, "evaluation: out of memory for %llu target ids",
-                    (unsigned long long)total);
-        goto out;
-    }
+    if (!targets)
+        return tg_err(-ENOMEM, "evaluation: out of memory for %llu target ids",
+                      (unsigned long long)total);
     for (int s = 0; s < 3; s++)
         if (want[s])
             memcpy(targets + c.bounds[s], sample[s] ? sample[s] : r->split[s],
                    cnt[s] * sizeof *targets);
+    int rc = 0;
     if (total) {
         tg_lw_opts_t lo = {.chunk = h->chunk,
                            .tmp_dir = h->tmp_dir,
@@ -201,12 +210,37 @@ int tg_run_evaluate_how(tg_run_t *r, tg_model_t *m, const int want[3], const tg_
                            .ctx = &c};
         rc = tg_lw_forward(r, m, &lo);
     }
-    for (int s = 0; s < 3; s++) {
-        finish(&c.acc[s], &out[s]);
-        free(c.acc[s].y);
-    }
     free(targets);
-out:
+    return rc;
+}
+
+int tg_run_evaluate_how(tg_run_t *r, tg_model_t *m, const int want[3], const tg_eval_how_t *h,
+                        tg_split_eval_t out[3])
+{
+    const tg_model_config_t *cfg = tg_model_config(m);
+    int rc = 0;
+    memset(out, 0, 3 * sizeof *out);
+    if (r->strat_i->evaluating) r->strat_i->evaluating(r->strat, !h->sampled);
+    uint64_t *sample[3] = {NULL, NULL, NULL}, cnt[3] = {0, 0, 0};
+    acc_t a[3];
+    for (int s = 0; s < 3; s++)
+        a[s] = (acc_t){.r = r, .C = cfg->out_dim, .multi = cfg->multi_label};
+    for (int s = 0; s < 3 && rc >= 0; s++)
+        if (want[s]) rc = eval_nodes(r, s, h->max_nodes, h->seed, &sample[s], &cnt[s]);
+    /* a layer-wise forward is collective: the ranks start it together or not at all */
+    if (!h->sampled && tg_dist_size() > 1) rc = tg_dist_agree(rc, "to prepare the evaluation");
+    if (rc >= 0 && h->sampled) {
+        for (int s = 0; s < 3 && rc >= 0; s++)
+            if (want[s])
+                rc = eval_sampled(r, m, s, h, sample[s] ? sample[s] : r->split[s], cnt[s], &a[s]);
+    } else if (rc >= 0) {
+        rc = eval_layerwise(r, m, want, h, sample, cnt, a);
+    }
+    if (h->sampled || rc >= 0) rc = sum_ranks(a, rc); /* a failed forward was every rank's */
+    for (int s = 0; s < 3; s++) {
+        if (rc >= 0) finish(&a[s], &out[s]);
+        free(a[s].y);
+    }
     for (int s = 0; s < 3; s++)
         free(sample[s]);
     return rc;

@@ -1,5 +1,6 @@
 /* Evaluation of a saved run (tiergnn eval) and inference for every node (tiergnn infer). */
 #include "engine-impl.h"
+#include "tiergnn/dist.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -82,6 +83,25 @@ err:
     return rc;
 }
 
+/* open_saved on every rank (tiergnn/dist.h): under K > 1 ranks a rank that could not open the
+ * run (its --mem refused, a damaged file) fails every rank, before the first collective of the
+ * forward. On failure r is closed and *m NULL on every rank. */
+static int open_saved_ranks(const char *dataset, const char *rundir, const saved_opts_t *so,
+                            tg_run_t *r, tg_model_t **m, tg_ckpt_info_t *info, char *path,
+                            size_t path_len)
+{
+    *m = NULL;
+    int rc = open_saved(dataset, rundir, so, r, m, info, path, path_len);
+    if (tg_dist_size() == 1) return rc;
+    int agreed = tg_dist_agree(rc, "to open the checkpoint, its dataset and the --mem budget");
+    if (agreed < 0 && rc >= 0) {
+        tg_model_destroy(*m);
+        *m = NULL;
+        tg_run_close(r);
+    }
+    return agreed;
+}
+
 int tg_eval(const char *dataset, const char *rundir, tg_file_id_t split, const tg_eval_opts_t *o,
             tg_eval_result_t *res)
 {
@@ -103,7 +123,7 @@ int tg_eval(const char *dataset, const char *rundir, tg_file_id_t split, const t
         so.verify = o->verify;
         so.verify_reads = o->verify_reads;
     }
-    int rc = open_saved(dataset, rundir, &so, &r, &m, &info, path, sizeof path);
+    int rc = open_saved_ranks(dataset, rundir, &so, &r, &m, &info, path, sizeof path);
     if (rc < 0) return rc;
     int want[3] = {0, 0, 0};
     want[tg_split_index(split)] = 1;
@@ -111,7 +131,7 @@ int tg_eval(const char *dataset, const char *rundir, tg_file_id_t split, const t
     /* Out of core, layer-wise intermediate layers go to a private folder in RUNDIR. */
     char tmp_dir[4200];
     int use_tmp = !(r.strat_i->info.caps & TG_STRAT_IN_RAM) && !info.eval_sampled;
-    snprintf(tmp_dir, sizeof tmp_dir, "%s/eval-tmp-%d", rundir, (int)getpid());
+    snprintf(tmp_dir, sizeof tmp_dir, "%s/eval-tmp-%d-r%d", rundir, (int)getpid(), tg_dist_rank());
     if (use_tmp && (rc = tg_mkdir_p(tmp_dir)) < 0) goto done;
     tg_eval_how_t h = {.sampled = info.eval_sampled,
                        .fanouts = info.fanouts,
@@ -147,10 +167,11 @@ typedef struct {
     uint64_t written;
 } infer_ctx_t;
 
-static int infer_sink(void *ctx, const uint64_t *ids, size_t n, const float *logits,
+static int infer_sink(void *ctx, uint64_t pos, const uint64_t *ids, size_t n, const float *logits,
                       const float *emb)
 {
     infer_ctx_t *c = ctx;
+    (void)pos; /* every node in id order: the ids say it */
     size_t w = c->multi ? c->C : 1;
     if (n * w > c->buf_cap) {
         free(c->buf);
@@ -282,6 +303,21 @@ static int infer_manifest(const tg_run_t *r, const infer_ctx_t *c, const infer_p
     return rc;
 }
 
+/* The files before the forward: rank 0's (the only writer) prediction and embedding files, and
+ * every rank's private folder in RUNDIR for the intermediate layers (the rank in its name too:
+ * ranks on several machines may share RUNDIR and a pid), removed whatever happens. The forward
+ * is collective, so under K > 1 ranks they start it together or not at all. */
+static int infer_prepare(infer_ctx_t *c, const infer_paths_t *pa, const char *rundir, char *tmp_dir,
+                         size_t tl, int writer)
+{
+    int rc = writer ? tg_filew_open(&c->pred, pa->pred_tmp, 4u << 20) : 0;
+    if (rc >= 0 && writer && c->have_emb) rc = tg_filew_open(&c->emb, pa->emb_tmp, 4u << 20);
+    snprintf(tmp_dir, tl, "%s/infer-tmp-%d-r%d", rundir, (int)getpid(), tg_dist_rank());
+    if (rc >= 0) rc = tg_mkdir_p(tmp_dir);
+    if (tg_dist_size() > 1) rc = tg_dist_agree(rc, "to create its output and temporary files");
+    return rc;
+}
+
 int tg_infer(const char *dataset, const char *rundir, const char *out_path,
              const tg_infer_opts_t *o)
 {
@@ -304,8 +340,11 @@ int tg_infer(const char *dataset, const char *rundir, const char *out_path,
                        .threads = o->threads > 0 ? o->threads : 1,
                        .verify = o->verify,
                        .verify_reads = o->verify_reads};
-    if ((rc = open_saved(dataset, rundir, &so, &r, &m, &info, ckpath, sizeof ckpath)) < 0)
+    if ((rc = open_saved_ranks(dataset, rundir, &so, &r, &m, &info, ckpath, sizeof ckpath)) < 0)
         return rc;
+    /* under K > 1 ranks, rank 0 writes the files, the rows of every rank's share in node order
+     * (the forward hands it every node after exchanging the last layer) */
+    int writer = tg_dist_rank() == 0;
     const tg_model_config_t *cfg = tg_model_config(m);
     infer_ctx_t c;
     memset(&c, 0, sizeof c);
@@ -321,33 +360,33 @@ int tg_infer(const char *dataset, const char *rundir, const char *out_path,
         rc = tg_err(-ENOMEM, "infer: out of memory");
         goto out;
     }
+    tmp_dir[0] = 0;
     snprintf(pa.pred_tmp, pl, "%s.tmp", out_path);
     snprintf(pa.emb, pl, "%s.emb", out_path);
     snprintf(pa.emb_tmp, pl, "%s.emb.tmp", out_path);
     snprintf(pa.json, pl, "%s.json", out_path);
-    if ((rc = tg_filew_open(&c.pred, pa.pred_tmp, 4u << 20)) < 0) goto out;
-    if (c.have_emb && (rc = tg_filew_open(&c.emb, pa.emb_tmp, 4u << 20)) < 0) goto out;
-    /* Intermediate layers go to a private folder in RUNDIR, removed whatever happens. */
-    snprintf(tmp_dir, tl, "%s/infer-tmp-%d", rundir, (int)getpid());
-    if ((rc = tg_mkdir_p(tmp_dir)) < 0) goto out;
+    if ((rc = infer_prepare(&c, &pa, rundir, tmp_dir, tl, writer)) < 0) goto out;
     tg_lw_opts_t lo = {.chunk = o->chunk_nodes,
                        .tmp_dir = tmp_dir,
                        .want_emb = c.have_emb,
                        .sink = infer_sink,
                        .ctx = &c,
-                       .progress_label = o->progress && isatty(STDERR_FILENO) ? "infer" : NULL};
+                       .sink_root = 1,
+                       .progress_label =
+                           o->progress && writer && isatty(STDERR_FILENO) ? "infer" : NULL};
     tg_file_info_t fi[2];
-    if ((rc = tg_lw_forward(&r, m, &lo)) < 0 || (rc = infer_publish(&c, &pa, out_path, fi)) < 0)
-        goto out;
-    rc = infer_manifest(&r, &c, &pa, out_path, fi, ckpath,
-                        o->which_last ? info.epochs_done : info.best_epoch);
+    if ((rc = tg_lw_forward(&r, m, &lo)) < 0) goto out;
+    if (writer && (rc = infer_publish(&c, &pa, out_path, fi)) >= 0)
+        rc = infer_manifest(&r, &c, &pa, out_path, fi, ckpath,
+                            o->which_last ? info.epochs_done : info.best_epoch);
+    if (tg_dist_size() > 1) rc = tg_dist_agree(rc, "to write the predictions");
 out:
     if (c.pred.fd >= 0) tg_filew_discard(&c.pred);
     if (c.emb.fd >= 0) tg_filew_discard(&c.emb);
     /* After a successful rename the .tmp names no longer exist; after a failure they go. */
-    if (pa.pred_tmp) unlink(pa.pred_tmp);
-    if (pa.emb_tmp) unlink(pa.emb_tmp);
-    if (tmp_dir) tg_rmtree(tmp_dir);
+    if (writer && pa.pred_tmp) unlink(pa.pred_tmp); /* other ranks: rank 0's names */
+    if (writer && pa.emb_tmp) unlink(pa.emb_tmp);
+    if (tmp_dir && tmp_dir[0]) tg_rmtree(tmp_dir);
     free(tmp_dir);
     free(c.buf);
     free(pa.pred_tmp);

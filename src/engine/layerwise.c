@@ -26,6 +26,7 @@
  * inference out of core"). Rows are the same f32 values whichever way they come, and the chunks
  * are tg_lw_auto_chunk's for every strategy, so the results do not depend on the budget. */
 #include "engine-impl.h"
+#include "tiergnn/dist.h"
 
 #include <fcntl.h>
 #include <math.h>
@@ -38,6 +39,9 @@
 #define LW_CHUNK_BYTES ((uint64_t)64 << 20)
 /* A row file's stage and io/ staging slots, with room to spare (see store/rowfile.c). */
 #define LW_IO_BYTES ((uint64_t)12 << 20)
+/* Data-parallel: the rows one broadcast of a layer carries at most, and the staging buffer of a
+ * layer kept in a file. */
+#define LW_XCHG_BYTES ((size_t)1 << 20)
 
 /* A (rows, cols) float matrix in RAM (reserved against budget when budget is set) or in a file,
  * which io/ reads through iof (opened before the name goes). */
@@ -92,7 +96,9 @@ static int mat_create(mat_t *x, uint64_t rows, uint32_t cols, const char *dir, i
         }
         return 0;
     }
-    snprintf(x->path, sizeof x->path, "%s/layer%d-%d.f32", dir, layer, (int)getpid());
+    /* the rank too: ranks on several machines may share the directory and a pid */
+    snprintf(x->path, sizeof x->path, "%s/layer%d-%d-r%d.f32", dir, layer, (int)getpid(),
+             tg_dist_rank());
     x->fd = open(x->path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (x->fd < 0) return tg_err(-errno, "%s: cannot create: %s", x->path, strerror(errno));
     int rc = 0;
@@ -419,27 +425,29 @@ static int lw_grow(lw_pass_t *w, const tg_block_t *blk, uint32_t din, uint32_t d
     return 0;
 }
 
-/* Layer l's output matrix and where its input rows come from. The output goes to a file only
- * when asked for files and it does not fit beside the chunk's working set and the whole input
- * in the budget (without a limit: a quarter of the RAM). */
-static int lw_layer_open(lw_pass_t *w, int l, int last, uint32_t din, uint32_t dout)
+/* Layer l's output matrix of count rows (kept: not the last layer, or the last when its rows
+ * are exchanged) and where its input rows come from. The output goes to a file only when asked
+ * for files and it does not fit beside the chunk's working set and the whole input in the budget
+ * (without a limit: a quarter of the RAM). */
+static int lw_layer_open(lw_pass_t *w, int l, int last, int keep, uint64_t count, uint32_t din,
+                         uint32_t dout)
 {
     tg_run_t *r = w->r;
     uint64_t N = r->adj->num_nodes;
     int in_file = l == 0 ? w->ooc : w->prev.mem == NULL, rc;
     uint64_t src = max_sources(r, w->o, w->fan == 0, last, w->chunk);
     uint64_t work = chunk_bytes(src, w->chunk, din, dout);
-    if (!last) {
+    if (keep) {
         const char *dir = w->o->tmp_dir;
         tg_budget_t *bud = NULL;
-        uint64_t need = work + N * dout * sizeof(float);
+        uint64_t need = work + count * dout * sizeof(float);
         if (in_file) need += N * din * sizeof(float);
         uint64_t left = ram_left(r);
         if (dir && left != UINT64_MAX && left >= need) {
             dir = NULL;
             bud = r->budget_init ? &r->budget : NULL;
         }
-        if ((rc = mat_create(&w->next, N, dout, dir, l, bud)) < 0) return rc;
+        if ((rc = mat_create(&w->next, count, dout, dir, l, bud)) < 0) return rc;
     }
     if (in_file) {
         tg_log_debug("layer-wise layer %d: %llu bytes of the budget left, %llu for a chunk's work",
@@ -454,7 +462,7 @@ static int lw_layer_open(lw_pass_t *w, int l, int last, uint32_t din, uint32_t d
 }
 
 /* Layer l for destinations c0..c0+n of the layer's list: block, input rows, the layer, and the
- * output written to the next matrix or, at the last layer, handed to the sink. */
+ * output written to the next matrix when the layer is kept, else (the last) handed to the sink. */
 static int lw_chunk(lw_pass_t *w, int l, int last, uint64_t c0, uint64_t n, uint32_t din,
                     uint32_t dout)
 {
@@ -478,12 +486,12 @@ static int lw_chunk(lw_pass_t *w, int l, int last, uint64_t c0, uint64_t n, uint
                       (unsigned long long)(c0 + n));
         return rc;
     }
-    if (!last) {
+    if (w->next.mem || w->next.fd >= 0) {
         rc = mat_write(&w->next, c0, n, w->Hout);
     } else {
         /* The embedding is the last layer's input for the chunk's own rows (dst first among the
          * sources), unscaled because destinations are never scaled. */
-        rc = o->sink(o->ctx, w->ids, (size_t)n, w->Hout, o->want_emb ? w->Hin : NULL);
+        rc = o->sink(o->ctx, c0, w->ids, (size_t)n, w->Hout, o->want_emb ? w->Hin : NULL);
     }
     tg_batch_free(&w->b);
     return rc;
@@ -505,6 +513,139 @@ static void lw_free(lw_pass_t *w)
     tg_sampler_destroy(w->s);
 }
 
+/* ---------------------------------------------------------------- data-parallel ranks */
+
+/* Rank q's rows [*lo, *hi) of a layer of count rows: its share of the layer's chunks, whole
+ * chunks, so that every chunk has the shapes (and so the bits) of a single process's. */
+static void lw_share(const lw_pass_t *w, uint64_t count, int q, uint64_t *lo, uint64_t *hi)
+{
+    uint64_t chunks = (count + w->chunk - 1) / w->chunk, c_lo, c_hi;
+    tg_dist_share(chunks, q, &c_lo, &c_hi);
+    *lo = TG_MIN(c_lo * w->chunk, count);
+    *hi = TG_MIN(c_hi * w->chunk, count);
+}
+
+/* (collective) x's rows [lo, hi) of every rank q's share become every rank's: rank q broadcasts
+ * them in pieces of LW_XCHG_BYTES, received straight into a matrix in RAM or through a staging
+ * buffer into a file. A rank whose read or write fails keeps joining the broadcasts (its peers
+ * wait in them) and returns its error after; only an MPI error stops at once (it is fatal to
+ * MPI anyway). */
+static int lw_exchange(lw_pass_t *w, mat_t *x, uint64_t count)
+{
+    size_t rb = (size_t)x->cols * sizeof(float);
+    uint64_t piece = TG_MAX((uint64_t)1, LW_XCHG_BYTES / TG_MAX(rb, (size_t)1));
+    float *buf = x->mem ? NULL : malloc(piece * rb);
+    if (!x->mem && !buf)
+        return tg_err(-ENOMEM, "layer-wise forward: out of memory to exchange rows");
+    int me = tg_dist_rank(), rc = 0, e = 0;
+    for (int q = 0; q < tg_dist_size() && e == 0; q++) {
+        uint64_t lo, hi;
+        lw_share(w, count, q, &lo, &hi);
+        for (uint64_t r0 = lo; r0 < hi && e == 0; r0 += piece) {
+            uint64_t n = TG_MIN(piece, hi - r0);
+            float *rows = x->mem ? x->mem + r0 * x->cols : buf;
+            if (!x->mem && q == me && rc == 0)
+                rc = tg_pread_full(x->fd, buf, n * rb, r0 * rb, x->path);
+            e = tg_dist_bcast(rows, n * rb, q, "a layer-wise layer's rows");
+            if (!x->mem && q != me && rc == 0 && e == 0) rc = mat_write(x, r0, n, buf);
+        }
+    }
+    free(buf);
+    return e < 0 ? e : rc;
+}
+
+/* Rank 0, after the final layer's rows were exchanged: the sink gets every target in order, its
+ * logits from the kept matrix and its embedding from the layer's input, the rows the chunk's
+ * block would have put first (destinations are never scaled). */
+static int lw_sink_all(lw_pass_t *w, uint64_t count, uint32_t din, uint32_t dout)
+{
+    const tg_lw_opts_t *o = w->o;
+    size_t need_in = o->want_emb ? (size_t)w->chunk * din : 0, need_out = (size_t)w->chunk * dout;
+    if (need_in > w->hin_cap || need_out > w->hout_cap) {
+        free(w->Hin);
+        free(w->Hout);
+        w->Hin = malloc(TG_MAX(need_in, w->hin_cap) * sizeof *w->Hin + 1);
+        w->Hout = malloc(TG_MAX(need_out, w->hout_cap) * sizeof *w->Hout + 1);
+        w->hin_cap = w->Hin ? TG_MAX(need_in, w->hin_cap) : 0;
+        w->hout_cap = w->Hout ? TG_MAX(need_out, w->hout_cap) : 0;
+        if (!w->Hin || !w->Hout)
+            return tg_err(-ENOMEM, "layer-wise forward: out of memory for a chunk's outputs");
+    }
+    const mat_t *x = &w->next;
+    int rc = 0;
+    for (uint64_t c0 = 0; c0 < count && rc >= 0; c0 += w->chunk) {
+        uint64_t n = TG_MIN(w->chunk, count - c0);
+        for (uint64_t i = 0; i < n; i++)
+            w->ids[i] = o->targets ? o->targets[c0 + i] : c0 + i;
+        const float *logits = x->mem ? x->mem + c0 * x->cols : w->Hout;
+        if (!x->mem) {
+            size_t rb = (size_t)x->cols * sizeof(float);
+            rc = tg_pread_full(x->fd, w->Hout, n * rb, c0 * rb, x->path);
+        }
+        if (rc >= 0 && o->want_emb) rc = input_gather(&w->in, w->ids, (size_t)n, w->Hin);
+        if (rc >= 0)
+            rc = o->sink(o->ctx, c0, w->ids, (size_t)n, logits, o->want_emb ? w->Hin : NULL);
+    }
+    return rc;
+}
+
+/* ---------------------------------------------------------------- the pass */
+
+/* Layer l over this rank's share of its count rows (all of them for one rank); with K > 1 ranks,
+ * then the agreement that every rank's share succeeded and the exchange of the kept rows. */
+static int lw_layer(lw_pass_t *w, int l, uint64_t count, uint64_t *work_done, tg_progress_t *prog)
+{
+    const tg_lw_opts_t *o = w->o;
+    int L = tg_model_config(w->m)->num_layers, last = l == L - 1, K = tg_dist_size();
+    int keep = !last || (K > 1 && o->sink_root);
+    uint32_t din, dout;
+    tg_model_layer_dims(w->m, l, &din, &dout);
+    uint64_t lo = 0, hi = count;
+    if (K > 1) lw_share(w, count, tg_dist_rank(), &lo, &hi);
+    int rc = lw_layer_open(w, l, last, keep, count, din, dout);
+    for (uint64_t c0 = lo; c0 < hi && rc >= 0; c0 += w->chunk) {
+        uint64_t n = TG_MIN(w->chunk, hi - c0);
+        rc = lw_chunk(w, l, last, c0, n, din, dout);
+        *work_done += n;
+        if (o->progress_label) tg_progress_update(prog, *work_done, NULL);
+    }
+    if (K > 1) {
+        char what[64];
+        snprintf(what, sizeof what, "its share of layer-wise layer %d", l);
+        if ((rc = tg_dist_agree(rc, what)) >= 0 && keep) {
+            snprintf(what, sizeof what, "to exchange layer-wise layer %d's rows", l);
+            rc = tg_dist_agree(lw_exchange(w, &w->next, count), what);
+        }
+        if (rc >= 0 && last && keep && tg_dist_rank() == 0) rc = lw_sink_all(w, count, din, dout);
+    }
+    input_close(w->r, &w->in, l);
+    if (rc < 0 || last) return rc;
+    if ((rc = mat_finish(&w->next)) < 0) return rc;
+    mat_destroy(&w->prev);
+    w->prev = w->next;
+    mat_init(&w->next);
+    return 0;
+}
+
+/* The sampler, the GCN degrees and the chunk's id buffer. */
+static int lw_setup(lw_pass_t *w)
+{
+    const tg_model_config_t *cfg = tg_model_config(w->m);
+    /* An MLP reads no neighbours: a fanout of 0 keeps its chunks to the chunk itself. A GCN
+     * trained with a layer-wise sampler (ladies) gets that sampler's full-neighbour blocks: they
+     * carry the exact weights of the operator its training estimated (P = D^-1 (A + I)), which
+     * need no degree scaling. */
+    w->fan = cfg->type == TG_MODEL_MLP ? 0 : TG_FANOUT_ALL;
+    const tg_sampler_i *kind = cfg->type == TG_MODEL_GCN ? w->r->sampler : NULL;
+    int rc = tg_sampler_open(&w->s, kind, w->r->adj, 1, &w->fan);
+    if (rc < 0) return rc;
+    if (cfg->type == TG_MODEL_GCN && !kind && (rc = true_degrees(w->r->adj, &w->deg)) < 0)
+        return rc;
+    w->ids = malloc(w->chunk * sizeof *w->ids);
+    if (!w->ids) return tg_err(-ENOMEM, "layer-wise forward: out of memory");
+    return 0;
+}
+
 int tg_lw_forward(tg_run_t *r, tg_model_t *m, const tg_lw_opts_t *o)
 {
     const tg_model_config_t *cfg = tg_model_config(m);
@@ -519,43 +660,18 @@ int tg_lw_forward(tg_run_t *r, tg_model_t *m, const tg_lw_opts_t *o)
     w.ooc = r->strat_i && !(r->strat_i->info.caps & TG_STRAT_IN_RAM);
     mat_init(&w.prev);
     mat_init(&w.next);
-    /* An MLP reads no neighbours: a fanout of 0 keeps its chunks to the chunk itself. A GCN
-     * trained with a layer-wise sampler (ladies) gets that sampler's full-neighbour blocks: they
-     * carry the exact weights of the operator its training estimated (P = D^-1 (A + I)), which
-     * need no degree scaling. */
-    w.fan = cfg->type == TG_MODEL_MLP ? 0 : TG_FANOUT_ALL;
-    const tg_sampler_i *kind = cfg->type == TG_MODEL_GCN ? r->sampler : NULL;
-    if ((rc = tg_sampler_open(&w.s, kind, r->adj, 1, &w.fan)) < 0) goto out;
-    if (cfg->type == TG_MODEL_GCN && !kind && (rc = true_degrees(r->adj, &w.deg)) < 0) goto out;
-    w.ids = malloc(w.chunk * sizeof *w.ids);
-    if (!w.ids) {
-        rc = tg_err(-ENOMEM, "layer-wise forward: out of memory");
-        goto out;
+    rc = tg_dist_size() > 1 ? tg_dist_agree(lw_setup(&w), "to start a layer-wise forward")
+                            : lw_setup(&w);
+    if (rc < 0) goto out;
+    uint64_t total_work = 0, work_done = 0, lo, hi;
+    for (int l = 0; l < L; l++) { /* this rank's share of each layer: the whole with one rank */
+        lw_share(&w, l == L - 1 && o->targets ? o->num_targets : N, tg_dist_rank(), &lo, &hi);
+        total_work += hi - lo;
     }
-    uint64_t total_work = (uint64_t)(L - 1) * N + (o->targets ? o->num_targets : N);
-    uint64_t work_done = 0;
     tg_progress_t prog;
     if (o->progress_label) tg_progress_begin(&prog, o->progress_label, total_work, "nodes");
-    for (int l = 0; l < L; l++) {
-        uint32_t din, dout;
-        tg_model_layer_dims(m, l, &din, &dout);
-        int last = l == L - 1;
-        uint64_t count = last && o->targets ? o->num_targets : N;
-        if ((rc = lw_layer_open(&w, l, last, din, dout)) < 0) goto out;
-        for (uint64_t c0 = 0; c0 < count; c0 += w.chunk) {
-            uint64_t n = TG_MIN(w.chunk, count - c0);
-            if ((rc = lw_chunk(&w, l, last, c0, n, din, dout)) < 0) goto out;
-            work_done += n;
-            if (o->progress_label) tg_progress_update(&prog, work_done, NULL);
-        }
-        input_close(r, &w.in, l);
-        if (!last) {
-            if ((rc = mat_finish(&w.next)) < 0) goto out;
-            mat_destroy(&w.prev);
-            w.prev = w.next;
-            mat_init(&w.next);
-        }
-    }
+    for (int l = 0; l < L && rc >= 0; l++)
+        rc = lw_layer(&w, l, l == L - 1 && o->targets ? o->num_targets : N, &work_done, &prog);
     if (o->progress_label) tg_progress_end(&prog);
 out:
     lw_free(&w);

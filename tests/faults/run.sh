@@ -18,6 +18,9 @@
 # per run, default 60: past it a run is a hang), FAULT_MEMBUDGET (none: no cgroup limit, e.g.
 # for a sanitizer build whose shadow memory the limits do not plan for).
 # ENOSPC cases mount small tmpfs file systems (root only; skipped otherwise) and unmount them.
+# FAULT_RANKS2 (strategies, default gnndrive; "all", or "none"): a column "S x2" for each, where
+# kill-run, eio-feat, sigint and enospc-ckpt run as two ranks under mpirun (docs/DISTRIBUTED.md,
+# "Faults"): rank 1 is killed, interrupted or given the I/O error; rank 0 meets the full disk.
 # Exit status 1 when any case FAILs.
 set -u
 export LC_ALL=C
@@ -40,6 +43,7 @@ ALL_CASES="eio-feat eio-idx eio-derived short-feat short-idx short-derived short
   flip-during flip-during-verify flip-during-reads trunc-derived flip-derived flip-derived-verify kill-run kill-ckpt
   kill-derived sigint sigint2"
 CASES=$(tr -s ' \n' '  ' <<<"${FAULT_CASES:-$ALL_CASES}")
+CASES2="kill-run eio-feat sigint enospc-ckpt" # the cases with a 2-rank column
 
 # The strategies of the binary, from `train --help` (new ones join the matrix as they land).
 all_strategies() {
@@ -48,6 +52,13 @@ all_strategies() {
         grep -vx auto
 }
 STRATEGIES=${FAULT_STRATEGIES:-$(all_strategies | tr '\n' ' ')}
+RANKS2=${FAULT_RANKS2:-gnndrive}
+[ "$RANKS2" = all ] && RANKS2=$STRATEGIES
+[ "$RANKS2" = none ] && RANKS2=
+MPIRUN=${FAULT_MPIRUN:-$(command -v mpirun || true)}
+# mpirun's ranks on this machine over loopback, as root, two ranks on two cores
+MPI_FLAGS=(--allow-run-as-root --oversubscribe --mca btl "self,tcp" --mca btl_tcp_if_include lo
+    --mca oob_tcp_if_include lo -x ASAN_OPTIONS)
 
 # The training run of every case: small model, 3 epochs of 20 batches, full evaluation of 2000
 # nodes (out of core: layer files in RUNDIR). enospc-ckpt evaluates sampled batches instead, so
@@ -57,6 +68,9 @@ STRATEGIES=${FAULT_STRATEGIES:-$(all_strategies | tr '\n' ' ')}
 TRAIN="--model sage --layers 2 --hidden 32 --fanouts 5,5 --batch-size 256 --epochs 3
   --batches-per-epoch 20 --eval-max-nodes 2000 --seed 3 --threads 2"
 TRAIN_SAMPLED_EVAL="$TRAIN --eval-fanouts train"
+# two ranks: one compute thread each (two cores)
+TRAIN2=${TRAIN/--threads 2/--threads 1}
+TRAIN2_SAMPLED_EVAL="$TRAIN2 --eval-fanouts train"
 strategy_args() {
     case $1 in
     memory) echo "--mem 48M" ;;
@@ -786,6 +800,165 @@ case_kill_write() {
     fi
 }
 
+# ---------------------------------------------------------------- two ranks (FAULT_RANKS2)
+
+# mpi_start BASE ARGS...: `mpirun` of two ranks of `tiergnn ARGS` in the background under the
+# timeout (no cgroup: each rank plans its own --mem); rank 1 with the environment settings of
+# the array ENVS1 writes its pid to BASE.pid. Then tg_wait BASE as for one process.
+ENVS1=()
+mpi_start() {
+    local base=$1
+    shift
+    rm -f "$base.pid" "$base.out" "$base.err"
+    T0=$(now_ms)
+    # shellcheck disable=SC2016
+    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" timeout -k 5 "$TIMEOUT" \
+        "$MPIRUN" "${MPI_FLAGS[@]}" -np 1 "$TIERGNN" "$@" : -np 1 sh -c 'echo $$ > "$0"; exec "$@"' \
+        "$base.pid" env --default-signal=INT "${ENVS1[@]}" "$TIERGNN" "$@" >"$base.out" 2>"$base.err" &
+    BG=$!
+    TGPID=
+    for _ in $(seq 2000); do
+        [ -s "$base.pid" ] && break
+        sleep 0.005
+    done
+    T1=$(now_ms)
+    [ -s "$base.pid" ] && TGPID=$(cat "$base.pid")
+}
+mpi_run() { mpi_start "$@"; tg_wait "$1"; }
+
+# What no 2-rank case may do: a hang (past the timeout), a sanitizer report. Sets WHY.
+bad_end2() {
+    WHY=
+    [ "$RC" = 124 ] || [ "$MS" -ge $((TIMEOUT * 1000)) ] && WHY="hang: no end within ${TIMEOUT} s"
+    [ -z "$WHY" ] && grep -qE 'AddressSanitizer|runtime error:' "$1.err" "$1.out" &&
+        WHY="sanitizer report in $1.err"
+    [ -z "$WHY" ]
+}
+
+# The rank's error lines ("rank R/2: tiergnn: ..."), one per line.
+rank_errors() { grep -hE "^rank $2/2: tiergnn: " "$1.err" "$1.out"; }
+
+# finish2 RUNDIR BASE: two ranks without any fault - resumed when RUNDIR holds a checkpoint,
+# else from the start - must end with the checkpoints of the uninterrupted 2-rank run REF.
+finish2() {
+    local resume=
+    [ -f "$1/checkpoint.bin" ] && resume=--resume
+    ENVS1=()
+    # shellcheck disable=SC2086
+    mpi_run "$2" train "$DS" --strategy "$S" $SARGS $FLAGS --out "$1" $resume
+    FINISHED=${resume:-fresh}
+    bad_end2 "$2" || { WHY="$FINISHED run after it: $WHY"; return 1; }
+    [ "$RC" -eq 0 ] || { WHY="$FINISHED run after it failed (exit $RC): $(grep -h 'tiergnn: ' "$2.err" | head -n 2 | tr '\n' ' ')"; return 1; }
+    same_ckpt "$1" || { WHY="$FINISHED run after it: $WHY"; return 1; }
+}
+
+# SIGKILL or SIGINT to rank 1 at a random moment: mpirun ends both (naming rank 1 and signal 9),
+# or both stop at one step with a checkpoint; --resume then writes the uninterrupted run's.
+case2_signal() {
+    local sig=$1 delay was_alive=1
+    rand $((BASE2_MS * 3 / 4))
+    delay=$R
+    ENVS1=()
+    # shellcheck disable=SC2086
+    mpi_start "$C/a" train "$DS" --strategy "$S" $SARGS $FLAGS --out "$C/run"
+    sleep "$(printf '%d.%03d' $((delay / 1000)) $((delay % 1000)))"
+    if alive; then kill -"$sig" "$TGPID" 2>/dev/null; else was_alive=0; fi
+    tg_wait "$C/a"
+    NOTE="SIG$sig to rank 1 ${delay} ms into the run"
+    bad_end2 "$C/a" || { CELL="FAIL:$(fail_word)"; NOTE+=": $WHY"; return; }
+    if [ "$was_alive" = 0 ] || [ "$RC" -eq 0 ]; then
+        if same_ckpt "$C/run"; then CELL=ok-ran:completed; else CELL=FAIL:ckpt-differs; NOTE+=": $WHY"; fi
+        return
+    fi
+    if [ "$sig" = KILL ]; then
+        if ! grep -qE 'rank 1 .*signal 9' "$C/a.err" "$C/a.out"; then
+            CELL=FAIL:unclear-error NOTE+=": mpirun does not name rank 1 and signal 9"
+            return
+        fi
+        NOTE+=" (mpirun ended both in $((MS - delay)) ms)"
+    else
+        local n
+        n=$(grep -hc 'tiergnn: interrupted' "$C/a.err" | awk '{ t += $1 } END { print t + 0 }')
+        if [ "$n" -ne 2 ]; then
+            CELL=FAIL:unclear-error NOTE+=": $n rank(s) say where they stopped, not 2"
+            return
+        fi
+        NOTE+=" ($(grep -h 'tiergnn: interrupted' "$C/a.err" | head -n 1 | cut -c1-100))"
+    fi
+    if finish2 "$C/run" "$C/b"; then
+        CELL=ok-resumed NOTE+="; $FINISHED: same checkpoints"
+    else
+        CELL=FAIL:resume-error NOTE+="; $WHY"
+    fi
+}
+
+# An I/O error in rank 1's K-th read of features.bin (K drawn from half the reads one process
+# made): the run absorbs it, or ends both ranks with rank 1's message naming the file.
+case2_io() {
+    rand $((M_FEAT / 2))
+    local spec="EIO@0-1T,file=features.bin,after=$R,count=1"
+    ENVS1=("TIERGNN_IO_FAULT=$spec")
+    # shellcheck disable=SC2086
+    mpi_run "$C/a" train "$DS" --strategy "$S" $SARGS $FLAGS --out "$C/run"
+    NOTE="rank 1: TIERGNN_IO_FAULT=$spec"
+    bad_end2 "$C/a" || { CELL="FAIL:$(fail_word)"; NOTE+=": $WHY"; return; }
+    if [ "$RC" -eq 0 ]; then
+        if same_ckpt "$C/run"; then CELL=ok-ran; else CELL=FAIL:silent-wrong; NOTE+=": $WHY"; fi
+        return
+    fi
+    local line
+    line=$(rank_errors "$C/a" 1 | grep 'features.bin' | grep 'Input/output error' | head -n 1)
+    [ -n "$line" ] || { CELL=FAIL:unclear-error NOTE+=": no rank 1 line names features.bin and the error"; return; }
+    NOTE+=": ${line:0:160}"
+    if finish2 "$C/run" "$C/b"; then
+        CELL=ok-error NOTE+=" (then $FINISHED: same checkpoints)"
+    else
+        CELL=FAIL:after-error NOTE+=" -- $WHY"
+    fi
+}
+
+# RUNDIR on a small tmpfs with sampled evaluation: rank 0's checkpoint meets the full disk, every
+# rank stops (the checkpoint's failure is agreed), and with room --resume finishes.
+case2_enospc_ckpt() {
+    [ "$IS_ROOT" = 1 ] || { CELL=n/a; NOTE="needs root (tmpfs)"; return; }
+    local ck size
+    ck=$(file_size "$BASE/run2r-ev/checkpoint.bin")
+    FLAGS=$TRAIN2_SAMPLED_EVAL
+    REF=$BASE/run2r-ev
+    rand 250
+    size=$(((ck * (50 + R) / 100 + 4095) / 4096 * 4096))
+    mount_tmpfs "$C/mnt" "$size" || { CELL=n/a; NOTE="cannot mount a tmpfs"; return; }
+    ENVS1=()
+    # shellcheck disable=SC2086
+    mpi_run "$C/a" train "$DS" --strategy "$S" $SARGS $FLAGS --out "$C/mnt/run"
+    NOTE="RUNDIR on a ${size}-byte tmpfs (checkpoint.bin is $ck bytes)"
+    if ! bad_end2 "$C/a"; then
+        CELL="FAIL:$(fail_word)" NOTE+=": $WHY"
+    elif [ "$RC" -eq 0 ]; then
+        if same_ckpt "$C/mnt/run"; then CELL=ok-ran:fit; else CELL=FAIL:silent-wrong; NOTE+="; $WHY"; fi
+    elif ! rank_errors "$C/a" 0 | grep -q 'No space left on device'; then
+        CELL=FAIL:unclear-error NOTE+=": no rank 0 line says No space left on device"
+    else
+        NOTE+=": $(rank_errors "$C/a" 0 | grep 'No space' | head -n 1 | cut -c1-160)"
+        mount -o remount,size=256m "$C/mnt"
+        if finish2 "$C/mnt/run" "$C/b"; then
+            CELL=ok-error NOTE+=" (then, with room, $FINISHED: same checkpoints)"
+        else
+            CELL=FAIL:after-error NOTE+=" -- $WHY"
+        fi
+    fi
+    umount_tmpfs "$C/mnt"
+}
+
+run_case2() {
+    case $1 in
+    kill-run) case2_signal KILL ;;
+    sigint) case2_signal INT ;;
+    eio-feat) case2_io ;;
+    enospc-ckpt) case2_enospc_ckpt ;;
+    esac
+}
+
 fail_word() {
     case $WHY in
     crash*) echo crash ;;
@@ -832,6 +1005,62 @@ run_case() {
 }
 
 # ---------------------------------------------------------------- the matrix
+
+# Strategy S's 2-rank column: the uninterrupted 2-rank runs (the references), then the cases of
+# CASES2 that CASES holds. n/a without mpirun or tiergnn-mpi beside tiergnn.
+run_column2() {
+    local c round why2=
+    COLS2+="$S "
+    if [ -z "$MPIRUN" ] || [ ! -x "$(dirname "$TIERGNN")/tiergnn-mpi" ]; then
+        why2="no mpirun or no tiergnn-mpi (a build without MPI)"
+    elif [ -n "$base_why" ]; then
+        why2=$base_why
+    else
+        ENVS1=()
+        # shellcheck disable=SC2086
+        mpi_run "$BASE/m" train "$DS" --strategy "$S" $SARGS $TRAIN2 --out "$BASE/run2r"
+        BASE2_MS=$RUN_MS
+        [ "$RC" -eq 0 ] || why2="the uninterrupted 2-rank run failed (exit $RC): $(grep -h 'tiergnn: ' "$BASE/m.err" | head -n 2 | tr '\n' ' ')"
+        if [ -z "$why2" ] && want enospc-ckpt; then
+            # shellcheck disable=SC2086
+            mpi_run "$BASE/n" train "$DS" --strategy "$S" $SARGS $TRAIN2_SAMPLED_EVAL --out "$BASE/run2r-ev"
+            [ "$RC" -eq 0 ] || why2="the uninterrupted 2-rank run with sampled evaluation failed (exit $RC)"
+        fi
+    fi
+    local summary="$S x2 (mpirun -np 2, $SARGS, --threads 1 each): uninterrupted run ${BASE2_MS:-?} ms"
+    echo "== $summary"
+    echo "== $summary" >>"$DETAILS"
+    for c in $CASES2; do
+        want "$c" || continue
+        for round in $(seq "$ROUNDS"); do
+            C=$SD/$c-x2/r$round
+            rm -rf "$C"
+            mkdir -p "$C"
+            rng_init "$S" "$c-x2" "$round"
+            FLAGS=$TRAIN2
+            REF=$BASE/run2r
+            if [ -n "$why2" ]; then
+                CELL=n/a NOTE=$why2
+                [ -n "$base_why" ] && CELL=FAIL:baseline
+                [[ "$why2" == *uninterrupted* ]] && CELL=FAIL:baseline
+            else
+                run_case2 "$c"
+            fi
+            CELLS[$c/$S@2]+="$CELL "
+            if [[ "$CELL" == FAIL* ]]; then
+                fails=$((fails + 1))
+                NOTE+=" [kept: $C]"
+            else
+                rm -rf "$C"
+            fi
+            line="$S x2 $c #$round: $CELL -- $NOTE"
+            echo "   $line"
+            echo "$line" >>"$DETAILS"
+        done
+        rmdir "$SD/$c-x2" 2>/dev/null
+    done
+}
+COLS2=
 
 build_shim
 echo "faults: $TIERGNN, FAULT_SEED=$SEED, work in $WORK"
@@ -964,6 +1193,7 @@ for S in $STRATEGIES; do
         done
         rmdir "$SD/$c" 2>/dev/null
     done
+    [[ " $RANKS2 " == *" $S "* ]] && run_column2
 done
 elapsed=$(($(date +%s) - t_start))
 
@@ -983,15 +1213,27 @@ cell() {
     echo "Fault and kill matrix, $(date -u '+%Y-%m-%d %H:%M UTC'), commit $commit$dirty,"
     echo "FAULT_SEED=$SEED, $ROUNDS round(s) per cell, $((elapsed / 60)) min $((elapsed % 60)) s"
     echo
+    # a strategy's 2-rank column ("S x2") follows its own; "-" where the case has no 2-rank form
     printf '| %s |' case
-    for S in $STRATEGIES; do printf ' %s |' "$S"; done
+    for S in $STRATEGIES; do
+        printf ' %s |' "$S"
+        [[ " $COLS2 " == *" $S "* ]] && printf ' %s x2 |' "$S"
+    done
     echo
     printf '|---|'
-    for S in $STRATEGIES; do printf -- '---|'; done
+    for S in $STRATEGIES; do
+        printf -- '---|'
+        [[ " $COLS2 " == *" $S "* ]] && printf -- '---|'
+    done
     echo
     for c in $CASES; do
         printf '| %s |' "$c"
-        for S in $STRATEGIES; do printf ' %s |' "$(cell "${CELLS[$c/$S]:-}")"; done
+        for S in $STRATEGIES; do
+            printf ' %s |' "$(cell "${CELLS[$c/$S]:-}")"
+            if [[ " $COLS2 " == *" $S "* ]]; then
+                if [[ " $CASES2 " == *" $c "* ]]; then printf ' %s |' "$(cell "${CELLS[$c/$S@2]:-}")"; else printf ' - |'; fi
+            fi
+        done
         echo
     done
 } >"$OUT.tmp"
