@@ -169,9 +169,19 @@ TG_TEST(two_ranks_bit_identical)
 {
     char *a = run_dir("k2"), *b = run_dir("k2_again");
     char *out = NULL;
-    int rc = mpi(&out, "-np 2 %s train %s " FLAGS " --batch-size 32 --out %s", TG_CLI_PATH, ds, b);
+    int rc = mpi(&out, "-np 2 %s train %s " FLAGS " --batch-size 32 --out %s --json", TG_CLI_PATH,
+                 ds, b);
     if (rc) TG_FAIL("mpirun -np 2: %d\n%s", rc, out);
     TG_CHECK(out && strstr(out, "rank 0/2: epoch 3/3"));
+    /* the epoch objects say the all-reduce's time, its wait for the slowest rank, its bytes */
+    const char *j = out ? strstr(out, "\"allreduce_s\":") : NULL;
+    TG_CHECK(j && strstr(j, "\"allreduce_wait_s\":") && strstr(j, "\"allreduce_bytes\":"));
+    if (j) {
+        double all = strtod(j + strlen("\"allreduce_s\":"), NULL);
+        const char *w = strstr(j, "\"allreduce_wait_s\":");
+        double wait = w ? strtod(w + strlen("\"allreduce_wait_s\":"), NULL) : -1;
+        TG_CHECK(all > 0 && wait >= 0 && wait <= all);
+    }
     TG_CHECK(out && !strstr(out, "rank 1/2: epoch"));        /* only rank 0 reports epochs */
     TG_CHECK(out && strstr(out, "rank 1/2: training sage")); /* every rank its --mem */
     TG_CHECK(tg_test_same_file(ckpt_of(a), ckpt_of(b)));

@@ -80,6 +80,7 @@ typedef struct tg_dist_step {
     int stopped;                 /* after a sync: some rank asked to stop after this step */
     uint64_t steps;              /* syncs done */
     double sync_s;               /* seconds inside the collectives */
+    double wait_s;               /* of them, in the step's flags: the wait for the slowest rank */
     uint64_t bytes;              /* gradient bytes each rank contributed */
 } tg_dist_step_t;
 

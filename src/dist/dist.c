@@ -334,6 +334,9 @@ int tg_dist_grad_sync(void *ctx, float *g, size_t n, int local_rc, uint64_t coun
     int all[3];
     int e = MPI_Allreduce(flags, all, 3, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (e != MPI_SUCCESS) return mpi_fail(e, "MPI_Allreduce", "the step's flags");
+    /* three ints: their time is the wait for the rank that came last, what remains of sync_s is
+     * the gradient sum's own */
+    d->wait_s += tg_now() - t0;
     d->stopped = all[1] < 0;
     if (all[0] < W.size) {
         W.shared_err = 1;
@@ -343,7 +346,10 @@ int tg_dist_grad_sync(void *ctx, float *g, size_t n, int local_rc, uint64_t coun
                       "why); every rank stops",
                       all[0], W.size);
     }
-    if (all[2] == 0) return TG_GRAD_SKIP;
+    if (all[2] == 0) {
+        d->sync_s += tg_now() - t0;
+        return TG_GRAD_SKIP;
+    }
     int rc = sum_floats(g, n);
     if (rc < 0) return rc;
     if (W.size > 1) {

@@ -299,6 +299,7 @@ typedef struct {
     uint64_t epoch;      /* 0-based */
     uint64_t done;       /* the epoch's batches trained (all ranks'), when it stopped */
     double sync_s;       /* data-parallel: this rank's time in the gradient sums, */
+    double wait_s;       /* of it, the wait for the slowest rank (the step's flags), */
     uint64_t sync_bytes; /* and the gradient bytes it contributed */
     int last, stop_now;  /* the run's last epoch; a stop request arrived at its end */
     double time_s, eval_s, ckpt_s;
@@ -844,10 +845,11 @@ static int train_epoch(trainer_t *t, epoch_t *e)
         tg_progress_update(&t->prog, p.first_batch, NULL);
     }
     uint64_t idx0 = atomic_load(&t->r.index_bytes);
-    double sync0 = t->ds.sync_s;
+    double sync0 = t->ds.sync_s, wait0 = t->ds.wait_s;
     uint64_t bytes0 = t->ds.bytes;
     rc = tg_run_pass(&t->r, &p, &e->ps);
     e->sync_s = t->ds.sync_s - sync0;
+    e->wait_s = t->ds.wait_s - wait0;
     e->sync_bytes = t->ds.bytes - bytes0;
     e->index_bytes = atomic_load(&t->r.index_bytes) - idx0;
     if (t->show_bar) tg_progress_end(&t->prog);
@@ -972,6 +974,7 @@ static void epoch_json(const trainer_t *t, const epoch_t *e, double compute_s, u
     if (t->dist) { /* rank 0's share of the gradient all-reduce (docs/DISTRIBUTED.md) */
         tg_json_uint(&j, "ranks", (uint64_t)t->K);
         tg_json_num(&j, "allreduce_s", e->sync_s);
+        tg_json_num(&j, "allreduce_wait_s", e->wait_s);
         tg_json_uint(&j, "allreduce_bytes", e->sync_bytes);
     }
     char buf[TG_PASS_MAX_TIERS * 128 + 4];
