@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 static char ds[4200], ds_other[4200], root[4000], mpirun[256];
+/* how mpi() bounds mpirun: `timeout` ends a hung run (a test may make it signal instead) */
+static const char *mpi_timeout = "timeout 120";
 
 /* Runs "mpirun ... ARGS" (ARGS may hold ':' for one program per rank); its exit status and
  * output (freed by the caller) in *out. */
@@ -29,10 +31,10 @@ static int mpi(char **out, const char *fmt, ...)
      * plugins' allocations in modules unloaded by exit) that no suppression by library can
      * name; tiergnn's code is leak-checked by the single-process tests. */
     snprintf(cmd, sizeof cmd,
-             "ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\" timeout 120 "
+             "ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\" %s "
              "%s --allow-run-as-root --oversubscribe -x ASAN_OPTIONS --mca btl self,tcp "
              "--mca btl_tcp_if_include lo --mca oob_tcp_if_include lo %s 2>&1",
-             mpirun, args);
+             mpi_timeout, mpirun, args);
     FILE *p = popen(cmd, "r");
     if (!p) {
         perror("popen");
@@ -328,6 +330,34 @@ TG_TEST(sigint_stops_all_and_resumes)
     TG_CHECK(same_model(ckpt_of(d), ckpt_of(straight)));
 }
 
+/* SIGUSR1 to mpirun (its own SIGINT ends the job; SIGUSR1 it forwards to every rank): the ranks
+ * stop after the same step with a checkpoint, and --resume finishes the run. */
+TG_TEST(sigusr1_to_mpirun_stops_all)
+{
+    char *d = run_dir("sigusr1");
+    char *out = NULL;
+    mpi_timeout = "timeout -s USR1 -k 120 3"; /* SIGUSR1 to mpirun after 3 s */
+    int rc = mpi(&out, "-np 2 %s train %s " MODEL " --epochs 1000000 --batch-size 8 --out %s",
+                 TG_CLI_PATH, ds, d);
+    mpi_timeout = "timeout 120";
+    TG_CHECK(rc != 0);
+    const char *k = out ? strstr(out, "tiergnn: interrupted in epoch ") : NULL;
+    unsigned long long epoch =
+        k ? strtoull(k + strlen("tiergnn: interrupted in epoch "), NULL, 10) : 0;
+    if (!epoch) {
+        TG_FAIL("no rank says where it was interrupted:\n%s", out ? out : "");
+        free(out);
+        return;
+    }
+    const char *again = strstr(k + 1, "tiergnn: interrupted in epoch ");
+    TG_CHECK(again && !strncmp(k, again, strcspn(k, "\n")));
+    free(out);
+    rc = mpi(&out, "-np 2 %s -q train %s --out %s --resume --epochs %llu", TG_CLI_PATH, ds, d,
+             epoch);
+    if (rc) TG_FAIL("--resume: %d\n%s", rc, out);
+    free(out);
+}
+
 /* The JSON object `eval --json` printed in out (rank 0's line), or NULL. */
 static const char *eval_json(const char *out)
 {
@@ -579,6 +609,7 @@ int main(void)
     TG_RUN(more_ranks_than_batches);
     TG_RUN(killed_rank_ends_all);
     TG_RUN(sigint_stops_all_and_resumes);
+    TG_RUN(sigusr1_to_mpirun_stops_all);
     TG_RUN(eval_divided_equals_one_rank);
     TG_RUN(infer_divided_equals_one_rank);
     TG_RUN(io_error_on_one_rank);

@@ -382,14 +382,15 @@ void tg_cli_train_destroy(tg_cli_train_t *t)
 }
 
 /* SIGINT asks the run to stop at the next batch boundary (it writes a checkpoint, then returns
- * -EINTR); the handler then restores the default action, so a second Ctrl-C kills at once. */
+ * -EINTR); the handler then restores the default action, so a second Ctrl-C kills at once. Under
+ * mpirun SIGUSR1 asks the same: OpenMPI's mpirun ends the job on its own SIGINT, but forwards
+ * SIGUSR1 to every rank (`kill -USR1 MPIRUN_PID` stops all with a checkpoint). */
 static volatile sig_atomic_t stop_requested;
 
 static void on_sigint(int sig)
 {
-    (void)sig;
     stop_requested = 1;
-    signal(SIGINT, SIG_DFL);
+    signal(sig, SIG_DFL);
 }
 
 /* One rank's run (the whole run without mpirun): tg_train with SIGINT asking it to stop; the
@@ -401,12 +402,14 @@ static int run_train_rank(tg_cli_train_t *t)
     sa.sa_handler = on_sigint;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
+    if (tg_dist_active()) sigaction(SIGUSR1, &sa, NULL);
     t->o.stop = &stop_requested;
     /* one JSON stream: rank 0's (every rank trains the same model) */
     if (tg_dist_rank() != 0) t->o.json = NULL;
     tg_train_result_t res;
     int rc = tg_train(&t->o, &res);
     signal(SIGINT, SIG_DFL);
+    if (tg_dist_active()) signal(SIGUSR1, SIG_DFL);
     if (rc == -EINTR && res.interrupted) {
         fprintf(stderr, "tiergnn: %s\n", tg_errmsg());
         return 130; /* the shell's code for "ended by SIGINT" */
