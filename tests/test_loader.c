@@ -371,6 +371,141 @@ TG_TEST(every_strategy_yields_its_pass)
     }
 }
 
+/* Drains L's current epoch into d (digests by batch id); the batches taken. */
+static uint64_t drain_digests(tg_loader_t *L, digests_t *d, const char *what)
+{
+    const tg_loader_batch_t *b;
+    int rc;
+    uint64_t got = 0;
+    while ((rc = tg_loader_next(L, &b)) > 0) {
+        uint64_t id = b->batch.id;
+        if (id >= MAX_BATCHES || d->seen[id]) {
+            TG_FAIL("%s: batch id %llu again or past %d", what, (unsigned long long)id,
+                    MAX_BATCHES);
+        } else {
+            d->seen[id] = 1;
+            d->b[id] = batch_digest(&b->batch);
+            d->x[id] = x_digest(&b->batch, b->X, b->dim);
+            d->n++;
+        }
+        got++;
+        TG_CHECK_OK(tg_loader_release(L, b));
+    }
+    if (rc < 0) TG_FAIL("%s: tg_loader_next: %s", what, tg_errmsg());
+    return got;
+}
+
+/* The current epoch of L drained; its statistics' JSON's value of key (NAN without one). */
+static double epoch_figure(tg_loader_t *L, digests_t *d, const char *key, uint64_t *peak,
+                           const char *what)
+{
+    memset(d, 0, sizeof *d);
+    uint64_t got = drain_digests(L, d, what);
+    tg_loader_stats_t st;
+    tg_loader_stats(L, &st);
+    TG_CHECK(st.pass_done && got > 0 && st.batches == got);
+    *peak = st.data_bytes_peak;
+    char *js = NULL;
+    TG_CHECK_OK(tg_loader_stats_json(&st, &js));
+    double v = js ? json_value(js, key, 0) : NAN;
+    free(js);
+    return v;
+}
+
+/* hier with its mega-batches' parts automatic (no --dynamic-parts) under a --mem that cannot
+ * hold two mega-batches of every part: the loader's budget plan comes before hier sizes its
+ * mega-batches, so they get what the plan leaves (as in tiergnn train). Before, counting the
+ * epoch's batches sized them from all of --mem, and the plan's measure then found no room
+ * ("--mem leaves 338.79 KiB for the dynamic cache ... two mega-batches of 1 part(s) need").
+ * The batches are the training pass's with the parts per mega-batch the loader chose. */
+TG_TEST(hier_auto_parts_under_a_budget)
+{
+    char hds[4300];
+    snprintf(hds, sizeof hds, "%s/hier", root);
+    synth_opts_t so;
+    synth_default(&so);
+    so.nodes = 20000;
+    so.dim = 128;
+    synth_write(hds, &so);
+    tg_strategy_arg_t args[] = {{"parts", "16"},
+                                {"static-ratio", "0.02"},
+                                {"io-depth", "8"},
+                                {"io-gap", "0"},
+                                {"dynamic-parts", NULL}};
+    tg_loader_opts_t o;
+    tg_loader_opts_default(&o);
+    o.dataset = hds;
+    o.strategy = "hier";
+    o.strategy_args = args;
+    o.num_strategy_args = 4; /* automatic parts */
+    o.fanouts[0] = o.fanouts[1] = 5;
+    o.batch_size = 1024;
+    o.seed = 3;
+    o.num_epochs = EPOCHS;
+    o.mem_bytes = 1ull << 30; /* first, a roomy open builds the partition and its files */
+    tg_loader_t *L = NULL;
+    TG_CHECK_OK(tg_loader_open(&L, &o));
+    tg_loader_close(L);
+    /* then the --mem the plan needs beside the mega-batches, as refusals name it (each names
+     * what it measured so far), and one copy of every feature row more */
+    uint64_t half = so.nodes * so.dim * sizeof(float), need = 1 << 20;
+    int rc = -ENOMEM;
+    for (int i = 0; i < 4 && rc == -ENOMEM; i++) {
+        o.mem_bytes = need + (i ? half : 0);
+        if ((rc = tg_loader_open(&L, &o)) == 0) break;
+        const char *m = tg_errmsg(), *give = strstr(m, "give --mem ");
+        const char *least = strstr(m, "need at least --mem ");
+        char tok[32] = "";
+        uint64_t v = 0;
+        if (!((give && sscanf(give, "give --mem %31s", tok) == 1) ||
+              (least && sscanf(least, "need at least --mem %31s", tok) == 1)) ||
+            tg_parse_size(tok, &v) < 0 || v <= need)
+            break; /* refused for another reason: failed below */
+        need = v;
+    }
+    digests_t d[EPOCHS];
+    uint64_t peak = 0;
+    char what[96];
+    snprintf(what, sizeof what, "hier, automatic parts at --mem %llu",
+             (unsigned long long)o.mem_bytes);
+    if (rc < 0) TG_FAIL("%s: %s", what, tg_errmsg());
+    if (!L) return;
+    double nd = NAN;
+    for (uint64_t e = 0; e < EPOCHS; e++) {
+        TG_CHECK_OK(tg_loader_set_epoch(L, e));
+        double v = epoch_figure(L, &d[e], "dynamic_parts", &peak, what);
+        TG_CHECK(peak <= o.mem_bytes);
+        if (e == 0) nd = v;
+        TG_CHECK(v == nd);
+    }
+    tg_loader_close(L);
+    if (!(nd >= 1 && nd < 16)) {
+        TG_FAIL("%s: %g parts per mega-batch, expected 1..15", what, nd);
+        return;
+    }
+    /* the strategy's own training passes with those parts: the same batches */
+    char ndbuf[32];
+    snprintf(ndbuf, sizeof ndbuf, "%d", (int)nd);
+    args[4].value = ndbuf;
+    o.num_strategy_args = 5;
+    digests_t ref[EPOCHS];
+    if (reference(&o, ref, NULL, 0) < 0) {
+        TG_FAIL("%s: reference pass: %s", what, tg_errmsg());
+        return;
+    }
+    for (uint64_t e = 0; e < EPOCHS; e++) {
+        TG_CHECK_EQ_U64(d[e].n, ref[e].n);
+        for (uint64_t id = 0; id < MAX_BATCHES; id++) {
+            if (d[e].seen[id] != ref[e].seen[id])
+                TG_FAIL("%s epoch %llu: batch %llu in one of loader and pass only", what,
+                        (unsigned long long)e, (unsigned long long)id);
+            else if (d[e].seen[id] && (d[e].b[id] != ref[e].b[id] || d[e].x[id] != ref[e].x[id]))
+                TG_FAIL("%s epoch %llu: batch %llu differs from the pass's", what,
+                        (unsigned long long)e, (unsigned long long)id);
+        }
+    }
+}
+
 /* Ranks 0..K-1 of K: rank r yields [r m, (r + 1) m), m = floor(n / K), with the pass's batches. */
 TG_TEST(ranks_partition_the_epoch)
 {
@@ -869,6 +1004,7 @@ int main(void)
     TG_RUN(diskgnn_rank_uses_the_prepared_epoch);
     TG_RUN(ranks_partition_the_epoch);
     TG_RUN(every_strategy_yields_its_pass);
+    TG_RUN(hier_auto_parts_under_a_budget);
     if (!tg_test_failures) tg_rmtree(root);
     return tg_test_done();
 }

@@ -12,13 +12,23 @@ that does nothing, every strategy, three ways, each run cold in its own cgroup:
         --bench-loader build/bench_loader --strategies gnndrive,ginex,diskgnn \\
         --fanouts 10,10,10 --batch-size 1000 --epochs 2 --out runs/overhead
 
-Prints one table (batches/s per epoch; python / c and python / pass) and writes every run's
-JSON lines and the table under --out. Each run: membudget --evict DATASET MEM -- ...;
---mem 0 runs without a cgroup or a budget. Python over C within 10% is the goal (issue 30).
+Prints one table (batches/s per epoch; python / c and python / pass), then a summary over all
+epochs (seconds, the ratios, GB read, the process's own memory the budget reserved, the cgroup's
+peak), and writes every run's JSON lines, log and both tables under --out. Each run: membudget
+--evict DATASET MEM -- ...; --mem 0 runs without a cgroup or a budget. Python over C within 10%
+is the goal (issue 30).
+
+--set STRATEGY:KEY=VALUE changes one strategy's runs: mem=M (its --mem and cgroup), max-batches=N,
+or any other KEY as a strategy option (--opt KEY=VALUE). The shared bench's measurement of all
+eight strategies is one command (bench/README.md, "Loader overhead"):
+
+    PYTHONPATH=build/python /usr/bin/python3 bench/python/overhead.py data/g4m --mem 1200M \
+        --set memory:mem=0 --set mmap:max-batches=10 --out runs/py-overhead-all
 """
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -99,6 +109,47 @@ def run(cmd, mem, dataset, membudget, log):
     return p.returncode, recs
 
 
+def log_figures(log):
+    """What a run's log says of its memory: the process's own memory the budget plan reserved
+    (MiB) and the cgroup's peak (membudget's line, MiB); None where absent."""
+    proc = peak = None
+    try:
+        with open(log) as f:
+            text = f.read()
+    except OSError:
+        return proc, peak
+    m = re.search(r"memory budget [^:]*: process ([\d.]+) (KiB|MiB|GiB)", text)
+    if m:
+        proc = float(m.group(1)) * {"KiB": 1 / 1024, "MiB": 1, "GiB": 1024}[m.group(2)]
+    m = re.search(r"membudget: limit=\d+ peak=(\d+)", text)
+    if m:
+        peak = int(m.group(1)) / 2**20
+    return proc, peak
+
+
+def size_bytes(v):
+    """"1200M" (K, M, G: powers of 1024) or plain bytes."""
+    v = str(v).strip()
+    mult = {"K": 2**10, "M": 2**20, "G": 2**30}.get(v[-1:].upper(), 1)
+    try:
+        return int(float(v[:-1] if mult > 1 else v) * mult)
+    except ValueError:
+        sys.exit("overhead.py: %r: expected a size (1200M, 2G, bytes)" % v)
+
+
+def parse_sets(sets, strategies):
+    """--set STRATEGY:KEY=VALUE into {strategy: {key: value}}."""
+    out = {}
+    for x in sets:
+        s, _, kv = x.partition(":")
+        k, eq, v = kv.partition("=")
+        if s not in strategies or not k or not eq:
+            sys.exit("overhead.py: --set %s: expected STRATEGY:KEY=VALUE with STRATEGY one of %s"
+                     % (x, ",".join(strategies)))
+        out.setdefault(s, {})[k] = v
+    return out
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("dataset")
@@ -112,6 +163,12 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--opt", action="append", default=[], metavar="NAME=VALUE")
+    p.add_argument("--python-extra", default="0", metavar="SIZE",
+                   help="raise the Python runs' --mem and cgroup by SIZE (0: the same --mem): "
+                        "the interpreter's own memory beyond bench_loader's (the summary's "
+                        "process MiB), so that the strategy's caches are the same size")
+    p.add_argument("--set", action="append", default=[], metavar="STRATEGY:KEY=VALUE",
+                   help="one strategy's mem=M, max-batches=N or strategy option KEY=VALUE")
     p.add_argument("--touch", choices=("none", "x", "all"), default="none")
     p.add_argument("--numpy", action="store_true", help="NumPy arrays, torch not imported")
     p.add_argument("--bench-loader", default=os.path.join(ROOT, "build", "bench_loader"))
@@ -123,40 +180,53 @@ def main():
     if a.one:
         return python_one(a)
     os.makedirs(a.out, exist_ok=True)
-    common = ["--fanouts", a.fanouts, "--batch-size", str(a.batch_size), "--epochs",
-              str(a.epochs), "--seed", str(a.seed), "--threads", str(a.threads)]
-    if a.max_batches:
-        common += ["--max-batches", str(a.max_batches)]
-    for o in a.opt:
-        common += ["--opt", o]
+    strategies = a.strategies.split(",")
+    sets = parse_sets(a.set, strategies)
     modes = a.modes.split(",")
     if ("pass" in modes or "c" in modes) and not os.access(a.bench_loader, os.X_OK):
         sys.exit("overhead.py: %s not found: build it with `make bench` (-DTG_BENCH=ON)"
                  % a.bench_loader)
-    rows = []
-    for s in a.strategies.split(","):
-        res = {}
+    rows, summary = [], []
+    for s in strategies:
+        mine = dict(sets.get(s, {}))
+        mem = mine.pop("mem", a.mem)
+        max_batches = int(mine.pop("max-batches", a.max_batches))
+        common = ["--fanouts", a.fanouts, "--batch-size", str(a.batch_size), "--epochs",
+                  str(a.epochs), "--seed", str(a.seed), "--threads", str(a.threads)]
+        if max_batches:
+            common += ["--max-batches", str(max_batches)]
+        for o in a.opt + ["%s=%s" % kv for kv in mine.items()]:
+            common += ["--opt", o]
+        res, figs = {}, {}
         for m in modes:
+            run_mem = mem
             if m == "python":
+                if mem != "0" and size_bytes(a.python_extra):
+                    run_mem = str(size_bytes(mem) + size_bytes(a.python_extra))
                 cmd = [sys.executable, os.path.abspath(__file__), "--one", "python", a.dataset,
-                       "--strategy", s, "--touch", a.touch, "--mem", a.mem] + common
+                       "--strategy", s, "--touch", a.touch, "--mem", run_mem] + common
                 if a.numpy:
                     cmd.append("--numpy")
             else:
                 cmd = [a.bench_loader, a.dataset, "--mode", "loader" if m == "c" else "pass",
-                       "--strategy", s] + common + (["--mem", a.mem] if a.mem != "0" else [])
+                       "--strategy", s] + common + (["--mem", mem] if mem != "0" else [])
             log = os.path.join(a.out, "%s-%s.log" % (s, m))
-            rc, recs = run(cmd, a.mem, a.dataset, a.membudget, log)
+            rc, recs = run(cmd, run_mem, a.dataset, a.membudget, log)
             with open(os.path.join(a.out, "%s-%s.jsonl" % (s, m)), "w") as f:
                 f.writelines(json.dumps(r) + "\n" for r in recs)
             res[m] = recs if rc == 0 and len(recs) == a.epochs else None
+            figs[m] = log_figures(log)
             print("%s %s: %s" % (s, m, "ok" if res[m] else "failed (rc %d, see %s)" % (rc, log)),
                   file=sys.stderr, flush=True)
         rows.append((s, res))
+        summary.append((s, mem, max_batches, res, figs))
     table = format_table(rows, modes, a.epochs)
+    total = format_summary(summary, modes, a.python_extra)
     print(table)
+    print()
+    print(total)
     with open(os.path.join(a.out, "table.md"), "w") as f:
-        f.write(table + "\n")
+        f.write(table + "\n\n" + total + "\n")
 
 
 def format_table(rows, modes, epochs):
@@ -192,6 +262,37 @@ def format_table(rows, modes, epochs):
                          else "-")
         nb = next((t[0] for t in tot.values() if t), "-")
         out.append("| %s | all | %s | %s |" % (s, nb, " | ".join(cells)))
+    return "\n".join(out)
+
+
+def format_summary(summary, modes, python_extra="0"):
+    """All epochs per strategy: seconds, python / c and python / pass, GB read, the process's own
+    memory the budget reserved and the cgroup's peak (MiB), mode by mode."""
+    def cell(vals, fmt):
+        return " / ".join(fmt % v if v is not None else "-" for v in vals)
+
+    ratios = [x for x in ("c", "pass") if "python" in modes and x in modes]
+    head = ("| strategy | --mem | " + " | ".join("%s s" % m for m in modes)
+            + "".join(" | python / %s" % x for x in ratios)
+            + " | GB read %s | process MiB %s | cgroup peak MiB %s |"
+            % ((" / ".join(modes),) * 3))
+    out = [head, "|" + "---|" * (2 + len(modes) + len(ratios) + 3)]
+    for s, mem, max_batches, res, figs in summary:
+        secs = {m: sum(r["time_s"] for r in res[m]) if res.get(m) else None for m in modes}
+        cells = ["%.1f" % secs[m] if secs[m] is not None else "failed" for m in modes]
+        for x in ratios:
+            cells.append("**%.3f**" % (secs["python"] / secs[x])
+                         if secs["python"] is not None and secs[x] else "-")
+        gb = [sum(r.get("io_read_bytes", 0) for r in res[m]) / 1e9 if res.get(m) else None
+              for m in modes]
+        cells += [cell(gb, "%.1f"), cell([figs[m][0] for m in modes], "%.0f"),
+                  cell([figs[m][1] for m in modes], "%.0f")]
+        label = mem if mem != "0" else "none"
+        if mem != "0" and size_bytes(python_extra) and "python" in modes:
+            label += " (python +%s)" % python_extra
+        if max_batches:
+            label += ", %d batches" % max_batches
+        out.append("| %s | %s | %s |" % (s, label, " | ".join(cells)))
     return "\n".join(out)
 
 

@@ -258,12 +258,24 @@ def test_compare_and_overhead_run(small, tmp_path):
     assert "failed" not in r.stdout
     r = subprocess.run([PY, str(BENCH / "overhead.py"), str(small), "--mem", "0", "--modes",
                         "python", "--strategies", "memory,gnndrive", "--fanouts", "5,5",
-                        "--batch-size", "256", "--epochs", "2", "--touch", "all", "--out",
+                        "--batch-size", "256", "--epochs", "2", "--touch", "all",
+                        "--set", "gnndrive:max-batches=2", "--out",
                         str(tmp_path / "ovh")], capture_output=True, text=True, env=env())
     assert r.returncode == 0, r.stderr
-    rows = [s for s in r.stdout.splitlines() if s.startswith("| memory") or
-            s.startswith("| gnndrive")]
+    table, _, summary = r.stdout.partition("\n\n")
+    rows = [s for s in table.splitlines() if s.startswith(("| memory", "| gnndrive"))]
     assert len(rows) == 6 and not any("failed" in s for s in rows), r.stdout  # 2 epochs + all
+    # the summary: one row per strategy, gnndrive's 2 batches per epoch by --set
+    rows = [s for s in summary.splitlines() if s.startswith(("| memory", "| gnndrive"))]
+    assert len(rows) == 2 and not any("failed" in s for s in rows), r.stdout
+    assert rows[1].startswith("| gnndrive | none, 2 batches |"), r.stdout
+    assert "| gnndrive | 1 | 2 |" in table, r.stdout
+    # --set names what it expects
+    r = subprocess.run([PY, str(BENCH / "overhead.py"), str(small), "--strategies", "memory",
+                        "--set", "gids:mem=1G", "--out", str(tmp_path / "ovh2")],
+                       capture_output=True, text=True, env=env())
+    assert r.returncode != 0
+    assert "--set gids:mem=1G: expected STRATEGY:KEY=VALUE with STRATEGY one of memory" in r.stderr
 
 
 def test_gpu_script_flow_on_cpu(tmp_path):

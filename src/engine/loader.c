@@ -691,14 +691,20 @@ int tg_loader_open(tg_loader_t **out, const tg_loader_opts_t *o)
         goto err;
     }
     if ((rc = plans_setup(L)) < 0) goto err;
-    /* the first epoch's share, for the budget's measure; then its pass */
+    /* The first epoch's share, for the budget's measure; then its pass. A strategy that counts
+     * its own batches (hier) sizes them when asked (its mega-batches, from what the budget
+     * leaves): the budget plan comes first there, as in tiergnn train, so that the strategy gets
+     * what the plan leaves rather than all of --mem. Its plan measures its own batches (its
+     * profile hook), not the share's first ones, so the share's start is not needed for it. */
     plan_at(L, &L->plan, o->epoch);
+    int own_count = L->training && !L->plan.whole_graph && L->r.strat_i->epoch_batches;
+    if (own_count && (rc = budget_plan(L)) < 0) goto err;
     tg_pass_t p;
     uint64_t n;
     if ((rc = share_of(L, &L->plan, &p, &n)) < 0) goto err;
     L->start = p.first_batch;
     L->end = L->start + n / (uint64_t)o->world_size;
-    if ((rc = budget_plan(L)) < 0) goto err;
+    if (!own_count && (rc = budget_plan(L)) < 0) goto err;
     if ((rc = epoch_start(L, o->epoch)) < 0) goto err;
     /* the caller's strings and arrays are not kept (loader.h) */
     L->o.dataset = L->r.ds->dir;
