@@ -5,6 +5,9 @@
 #include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <string.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -379,7 +382,11 @@ static int measure_step(prof_t *p, const tg_cost_plan_opts_t *o, tg_cost_machine
     free(X);
     free(y);
     /* the process as the budget plan will measure it, after a step has set up OpenBLAS: its
-     * anonymous memory less what the profile itself still holds (the seed order, the batch) */
+     * anonymous memory less what the profile itself still holds (the seed order, the batch),
+     * its freed heap given back first (as the run does after the planner) */
+#ifdef __GLIBC__
+    malloc_trim(0);
+#endif
     uint64_t rss = tg_rss_anon_bytes(), held = p->ntrain * 8 + tg_batch_bytes(b);
 #ifdef TG_SANITIZE
     (void)rss;

@@ -506,6 +506,42 @@ static int setup_indices(tg_strategy_t *s, uint64_t keep)
     return 0;
 }
 
+/* What the first pass takes from the avail bytes --mem leaves the strategy: the reader of the
+ * largest batch (bn rows) on its read plan; set aside while generations come and go: the
+ * packing (pack_mem: given, or a fifth of what the reader leaves, 1 MiB .. 256 MiB, no more than
+ * the whole file with every row sent to a few places would take), a batch's map twice (the
+ * executor's and the next generation's) and the locate arrays, the spill buffers of two
+ * generations; and the least planning of an epoch of B batches: the trace (4 bytes per access)
+ * and the layout's 8 bytes per node. dg_setup refuses a pass where they do not fit, and the cost
+ * model refuses the strategy by the same sums (dg_first_fits). */
+typedef struct {
+    uint64_t avail, reader, pack_mem, set_aside, plan_min;
+} dg_first_t;
+
+static void dg_first_pass(const tg_extract_plan_t *plan, uint64_t avail, uint64_t bn, uint64_t B,
+                          uint64_t N, size_t row, uint64_t feat_bytes, int64_t pack_mem,
+                          dg_first_t *f)
+{
+    f->avail = avail;
+    f->reader = tg_pack_reader_bytes(plan, bn);
+    uint64_t left = avail > f->reader ? avail - f->reader : 0;
+    f->pack_mem = pack_mem > 0
+                      ? (uint64_t)pack_mem
+                      : TG_MAX(DG_PACK_MIN, TG_MIN(TG_MIN(DG_PACK_MAX, left / 5), 8 * feat_bytes));
+    /* what tg_pack reserves for partitions of pack_mem / 3 (the layout's cut): the two read
+     * buffers, the staging of their targets and its read queue */
+    uint64_t prow = f->pack_mem / 3 / TG_MAX(row, 1) + 1;
+    tg_pack_part_t part = {.lo = 0, .hi = TG_MIN(prow, N), .ntargets = prow};
+    f->set_aside = tg_pack_bytes(&part, 1, row, 3) + 2 * tg_pack_rec_bytes_max(bn) +
+                   bn * tg_layout_loc_bytes(1) + 4 * DG_SPILL_BUF;
+    f->plan_min = 4 * B * bn + 8 * N;
+}
+
+static int dg_first_fits(const dg_first_t *f)
+{
+    return f->reader <= f->avail && f->set_aside + f->plan_min <= f->avail - f->reader;
+}
+
 /* Sizes the fixed parts at the first pass: the reader's plan, the packing's memory, the maps;
  * the hot rows are sized when the first generation is laid out (size_hot), from what its
  * planning measured. */
@@ -524,28 +560,17 @@ static int dg_setup(tg_strategy_t *s, const tg_pass_t *p)
     /* the reader of a pass (opened with it): the extraction, the row list and the sort scratch
      * of the largest batch */
     uint64_t bn = r->batch_nodes ? r->batch_nodes : TG_MIN(N, (uint64_t)1 << 16);
-    uint64_t reader = tg_pack_reader_bytes(&s->plan, bn);
-    avail = avail > reader ? avail - reader : 0;
-    uint64_t feat_bytes = tg_meta_expected_size(m, TG_FILE_FEATURES);
-    s->disk_budget = c->disk_budget > 0 ? (uint64_t)c->disk_budget : feat_bytes;
-    /* automatic: a fifth of what is left, 1 MiB .. 256 MiB, and no more than the whole file
-     * with every row sent to a few places would take */
-    s->pack_mem = c->pack_mem > 0
-                      ? (uint64_t)c->pack_mem
-                      : TG_MAX(DG_PACK_MIN, TG_MIN(TG_MIN(DG_PACK_MAX, avail / 5), 8 * feat_bytes));
-    /* set aside while generations come and go: the packing, a batch's map twice (the
-     * executor's and the next generation's) and the locate arrays, the spill buffers of two
-     * generations; the reader joins them after the check below */
-    /* what tg_pack reserves for partitions of pack_mem / 3 (the layout's cut): the two read
-     * buffers, the staging of their targets and its read queue */
-    uint64_t prow = s->pack_mem / 3 / TG_MAX(s->row_bytes, 1) + 1;
-    tg_pack_part_t part = {.lo = 0, .hi = TG_MIN(prow, N), .ntargets = prow};
-    s->set_aside = tg_pack_bytes(&part, 1, s->row_bytes, 3) + 2 * tg_pack_rec_bytes_max(bn) +
-                   bn * tg_layout_loc_bytes(1) + 4 * DG_SPILL_BUF;
-    /* the least planning needs: the trace (4 bytes per access) and the layout's 8 per node */
     uint64_t B = p->batch_size ? (p->num_seeds + p->batch_size - 1) / p->batch_size : 1;
-    uint64_t plan_min = 4 * B * bn + 8 * N;
-    if (limit && s->set_aside + plan_min > avail)
+    uint64_t feat_bytes = tg_meta_expected_size(m, TG_FILE_FEATURES);
+    dg_first_t fp;
+    dg_first_pass(&s->plan, avail, bn, B, N, s->row_bytes, feat_bytes, c->pack_mem, &fp);
+    uint64_t reader = fp.reader;
+    avail = avail > reader ? avail - reader : 0;
+    s->disk_budget = c->disk_budget > 0 ? (uint64_t)c->disk_budget : feat_bytes;
+    s->pack_mem = fp.pack_mem;
+    s->set_aside = fp.set_aside;
+    uint64_t plan_min = fp.plan_min;
+    if (limit && !dg_first_fits(&fp))
         return tg_err(-ENOMEM,
                       "diskgnn: --mem leaves %s after the model, batches and the reader (%s), "
                       "but packing (%s) and planning an epoch of %llu batches "
@@ -961,21 +986,36 @@ static int dg_in_flight(const tg_strategy_opts_t *so)
  * runs with the layout's amplification (the profile's estimate at the disk budget). The CPU
  * copies every row twice (packing, then into X) beside sampling and training; the first epoch
  * samples and packs before it trains. Two generations live on disk at once. */
-/* What setup_pass sets aside beyond dg_min_bytes for the run's batches at the least packing
- * memory: the packing's buffers, a batch's records twice and its locate arrays, and the
- * planning's trace (4 bytes per access); the spill buffers, DG_PACK_MIN and the layout's 8 bytes
- * per node are in dg_min_bytes already. */
-static double dg_first_pass_extra(const tg_cost_inputs_t *in)
+/* The run's first pass at the bytes the budget leaves the strategy beside its matrices: the
+ * reader planned at that size from the profile's probe (as setup_plan does from the run's), the
+ * largest batch's rows (its input matrix is f32 with the budget plan's margin), the epoch's
+ * batches, the default options. */
+static void dg_first_predict(const tg_cost_inputs_t *in, double caches, dg_first_t *f)
 {
-    double row = tg_cost_row_bytes(in), N = (double)in->data.nodes;
-    /* the largest batch's rows: its input matrix is f32 with the budget plan's margin */
-    uint64_t bn = (uint64_t)((double)in->run.matrix_bytes / (in->data.feat_dim * 4.0 * 1.15)) + 1;
-    uint64_t prow = (uint64_t)(DG_PACK_MIN / 3 / TG_MAX(row, 1)) + 1;
-    tg_pack_part_t part = {.lo = 0, .hi = (uint64_t)TG_MIN((double)prow, N), .ntargets = prow};
-    double set_aside = (double)tg_pack_bytes(&part, 1, (size_t)row, 3) +
-                       2.0 * (double)tg_pack_rec_bytes_max(bn) +
-                       (double)bn * tg_layout_loc_bytes(1);
-    return set_aside + 4.0 * (double)in->prof.batches * (double)bn - (double)DG_PACK_MIN;
+    const tg_cost_dataset_t *d = &in->data;
+    uint64_t N = d->nodes, avail = (uint64_t)caches;
+    uint64_t bn = (uint64_t)((double)in->run.matrix_bytes / (d->feat_dim * 4.0 * 1.15)) + 1;
+    size_t row = (size_t)d->feat_dim * d->dtype_bytes;
+    tg_extract_plan_opts_t po;
+    tg_extract_plan_opts_default(&po);
+    po.num_nodes = N;
+    po.feat_dim = d->feat_dim;
+    po.dtype = d->dtype_bytes == 2 ? TG_F16 : TG_F32;
+    po.extractors = 1;
+    po.featbuf = 0;
+    po.probe = &in->machine.probe;
+    po.avail = avail;
+    po.other_transient = tg_xpass_adj_transient(tg_xpass_adj_queues(in->run.sampler_threads));
+    tg_extract_plan_t plan;
+    if (tg_extract_plan(&plan, &po) < 0) {
+        /* inputs tg_cost_check passed cannot fail here; a reader that cannot be planned does
+         * not fit */
+        memset(f, 0, sizeof *f);
+        f->reader = UINT64_MAX;
+        return;
+    }
+    dg_first_pass(&plan, avail, bn, TG_MAX(in->prof.batches, 1), N, row,
+                  (uint64_t)tg_cost_feat_bytes(in), 0, f);
 }
 
 static int dg_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
@@ -998,8 +1038,17 @@ static int dg_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
     p->prep_s =
         (p->sample_s / in->run.sampler_threads + tg_cost_seq_s(m, feat + need)) / in->run.epochs;
     tg_cost_overlap(in, p);
-    p->least_extra = fmax(0, dg_first_pass_extra(in));
-    if ((double)in->run.disk_free < 2 * fmin(budget, need * ampl))
+    dg_first_t f;
+    dg_first_predict(in, caches, &f);
+    if (!dg_first_fits(&f))
+        tg_cost_infeasible(p,
+                           "its first pass needs %.1f MiB (reader %.1f, packing and maps %.1f, "
+                           "planning %llu batches %.1f), --mem leaves it %.1f MiB",
+                           ((double)f.reader + (double)f.set_aside + (double)f.plan_min) / 1048576,
+                           (double)f.reader / 1048576, (double)f.set_aside / 1048576,
+                           (unsigned long long)in->prof.batches, (double)f.plan_min / 1048576,
+                           caches / 1048576);
+    else if ((double)in->run.disk_free < 2 * fmin(budget, need * ampl))
         tg_cost_infeasible(p, "needs %.1f GiB of free disk for two packed epochs, %.1f GiB free",
                            2 * fmin(budget, need * ampl) / 1073741824.0,
                            (double)in->run.disk_free / 1073741824.0);
