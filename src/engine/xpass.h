@@ -118,6 +118,8 @@ tg_pipe_opts_t tg_xpass_pipe_opts(tg_run_t *r, const tg_pass_t *p, const tg_xpas
         .offset = offsetof(tg_xpass_cfg_t, f), .meta = m, .help = h                                \
     }
 
+/* The default extractors of TG_XPASS_OPTS (the cost model plans their depth). */
+#define TG_XPASS_EXTRACTORS 2
 #define TG_XPASS_OPTS TG_XPASS_OPTS_QD(2, "2")
 /* The same with another default queue depth (qd, and its text for the help line). */
 #define TG_XPASS_OPTS_QD(qd, qds) TG_XPASS_OPTS_EQ(2, "2", qd, qds, "the device probe's depth / E")

@@ -836,9 +836,13 @@ static int gx_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
     const tg_cost_profile_t *pr = &in->prof;
     double avail = tg_cost_cache_bytes(in, tg_cost_matrices(&tg_strategy_ginex, in));
     double idx = (double)in->data.edges * in->data.index_bytes, row = tg_cost_row_bytes(in);
-    /* gx_setup's fixed parts and the superbatch's planning come off first */
+    /* the executor's reads in flight: its plan (one reader, no feature buffer) at avail */
+    double plan, depth = tg_cost_extract_depth(in, 1, 0, 0, avail, &plan);
+    /* gx_setup's fixed parts (the plan's among them) and the superbatch's planning come off
+     * first */
     double need = (double)(tg_tier_cs_bytes(in->data.nodes, 0, 1) + tg_cs_ws_bytes(in->data.nodes) +
-                           2 * GX_SPILL_BUF);
+                           2 * GX_SPILL_BUF) +
+                  plan;
     double per_batch = pr->rows_per_batch * GX_PLAN_BYTES_PER_ACCESS * 5 / 4;
     double S = fmax(2, fmin(64, floor(fmax(avail - need, 0) / 5 / per_batch)));
     double caches = fmax(avail - need - S * per_batch, 0);
@@ -850,15 +854,16 @@ static int gx_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
         tg_cost_pred_t q = {.feasible = 1, .prep_s = pct ? prep : 0};
         double nb = caches * pct / 100, m = tg_cost_curve_at(&pr->belady, (caches - nb) / row);
         double h = fmin(tg_cost_curve_at(&pr->ncache_hit, nb), 1);
-        tg_cost_disk_epoch(in, m, h, &q);
+        tg_cost_disk_epoch(in, m, h, depth, &q);
         /* one executor thread reads the rows and copies them: its reads and gathering add */
         q.steady_s = fmax(q.steady_s, q.row_io_s + q.gather_s);
         q.epoch_s = q.steady_s + q.prep_s;
         if (pct == 0 || q.epoch_s < p->epoch_s) *p = q, split = pct, misses = m, hit = h;
     }
     snprintf(p->why, sizeof p->why,
-             "split %d%%: Belady cache misses %.2fM rows, neighbour cache serves %.0f%% of lists",
-             split, misses / 1e6, 100 * hit);
+             "split %d%%: Belady cache misses %.2fM rows, neighbour cache serves %.0f%% of lists, "
+             "%.0f reads in flight",
+             split, misses / 1e6, 100 * hit, depth);
     return 0;
 }
 

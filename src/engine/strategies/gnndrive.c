@@ -378,12 +378,16 @@ static int gd_in_flight(const tg_strategy_opts_t *so)
  * every neighbour list from disk, and both share the device at the probe's best depth. */
 static int gd_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
 {
-    double rows = tg_cost_cache_bytes(in, tg_cost_matrices(&tg_strategy_gnndrive, in)) /
-                  tg_cost_row_bytes(in);
+    double caches = tg_cost_cache_bytes(in, tg_cost_matrices(&tg_strategy_gnndrive, in)), plan;
+    /* its extractors at the depth their plan takes at what the budget leaves; the buffer gets
+     * the rest */
+    double depth = tg_cost_extract_depth(in, TG_XPASS_EXTRACTORS, 1, 0, caches, &plan);
+    double rows = fmax(caches - plan, 0) / tg_cost_row_bytes(in);
     double misses = in->prof.lru.n ? tg_cost_curve_at(&in->prof.lru, rows) : tg_cost_accesses(in);
-    tg_cost_disk_epoch(in, misses, 0, p);
-    snprintf(p->why, sizeof p->why, "LRU buffer of %.0fk rows misses %.2fM rows", rows / 1e3,
-             misses / 1e6);
+    tg_cost_disk_epoch(in, misses, 0, depth, p);
+    snprintf(p->why, sizeof p->why,
+             "LRU buffer of %.0fk rows misses %.2fM rows, %.0f reads in flight", rows / 1e3,
+             misses / 1e6, depth);
     return 0;
 }
 
