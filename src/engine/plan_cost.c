@@ -263,6 +263,20 @@ void tg_cost_disk_epoch(const tg_cost_inputs_t *in, double misses, double hit_id
     tg_cost_overlap(in, p);
 }
 
+int tg_cost_indices_fit(const tg_cost_inputs_t *in, double left)
+{
+    double idx = ceil((double)in->data.edges * in->data.index_bytes / 4096) * 4096;
+    return idx > 0 && left >= idx;
+}
+
+double tg_cost_lru_misses(const tg_cost_inputs_t *in, double rows)
+{
+    const tg_cost_profile_t *pr = &in->prof;
+    double N = (double)in->data.nodes, d = fmin(pr->distinct_rows, N);
+    if (rows >= N && d > 0) return d * (1 - d / N);
+    return pr->lru.n ? tg_cost_curve_at(&pr->lru, rows) : tg_cost_accesses(in);
+}
+
 void tg_cost_infeasible(tg_cost_pred_t *p, const char *fmt, ...)
 {
     va_list ap;

@@ -178,6 +178,14 @@ double tg_cost_extract_depth(const tg_cost_inputs_t *in, int extractors, int fea
  * of p and its epoch. */
 void tg_cost_disk_epoch(const tg_cost_inputs_t *in, double misses, double hit_idx, double depth,
                         tg_cost_pred_t *p);
+/* 1 when left bytes hold indices.bin (tg_adj_disk_load_bytes): the extracting strategies load it
+ * into RAM when the budget has room after their feature caches (tg_xpass_adj_resident), and
+ * their samplers then read no list from disk. */
+int tg_cost_indices_fit(const tg_cost_inputs_t *in, double left);
+/* An LRU cache of rows over a steady epoch (the epoch before has filled it): the profile's
+ * misses (an epoch from cold) where it holds less than the file; where it holds every row, only
+ * the rows the epoch before did not use (epochs as independent draws of their distinct rows). */
+double tg_cost_lru_misses(const tg_cost_inputs_t *in, double rows);
 /* Marks p infeasible with a reason. */
 void tg_cost_infeasible(tg_cost_pred_t *p, const char *fmt, ...) TG_PRINTF(2, 3);
 

@@ -39,6 +39,7 @@ void tg_cost_plan_opts_default(tg_cost_plan_opts_t *o)
     o->epochs = 10;
     o->threads = 1;
     o->sampler_threads = -1;
+    o->cgroup_limit = -1;
 }
 
 int tg_cost_plan_opts_train(const tg_train_opts_t *t, tg_cost_plan_opts_t *o)
@@ -470,7 +471,11 @@ static void fill_run(const prof_t *p, const tg_cost_plan_opts_t *o, tg_cost_inpu
         r->sampler_threads =
             (int)TG_MAX(1, TG_MIN((uint64_t)r->sampler_threads, p->plan.num_batches));
     r->matrix_bytes = (uint64_t)((double)p->max_rows * m->feat_dim * sizeof(float) * SIZE_MARGIN);
-    uint64_t mem = o->mem_bytes ? o->mem_bytes : tg_phys_mem_bytes() / 4;
+    /* the run's budget: --mem within its cgroup's limit (less the kernel's margin) */
+    char why[256];
+    uint64_t cg = o->cgroup_limit < 0 ? tg_cgroup_mem_limit() : (uint64_t)o->cgroup_limit;
+    uint64_t mem = tg_budget_effective(o->mem_bytes, cg, why, sizeof why);
+    if (!mem) mem = tg_phys_mem_bytes() / 4;
     uint64_t res = reserved_bytes(p);
     r->free_bytes = mem > res ? mem - res : 0;
     r->disk_budget = o->disk_budget;

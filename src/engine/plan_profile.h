@@ -56,8 +56,11 @@ typedef struct tg_cost_plan_opts {
     int threads;                /* compute threads (>= 1): the cores the model gets */
     int sampler_threads;        /* < 0: the threads */
     uint64_t mem_bytes;         /* --mem; 0: a quarter of the physical RAM */
-    uint64_t disk_budget;       /* diskgnn's --disk-budget (0: planned, tg_cost_disk_budget) */
-    int allow_inexact;          /* strategies that change the sampled graph may be taken */
+    /* the run's cgroup memory limit, which lowers --mem as the run's budget does
+     * (tg_budget_effective): < 0 this process's (default), 0 none */
+    int64_t cgroup_limit;
+    uint64_t disk_budget; /* diskgnn's --disk-budget (0: planned, tg_cost_disk_budget) */
+    int allow_inexact;    /* strategies that change the sampled graph may be taken */
     const tg_strategy_arg_t *strategy_args; /* the run's strategy options (their working sets) */
     int num_strategy_args;
     double max_s;        /* the profile's sampling time limit (0: TG_COST_PROFILE_MAX_S) */

@@ -853,7 +853,10 @@ static int gx_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
     for (int pct = 0; pct <= 100; pct += 5) {
         tg_cost_pred_t q = {.feasible = 1, .prep_s = pct ? prep : 0};
         double nb = caches * pct / 100, m = tg_cost_curve_at(&pr->belady, (caches - nb) / row);
-        double h = fmin(tg_cost_curve_at(&pr->ncache_hit, nb), 1);
+        /* a neighbour cache that holds every list (and its table) serves them all */
+        double h = nb >= idx + 16 * (double)in->data.nodes
+                       ? 1
+                       : fmin(tg_cost_curve_at(&pr->ncache_hit, nb), 1);
         tg_cost_disk_epoch(in, m, h, depth, &q);
         /* one executor thread reads the rows and copies them: its reads and gathering add */
         q.steady_s = fmax(q.steady_s, q.row_io_s + q.gather_s);
