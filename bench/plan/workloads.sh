@@ -27,11 +27,11 @@ STRATS=${STRATS:-auto,memory,mmap,gnndrive,pagraph,ginex,diskgnn,hier,gids}
 # name | generate options | bench options (--mem and what caps the epoch)
 #   ram:    features fit loosely: memory (and mmap once the file is cached) should win
 #   wide:   rows of 512 floats, 3x the file in --mem: few merged reads of large rows
-#   narrow: 1M nodes, rows of 32 floats, 10% training nodes, tight --mem: the neighbour lists
-#           and the sampling dominate, rows are small
+#   narrow: 1M nodes, rows of 32 floats, 10% training nodes (40 of its 196 batches an epoch),
+#           tight --mem: the neighbour lists and the sampling dominate, rows are small
 #   few:    0.5% training nodes (6 batches): the preparation of a strategy weighs most
 WORKLOADS=(
-    "ram|--nodes 300000 --avg-degree 20 --feat-dim 128 --train-frac 0.05|--mem 1G"
+    "ram|--nodes 300000 --avg-degree 20 --feat-dim 128 --train-frac 0.20|--mem 1G"
     "wide|--nodes 300000 --avg-degree 20 --feat-dim 512 --train-frac 0.02|--mem 320M"
     "narrow|--nodes 1000000 --avg-degree 10 --feat-dim 32 --train-frac 0.10|--mem 120M --batches-per-epoch 40"
     "few|--nodes 600000 --avg-degree 20 --feat-dim 256 --train-frac 0.005|--mem 300M"

@@ -850,14 +850,26 @@ static int gx_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
     int split = 0;
     if (!(in->data.derived & TG_COST_HAVE_NCACHE))
         prep = tg_cost_seq_s(&in->machine, 2 * idx) / in->run.epochs;
+    /* superbatches of S batches: each starts by filling the cache with the rows it will hold
+     * (the superbatch's distinct rows, at most its size), one sorted sweep; the Belady count's
+     * other misses are read batch by batch */
+    double B = (double)pr->batches, sbs = ceil(B / fmin(S, B));
+    double sb_rows = pr->distinct_rows * fmin(1, S / B);
     for (int pct = 0; pct <= 100; pct += 5) {
         tg_cost_pred_t q = {.feasible = 1, .prep_s = pct ? prep : 0};
         double nb = caches * pct / 100, m = tg_cost_curve_at(&pr->belady, (caches - nb) / row);
+        double fill = fmin((caches - nb) / row, sb_rows), fr, fb;
         /* a neighbour cache that holds every list (and its table) serves them all */
         double h = nb >= idx + 16 * (double)in->data.nodes
                        ? 1
                        : fmin(tg_cost_curve_at(&pr->ncache_hit, nb), 1);
-        tg_cost_disk_epoch(in, m, h, depth, &q);
+        tg_cost_disk_epoch(in, fmax(m - sbs * fill, 0), h, depth, &q);
+        tg_cost_merge(in, fill, &fr, &fb);
+        double fill_s = tg_cost_random_s(&in->machine, sbs * fr, sbs * fb, depth);
+        q.read_bytes += sbs * fb;
+        q.row_io_s += fill_s;
+        q.io_s += fill_s;
+        tg_cost_overlap(in, &q);
         /* one executor thread reads the rows and copies them: its reads and gathering add */
         q.steady_s = fmax(q.steady_s, q.row_io_s + q.gather_s);
         q.epoch_s = q.steady_s + q.prep_s;
