@@ -336,6 +336,11 @@ TG_TEST(arithmetic)
     TG_CHECK_NEAR(tg_cost_iops(m, 64), 82.1e3, 1e-6);
     TG_CHECK_NEAR(tg_cost_iops(m, 2), (21.7e3 + 46.7e3) / 2, 1e-6); /* linear in log2 depth */
     TG_CHECK_NEAR(tg_cost_iops(m, 1000), 83.8e3, 1e-6);             /* flat past the ends */
+    /* a probe that read less at a deeper queue (another process's load): the shallower rate */
+    tg_cost_machine_t dip = *m;
+    dip.probe.iops[1] = dip.probe.iops[0] / 2;
+    TG_CHECK_NEAR(tg_cost_iops(&dip, 4), dip.probe.iops[0], 1e-9);
+    TG_CHECK_NEAR(tg_cost_iops(&dip, 2), dip.probe.iops[0], 1e-9);
     /* a request costs its access (the probe's 4 KiB reads) and its transfer beyond 4 KiB */
     TG_CHECK_NEAR(tg_cost_random_s(m, 82.1e3, 82.1e3 * 4096, 64), 1.0, 1e-9);
     TG_CHECK_NEAR(tg_cost_random_s(m, 1, 2 * 1.1265e9 + 4096, 64), 2.0 + 1 / 82.1e3, 1e-9);

@@ -133,7 +133,8 @@ int tg_cost_check(const tg_cost_inputs_t *in);
 /* ---- shared arithmetic (each O(1) but the merge, O(gap rows)) */
 
 double tg_cost_curve_at(const tg_cost_curve_t *c, double x);
-/* Random 4 KiB reads per second at depth d, read off the probe (linear in log2 depth). */
+/* Random 4 KiB reads per second at depth d, read off the probe (linear in log2 depth, never
+ * fewer than at a shallower probed depth). */
 double tg_cost_iops(const tg_cost_machine_t *m, double depth);
 /* The probe's best depth (its default for io/). */
 double tg_cost_best_depth(const tg_cost_machine_t *m);
