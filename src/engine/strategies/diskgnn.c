@@ -1041,7 +1041,10 @@ static void dg_epoch(const tg_cost_inputs_t *in, double need, double ampl, int i
 
 /* Epochs 1 .. E-1 pack the next epoch while they train, the last packs none (engine/nextpass:
  * nothing is prepared past the run's end); the first samples and packs its own before it
- * trains. steady_s is the mean of epochs 2 .. E (what a bench times), epoch_s the run's mean. */
+ * trains. An epoch starts when its generation is packed: the last waits for what the packing
+ * (sampling, features.bin read, the packed file written) takes beyond the epoch before's
+ * training, so it lasts at least that packing. steady_s is the mean of epochs 2 .. E (what a
+ * bench times), epoch_s the run's mean. */
 static int dg_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
 {
     const tg_cost_machine_t *m = &in->machine;
@@ -1054,6 +1057,11 @@ static int dg_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
     tg_cost_pred_t pk = {0}, last = {0};
     dg_epoch(in, need, ampl, idx_ram, 1, &pk);
     dg_epoch(in, need, ampl, idx_ram, 0, &last);
+    double first = tg_cost_sample_s(in) / in->run.sampler_threads + tg_cost_seq_s(m, feat + need);
+    if (last.steady_s < first) {
+        last.io_s = fmax(last.io_s, first);
+        tg_cost_overlap(in, &last);
+    }
     double E = in->run.epochs, w = E >= 2 ? (E - 2) / (E - 1) : 0;
     /* the timed epochs' mean, term by term */
     p->read_bytes = w * pk.read_bytes + (1 - w) * last.read_bytes;
@@ -1063,7 +1071,6 @@ static int dg_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
     p->compute_s = pk.compute_s;
     p->cpu_s = w * pk.cpu_s + (1 - w) * last.cpu_s;
     p->steady_s = w * pk.steady_s + (1 - w) * last.steady_s;
-    double first = tg_cost_sample_s(in) / in->run.sampler_threads + tg_cost_seq_s(m, feat + need);
     p->epoch_s = (first + (E - 1) * pk.steady_s + last.steady_s) / E;
     p->prep_s = p->epoch_s - p->steady_s;
     dg_first_t f;
