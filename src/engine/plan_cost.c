@@ -222,7 +222,8 @@ void tg_cost_overlap(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
 }
 
 double tg_cost_extract_depth(const tg_cost_inputs_t *in, int extractors, int featbuf,
-                             unsigned depth_hint, double avail, double *plan_bytes)
+                             unsigned depth_hint, double avail, double *plan_bytes,
+                             tg_extract_plan_t *plan)
 {
     tg_extract_plan_opts_t po;
     tg_extract_plan_opts_default(&po);
@@ -237,8 +238,10 @@ double tg_cost_extract_depth(const tg_cost_inputs_t *in, int extractors, int fea
     po.other_transient = tg_xpass_adj_transient(tg_xpass_adj_queues(in->run.sampler_threads));
     tg_extract_plan_t pl;
     if (plan_bytes) *plan_bytes = 0;
+    if (plan) memset(plan, 0, sizeof *plan);
     if (tg_extract_plan(&pl, &po) < 0) return tg_cost_best_depth(&in->machine);
     if (plan_bytes) *plan_bytes = (double)(tg_extract_plan_bytes(&pl) + po.other_transient);
+    if (plan) *plan = pl;
     return (double)pl.depth * po.extractors;
 }
 

@@ -170,9 +170,12 @@ int tg_cost_matrices(const struct tg_strategy_i *s, const tg_cost_inputs_t *in);
  * (featbuf: with a feature buffer; depth_hint: tg_extract_plan_opts_t's) at the avail bytes the
  * budget leaves it, from the profile's probe (a tight budget lowers the depth), times the
  * extractors; *plan_bytes (NULL: not wanted): what that plan and the samplers' list reads hold
- * (tg_extract_plan_bytes + the index reads' transient), which the caches do not get. */
+ * (tg_extract_plan_bytes + the index reads' transient), which the caches do not get; *plan
+ * (NULL: not wanted): the plan itself (zeroed where it cannot be made). */
+struct tg_extract_plan;
 double tg_cost_extract_depth(const tg_cost_inputs_t *in, int extractors, int featbuf,
-                             unsigned depth_hint, double avail, double *plan_bytes);
+                             unsigned depth_hint, double avail, double *plan_bytes,
+                             struct tg_extract_plan *plan);
 /* A disk strategy's epoch: rows missing from its caches (misses per epoch), read by batch with
  * merging at depth reads in flight (tg_cost_extract_depth; 0: the probe's best); index reads of
  * which a share hit_idx comes from RAM, at the samplers' depth; the CPU terms. Fills every term

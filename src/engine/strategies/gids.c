@@ -682,7 +682,7 @@ static int gi_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
     double caches = tg_cost_cache_bytes(in, tg_cost_matrices(&tg_strategy_gids, in)), plan;
     /* one extractor keeping N_access reads in flight (the probe's, as access_target), lowered
      * by its plan at what the budget leaves; the buffers share what the plan leaves (gi_setup) */
-    double depth = tg_cost_extract_depth(in, 1, 1, gi_access(in), caches, &plan);
+    double depth = tg_cost_extract_depth(in, 1, 1, gi_access(in), caches, &plan, NULL);
     double room = fmax(caches - plan, 0);
     double row = tg_cost_row_bytes(in), feat = tg_cost_feat_bytes(in);
     double N = (double)in->data.nodes;

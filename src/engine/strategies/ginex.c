@@ -837,13 +837,18 @@ static int gx_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
     double avail = tg_cost_cache_bytes(in, tg_cost_matrices(&tg_strategy_ginex, in));
     double idx = (double)in->data.edges * in->data.index_bytes, row = tg_cost_row_bytes(in);
     /* the executor's reads in flight: its plan (one reader, no feature buffer) at avail */
-    double plan, depth = tg_cost_extract_depth(in, 1, 0, 0, avail, &plan);
-    /* gx_setup's fixed parts (the plan's among them) and the superbatch's planning come off
-     * first */
-    double need = (double)(tg_tier_cs_bytes(in->data.nodes, 0, 1) + tg_cs_ws_bytes(in->data.nodes) +
-                           2 * GX_SPILL_BUF) +
-                  plan;
-    double per_batch = pr->rows_per_batch * GX_PLAN_BYTES_PER_ACCESS * 5 / 4;
+    tg_extract_plan_t pl;
+    double plan, depth = tg_cost_extract_depth(in, 1, 0, 0, avail, &plan, &pl);
+    /* gx_setup's fixed parts (address table, changeset workspace, spill buffers, the
+     * executor's staging and the plan with its transients) and the superbatch's planning (per
+     * batch of the largest batch's nodes, as size_superbatch) come off first */
+    double need =
+        (double)(tg_tier_cs_bytes(in->data.nodes, 0, 1) + tg_cs_ws_bytes(in->data.nodes) +
+                 2 * GX_SPILL_BUF + tg_extract_scatter_bytes(pl.chunk, in->data.feat_dim) +
+                 pl.transient_bytes) +
+        plan;
+    double bn = floor((double)in->run.matrix_bytes / (in->data.feat_dim * 4.0 * 1.15)) + 1;
+    double per_batch = bn * GX_PLAN_BYTES_PER_ACCESS * 5 / 4;
     double S = fmax(2, fmin(64, floor(fmax(avail - need, 0) / 5 / per_batch)));
     double caches = fmax(avail - need - S * per_batch, 0);
     double misses = 0, hit = 0, prep = 0;
@@ -874,6 +879,15 @@ static int gx_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
         q.steady_s = fmax(q.steady_s, q.row_io_s + q.gather_s);
         q.epoch_s = q.steady_s + q.prep_s;
         if (pct == 0 || q.epoch_s < p->epoch_s) *p = q, split = pct, misses = m, hit = h;
+    }
+    if (need + S * per_batch > avail) {
+        tg_cost_infeasible(p,
+                           "its first pass needs %.1f MiB (table, changeset workspace, read "
+                           "staging %.1f, a superbatch of %.0f batches %.1f), --mem leaves it "
+                           "%.1f MiB",
+                           (need + S * per_batch) / 1048576, need / 1048576, S,
+                           S * per_batch / 1048576, avail / 1048576);
+        return 0;
     }
     snprintf(p->why, sizeof p->why,
              "split %d%%: Belady cache misses %.2fM rows, neighbour cache serves %.0f%% of lists, "

@@ -381,12 +381,12 @@ static int gd_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
     double caches = tg_cost_cache_bytes(in, tg_cost_matrices(&tg_strategy_gnndrive, in)), plan;
     /* its extractors at the depth their plan takes at what the budget leaves; the buffer gets
      * the rest */
-    double depth = tg_cost_extract_depth(in, TG_XPASS_EXTRACTORS, 1, 0, caches, &plan);
+    double depth = tg_cost_extract_depth(in, TG_XPASS_EXTRACTORS, 1, 0, caches, &plan, NULL);
     /* where every row fits beside the plan (without a buffer) and a node list, the file goes
      * into a RAM tier at the first pass (whole_file_tier): no misses; the indices follow it
      * into RAM when what is left holds them */
     double N = (double)in->data.nodes, file = tg_cost_feat_bytes(in), flat;
-    tg_cost_extract_depth(in, TG_XPASS_EXTRACTORS, 0, 0, caches, &flat);
+    tg_cost_extract_depth(in, TG_XPASS_EXTRACTORS, 0, 0, caches, &flat, NULL);
     double whole = file + 8 * N + flat;
     if (whole <= caches) {
         int idx_ram = tg_cost_indices_fit(in, caches - whole);

@@ -233,7 +233,7 @@ static int pg_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
     double left = tg_cost_cache_bytes(in, tg_cost_matrices(&tg_strategy_pagraph, in)), plan;
     /* its extractors (no feature buffer) at the depth their plan takes at what is left; the hot
      * rows get what the plan leaves (pg_setup) */
-    double depth = tg_cost_extract_depth(in, TG_XPASS_EXTRACTORS, 0, 0, left, &plan);
+    double depth = tg_cost_extract_depth(in, TG_XPASS_EXTRACTORS, 0, 0, left, &plan, NULL);
     double N = (double)in->data.nodes, per_row = tg_cost_row_bytes(in) + HOT_LIST_BYTES;
     double hot = fmin(fmax(left - plan - (double)FILL_BYTES, 0) / per_row, N);
     /* what the hot rows do not need (at most every row) holds the indices when it can */
