@@ -269,6 +269,12 @@ void tg_cost_disk_epoch(const tg_cost_inputs_t *in, double misses, double hit_id
     tg_cost_overlap(in, p);
 }
 
+double tg_cost_open_bytes(const tg_cost_inputs_t *in)
+{
+    return (double)tg_xpass_adj_bytes_n(in->data.nodes,
+                                        tg_xpass_adj_queues(in->run.sampler_threads));
+}
+
 int tg_cost_indices_fit(const tg_cost_inputs_t *in, double left)
 {
     double idx = ceil((double)in->data.edges * in->data.index_bytes / 4096) * 4096;

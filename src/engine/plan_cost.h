@@ -182,6 +182,9 @@ double tg_cost_extract_depth(const tg_cost_inputs_t *in, int extractors, int fea
  * of p and its epoch. */
 void tg_cost_disk_epoch(const tg_cost_inputs_t *in, double misses, double hit_idx, double depth,
                         tg_cost_pred_t *p);
+/* What a strategy that reads the indices from disk reserves when it opens, before its first
+ * pass sizes anything: indptr and the samplers' read staging (tg_xpass_adj_bytes). */
+double tg_cost_open_bytes(const tg_cost_inputs_t *in);
 /* 1 when left bytes hold indices.bin (tg_adj_disk_load_bytes): the extracting strategies load it
  * into RAM when the budget has room after their feature caches (tg_xpass_adj_resident), and
  * their samplers then read no list from disk. */

@@ -29,6 +29,18 @@
 /* The budget plan's margin on a measured batch's sizes (engine/budget.c) */
 #define SIZE_MARGIN 1.15
 
+int tg_cost_plan_recheck(tg_cost_plan_t *pl, uint64_t process_anon)
+{
+    uint64_t now = process_anon + OVERHEAD_SLACK;
+    if (!pl->process_bytes || now <= pl->process_bytes) return 0;
+    uint64_t more = now - pl->process_bytes;
+    tg_cost_run_t *r = &pl->in.run;
+    r->free_bytes = r->free_bytes > more ? r->free_bytes - more : 0;
+    pl->process_bytes = now;
+    int rc = tg_cost_plan_choose(&pl->in, pl->allow_inexact, pl);
+    return rc < 0 ? rc : 1;
+}
+
 void tg_cost_plan_opts_default(tg_cost_plan_opts_t *o)
 {
     memset(o, 0, sizeof *o);
@@ -543,6 +555,7 @@ int tg_cost_plan(const tg_cost_plan_opts_t *o, tg_cost_plan_t *pl)
     if (rc == 0) rc = measure_step(&p, o, &in->machine, &pl->cost.step_s);
     if (rc == 0) rc = fill_dataset(&p, o->dataset, in);
     if (rc == 0) fill_run(&p, o, in, pl->cost.batches_profiled);
+    if (rc == 0) pl->process_bytes = p.overhead;
     if (rc == 0) rc = working_sets(&p, o, pl);
     if (rc == 0 && !o->disk_budget)
         in->run.disk_budget = pl->disk_budget_planned = tg_cost_disk_budget(in);

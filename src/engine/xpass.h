@@ -25,6 +25,8 @@
 unsigned tg_xpass_adj_queues(int sampler_threads);
 /* indptr and the queues' staging (reserved at open). */
 uint64_t tg_xpass_adj_bytes(const tg_dataset_t *ds, unsigned queues);
+/* The same for a graph of num_nodes nodes (the cost model's). */
+uint64_t tg_xpass_adj_bytes_n(uint64_t num_nodes, unsigned queues);
 /* io/ bookkeeping while index reads run (not reserved: a plan's other_transient). */
 uint64_t tg_xpass_adj_transient(unsigned queues);
 /* Opens r->adj on disk, reserving against r->budget; reads count into stats. */

@@ -1074,7 +1074,8 @@ static int dg_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
     p->epoch_s = (first + (E - 1) * pk.steady_s + last.steady_s) / E;
     p->prep_s = p->epoch_s - p->steady_s;
     dg_first_t f;
-    dg_first_predict(in, caches, &f);
+    /* at the first pass the disk adjacency it opened is off too */
+    dg_first_predict(in, fmax(caches - tg_cost_open_bytes(in), 0), &f);
     if (!dg_first_fits(&f))
         tg_cost_infeasible(p,
                            "its first pass needs %.1f MiB (reader %.1f, packing and maps %.1f, "
@@ -1082,7 +1083,7 @@ static int dg_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
                            ((double)f.reader + (double)f.set_aside + (double)f.plan_min) / 1048576,
                            (double)f.reader / 1048576, (double)f.set_aside / 1048576,
                            (unsigned long long)in->prof.batches, (double)f.plan_min / 1048576,
-                           caches / 1048576);
+                           (double)f.avail / 1048576);
     else if ((double)in->run.disk_free < 2 * fmin(budget, need * ampl))
         tg_cost_infeasible(p, "needs %.1f GiB of free disk for two packed epochs, %.1f GiB free",
                            2 * fmin(budget, need * ampl) / 1073741824.0,

@@ -834,7 +834,11 @@ static int gx_in_flight(const tg_strategy_opts_t *so)
 static int gx_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
 {
     const tg_cost_profile_t *pr = &in->prof;
-    double avail = tg_cost_cache_bytes(in, tg_cost_matrices(&tg_strategy_ginex, in));
+    /* what the budget leaves it at the first pass: its matrices and the disk adjacency it
+     * opened off */
+    double avail = fmax(tg_cost_cache_bytes(in, tg_cost_matrices(&tg_strategy_ginex, in)) -
+                            tg_cost_open_bytes(in),
+                        0);
     double idx = (double)in->data.edges * in->data.index_bytes, row = tg_cost_row_bytes(in);
     /* the executor's reads in flight: its plan (one reader, no feature buffer) at avail */
     tg_extract_plan_t pl;
