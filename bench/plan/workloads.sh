@@ -9,7 +9,7 @@
 # `tiergnn bench` (2 epochs: the second is the steady epoch the prediction is compared with)
 # into $OUT/NAME (default runs/plan31/NAME). The same model for all: SAGE 2 x 128, fanouts
 # 10,10, batches of 512, $THREADS threads (default 2); the evaluation after the last epoch (not
-# part of an epoch's time) on 1000 sampled nodes per split. About 5 minutes per workload on 2
+# part of an epoch's time) on 1000 sampled nodes per split. 1-4 minutes per workload on 2
 # cores.
 #
 # Environment: TG_BIN (build/tiergnn), DATA, OUT, THREADS, EPOCHS (2), STRATS (the strategies
