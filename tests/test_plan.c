@@ -232,6 +232,65 @@ TG_TEST(disk_budget_planned)
     TG_CHECK_EQ_U64(tg_cost_disk_budget(&in), 0);
 }
 
+/* diskgnn and ginex at a tight --mem. diskgnn: its first pass sizes the reader from what --mem
+ * leaves, then the packing (a fifth of the rest), a batch's maps and the epoch's planning, and
+ * refuses the pass when they do not fit (dg_setup). The planner refuses it by the same sums: on a
+ * 16 MiB graph (25k rows of 128 f32, 59 batches of 9253 rows, 2 matrices of 5.24 MiB) a run at
+ * --mem 64M had 22 MiB left and failed in epoch 1 ("packing and planning ... need 17.51 MiB" after
+ * a reader of 9.19 MiB) where the least working set (19.6 MiB) let the planner take it. */
+TG_TEST(first_pass_refused)
+{
+    tg_cost_inputs_t in = bench_inputs();
+    in.data.nodes = 25000;
+    in.data.edges = 500000;
+    in.run.disk_budget = 0;
+    in.run.epoch_flops = 2e9;
+    in.run.matrix_bytes = (uint64_t)(5.24 * MIB);
+    in.prof.batches = 59;
+    in.prof.rows_per_batch = 9253;
+    in.prof.index_reads_per_batch = 9000;
+    in.prof.index_bytes_per_batch = 200e3;
+    in.prof.distinct_rows = 24898;
+    in.prof.belady = (tg_cost_curve_t){2, {0, 24898}, {59 * 9253, 24898}};
+    in.prof.lru = in.prof.belady;
+    in.prof.hot_rpr = (tg_cost_curve_t){2, {0, 25000}, {0, 1}};
+    in.prof.hot_degree = in.prof.hot_rpr;
+    in.prof.ncache_hit = (tg_cost_curve_t){0};
+    int dg = -1;
+    for (int i = 0; i < tg_strategy_count(); i++)
+        if (!strcmp(tg_strategy_at(i)->info.name, "diskgnn")) dg = i;
+    TG_CHECK(dg >= 0);
+    if (dg < 0) return;
+    /* 22 MiB beside the two matrices: the reader, packing, maps and planning do not fit */
+    in.run.free_bytes = (uint64_t)((22 + 2 * 5.24) * MIB);
+    tg_cost_plan_t pl;
+    TG_CHECK_OK(tg_cost_plan_choose(&in, 0, &pl));
+    fprintf(stderr, "  22 MiB: %s\n", pl.pred[dg].why);
+    TG_CHECK(!pl.pred[dg].feasible && strstr(pl.pred[dg].why, "first pass needs"));
+    TG_CHECK(pl.best != dg);
+    /* 40 MiB: it fits, and nothing else on these inputs is faster */
+    in.run.free_bytes = (uint64_t)((40 + 2 * 5.24) * MIB);
+    TG_CHECK_OK(tg_cost_plan_choose(&in, 0, &pl));
+    fprintf(stderr, "  40 MiB: %s\n", pl.pred[dg].why);
+    TG_CHECK(pl.pred[dg].feasible);
+    /* ginex on the same graph: at --mem 72M under a cgroup its run had 17.2 MiB and refused
+     * the pass (its table, changeset workspace and read staging 23.16 MiB, a superbatch of 2
+     * batches 0.45 MiB) where its least working set let the planner take it */
+    int gx = -1;
+    for (int i = 0; i < tg_strategy_count(); i++)
+        if (!strcmp(tg_strategy_at(i)->info.name, "ginex")) gx = i;
+    TG_CHECK(gx >= 0);
+    if (gx < 0) return;
+    in.run.free_bytes = (uint64_t)((17.2 + 2 * 5.24) * MIB);
+    TG_CHECK_OK(tg_cost_plan_choose(&in, 0, &pl));
+    fprintf(stderr, "  ginex at 17.2 MiB: %s\n", pl.pred[gx].why);
+    TG_CHECK(!pl.pred[gx].feasible && strstr(pl.pred[gx].why, "first pass needs"));
+    TG_CHECK(pl.best != gx);
+    in.run.free_bytes = (uint64_t)((40 + 2 * 5.24) * MIB);
+    TG_CHECK_OK(tg_cost_plan_choose(&in, 0, &pl));
+    TG_CHECK(pl.pred[gx].feasible);
+}
+
 /* ---------------------------------------------------------------- degree classes */
 
 TG_TEST(degree_classes)
@@ -460,6 +519,7 @@ int main(void)
     TG_RUN(deterministic);
     TG_RUN(bad_inputs_named);
     TG_RUN(disk_budget_planned);
+    TG_RUN(first_pass_refused);
     TG_RUN(degree_classes);
     TG_RUN(curves_from_classes);
     TG_RUN(profile_bound);

@@ -124,6 +124,9 @@ typedef struct tg_extract_plan_opts {
     uint32_t chunk_rows;    /* rows per chunk; 0 = automatic (default, halved under avail) */
     int featbuf;            /* 1 = a feature buffer in front of the disk */
     const char *probe_path; /* a file on the device to probe (features.bin); NULL = no probe */
+    /* A probe already measured (the planner's): the depth and the merge gap come from it, as
+     * from the process's own probe, and nothing is probed or read (probe_path is ignored). */
+    const tg_io_probe_t *probe;
     /* Sizing. minimum = 1 plans the least the extraction can run with (the smallest automatic
      * chunk and depth: what a strategy's min_bytes reports); else the chunk starts at the
      * default (at most num_nodes) and, when avail != 0, is fitted to avail bytes, of which

@@ -376,6 +376,8 @@ static void predict_runs(tg_bench_report_t *c, const tg_bench_opts_t *o, tg_benc
     po.batches_per_epoch = o->batches_per_epoch;
     po.threads = o->threads;
     po.mem_bytes = o->mem_bytes;
+    /* the runs' budget: --mem within their cgroup of --mem, less the kernel's margin */
+    po.cgroup_limit = c->cg_on ? (int64_t)o->mem_bytes : 0;
     tg_cost_plan_t *pl = malloc(sizeof *pl);
     tg_err_clear();
     int rc = pl ? disk_budget_arg(o, &po.disk_budget) : tg_err(-ENOMEM, "out of memory");

@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "engine-impl.h"
+#include "tiergnn/extract.h"
+#include "xpass.h"
 
 /* store/extract's plan: holes up to the probe's gap are read through, merged runs are cut at
  * FEAT_SPAN, the gap is at most half of it; without a gap adjacent rows merge up to 16 KiB. */
@@ -15,6 +17,10 @@
 #define ADJACENT_SPAN ((double)(16 << 10))
 /* O_DIRECT reads are whole 512-byte blocks: a neighbour list read carries about one more. */
 #define DIO_BLOCK 512.0
+/* The probe's random reads (io/probe.c): their transfer is in its rate. */
+#define PROBE_READ 4096.0
+/* A sampler's neighbour-list reads in flight (engine/xpass.c's queue depth per sampler). */
+#define ADJ_DEPTH 64.0
 
 static int bad(const char *name, const char *what)
 {
@@ -98,9 +104,12 @@ double tg_cost_iops(const tg_cost_machine_t *m, double depth)
 {
     const tg_io_probe_t *p = &m->probe;
     tg_cost_curve_t c = {.n = (int)p->ndepths};
+    /* a deeper queue never serves fewer reads: a probe taken while another process loads the
+     * disk can read less at depth 4 than at 1 (bench/README.md, "The planner's acceptance
+     * bench"), which is the other load, not the device */
     for (unsigned i = 0; i < p->ndepths; i++) {
         c.x[i] = log2((double)p->depth[i]);
-        c.y[i] = p->iops[i];
+        c.y[i] = i ? fmax(p->iops[i], c.y[i - 1]) : p->iops[i];
     }
     return tg_cost_curve_at(&c, log2(depth < 1 ? 1 : depth));
 }
@@ -113,7 +122,7 @@ double tg_cost_best_depth(const tg_cost_machine_t *m)
 
 double tg_cost_random_s(const tg_cost_machine_t *m, double reads, double bytes, double depth)
 {
-    return fmax(reads / tg_cost_iops(m, depth), tg_cost_seq_s(m, bytes));
+    return reads / tg_cost_iops(m, depth) + tg_cost_seq_s(m, fmax(0, bytes - reads * PROBE_READ));
 }
 
 double tg_cost_seq_s(const tg_cost_machine_t *m, double bytes)
@@ -212,7 +221,31 @@ void tg_cost_overlap(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
     p->epoch_s = p->steady_s + p->prep_s;
 }
 
-void tg_cost_disk_epoch(const tg_cost_inputs_t *in, double misses, double hit_idx,
+double tg_cost_extract_depth(const tg_cost_inputs_t *in, int extractors, int featbuf,
+                             unsigned depth_hint, double avail, double *plan_bytes,
+                             tg_extract_plan_t *plan)
+{
+    tg_extract_plan_opts_t po;
+    tg_extract_plan_opts_default(&po);
+    po.num_nodes = in->data.nodes;
+    po.feat_dim = in->data.feat_dim;
+    po.dtype = in->data.dtype_bytes == 2 ? TG_F16 : TG_F32;
+    po.extractors = extractors < 1 ? 1 : extractors;
+    po.featbuf = featbuf;
+    po.depth_hint = depth_hint;
+    po.probe = &in->machine.probe;
+    po.avail = (uint64_t)fmax(avail, 1);
+    po.other_transient = tg_xpass_adj_transient(tg_xpass_adj_queues(in->run.sampler_threads));
+    tg_extract_plan_t pl;
+    if (plan_bytes) *plan_bytes = 0;
+    if (plan) memset(plan, 0, sizeof *plan);
+    if (tg_extract_plan(&pl, &po) < 0) return tg_cost_best_depth(&in->machine);
+    if (plan_bytes) *plan_bytes = (double)(tg_extract_plan_bytes(&pl) + po.other_transient);
+    if (plan) *plan = pl;
+    return (double)pl.depth * po.extractors;
+}
+
+void tg_cost_disk_epoch(const tg_cost_inputs_t *in, double misses, double hit_idx, double depth,
                         tg_cost_pred_t *p)
 {
     const tg_cost_profile_t *pr = &in->prof;
@@ -220,14 +253,40 @@ void tg_cost_disk_epoch(const tg_cost_inputs_t *in, double misses, double hit_id
     tg_cost_merge(in, misses / b, &reads, &bytes);
     double idx_reads = pr->index_reads_per_batch * b * (1 - hit_idx);
     double idx_bytes = pr->index_bytes_per_batch * b * (1 - hit_idx) + idx_reads * DIO_BLOCK;
-    double depth = tg_cost_best_depth(&in->machine);
+    const tg_cost_machine_t *m = &in->machine;
+    double best = tg_cost_best_depth(m);
+    /* the samplers' list reads and the extraction's row reads run at once: the device sees
+     * both streams' reads in flight */
+    double row_depth = depth > 0 ? depth : best;
+    double idx_depth = idx_reads > 0 ? ADJ_DEPTH * in->run.sampler_threads : 0;
+    double both = row_depth + idx_depth;
     p->read_bytes = bytes * b + idx_bytes;
-    p->row_io_s = tg_cost_random_s(&in->machine, reads * b, bytes * b, depth);
-    p->io_s = p->row_io_s + tg_cost_random_s(&in->machine, idx_reads, idx_bytes, depth);
+    p->row_io_s = tg_cost_random_s(m, reads * b, bytes * b, row_depth);
+    p->io_s = tg_cost_random_s(m, reads * b + idx_reads, bytes * b + idx_bytes, both);
     p->sample_s = tg_cost_sample_s(in);
     p->gather_s = tg_cost_gather_s(in);
     p->compute_s = tg_cost_compute_s(in);
     tg_cost_overlap(in, p);
+}
+
+double tg_cost_open_bytes(const tg_cost_inputs_t *in)
+{
+    return (double)tg_xpass_adj_bytes_n(in->data.nodes,
+                                        tg_xpass_adj_queues(in->run.sampler_threads));
+}
+
+int tg_cost_indices_fit(const tg_cost_inputs_t *in, double left)
+{
+    double idx = ceil((double)in->data.edges * in->data.index_bytes / 4096) * 4096;
+    return idx > 0 && left >= idx;
+}
+
+double tg_cost_lru_misses(const tg_cost_inputs_t *in, double rows)
+{
+    const tg_cost_profile_t *pr = &in->prof;
+    double N = (double)in->data.nodes, d = fmin(pr->distinct_rows, N);
+    if (rows >= N && d > 0) return d * (1 - d / N);
+    return pr->lru.n ? tg_cost_curve_at(&pr->lru, rows) : tg_cost_accesses(in);
 }
 
 void tg_cost_infeasible(tg_cost_pred_t *p, const char *fmt, ...)

@@ -133,13 +133,15 @@ int tg_cost_check(const tg_cost_inputs_t *in);
 /* ---- shared arithmetic (each O(1) but the merge, O(gap rows)) */
 
 double tg_cost_curve_at(const tg_cost_curve_t *c, double x);
-/* Random 4 KiB reads per second at depth d, read off the probe (linear in log2 depth). */
+/* Random 4 KiB reads per second at depth d, read off the probe (linear in log2 depth, never
+ * fewer than at a shallower probed depth). */
 double tg_cost_iops(const tg_cost_machine_t *m, double depth);
 /* The probe's best depth (its default for io/). */
 double tg_cost_best_depth(const tg_cost_machine_t *m);
 /* Disk time of reads random requests of about the same size carrying bytes in all, kept depth
- * deep: each is bound by its access (the probe's rate at that depth) or by its transfer at the
- * sequential rate, whichever is longer. Requests of different sizes: add one call per size. */
+ * deep: each costs its access (the probe's rate at that depth, measured with 4 KiB reads) and
+ * the transfer of its bytes beyond those 4 KiB at the sequential rate (a merged read of 64 KiB
+ * takes about four 4 KiB reads' time on the shared bench's disk, not one). */
 double tg_cost_random_s(const tg_cost_machine_t *m, double reads, double bytes, double depth);
 double tg_cost_seq_s(const tg_cost_machine_t *m, double bytes);
 /* Reads and bytes of one batch's rows missing from RAM, spread uniformly over a file of rows,
@@ -164,11 +166,33 @@ struct tg_strategy_i;
  * threads (its batches_in_flight), at most the epoch's batches: what the budget plan reserves
  * before its caches. */
 int tg_cost_matrices(const struct tg_strategy_i *s, const tg_cost_inputs_t *in);
+/* The reads a strategy's extraction keeps in flight: store/extract's plan for its extractors
+ * (featbuf: with a feature buffer; depth_hint: tg_extract_plan_opts_t's) at the avail bytes the
+ * budget leaves it, from the profile's probe (a tight budget lowers the depth), times the
+ * extractors; *plan_bytes (NULL: not wanted): what that plan and the samplers' list reads hold
+ * (tg_extract_plan_bytes + the index reads' transient), which the caches do not get; *plan
+ * (NULL: not wanted): the plan itself (zeroed where it cannot be made). */
+struct tg_extract_plan;
+double tg_cost_extract_depth(const tg_cost_inputs_t *in, int extractors, int featbuf,
+                             unsigned depth_hint, double avail, double *plan_bytes,
+                             struct tg_extract_plan *plan);
 /* A disk strategy's epoch: rows missing from its caches (misses per epoch), read by batch with
- * merging; index reads of which a share hit_idx comes from RAM; the CPU terms; depth: the
- * probe's best. Fills every term of p and its epoch. */
-void tg_cost_disk_epoch(const tg_cost_inputs_t *in, double misses, double hit_idx,
+ * merging at depth reads in flight (tg_cost_extract_depth; 0: the probe's best); index reads of
+ * which a share hit_idx comes from RAM, at the samplers' depth; the CPU terms. Fills every term
+ * of p and its epoch. */
+void tg_cost_disk_epoch(const tg_cost_inputs_t *in, double misses, double hit_idx, double depth,
                         tg_cost_pred_t *p);
+/* What a strategy that reads the indices from disk reserves when it opens, before its first
+ * pass sizes anything: indptr and the samplers' read staging (tg_xpass_adj_bytes). */
+double tg_cost_open_bytes(const tg_cost_inputs_t *in);
+/* 1 when left bytes hold indices.bin (tg_adj_disk_load_bytes): the extracting strategies load it
+ * into RAM when the budget has room after their feature caches (tg_xpass_adj_resident), and
+ * their samplers then read no list from disk. */
+int tg_cost_indices_fit(const tg_cost_inputs_t *in, double left);
+/* An LRU cache of rows over a steady epoch (the epoch before has filled it): the profile's
+ * misses (an epoch from cold) where it holds less than the file; where it holds every row, only
+ * the rows the epoch before did not use (epochs as independent draws of their distinct rows). */
+double tg_cost_lru_misses(const tg_cost_inputs_t *in, double rows);
 /* Marks p infeasible with a reason. */
 void tg_cost_infeasible(tg_cost_pred_t *p, const char *fmt, ...) TG_PRINTF(2, 3);
 

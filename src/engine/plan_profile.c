@@ -5,6 +5,9 @@
 #include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <string.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -26,6 +29,18 @@
 /* The budget plan's margin on a measured batch's sizes (engine/budget.c) */
 #define SIZE_MARGIN 1.15
 
+int tg_cost_plan_recheck(tg_cost_plan_t *pl, uint64_t process_anon)
+{
+    uint64_t now = process_anon + OVERHEAD_SLACK;
+    if (!pl->process_bytes || now <= pl->process_bytes) return 0;
+    uint64_t more = now - pl->process_bytes;
+    tg_cost_run_t *r = &pl->in.run;
+    r->free_bytes = r->free_bytes > more ? r->free_bytes - more : 0;
+    pl->process_bytes = now;
+    int rc = tg_cost_plan_choose(&pl->in, pl->allow_inexact, pl);
+    return rc < 0 ? rc : 1;
+}
+
 void tg_cost_plan_opts_default(tg_cost_plan_opts_t *o)
 {
     memset(o, 0, sizeof *o);
@@ -36,6 +51,7 @@ void tg_cost_plan_opts_default(tg_cost_plan_opts_t *o)
     o->epochs = 10;
     o->threads = 1;
     o->sampler_threads = -1;
+    o->cgroup_limit = -1;
 }
 
 int tg_cost_plan_opts_train(const tg_train_opts_t *t, tg_cost_plan_opts_t *o)
@@ -379,7 +395,11 @@ static int measure_step(prof_t *p, const tg_cost_plan_opts_t *o, tg_cost_machine
     free(X);
     free(y);
     /* the process as the budget plan will measure it, after a step has set up OpenBLAS: its
-     * anonymous memory less what the profile itself still holds (the seed order, the batch) */
+     * anonymous memory less what the profile itself still holds (the seed order, the batch),
+     * its freed heap given back first (as the run does after the planner) */
+#ifdef __GLIBC__
+    malloc_trim(0);
+#endif
     uint64_t rss = tg_rss_anon_bytes(), held = p->ntrain * 8 + tg_batch_bytes(b);
 #ifdef TG_SANITIZE
     (void)rss;
@@ -463,7 +483,11 @@ static void fill_run(const prof_t *p, const tg_cost_plan_opts_t *o, tg_cost_inpu
         r->sampler_threads =
             (int)TG_MAX(1, TG_MIN((uint64_t)r->sampler_threads, p->plan.num_batches));
     r->matrix_bytes = (uint64_t)((double)p->max_rows * m->feat_dim * sizeof(float) * SIZE_MARGIN);
-    uint64_t mem = o->mem_bytes ? o->mem_bytes : tg_phys_mem_bytes() / 4;
+    /* the run's budget: --mem within its cgroup's limit (less the kernel's margin) */
+    char why[256];
+    uint64_t cg = o->cgroup_limit < 0 ? tg_cgroup_mem_limit() : (uint64_t)o->cgroup_limit;
+    uint64_t mem = tg_budget_effective(o->mem_bytes, cg, why, sizeof why);
+    if (!mem) mem = tg_phys_mem_bytes() / 4;
     uint64_t res = reserved_bytes(p);
     r->free_bytes = mem > res ? mem - res : 0;
     r->disk_budget = o->disk_budget;
@@ -531,6 +555,7 @@ int tg_cost_plan(const tg_cost_plan_opts_t *o, tg_cost_plan_t *pl)
     if (rc == 0) rc = measure_step(&p, o, &in->machine, &pl->cost.step_s);
     if (rc == 0) rc = fill_dataset(&p, o->dataset, in);
     if (rc == 0) fill_run(&p, o, in, pl->cost.batches_profiled);
+    if (rc == 0) pl->process_bytes = p.overhead;
     if (rc == 0) rc = working_sets(&p, o, pl);
     if (rc == 0 && !o->disk_budget)
         in->run.disk_budget = pl->disk_budget_planned = tg_cost_disk_budget(in);

@@ -56,8 +56,11 @@ typedef struct tg_cost_plan_opts {
     int threads;                /* compute threads (>= 1): the cores the model gets */
     int sampler_threads;        /* < 0: the threads */
     uint64_t mem_bytes;         /* --mem; 0: a quarter of the physical RAM */
-    uint64_t disk_budget;       /* diskgnn's --disk-budget (0: planned, tg_cost_disk_budget) */
-    int allow_inexact;          /* strategies that change the sampled graph may be taken */
+    /* the run's cgroup memory limit, which lowers --mem as the run's budget does
+     * (tg_budget_effective): < 0 this process's (default), 0 none */
+    int64_t cgroup_limit;
+    uint64_t disk_budget; /* diskgnn's --disk-budget (0: planned, tg_cost_disk_budget) */
+    int allow_inexact;    /* strategies that change the sampled graph may be taken */
     const tg_strategy_arg_t *strategy_args; /* the run's strategy options (their working sets) */
     int num_strategy_args;
     double max_s;        /* the profile's sampling time limit (0: TG_COST_PROFILE_MAX_S) */
@@ -91,6 +94,10 @@ typedef struct tg_cost_plan {
     /* diskgnn's --disk-budget when not given: planned from the epoch's bytes and the free disk
      * (tg_cost_disk_budget), the value its prediction used; 0: given, or left to its default */
     uint64_t disk_budget_planned;
+    /* the process (anonymous memory beside the data, with the budget plan's slack) the inputs'
+     * free_bytes assumed the run's budget plan would measure: the profile's (0: a plan made
+     * without a profile) */
+    uint64_t process_bytes;
 } tg_cost_plan_t;
 
 void tg_cost_plan_opts_default(tg_cost_plan_opts_t *o);
@@ -101,6 +108,12 @@ int tg_cost_plan_opts_train(const tg_train_opts_t *t, tg_cost_plan_opts_t *o);
 /* Measures the inputs (above) and runs the choice over the strategy table. Errors name the
  * dataset's file or the measurement that failed. */
 int tg_cost_plan(const tg_cost_plan_opts_t *o, tg_cost_plan_t *pl);
+/* The process the run will measure is process_anon (anonymous memory now, before the run
+ * loads anything) with the budget plan's slack: where that is more than the plan assumed
+ * (pl->process_bytes; what the planner left allocated stays with an `auto` run), free_bytes
+ * loses the difference and the choice is made again, so that the run has the memory each
+ * strategy's prediction counted on. 1 when it chose again, 0 when nothing changed. */
+int tg_cost_plan_recheck(tg_cost_plan_t *pl, uint64_t process_anon);
 /* The choice alone over measured inputs (tests give fixed ones): fills pl->pred, best, why. */
 int tg_cost_plan_choose(const tg_cost_inputs_t *in, int allow_inexact, tg_cost_plan_t *pl);
 /* The same over a table of strategies of the caller's (a row without predict: skipped). */

@@ -9,6 +9,9 @@
 
 #include <math.h>
 #include <stdlib.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -397,6 +400,22 @@ static void train_plan(trainer_t *t)
     tg_cost_plan_t *pl = malloc(sizeof *pl);
     int rc = pl ? tg_cost_plan_opts_train(o, &po) : tg_err(-ENOMEM, "out of memory");
     if (rc == 0) rc = tg_cost_plan(&po, pl);
+#ifdef __GLIBC__
+    /* the profile's batches and scratch model were freed; their heap goes back to the system
+     * before the budget plan measures the process, as in a run without the planner */
+    malloc_trim(0);
+#endif
+#ifndef TG_SANITIZE
+    /* what the planner leaves allocated is the run's process too: choose for what is left */
+    if (rc == 0) {
+        int rr = tg_cost_plan_recheck(pl, tg_rss_anon_bytes());
+        if (rr < 0) rc = rr;
+        if (rr > 0)
+            tg_log_info("strategy auto: the process holds %.1f MiB after the profile; the "
+                        "choice made again for what --mem leaves",
+                        (double)pl->process_bytes / 1048576.0);
+    }
+#endif
     if (rc == 0 && pl->best < 0) rc = tg_err(-EINVAL, "%s", pl->why);
     if (t->dist && t->K > 1) rc = plan_agree(t, rc, rc == 0 ? pl->best : -1);
     if (rc < 0) {

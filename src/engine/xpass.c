@@ -25,8 +25,12 @@ unsigned tg_xpass_adj_queues(int sampler_threads)
 
 uint64_t tg_xpass_adj_bytes(const tg_dataset_t *ds, unsigned queues)
 {
-    return (ds->meta.num_nodes + 1) * sizeof(uint64_t) +
-           (uint64_t)queues * ADJ_DEPTH * ADJ_MAX_READ;
+    return tg_xpass_adj_bytes_n(ds->meta.num_nodes, queues);
+}
+
+uint64_t tg_xpass_adj_bytes_n(uint64_t num_nodes, unsigned queues)
+{
+    return (num_nodes + 1) * sizeof(uint64_t) + (uint64_t)queues * ADJ_DEPTH * ADJ_MAX_READ;
 }
 
 uint64_t tg_xpass_adj_transient(unsigned queues)

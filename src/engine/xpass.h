@@ -25,6 +25,8 @@
 unsigned tg_xpass_adj_queues(int sampler_threads);
 /* indptr and the queues' staging (reserved at open). */
 uint64_t tg_xpass_adj_bytes(const tg_dataset_t *ds, unsigned queues);
+/* The same for a graph of num_nodes nodes (the cost model's). */
+uint64_t tg_xpass_adj_bytes_n(uint64_t num_nodes, unsigned queues);
 /* io/ bookkeeping while index reads run (not reserved: a plan's other_transient). */
 uint64_t tg_xpass_adj_transient(unsigned queues);
 /* Opens r->adj on disk, reserving against r->budget; reads count into stats. */
@@ -118,6 +120,8 @@ tg_pipe_opts_t tg_xpass_pipe_opts(tg_run_t *r, const tg_pass_t *p, const tg_xpas
         .offset = offsetof(tg_xpass_cfg_t, f), .meta = m, .help = h                                \
     }
 
+/* The default extractors of TG_XPASS_OPTS (the cost model plans their depth). */
+#define TG_XPASS_EXTRACTORS 2
 #define TG_XPASS_OPTS TG_XPASS_OPTS_QD(2, "2")
 /* The same with another default queue depth (qd, and its text for the help line). */
 #define TG_XPASS_OPTS_QD(qd, qds) TG_XPASS_OPTS_EQ(2, "2", qd, qds, "the device probe's depth / E")

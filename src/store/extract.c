@@ -33,6 +33,19 @@ static unsigned probe_depth;
 static uint64_t probe_gap;
 static int probe_ok;
 
+/* The depth and the hole worth reading through of a probe. */
+static void probe_figures(const tg_io_probe_t *pr, unsigned *depth, uint64_t *gap)
+{
+    *depth = pr->best_depth ? pr->best_depth : DEFAULT_DEPTH;
+    /* A read costs about 1/iops of the device's time at that depth; in that time it could have
+     * transferred seq_bytes_per_s / iops bytes. A hole smaller than that is cheaper to read. */
+    double iops = 0;
+    *gap = 0;
+    for (unsigned i = 0; i < pr->ndepths; i++)
+        if (pr->depth[i] == pr->best_depth) iops = pr->iops[i];
+    if (iops > 0 && pr->seq_bytes_per_s > 0) *gap = (uint64_t)(pr->seq_bytes_per_s / iops);
+}
+
 static void probe_run(void)
 {
     tg_io_probe_t pr;
@@ -43,19 +56,13 @@ static void probe_run(void)
                     tg_errmsg(), DEFAULT_DEPTH);
         return;
     }
+    probe_figures(&pr, &probe_depth, &probe_gap);
     probe_ok = 1;
-    probe_depth = pr.best_depth ? pr.best_depth : DEFAULT_DEPTH;
-    /* A read costs about 1/iops of the device's time at that depth; in that time it could have
-     * transferred seq_bytes_per_s / iops bytes. A hole smaller than that is cheaper to read. */
-    double iops = 0;
-    for (unsigned i = 0; i < pr.ndepths; i++)
-        if (pr.depth[i] == pr.best_depth) iops = pr.iops[i];
-    if (iops > 0 && pr.seq_bytes_per_s > 0) probe_gap = (uint64_t)(pr.seq_bytes_per_s / iops);
 }
 
 static void ensure_probe(const tg_extract_plan_opts_t *o)
 {
-    if ((o->io_depth && o->io_gap >= 0) || !o->probe_path) return;
+    if ((o->io_depth && o->io_gap >= 0) || o->probe || !o->probe_path) return;
     pthread_mutex_lock(&probe_mu);
     if (!probe_path[0]) snprintf(probe_path, sizeof probe_path, "%s", o->probe_path);
     pthread_mutex_unlock(&probe_mu);
@@ -104,22 +111,30 @@ static void plan_for(const tg_extract_plan_opts_t *o, uint32_t chunk, unsigned m
     pl->dtype = o->dtype;
     pl->featbuf = o->featbuf;
     pl->overlap = o->featbuf && o->overlap;
-    pl->probed = probe_ok && !(o->io_depth && o->io_gap >= 0);
+    /* the probe given, else the process's */
+    unsigned p_depth = probe_depth;
+    uint64_t p_gap = probe_gap;
+    int p_ok = probe_ok;
+    if (o->probe) {
+        probe_figures(o->probe, &p_depth, &p_gap);
+        p_ok = 1;
+    }
+    pl->probed = p_ok && !(o->io_depth && o->io_gap >= 0);
     pl->row_bytes = (size_t)o->feat_dim * tg_feat_dtype_size(o->dtype);
     if (o->io_depth) {
         pl->depth = o->io_depth;
     } else if (o->depth_hint) {
         pl->depth = o->depth_hint;
-    } else if (probe_ok) {
+    } else if (p_ok) {
         /* the device's depth, shared by the workers; not below MIN_PROBED_DEPTH, because a
          * probe taken while other processes load the disk can report a best depth of 1 or 4,
          * and a shallow queue costs far more on a free disk than a deep one on a busy disk */
-        pl->depth = (probe_depth + (unsigned)E - 1) / (unsigned)E;
+        pl->depth = (p_depth + (unsigned)E - 1) / (unsigned)E;
         if (pl->depth < MIN_PROBED_DEPTH) pl->depth = MIN_PROBED_DEPTH;
     } else {
         pl->depth = DEFAULT_DEPTH;
     }
-    uint64_t gap = o->io_gap >= 0 ? (uint64_t)o->io_gap : (probe_ok ? probe_gap : 0);
+    uint64_t gap = o->io_gap >= 0 ? (uint64_t)o->io_gap : (p_ok ? p_gap : 0);
     pl->span = FEAT_SPAN;
     pl->gap = TG_MIN(gap, (uint64_t)pl->span / 2);
     pl->max_read = pl->gap ? pl->span : FEAT_MAX_READ;

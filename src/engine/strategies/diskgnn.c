@@ -506,6 +506,42 @@ static int setup_indices(tg_strategy_t *s, uint64_t keep)
     return 0;
 }
 
+/* What the first pass takes from the avail bytes --mem leaves the strategy: the reader of the
+ * largest batch (bn rows) on its read plan; set aside while generations come and go: the
+ * packing (pack_mem: given, or a fifth of what the reader leaves, 1 MiB .. 256 MiB, no more than
+ * the whole file with every row sent to a few places would take), a batch's map twice (the
+ * executor's and the next generation's) and the locate arrays, the spill buffers of two
+ * generations; and the least planning of an epoch of B batches: the trace (4 bytes per access)
+ * and the layout's 8 bytes per node. dg_setup refuses a pass where they do not fit, and the cost
+ * model refuses the strategy by the same sums (dg_first_fits). */
+typedef struct {
+    uint64_t avail, reader, pack_mem, set_aside, plan_min;
+} dg_first_t;
+
+static void dg_first_pass(const tg_extract_plan_t *plan, uint64_t avail, uint64_t bn, uint64_t B,
+                          uint64_t N, size_t row, uint64_t feat_bytes, int64_t pack_mem,
+                          dg_first_t *f)
+{
+    f->avail = avail;
+    f->reader = tg_pack_reader_bytes(plan, bn);
+    uint64_t left = avail > f->reader ? avail - f->reader : 0;
+    f->pack_mem = pack_mem > 0
+                      ? (uint64_t)pack_mem
+                      : TG_MAX(DG_PACK_MIN, TG_MIN(TG_MIN(DG_PACK_MAX, left / 5), 8 * feat_bytes));
+    /* what tg_pack reserves for partitions of pack_mem / 3 (the layout's cut): the two read
+     * buffers, the staging of their targets and its read queue */
+    uint64_t prow = f->pack_mem / 3 / TG_MAX(row, 1) + 1;
+    tg_pack_part_t part = {.lo = 0, .hi = TG_MIN(prow, N), .ntargets = prow};
+    f->set_aside = tg_pack_bytes(&part, 1, row, 3) + 2 * tg_pack_rec_bytes_max(bn) +
+                   bn * tg_layout_loc_bytes(1) + 4 * DG_SPILL_BUF;
+    f->plan_min = 4 * B * bn + 8 * N;
+}
+
+static int dg_first_fits(const dg_first_t *f)
+{
+    return f->reader <= f->avail && f->set_aside + f->plan_min <= f->avail - f->reader;
+}
+
 /* Sizes the fixed parts at the first pass: the reader's plan, the packing's memory, the maps;
  * the hot rows are sized when the first generation is laid out (size_hot), from what its
  * planning measured. */
@@ -524,32 +560,21 @@ static int dg_setup(tg_strategy_t *s, const tg_pass_t *p)
     /* the reader of a pass (opened with it): the extraction, the row list and the sort scratch
      * of the largest batch */
     uint64_t bn = r->batch_nodes ? r->batch_nodes : TG_MIN(N, (uint64_t)1 << 16);
-    uint64_t reader = tg_pack_reader_bytes(&s->plan, bn);
-    avail = avail > reader ? avail - reader : 0;
-    uint64_t feat_bytes = tg_meta_expected_size(m, TG_FILE_FEATURES);
-    s->disk_budget = c->disk_budget > 0 ? (uint64_t)c->disk_budget : feat_bytes;
-    /* automatic: a fifth of what is left, 1 MiB .. 256 MiB, and no more than the whole file
-     * with every row sent to a few places would take */
-    s->pack_mem = c->pack_mem > 0
-                      ? (uint64_t)c->pack_mem
-                      : TG_MAX(DG_PACK_MIN, TG_MIN(TG_MIN(DG_PACK_MAX, avail / 5), 8 * feat_bytes));
-    /* set aside while generations come and go: the packing, a batch's map twice (the
-     * executor's and the next generation's) and the locate arrays, the spill buffers of two
-     * generations; the reader joins them after the check below */
-    /* what tg_pack reserves for partitions of pack_mem / 3 (the layout's cut): the two read
-     * buffers, the staging of their targets and its read queue */
-    uint64_t prow = s->pack_mem / 3 / TG_MAX(s->row_bytes, 1) + 1;
-    tg_pack_part_t part = {.lo = 0, .hi = TG_MIN(prow, N), .ntargets = prow};
-    s->set_aside = tg_pack_bytes(&part, 1, s->row_bytes, 3) + 2 * tg_pack_rec_bytes_max(bn) +
-                   bn * tg_layout_loc_bytes(1) + 4 * DG_SPILL_BUF;
-    /* the least planning needs: the trace (4 bytes per access) and the layout's 8 per node, for
-     * the batches a generation holds: from the pass's first batch, or the next pass's where it
+    /* the batches a generation holds: from the pass's first batch, or the next pass's where it
      * starts earlier (a run resumed mid-epoch); a rank's share starts every pass at its own */
     uint64_t B = p->batch_size ? (p->num_seeds + p->batch_size - 1) / p->batch_size : 1;
     uint64_t first = p->next ? TG_MIN(p->first_batch, p->next->first_batch) : p->first_batch;
     B = B > first ? B - first : 1;
-    uint64_t plan_min = 4 * B * bn + 8 * N;
-    if (limit && s->set_aside + plan_min > avail)
+    uint64_t feat_bytes = tg_meta_expected_size(m, TG_FILE_FEATURES);
+    dg_first_t fp;
+    dg_first_pass(&s->plan, avail, bn, B, N, s->row_bytes, feat_bytes, c->pack_mem, &fp);
+    uint64_t reader = fp.reader;
+    avail = avail > reader ? avail - reader : 0;
+    s->disk_budget = c->disk_budget > 0 ? (uint64_t)c->disk_budget : feat_bytes;
+    s->pack_mem = fp.pack_mem;
+    s->set_aside = fp.set_aside;
+    uint64_t plan_min = fp.plan_min;
+    if (limit && !dg_first_fits(&fp))
         return tg_err(-ENOMEM,
                       "diskgnn: --mem leaves %s after the model, batches and the reader (%s), "
                       "but packing (%s) and planning an epoch of %llu batches "
@@ -965,23 +990,65 @@ static int dg_in_flight(const tg_strategy_opts_t *so)
  * runs with the layout's amplification (the profile's estimate at the disk budget). The CPU
  * copies every row twice (packing, then into X) beside sampling and training; the first epoch
  * samples and packs before it trains. Two generations live on disk at once. */
-/* What setup_pass sets aside beyond dg_min_bytes for the run's batches at the least packing
- * memory: the packing's buffers, a batch's records twice and its locate arrays, and the
- * planning's trace (4 bytes per access); the spill buffers, DG_PACK_MIN and the layout's 8 bytes
- * per node are in dg_min_bytes already. */
-static double dg_first_pass_extra(const tg_cost_inputs_t *in)
+/* The run's first pass at the bytes the budget leaves the strategy beside its matrices: the
+ * reader planned at that size from the profile's probe (as setup_plan does from the run's), the
+ * largest batch's rows (its input matrix is f32 with the budget plan's margin), the epoch's
+ * batches, the default options. */
+static void dg_first_predict(const tg_cost_inputs_t *in, double caches, dg_first_t *f)
 {
-    double row = tg_cost_row_bytes(in), N = (double)in->data.nodes;
-    /* the largest batch's rows: its input matrix is f32 with the budget plan's margin */
-    uint64_t bn = (uint64_t)((double)in->run.matrix_bytes / (in->data.feat_dim * 4.0 * 1.15)) + 1;
-    uint64_t prow = (uint64_t)(DG_PACK_MIN / 3 / TG_MAX(row, 1)) + 1;
-    tg_pack_part_t part = {.lo = 0, .hi = (uint64_t)TG_MIN((double)prow, N), .ntargets = prow};
-    double set_aside = (double)tg_pack_bytes(&part, 1, (size_t)row, 3) +
-                       2.0 * (double)tg_pack_rec_bytes_max(bn) +
-                       (double)bn * tg_layout_loc_bytes(1);
-    return set_aside + 4.0 * (double)in->prof.batches * (double)bn - (double)DG_PACK_MIN;
+    const tg_cost_dataset_t *d = &in->data;
+    uint64_t N = d->nodes, avail = (uint64_t)caches;
+    uint64_t bn = (uint64_t)((double)in->run.matrix_bytes / (d->feat_dim * 4.0 * 1.15)) + 1;
+    size_t row = (size_t)d->feat_dim * d->dtype_bytes;
+    tg_extract_plan_opts_t po;
+    tg_extract_plan_opts_default(&po);
+    po.num_nodes = N;
+    po.feat_dim = d->feat_dim;
+    po.dtype = d->dtype_bytes == 2 ? TG_F16 : TG_F32;
+    po.extractors = 1;
+    po.featbuf = 0;
+    po.probe = &in->machine.probe;
+    po.avail = avail;
+    po.other_transient = tg_xpass_adj_transient(tg_xpass_adj_queues(in->run.sampler_threads));
+    tg_extract_plan_t plan;
+    if (tg_extract_plan(&plan, &po) < 0) {
+        /* inputs tg_cost_check passed cannot fail here; a reader that cannot be planned does
+         * not fit */
+        memset(f, 0, sizeof *f);
+        f->reader = UINT64_MAX;
+        return;
+    }
+    dg_first_pass(&plan, avail, bn, TG_MAX(in->prof.batches, 1), N, row,
+                  (uint64_t)tg_cost_feat_bytes(in), 0, f);
 }
 
+/* One training epoch: the packed rows read back (need bytes, amplified) and copied into X, the
+ * model trained; with pack_next, the next epoch sampled, features.bin read once, its rows
+ * packed and written (copied a second time) beside it. */
+static void dg_epoch(const tg_cost_inputs_t *in, double need, double ampl, int idx_ram,
+                     int pack_next, tg_cost_pred_t *p)
+{
+    const tg_cost_machine_t *m = &in->machine;
+    double idx = (double)in->data.edges * in->data.index_bytes, feat = tg_cost_feat_bytes(in);
+    double idx_reads =
+        pack_next && !idx_ram ? in->prof.index_reads_per_batch * (double)in->prof.batches : 0;
+    double seq = need * ampl + (pack_next ? feat + (idx_ram ? idx : 0) : 0);
+    p->read_bytes = seq + idx_reads * 512;
+    p->io_s = tg_cost_seq_s(m, seq + (pack_next ? need : 0)) +
+              tg_cost_random_s(m, idx_reads, idx_reads * 512, tg_cost_best_depth(m));
+    p->sample_s = pack_next ? tg_cost_sample_s(in) : 0;
+    p->gather_s = (pack_next ? 2 : 1) * tg_cost_gather_s(in);
+    p->compute_s = tg_cost_compute_s(in);
+    p->prep_s = 0;
+    tg_cost_overlap(in, p);
+}
+
+/* Epochs 1 .. E-1 pack the next epoch while they train, the last packs none (engine/nextpass:
+ * nothing is prepared past the run's end); the first samples and packs its own before it
+ * trains. An epoch starts when its generation is packed: the last waits for what the packing
+ * (sampling, features.bin read, the packed file written) takes beyond the epoch before's
+ * training, so it lasts at least that packing. steady_s is the mean of epochs 2 .. E (what a
+ * bench times), epoch_s the run's mean. */
 static int dg_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
 {
     const tg_cost_machine_t *m = &in->machine;
@@ -991,19 +1058,37 @@ static int dg_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
     double ampl = in->prof.layout_read_ampl > 0 ? in->prof.layout_read_ampl : 1;
     double budget = in->run.disk_budget ? (double)in->run.disk_budget : feat;
     int idx_ram = caches >= idx;
-    double idx_reads = idx_ram ? 0 : in->prof.index_reads_per_batch * (double)in->prof.batches;
-    double seq = feat + need * ampl + (idx_ram ? idx : 0);
-    p->read_bytes = seq + idx_reads * 512;
-    p->io_s = tg_cost_seq_s(m, seq + need) +
-              tg_cost_random_s(m, idx_reads, idx_reads * 512, tg_cost_best_depth(m));
-    p->sample_s = tg_cost_sample_s(in);
-    p->gather_s = 2 * tg_cost_gather_s(in);
-    p->compute_s = tg_cost_compute_s(in);
-    p->prep_s =
-        (p->sample_s / in->run.sampler_threads + tg_cost_seq_s(m, feat + need)) / in->run.epochs;
-    tg_cost_overlap(in, p);
-    p->least_extra = fmax(0, dg_first_pass_extra(in));
-    if ((double)in->run.disk_free < 2 * fmin(budget, need * ampl))
+    tg_cost_pred_t pk = {0}, last = {0};
+    dg_epoch(in, need, ampl, idx_ram, 1, &pk);
+    dg_epoch(in, need, ampl, idx_ram, 0, &last);
+    double first = tg_cost_sample_s(in) / in->run.sampler_threads + tg_cost_seq_s(m, feat + need);
+    if (last.steady_s < first) {
+        last.io_s = fmax(last.io_s, first);
+        tg_cost_overlap(in, &last);
+    }
+    double E = in->run.epochs, w = E >= 2 ? (E - 2) / (E - 1) : 0;
+    /* the timed epochs' mean, term by term */
+    p->read_bytes = w * pk.read_bytes + (1 - w) * last.read_bytes;
+    p->io_s = w * pk.io_s + (1 - w) * last.io_s;
+    p->sample_s = w * pk.sample_s + (1 - w) * last.sample_s;
+    p->gather_s = w * pk.gather_s + (1 - w) * last.gather_s;
+    p->compute_s = pk.compute_s;
+    p->cpu_s = w * pk.cpu_s + (1 - w) * last.cpu_s;
+    p->steady_s = w * pk.steady_s + (1 - w) * last.steady_s;
+    p->epoch_s = (first + (E - 1) * pk.steady_s + last.steady_s) / E;
+    p->prep_s = p->epoch_s - p->steady_s;
+    dg_first_t f;
+    /* at the first pass the disk adjacency it opened is off too */
+    dg_first_predict(in, fmax(caches - tg_cost_open_bytes(in), 0), &f);
+    if (!dg_first_fits(&f))
+        tg_cost_infeasible(p,
+                           "its first pass needs %.1f MiB (reader %.1f, packing and maps %.1f, "
+                           "planning %llu batches %.1f), --mem leaves it %.1f MiB",
+                           ((double)f.reader + (double)f.set_aside + (double)f.plan_min) / 1048576,
+                           (double)f.reader / 1048576, (double)f.set_aside / 1048576,
+                           (unsigned long long)in->prof.batches, (double)f.plan_min / 1048576,
+                           (double)f.avail / 1048576);
+    else if ((double)in->run.disk_free < 2 * fmin(budget, need * ampl))
         tg_cost_infeasible(p, "needs %.1f GiB of free disk for two packed epochs, %.1f GiB free",
                            2 * fmin(budget, need * ampl) / 1073741824.0,
                            (double)in->run.disk_free / 1073741824.0);

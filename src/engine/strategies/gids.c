@@ -666,23 +666,43 @@ static int gi_in_flight(const tg_strategy_opts_t *so)
  * buffer is filled once per run (nearly sequential merged runs); without the ranking, its
  * power iterations over the edges come first. */
 #define GI_RANK_ITERS 20
+/* N_access of the profile's probe (access_target's arithmetic: reads in flight at its best
+ * depth by Little's law), as a depth hint; 0 when the probe has no latency. */
+static unsigned gi_access(const tg_cost_inputs_t *in)
+{
+    const tg_io_probe_t *pr = &in->machine.probe;
+    for (unsigned i = 0; i < pr->ndepths; i++)
+        if (pr->depth[i] == pr->best_depth && pr->iops[i] > 0 && pr->lat_us[i] > 0)
+            return (unsigned)fmin(ceil(pr->iops[i] * pr->lat_us[i] * 1e-6), 4096);
+    return 0;
+}
+
 static int gi_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
 {
-    double caches = tg_cost_cache_bytes(in, tg_cost_matrices(&tg_strategy_gids, in));
+    double caches = tg_cost_cache_bytes(in, tg_cost_matrices(&tg_strategy_gids, in)), plan;
+    /* one extractor keeping N_access reads in flight (the probe's, as access_target), lowered
+     * by its plan at what the budget leaves; the buffers share what the plan leaves (gi_setup) */
+    double depth = tg_cost_extract_depth(in, 1, 1, gi_access(in), caches, &plan, NULL);
+    double room = fmax(caches - plan, 0);
     double row = tg_cost_row_bytes(in), feat = tg_cost_feat_bytes(in);
-    double cb = fmin(caches / 2, feat * CB_MAX_SHARE), buf = (caches - cb) / row;
+    double N = (double)in->data.nodes;
+    /* the feature buffer: the rest, never more slots than rows; what it leaves holds the
+     * indices when it can (gi_setup) */
+    double cb = fmin(room / 2, feat * CB_MAX_SHARE), buf = fmin((room - cb) / row, N);
+    int idx_ram = tg_cost_indices_fit(in, room - cb - buf * row);
     double cover = tg_cost_curve_at(&in->prof.hot_rpr, cb / row), acc = tg_cost_accesses(in);
-    double lru = in->prof.lru.n ? tg_cost_curve_at(&in->prof.lru, buf) / acc : 1;
+    double lru = tg_cost_lru_misses(in, cb / row + buf >= N ? N : buf) / acc;
     double misses = acc * (1 - cover) * fmin(lru, 1);
     double idx = (double)in->data.edges * in->data.index_bytes;
     p->prep_s = tg_cost_seq_s(&in->machine, fmin(feat, cb * 4));
     if (!(in->data.derived & TG_COST_HAVE_RANK))
         p->prep_s += GI_RANK_ITERS * tg_cost_seq_s(&in->machine, idx);
     p->prep_s /= in->run.epochs;
-    tg_cost_disk_epoch(in, misses, 0, p);
+    tg_cost_disk_epoch(in, misses, idx_ram, depth, p);
     snprintf(p->why, sizeof p->why,
-             "constant buffer %.0fk rows serves %.0f%%, LRU buffer %.0fk rows; misses %.2fM rows",
-             cb / row / 1e3, 100 * cover, buf / 1e3, misses / 1e6);
+             "constant buffer %.0fk rows serves %.0f%%, LRU buffer %.0fk rows; misses %.2fM rows%s",
+             cb / row / 1e3, 100 * cover, buf / 1e3, misses / 1e6,
+             idx_ram ? ", indices in RAM" : "");
     return 0;
 }
 

@@ -834,31 +834,69 @@ static int gx_in_flight(const tg_strategy_opts_t *so)
 static int gx_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
 {
     const tg_cost_profile_t *pr = &in->prof;
-    double avail = tg_cost_cache_bytes(in, tg_cost_matrices(&tg_strategy_ginex, in));
+    /* what the budget leaves it at the first pass: its matrices and the disk adjacency it
+     * opened off */
+    double avail = fmax(tg_cost_cache_bytes(in, tg_cost_matrices(&tg_strategy_ginex, in)) -
+                            tg_cost_open_bytes(in),
+                        0);
     double idx = (double)in->data.edges * in->data.index_bytes, row = tg_cost_row_bytes(in);
-    /* gx_setup's fixed parts and the superbatch's planning come off first */
-    double need = (double)(tg_tier_cs_bytes(in->data.nodes, 0, 1) + tg_cs_ws_bytes(in->data.nodes) +
-                           2 * GX_SPILL_BUF);
-    double per_batch = pr->rows_per_batch * GX_PLAN_BYTES_PER_ACCESS * 5 / 4;
+    /* the executor's reads in flight: its plan (one reader, no feature buffer) at avail */
+    tg_extract_plan_t pl;
+    double plan, depth = tg_cost_extract_depth(in, 1, 0, 0, avail, &plan, &pl);
+    /* gx_setup's fixed parts (address table, changeset workspace, spill buffers, the
+     * executor's staging and the plan with its transients) and the superbatch's planning (per
+     * batch of the largest batch's nodes, as size_superbatch) come off first */
+    double need =
+        (double)(tg_tier_cs_bytes(in->data.nodes, 0, 1) + tg_cs_ws_bytes(in->data.nodes) +
+                 2 * GX_SPILL_BUF + tg_extract_scatter_bytes(pl.chunk, in->data.feat_dim) +
+                 pl.transient_bytes) +
+        plan;
+    double bn = floor((double)in->run.matrix_bytes / (in->data.feat_dim * 4.0 * 1.15)) + 1;
+    double per_batch = bn * GX_PLAN_BYTES_PER_ACCESS * 5 / 4;
     double S = fmax(2, fmin(64, floor(fmax(avail - need, 0) / 5 / per_batch)));
     double caches = fmax(avail - need - S * per_batch, 0);
     double misses = 0, hit = 0, prep = 0;
     int split = 0;
     if (!(in->data.derived & TG_COST_HAVE_NCACHE))
         prep = tg_cost_seq_s(&in->machine, 2 * idx) / in->run.epochs;
+    /* superbatches of S batches: each starts by filling the cache with the rows it will hold
+     * (the superbatch's distinct rows, at most its size), one sorted sweep; the Belady count's
+     * other misses are read batch by batch */
+    double B = (double)pr->batches, sbs = ceil(B / fmin(S, B));
+    double sb_rows = pr->distinct_rows * fmin(1, S / B);
     for (int pct = 0; pct <= 100; pct += 5) {
         tg_cost_pred_t q = {.feasible = 1, .prep_s = pct ? prep : 0};
         double nb = caches * pct / 100, m = tg_cost_curve_at(&pr->belady, (caches - nb) / row);
-        double h = fmin(tg_cost_curve_at(&pr->ncache_hit, nb), 1);
-        tg_cost_disk_epoch(in, m, h, &q);
+        double fill = fmin((caches - nb) / row, sb_rows), fr, fb;
+        /* a neighbour cache that holds every list (and its table) serves them all */
+        double h = nb >= idx + 16 * (double)in->data.nodes
+                       ? 1
+                       : fmin(tg_cost_curve_at(&pr->ncache_hit, nb), 1);
+        tg_cost_disk_epoch(in, fmax(m - sbs * fill, 0), h, depth, &q);
+        tg_cost_merge(in, fill, &fr, &fb);
+        double fill_s = tg_cost_random_s(&in->machine, sbs * fr, sbs * fb, depth);
+        q.read_bytes += sbs * fb;
+        q.row_io_s += fill_s;
+        q.io_s += fill_s;
+        tg_cost_overlap(in, &q);
         /* one executor thread reads the rows and copies them: its reads and gathering add */
         q.steady_s = fmax(q.steady_s, q.row_io_s + q.gather_s);
         q.epoch_s = q.steady_s + q.prep_s;
         if (pct == 0 || q.epoch_s < p->epoch_s) *p = q, split = pct, misses = m, hit = h;
     }
+    if (need + S * per_batch > avail) {
+        tg_cost_infeasible(p,
+                           "its first pass needs %.1f MiB (table, changeset workspace, read "
+                           "staging %.1f, a superbatch of %.0f batches %.1f), --mem leaves it "
+                           "%.1f MiB",
+                           (need + S * per_batch) / 1048576, need / 1048576, S,
+                           S * per_batch / 1048576, avail / 1048576);
+        return 0;
+    }
     snprintf(p->why, sizeof p->why,
-             "split %d%%: Belady cache misses %.2fM rows, neighbour cache serves %.0f%% of lists",
-             split, misses / 1e6, 100 * hit);
+             "split %d%%: Belady cache misses %.2fM rows, neighbour cache serves %.0f%% of lists, "
+             "%.0f reads in flight",
+             split, misses / 1e6, 100 * hit, depth);
     return 0;
 }
 

@@ -378,12 +378,31 @@ static int gd_in_flight(const tg_strategy_opts_t *so)
  * every neighbour list from disk, and both share the device at the probe's best depth. */
 static int gd_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
 {
-    double rows = tg_cost_cache_bytes(in, tg_cost_matrices(&tg_strategy_gnndrive, in)) /
-                  tg_cost_row_bytes(in);
-    double misses = in->prof.lru.n ? tg_cost_curve_at(&in->prof.lru, rows) : tg_cost_accesses(in);
-    tg_cost_disk_epoch(in, misses, 0, p);
-    snprintf(p->why, sizeof p->why, "LRU buffer of %.0fk rows misses %.2fM rows", rows / 1e3,
-             misses / 1e6);
+    double caches = tg_cost_cache_bytes(in, tg_cost_matrices(&tg_strategy_gnndrive, in)), plan;
+    /* its extractors at the depth their plan takes at what the budget leaves; the buffer gets
+     * the rest */
+    double depth = tg_cost_extract_depth(in, TG_XPASS_EXTRACTORS, 1, 0, caches, &plan, NULL);
+    /* where every row fits beside the plan (without a buffer) and a node list, the file goes
+     * into a RAM tier at the first pass (whole_file_tier): no misses; the indices follow it
+     * into RAM when what is left holds them */
+    double N = (double)in->data.nodes, file = tg_cost_feat_bytes(in), flat;
+    tg_cost_extract_depth(in, TG_XPASS_EXTRACTORS, 0, 0, caches, &flat, NULL);
+    double whole = file + 8 * N + flat;
+    if (whole <= caches) {
+        int idx_ram = tg_cost_indices_fit(in, caches - whole);
+        tg_cost_disk_epoch(in, 0, idx_ram, depth, p);
+        p->prep_s = tg_cost_seq_s(&in->machine, file) / in->run.epochs;
+        tg_cost_overlap(in, p);
+        snprintf(p->why, sizeof p->why, "every row in a RAM tier, indices %s",
+                 idx_ram ? "in RAM" : "from disk");
+        return 0;
+    }
+    double rows = fmax(caches - plan, 0) / tg_cost_row_bytes(in);
+    double misses = tg_cost_lru_misses(in, rows);
+    tg_cost_disk_epoch(in, misses, 0, depth, p);
+    snprintf(p->why, sizeof p->why,
+             "LRU buffer of %.0fk rows misses %.2fM rows, %.0f reads in flight", rows / 1e3,
+             misses / 1e6, depth);
     return 0;
 }
 

@@ -230,8 +230,14 @@ static int pg_in_flight(const tg_strategy_opts_t *so)
  * builds them before the first epoch. */
 static int pg_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
 {
-    double left = tg_cost_cache_bytes(in, tg_cost_matrices(&tg_strategy_pagraph, in));
-    double hot = fmax(left - (double)FILL_BYTES, 0) / (tg_cost_row_bytes(in) + HOT_LIST_BYTES);
+    double left = tg_cost_cache_bytes(in, tg_cost_matrices(&tg_strategy_pagraph, in)), plan;
+    /* its extractors (no feature buffer) at the depth their plan takes at what is left; the hot
+     * rows get what the plan leaves (pg_setup) */
+    double depth = tg_cost_extract_depth(in, TG_XPASS_EXTRACTORS, 0, 0, left, &plan, NULL);
+    double N = (double)in->data.nodes, per_row = tg_cost_row_bytes(in) + HOT_LIST_BYTES;
+    double hot = fmin(fmax(left - plan - (double)FILL_BYTES, 0) / per_row, N);
+    /* what the hot rows do not need (at most every row) holds the indices when it can */
+    int idx_ram = tg_cost_indices_fit(in, left - plan - (double)FILL_BYTES - hot * per_row);
     /* unprofiled: the share of the edges the 1% highest-degree nodes hold, pro rata */
     double cover = in->prof.hot_degree.n
                        ? tg_cost_curve_at(&in->prof.hot_degree, hot)
@@ -240,9 +246,10 @@ static int pg_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
     if (!(in->data.derived & TG_COST_HAVE_OUTDEG))
         p->prep_s = tg_cost_seq_s(&in->machine, idx) / in->run.epochs;
     p->prep_s += tg_cost_seq_s(&in->machine, hot * tg_cost_row_bytes(in)) / in->run.epochs;
-    tg_cost_disk_epoch(in, tg_cost_accesses(in) * (1 - cover), 0, p);
-    snprintf(p->why, sizeof p->why, "%.0fk hot rows by out-degree serve %.0f%% of the accesses",
-             hot / 1e3, 100 * cover);
+    tg_cost_disk_epoch(in, tg_cost_accesses(in) * (1 - cover), idx_ram, depth, p);
+    snprintf(p->why, sizeof p->why,
+             "%.0fk hot rows by out-degree serve %.0f%% of the accesses, %.0f reads in flight%s",
+             hot / 1e3, 100 * cover, depth, idx_ram ? ", indices in RAM" : "");
     return 0;
 }
 
