@@ -292,6 +292,31 @@ TG_TEST(killed_rank_ends_all)
     free(out);
 }
 
+/* After a stopped K = 2 run into d (its exit status rc, its output out, freed here): both ranks
+ * say they were interrupted after the same step, and --resume to the end of that epoch
+ * finishes. The epoch (1-based), or 0 when no rank said where it stopped. */
+static unsigned long long stopped_and_resumed(int rc, char *out, const char *d)
+{
+    TG_CHECK(rc != 0);
+    const char *k = out ? strstr(out, "tiergnn: interrupted in epoch ") : NULL;
+    unsigned long long epoch =
+        k ? strtoull(k + strlen("tiergnn: interrupted in epoch "), NULL, 10) : 0;
+    if (!epoch) {
+        TG_FAIL("no rank says where it was interrupted:\n%s", out ? out : "");
+        free(out);
+        return 0;
+    }
+    /* both ranks stopped at the same step: the same message twice */
+    const char *again = strstr(k + 1, "tiergnn: interrupted in epoch ");
+    TG_CHECK(again && !strncmp(k, again, strcspn(k, "\n")));
+    free(out);
+    rc = mpi(&out, "-np 2 %s -q train %s --out %s --resume --epochs %llu", TG_CLI_PATH, ds, d,
+             epoch);
+    if (rc) TG_FAIL("--resume: %d\n%s", rc, out);
+    free(out);
+    return epoch;
+}
+
 /* SIGINT to one rank (rank 1 sends it to itself after 2 s): every rank stops after the same
  * step, rank 0 writes the checkpoint, and --resume to the end of that epoch gives the model of a
  * K = 2 run that was never stopped, bit for bit. Not the whole checkpoint: the stopped epoch's
@@ -306,23 +331,8 @@ TG_TEST(sigint_stops_all_and_resumes)
                  "sh -c '(sleep 2; kill -INT $$) & exec %s train %s " MODEL
                  " --epochs 1000000 --batch-size 8 --out %s'",
                  TG_CLI_PATH, ds, d, TG_CLI_PATH, ds, d);
-    TG_CHECK(rc != 0);
-    const char *k = out ? strstr(out, "tiergnn: interrupted in epoch ") : NULL;
-    unsigned long long epoch =
-        k ? strtoull(k + strlen("tiergnn: interrupted in epoch "), NULL, 10) : 0;
-    if (!epoch) {
-        TG_FAIL("no rank says where it was interrupted:\n%s", out ? out : "");
-        free(out);
-        return;
-    }
-    /* both ranks stopped at the same step: the same message twice */
-    const char *again = strstr(k + 1, "tiergnn: interrupted in epoch ");
-    TG_CHECK(again && !strncmp(k, again, strcspn(k, "\n")));
-    free(out);
-    rc = mpi(&out, "-np 2 %s -q train %s --out %s --resume --epochs %llu", TG_CLI_PATH, ds, d,
-             epoch);
-    if (rc) TG_FAIL("--resume: %d\n%s", rc, out);
-    free(out);
+    unsigned long long epoch = stopped_and_resumed(rc, out, d);
+    if (!epoch) return;
     rc = mpi(&out, "-np 2 %s -q train %s " MODEL " --epochs %llu --batch-size 8 --out %s",
              TG_CLI_PATH, ds, epoch, straight);
     if (rc) TG_FAIL("the straight run: %d\n%s", rc, out);
@@ -340,22 +350,7 @@ TG_TEST(sigusr1_to_mpirun_stops_all)
     int rc = mpi(&out, "-np 2 %s train %s " MODEL " --epochs 1000000 --batch-size 8 --out %s",
                  TG_CLI_PATH, ds, d);
     mpi_timeout = "timeout 120";
-    TG_CHECK(rc != 0);
-    const char *k = out ? strstr(out, "tiergnn: interrupted in epoch ") : NULL;
-    unsigned long long epoch =
-        k ? strtoull(k + strlen("tiergnn: interrupted in epoch "), NULL, 10) : 0;
-    if (!epoch) {
-        TG_FAIL("no rank says where it was interrupted:\n%s", out ? out : "");
-        free(out);
-        return;
-    }
-    const char *again = strstr(k + 1, "tiergnn: interrupted in epoch ");
-    TG_CHECK(again && !strncmp(k, again, strcspn(k, "\n")));
-    free(out);
-    rc = mpi(&out, "-np 2 %s -q train %s --out %s --resume --epochs %llu", TG_CLI_PATH, ds, d,
-             epoch);
-    if (rc) TG_FAIL("--resume: %d\n%s", rc, out);
-    free(out);
+    stopped_and_resumed(rc, out, d);
 }
 
 /* The JSON object `eval --json` printed in out (rank 0's line), or NULL. */
