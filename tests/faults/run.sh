@@ -135,6 +135,18 @@ build_shim() {
     fi
 }
 
+# await_pid BASE TRIES: waits up to TRIES x 5 ms for BASE.pid (written by the sh that execs
+# tiergnn); T1 when it came, TGPID its pid (empty when it did not come).
+await_pid() {
+    TGPID=
+    for _ in $(seq "$2"); do
+        [ -s "$1.pid" ] && break
+        sleep 0.005
+    done
+    T1=$(now_ms)
+    [ -s "$1.pid" ] && TGPID=$(cat "$1.pid")
+}
+
 # tg_start BASE ARGS...: starts `tiergnn ARGS` in the background under the cgroup limit LIMIT and
 # the timeout, with the environment settings of the array ENVS; BASE.out, BASE.err, BASE.pid.
 LIMIT=
@@ -156,13 +168,7 @@ tg_start() {
             "$base.pid" env --default-signal=INT "${ENVS[@]}" "$TIERGNN" "$@" >"$base.out" 2>"$base.err" &
     fi
     BG=$!
-    TGPID=
-    for _ in $(seq 400); do
-        [ -s "$base.pid" ] && break
-        sleep 0.005
-    done
-    T1=$(now_ms)
-    [ -s "$base.pid" ] && TGPID=$(cat "$base.pid")
+    await_pid "$base" 400
 }
 alive() { [ -n "$TGPID" ] && kill -0 "$TGPID" 2>/dev/null; }
 # tg_wait BASE: waits; RC, MS (wall, with membudget's set-up), RUN_MS (tiergnn's own), PEAK,
@@ -816,13 +822,7 @@ mpi_start() {
         "$MPIRUN" "${MPI_FLAGS[@]}" -np 1 "$TIERGNN" "$@" : -np 1 sh -c 'echo $$ > "$0"; exec "$@"' \
         "$base.pid" env --default-signal=INT "${ENVS1[@]}" "$TIERGNN" "$@" >"$base.out" 2>"$base.err" &
     BG=$!
-    TGPID=
-    for _ in $(seq 2000); do
-        [ -s "$base.pid" ] && break
-        sleep 0.005
-    done
-    T1=$(now_ms)
-    [ -s "$base.pid" ] && TGPID=$(cat "$base.pid")
+    await_pid "$base" 2000
 }
 mpi_run() { mpi_start "$@"; tg_wait "$1"; }
 
