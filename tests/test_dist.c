@@ -340,6 +340,22 @@ TG_TEST(sigint_stops_all_and_resumes)
     TG_CHECK(same_model(ckpt_of(d), ckpt_of(straight)));
 }
 
+/* SIGINT to rank 1 50 ms after it starts, while MPI_Init runs: the handler is already there, so
+ * the rank takes the stop at the first step with the others (it used to die of the signal
+ * alone). */
+TG_TEST(sigint_while_mpi_starts)
+{
+    char *d = run_dir("sigint_early");
+    char *out = NULL;
+    int rc =
+        mpi(&out,
+            "-np 1 %s train %s " MODEL " --epochs 1000000 --batch-size 8 --out %s : -np 1 "
+            "sh -c '(sleep 0.05; kill -INT $$) & exec env --default-signal=INT %s train %s " MODEL
+            " --epochs 1000000 --batch-size 8 --out %s'",
+            TG_CLI_PATH, ds, d, TG_CLI_PATH, ds, d);
+    stopped_and_resumed(rc, out, d);
+}
+
 /* SIGUSR1 to mpirun (its own SIGINT ends the job; SIGUSR1 it forwards to every rank): the ranks
  * stop after the same step with a checkpoint, and --resume finishes the run. */
 TG_TEST(sigusr1_to_mpirun_stops_all)
@@ -604,6 +620,7 @@ int main(void)
     TG_RUN(more_ranks_than_batches);
     TG_RUN(killed_rank_ends_all);
     TG_RUN(sigint_stops_all_and_resumes);
+    TG_RUN(sigint_while_mpi_starts);
     TG_RUN(sigusr1_to_mpirun_stops_all);
     TG_RUN(eval_divided_equals_one_rank);
     TG_RUN(infer_divided_equals_one_rank);

@@ -393,23 +393,15 @@ static void on_sigint(int sig)
     signal(sig, SIG_DFL);
 }
 
-/* One rank's run (the whole run without mpirun): tg_train with SIGINT asking it to stop; the
- * exit status. */
+/* One rank's run (the whole run without mpirun): tg_train with the stop request of the handlers
+ * run_train installed; the exit status. */
 static int run_train_rank(tg_cli_train_t *t)
 {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    if (tg_dist_active()) sigaction(SIGUSR1, &sa, NULL);
     t->o.stop = &stop_requested;
     /* one JSON stream: rank 0's (every rank trains the same model) */
     if (tg_dist_rank() != 0) t->o.json = NULL;
     tg_train_result_t res;
     int rc = tg_train(&t->o, &res);
-    signal(SIGINT, SIG_DFL);
-    if (tg_dist_active()) signal(SIGUSR1, SIG_DFL);
     if (rc == -EINTR && res.interrupted) {
         fprintf(stderr, "tiergnn: %s\n", tg_errmsg());
         return 130; /* the shell's code for "ended by SIGINT" */
@@ -422,14 +414,26 @@ static int run_train_rank(tg_cli_train_t *t)
  * other rank waits for it in a collective forever). */
 static int run_train(tg_cli_train_t *t)
 {
+    /* the handlers before MPI starts: a stop asked while MPI_Init runs (it takes a few hundred
+     * ms) is taken at the first step, as the other ranks', rather than ending this rank alone */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    int size, launched = tg_dist_launched(&size);
+    sigaction(SIGINT, &sa, NULL);
+    if (launched) sigaction(SIGUSR1, &sa, NULL);
     int rc = tg_dist_init();
     if (rc < 0) {
         fprintf(stderr, "tiergnn: %s\n", tg_errmsg());
         tg_dist_finish(rc);
-        return 1;
+        rc = 1;
+    } else {
+        rc = run_train_rank(t);
+        tg_dist_finish(rc == 130 ? -EINTR : rc ? -1 : 0);
     }
-    rc = run_train_rank(t);
-    tg_dist_finish(rc == 130 ? -EINTR : rc ? -1 : 0);
+    signal(SIGINT, SIG_DFL);
+    if (launched) signal(SIGUSR1, SIG_DFL);
     return rc;
 }
 
