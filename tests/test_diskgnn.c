@@ -212,8 +212,10 @@ static void pass_case(const cfg_t *cfg, const char *what)
 TG_TEST(rows_equal_the_file)
 {
     /* an epoch reads about 24 x 1000 rows of 64 bytes (1.5 MiB), 8 times the file: the default
-     * disk budget (the file's size) takes one segment of every batch */
+     * disk budget (the epoch's bytes) packs every batch's rows; the file's size (192 KB) takes
+     * one segment of every batch */
     pass_case(&(cfg_t){.hot = 400 * 68}, "400 hot rows, auto segment");
+    pass_case(&(cfg_t){.hot = 400 * 68, .disk_budget = N * DIM * 4}, "the file's size");
     pass_case(&(cfg_t){.hot = 400 * 68, .segment = 1, .disk_budget = 4 << 20},
               "segment 1 (all packed)");
     pass_case(&(cfg_t){.hot = 0, .segment = 3, .sampler_threads = 2, .disk_budget = 4 << 20},
@@ -449,6 +451,34 @@ TG_TEST(cli_json)
     }
 }
 
+/* Without --disk-budget a generation may take the bytes its batches ask for (the planner's
+ * rule, tg_cost_disk_budget_rule, with the free disk of the test's directory): every batch then
+ * reads its own rows only (the layout's estimate: amplification 1), where the feature file's
+ * size, the default before, shares segments and reads more. */
+TG_TEST(default_budget_holds_the_epoch)
+{
+    char *out = NULL;
+    char dir[4300];
+    for (int given = 0; given <= 1; given++) {
+        snprintf(dir, sizeof dir, "%s/budget%d", root, given);
+        int rc = tg_test_cli(&out,
+                             "train %s --out %s --model sage --layers 2 --hidden 16 --fanouts 5,5 "
+                             "--batch-size 64 --epochs 2 --threads 1 --json --strategy diskgnn "
+                             "--io-depth 8 --hot-cache 0 %s",
+                             ds, dir, given ? "--disk-budget 192000" : "");
+        TG_CHECK(rc == 0);
+        if (rc) fprintf(stderr, "%s\n", out ? out : "");
+        double amp = out ? json_value(out, "read_amp_estimate", 0) : 0;
+        if (given)
+            TG_CHECK(amp > 1.2);
+        else
+            TG_CHECK(amp == 1.0);
+        TG_CHECK(out && (strstr(out, "diskgnn: disk budget") != NULL) == !given);
+        free(out);
+        out = NULL;
+    }
+}
+
 int main(void)
 {
     alarm(300);
@@ -467,6 +497,7 @@ int main(void)
     TG_RUN(close_while_preparing);
     TG_RUN(generation_across_passes);
     TG_RUN(cli_json);
+    TG_RUN(default_budget_holds_the_epoch);
     int rc = tg_test_done();
     if (rc == 0) tg_rmtree(root);
     return rc;

@@ -80,13 +80,17 @@ int tg_cost_plan_opts_train(const tg_train_opts_t *t, tg_cost_plan_opts_t *o)
     return 0;
 }
 
-uint64_t tg_cost_disk_budget(const tg_cost_inputs_t *in)
+uint64_t tg_cost_disk_budget_rule(double need, double feat, double disk_free)
 {
-    double feat = tg_cost_feat_bytes(in), free = (double)in->run.disk_free;
-    double need = in->prof.rows_per_batch * (double)in->prof.batches * tg_cost_row_bytes(in);
-    double cap = 0.45 * free;
+    double cap = 0.45 * disk_free;
     if (cap < feat) return 0;
     return (uint64_t)fmin(fmax(need, feat), cap);
+}
+
+uint64_t tg_cost_disk_budget(const tg_cost_inputs_t *in)
+{
+    double need = in->prof.rows_per_batch * (double)in->prof.batches * tg_cost_row_bytes(in);
+    return tg_cost_disk_budget_rule(need, tg_cost_feat_bytes(in), (double)in->run.disk_free);
 }
 
 uint64_t tg_cost_profile_batches(uint64_t epoch_batches)

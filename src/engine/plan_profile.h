@@ -139,6 +139,10 @@ uint64_t tg_cost_profile_batches(uint64_t epoch_batches);
  * feature file's size, and at most 45% of the free disk (two packed epochs live at once, with
  * room to spare). 0 when the free disk does not hold two feature files: the default stands. */
 uint64_t tg_cost_disk_budget(const tg_cost_inputs_t *in);
+/* The same rule on its figures: need, the bytes an epoch's batches ask for; feat, the feature
+ * file's; disk_free, the free bytes where the packed files go. diskgnn's own default when no
+ * --disk-budget is given (it knows need exactly once its first generation is sampled). */
+uint64_t tg_cost_disk_budget_rule(double need, double feat, double disk_free);
 
 /* Nodes by degree class: class 0 holds degree 0; above, four classes per power of two. */
 #define TG_COST_BINS (1 + 4 * 64)

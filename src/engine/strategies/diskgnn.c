@@ -43,6 +43,7 @@
  * node and checksum of every packed row (12 bytes a row). */
 #include "../engine-impl.h"
 #include "../plan_cost.h"
+#include "../plan_profile.h"
 #include "../nextpass.h"
 #include "../passkey.h"
 #include "../pipeline.h"
@@ -55,6 +56,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "tiergnn/batchtrace.h"
@@ -79,8 +81,8 @@ static const tg_strategy_opt_t dg_opts[] = {
            "batches sharing one disk cache (default auto: the paper's search under "
            "--disk-budget)"),
     DG_OPT("disk-budget", TG_SOPT_SIZE, -1, 1, INT64_MAX, 1, disk_budget, "BYTES",
-           "bytes one generation's packed file may take on disk (default: the feature file's "
-           "size)"),
+           "bytes one generation's packed file may take on disk (default: the epoch's bytes, "
+           "at least the feature file, at most 45% of the free disk)"),
     DG_OPT("reuse-samples", TG_SOPT_INT, 1, 1, 1 << 20, 0, reuse_samples, "K",
            "epochs that share one sampling and packing (default 1: fresh samples every epoch, "
            "packed while the epoch before trains; K > 1: the paper's mode)"),
@@ -133,8 +135,9 @@ struct tg_strategy {
     int hot_filled;
     int hot_out; /* hot_buf released for an evaluation (dg_evaluating), read again at a pass */
     uint64_t fixed_bytes;
-    uint64_t pack_mem, disk_budget;
-    uint64_t set_aside; /* budget the hot rows leave for the reader, packing, maps */
+    uint64_t pack_mem, disk_budget; /* disk_budget 0: default_budget's */
+    int budget_said;                /* default_budget has logged its choice */
+    uint64_t set_aside;             /* budget the hot rows leave for the reader, packing, maps */
     /* the executor's reader of the packed file (tiergnn/pack.h, over store/extract): its plan
      * (reads in flight, merge gap, chunk), the hot rows' tier, the reader of the pass */
     tg_extract_plan_t plan;
@@ -237,8 +240,40 @@ out:
 
 static int size_hot(tg_strategy_t *s, const tg_cs_trace_t *tr, const tg_layout_cfg_t *lc0);
 
-/* Plans the generation's layout over its trace (the first one also sizes and chooses the hot
- * rows, which every later layout keeps) and the packed file's parts. */
+/* No --disk-budget: the planner's rule (tg_cost_disk_budget_rule) on the generation's exact
+ * bytes (its trace's accesses: every batch's distinct rows; the hot rows, chosen after, only
+ * lower them) and the free disk where the packed
+ * files go, now (the generation training, if any, already takes its share). A budget that holds
+ * the epoch's bytes lets each batch read only its own rows (read amplification 1); the feature
+ * file's size, the default before, read 2.1-2.9x on the shared bench. Per generation: an
+ * evaluation's generation asks for fewer bytes than an epoch's. */
+static uint64_t default_budget(tg_strategy_t *s, const gen_t *g)
+{
+    const tg_meta_t *m = &s->r->ds->meta;
+    double feat = (double)tg_meta_expected_size(m, TG_FILE_FEATURES);
+    double need = (double)tg_btrace_accesses(&g->tr) * (double)s->row_bytes;
+    /* the layout's search (Algorithm 2) takes one batch a segment when the first batch's rows
+     * times the batches fit: where the first batch is larger than the mean, that is the need */
+    if (g->count && g->tr.off)
+        need = fmax(need, (double)(g->tr.off[1] - g->tr.off[0]) * (double)g->count *
+                              (double)s->row_bytes);
+    struct statvfs sv;
+    uint64_t b = 0;
+    char a[32], f[32];
+    if (statvfs(s->dir, &sv) == 0)
+        b = tg_cost_disk_budget_rule(need, feat, (double)sv.f_bavail * (double)sv.f_frsize);
+    else
+        tg_log_warn("diskgnn: statvfs %s (the free disk for the packed files): %s; the disk "
+                    "budget is the feature file's size",
+                    s->dir, strerror(errno));
+    if (!b) b = (uint64_t)feat;
+    if (!s->budget_said++)
+        tg_log_info("diskgnn: disk budget %s (default: the generation's bytes %s, at least the "
+                    "feature file, at most 45%% of the free disk)",
+                    tg_fmt_bytes(b, a, sizeof a), tg_fmt_bytes((uint64_t)need, f, sizeof f));
+    return b;
+}
+
 static int gen_layout(tg_strategy_t *s, gen_t *g, tg_layout_t **L)
 {
     tg_run_t *r = s->r;
@@ -251,7 +286,7 @@ static int gen_layout(tg_strategy_t *s, gen_t *g, tg_layout_t **L)
                           .num_hot_given = s->hot_filled ? s->hot_rows : 0,
                           .segment = c->segment > 0 ? (uint32_t)c->segment : 0,
                           .seed = g->key.seed ^ (g->key.epoch * 0x9E3779B97F4A7C15ull),
-                          .disk_budget = s->disk_budget,
+                          .disk_budget = s->disk_budget ? s->disk_budget : default_budget(s, g),
                           .pack_bytes = s->pack_mem / 3,
                           /* unpadded chunks: every row of the packed file starts at a multiple
                            * of the row size, so the reader addresses it by row number */
@@ -570,7 +605,8 @@ static int dg_setup(tg_strategy_t *s, const tg_pass_t *p)
     dg_first_pass(&s->plan, avail, bn, B, N, s->row_bytes, feat_bytes, c->pack_mem, &fp);
     uint64_t reader = fp.reader;
     avail = avail > reader ? avail - reader : 0;
-    s->disk_budget = c->disk_budget > 0 ? (uint64_t)c->disk_budget : feat_bytes;
+    /* 0: default_budget decides per generation, from its bytes */
+    s->disk_budget = c->disk_budget > 0 ? (uint64_t)c->disk_budget : 0;
     s->pack_mem = fp.pack_mem;
     s->set_aside = fp.set_aside;
     uint64_t plan_min = fp.plan_min;
@@ -655,7 +691,7 @@ static int size_hot(tg_strategy_t *s, const tg_cs_trace_t *tr, const tg_layout_c
                 "%s; runtime files in %s",
                 (unsigned long long)s->hot_cap, tg_fmt_bytes(mine, a, sizeof a),
                 N ? 100.0 * (double)s->hot_cap / (double)N : 0.0, tg_fmt_bytes(peak, b, sizeof b),
-                tg_fmt_bytes(s->pack_mem, d, sizeof d), tg_fmt_bytes(s->disk_budget, e, sizeof e),
+                tg_fmt_bytes(s->pack_mem, d, sizeof d), tg_fmt_bytes(lc0->disk_budget, e, sizeof e),
                 c->reuse_samples > 1 ? "samples reused" : "fresh samples every epoch", s->dir);
     return 0;
 }
