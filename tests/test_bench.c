@@ -439,15 +439,21 @@ TG_TEST(item_options)
     char out[4300];
     int n;
     row_t *rows = bench_ok(out, sizeof out, "b-items",
-                           "--strategies memory,memory:seed=7:sampler-threads=1 --mem 64M "
-                           "--epochs 1 --hidden 8",
+                           "--strategies memory,memory:seed=7:sampler-threads=1,"
+                           "diskgnn:disk-budget=64M --mem 64M --epochs 1 --hidden 8",
                            &n);
-    TG_CHECK(n == 2);
+    TG_CHECK(n == 3);
     const row_t *a = find_row(rows, n, "memory"),
-                *b = find_row(rows, n, "memory:seed=7:sampler-threads=1");
-    TG_CHECK(a && b);
-    if (a && b) {
+                *b = find_row(rows, n, "memory:seed=7:sampler-threads=1"),
+                *c = find_row(rows, n, "diskgnn:disk-budget=64M");
+    TG_CHECK(a && b && c);
+    if (a && b && c) {
         TG_CHECK(!strcmp(a->f[C_STATUS], "ok") && !strcmp(b->f[C_STATUS], "ok"));
+        /* predicted with the options of its own the model takes (a disk budget), not at the
+         * defaults it does not run with (a seed, sampler threads: n/a) */
+        TG_CHECK(num(a, C_PREDICTED) > 0);
+        TG_CHECK(!strcmp(b->f[C_PREDICTED], "n/a"));
+        TG_CHECK(num(c, C_PREDICTED) > 0);
     }
     free(rows);
     char p[4400];

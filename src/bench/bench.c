@@ -359,6 +359,42 @@ static int disk_budget_arg(const tg_bench_opts_t *o, uint64_t *out)
     return 0;
 }
 
+/* The run's predicted steady epoch from the bench's plan (NAN: none). A run with options of its
+ * own is predicted with them where the model takes them as inputs (diskgnn's --disk-budget: the
+ * choice made again on the plan's inputs with that budget); any other option of its own leaves
+ * it unpredicted rather than predicted at the defaults it does not run with. */
+static double predict_one(const tg_cost_plan_t *pl, const tg_bench_run_t *r)
+{
+    const tg_cost_plan_t *use = pl;
+    tg_cost_plan_t *own = NULL;
+    uint64_t budget = 0;
+    for (int k = 0; k < r->num_opts; k++) {
+        const char *w = r->opt_argv[k];
+        if (strcmp(w, "--disk-budget") || k + 1 >= r->num_opts ||
+            tg_parse_size(r->opt_argv[k + 1], &budget) < 0 || !budget)
+            return NAN;
+        k++;
+    }
+    if (budget) {
+        own = malloc(sizeof *own);
+        tg_cost_inputs_t in = pl->in;
+        in.run.disk_budget = budget;
+        if (!own || tg_cost_plan_choose(&in, pl->allow_inexact, own) < 0) {
+            free(own);
+            tg_err_clear();
+            return NAN;
+        }
+        use = own;
+    }
+    int k = !strcmp(r->strategy, "auto") ? use->best : -1;
+    for (int j = 0; k < 0 && j < use->n; j++)
+        if (!strcmp(r->strategy, use->names[j])) k = j;
+    double v = NAN;
+    if (k >= 0 && use->pred[k].predicted && use->pred[k].feasible) v = use->pred[k].steady_s;
+    free(own);
+    return v;
+}
+
 /* Each run's predicted epoch: the planner (engine/plan_profile.h) on the runs' settings, in this
  * process, before the runs. A planner that cannot run costs the column, not the bench. */
 static void predict_runs(tg_bench_report_t *c, const tg_bench_opts_t *o, tg_bench_run_t *runs,
@@ -391,13 +427,8 @@ static void predict_runs(tg_bench_report_t *c, const tg_bench_opts_t *o, tg_benc
     snprintf(c->plan_note, sizeof c->plan_note,
              "the planner's choice: %s (%s); its profile took %.2f s",
              pl->best >= 0 ? pl->names[pl->best] : "none", pl->why, pl->cost.total_s);
-    for (int i = 0; i < nruns; i++) {
-        int k = !strcmp(runs[i].strategy, "auto") ? pl->best : -1;
-        for (int j = 0; k < 0 && j < pl->n; j++)
-            if (!strcmp(runs[i].strategy, pl->names[j])) k = j;
-        if (k >= 0 && pl->pred[k].predicted && pl->pred[k].feasible)
-            runs[i].predicted_s = pl->pred[k].steady_s;
-    }
+    for (int i = 0; i < nruns; i++)
+        runs[i].predicted_s = predict_one(pl, &runs[i]);
     free(pl);
 }
 
