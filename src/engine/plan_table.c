@@ -329,9 +329,8 @@ static char *pred_json(const tg_cost_plan_t *pl, int i)
     size_t at = 0;
     for (int k = 0; k < TG_COST_KNOBS && at < sizeof knobs; k++)
         if (p->predicted && p->knobs[k].name)
-            at += (size_t)snprintf(knobs + at, sizeof knobs - at, "%s\"%s\":%lld",
-                                   at ? "," : "{", p->knobs[k].name,
-                                   (long long)p->knobs[k].value);
+            at += (size_t)snprintf(knobs + at, sizeof knobs - at, "%s\"%s\":%lld", at ? "," : "{",
+                                   p->knobs[k].name, (long long)p->knobs[k].value);
     if (at && at + 2 <= sizeof knobs) {
         memcpy(knobs + at, "}", 2);
         tg_json_raw(&j, "planned", knobs);

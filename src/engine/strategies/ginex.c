@@ -744,8 +744,9 @@ static int gx_in_flight(const tg_strategy_opts_t *so)
  * executor, one thread that also copies every row, with merging; the index reads the neighbour
  * cache does not serve come from disk on the sampler threads. The
  * split is planned: the share (0, 5, ..., 100%) with the shortest predicted epoch, ties to the
- * larger feature cache; the run takes it as --ginex-split (the split above). Without the neighbour cache file (and the out-degrees
- * it ranks by), two sweeps of indices.bin build it before the first epoch. */
+ * larger feature cache; the run takes it as --ginex-split (the split above). Without the neighbour
+ * cache file (and the out-degrees it ranks by), two sweeps of indices.bin build it before the first
+ * epoch. */
 static int gx_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
 {
     const tg_cost_profile_t *pr = &in->prof;
