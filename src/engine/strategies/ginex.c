@@ -808,7 +808,9 @@ static int gx_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
      * fewest bytes (ties: the larger feature cache). Where the epoch is bound by the CPU the
      * shares' epochs differ by less than the model's error while their bytes differ by half:
      * the shortest alone jumped from a 100% share to 0% between --mem 1010M and 1020M on the
-     * shared bench (55.1 to 36.5 GiB an epoch for 10 MiB, predicted 90.2 and 88.5 s). */
+     * shared bench (55.1 to 36.5 GiB an epoch for 10 MiB, predicted 90.2 and 88.5 s). One
+     * step remains, between 1000M and 1010M (51.2 to 36.0 GiB): below it the feature cache's
+     * fills cost the model more than they save. */
     double shortest = at[split].epoch_s;
     for (int k = 0; k <= 20; k++)
         if (at[k].epoch_s <= shortest * (1 + GX_SPLIT_TOL) &&
