@@ -279,7 +279,7 @@ static int size_superbatch(tg_strategy_t *s, uint64_t avail, uint64_t need, uint
     return 0;
 }
 
-static int gx_setup(tg_strategy_t *s, const tg_pass_t *p)
+static int gx_setup(tg_strategy_t *s)
 {
     tg_run_t *r = s->r;
     const gx_cfg_t *c = r->sopts.cfg;
@@ -687,7 +687,7 @@ static int gx_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
     st->next_batch = p->first_batch;
     if (s->dead) return tg_err(-ECANCELED, "ginex: an earlier pass failed");
     int rc;
-    if (!s->ready && (rc = gx_setup(s, p)) < 0) return rc;
+    if (!s->ready && (rc = gx_setup(s)) < 0) return rc;
     if ((rc = pass_begin(s, p)) < 0) return rc;
     tg_run_t *r = s->r;
     const gx_cfg_t *c = r->sopts.cfg;
