@@ -233,8 +233,8 @@ TG_TEST(disk_budget_planned)
 }
 
 /* ginex's split is the prediction's: of the shares within 5% of the shortest epoch, the one
- * that reads the fewest bytes (55% is the shortest on the shared bench's inputs), recorded as the knob
- * "ginex-split" the run takes (tg_cost_plan_args), the same number the why says. Without a
+ * that reads the fewest bytes (55% is the shortest on the shared bench's inputs), recorded as the
+ * knob "ginex-split" the run takes (tg_cost_plan_args), the same number the why says. Without a
  * neighbour cache that serves lists (no ncache_hit curve) the feature cache takes everything;
  * with one that serves most lists from a small share, a share goes to it. */
 #define GX_BENCH_SPLIT 40
