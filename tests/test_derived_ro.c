@@ -156,13 +156,16 @@ TG_TEST(train_read_only)
     char fb[4096];
     TG_CHECK_OK(tg_derived_fallback_dir(rd, fb, sizeof fb));
     tg_dataset_close(rd);
+    /* ginex builds its neighbour cache only for a share of the caches: one given, as the
+     * planned split depends on the probe (0% on some machines) */
     const char *strategies[] = {"gids", "hier", "ginex"};
+    const char *extra[] = {"", "", " --ginex-split 50"};
     for (size_t i = 0; i < sizeof strategies / sizeof *strategies; i++) {
         char *out = NULL;
         int rc = tg_test_cli(&out,
                              "train %s --out %s/run-%s --strategy %s --epochs 1 --mem 256M "
-                             "--threads 1 --hidden 16",
-                             rods, tmp, strategies[i], strategies[i]);
+                             "--threads 1 --hidden 16%s",
+                             rods, tmp, strategies[i], strategies[i], extra[i]);
         if (rc != 0) TG_FAIL("train %s on a read-only dataset: %d\n%s", strategies[i], rc, out);
         if (count(out, "cannot be written") != 1 || !strstr(out, fb))
             TG_FAIL("train %s: expected one line naming %s:\n%s", strategies[i], fb, out);

@@ -278,6 +278,58 @@ TG_TEST(cli_json)
     free(out);
 }
 
+/* The split between the caches is the cost model's (one rule): a run that names ginex without
+ * --ginex-split takes the planned share and says so; --ginex-split given wins, unplanned; where
+ * the planner cannot profile (the device probe cannot open features.bin, no cached probe) the
+ * feature cache takes all and the log says the split was not planned. */
+static int share_in(const char *out)
+{
+    const char *at = out ? strstr(out, "neighbour cache share ") : NULL;
+    int pct = -1;
+    if (at) sscanf(at, "neighbour cache share %d%%", &pct);
+    return pct;
+}
+
+TG_TEST(split_planned_or_given)
+{
+    char *out = NULL, dir[4300];
+    const char *args = "--model sage --layers 2 --hidden 16 --fanouts 5,5 --batch-size 64 "
+                       "--epochs 1 --threads 1 --strategy ginex --io-depth 8 --mem 40M";
+    snprintf(dir, sizeof dir, "%s/planned", root);
+    int rc = tg_test_cli(&out, "train %s --out %s %s", ds, dir, args);
+    TG_CHECK(rc == 0 && out && strstr(out, "ginex: planned from a profile of "));
+    const char *at = out ? strstr(out, "ginex: --ginex-split ") : NULL;
+    int planned = -1;
+    TG_CHECK(at && sscanf(at, "ginex: --ginex-split %d planned", &planned) == 1);
+    TG_CHECK(planned >= 0 && planned <= 100 && share_in(out) == planned);
+    TG_CHECK(out && !strstr(out, "not planned"));
+    if (rc) fprintf(stderr, "%s\n", out ? out : "");
+    free(out);
+    snprintf(dir, sizeof dir, "%s/given", root);
+    rc = tg_test_cli(&out, "train %s --out %s %s --ginex-split 30", ds, dir, args);
+    TG_CHECK(rc == 0 && out && !strstr(out, "planned from") && share_in(out) == 30);
+    free(out);
+    char cache[4300];
+    snprintf(cache, sizeof cache, "%s/empty-cache", root);
+    const char *old = getenv("XDG_CACHE_HOME");
+    char *saved = old ? strdup(old) : NULL;
+    setenv("XDG_CACHE_HOME", cache, 1);
+    setenv("TIERGNN_IO_FAULT", "EINVAL@0,op=open,file=features.bin", 1);
+    snprintf(dir, sizeof dir, "%s/unplanned", root);
+    rc = tg_test_cli(&out, "train %s --out %s %s", ds, dir, args);
+    unsetenv("TIERGNN_IO_FAULT");
+    if (saved)
+        setenv("XDG_CACHE_HOME", saved, 1);
+    else
+        unsetenv("XDG_CACHE_HOME");
+    free(saved);
+    TG_CHECK(rc == 0 && out && strstr(out, "ginex: its options are not planned (") &&
+             strstr(out, "its defaults stand") && share_in(out) == 0 &&
+             strstr(out, "--ginex-split not planned"));
+    if (rc) fprintf(stderr, "%s\n", out ? out : "");
+    free(out);
+}
+
 int main(void)
 {
     alarm(300);
@@ -293,6 +345,7 @@ int main(void)
     TG_RUN(read_errors);
     TG_RUN(inspector_error_later);
     TG_RUN(cli_json);
+    TG_RUN(split_planned_or_given);
     int rc = tg_test_done();
     if (rc == 0) tg_rmtree(root);
     return rc;

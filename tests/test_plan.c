@@ -232,6 +232,83 @@ TG_TEST(disk_budget_planned)
     TG_CHECK_EQ_U64(tg_cost_disk_budget(&in), 0);
 }
 
+/* ginex's split is the prediction's: of the shares within 5% of the shortest epoch, the one
+ * that reads the fewest bytes (55% is the shortest on the shared bench's inputs), recorded as the
+ * knob "ginex-split" the run takes (tg_cost_plan_args), the same number the why says. Without a
+ * neighbour cache that serves lists (no ncache_hit curve) the feature cache takes everything;
+ * with one that serves most lists from a small share, a share goes to it. */
+#define GX_BENCH_SPLIT 40
+#define GX_BENCH_SPLIT_S "40"
+static int ginex_row(const tg_cost_plan_t *pl)
+{
+    for (int i = 0; i < pl->n; i++)
+        if (!strcmp(pl->names[i], "ginex")) return i;
+    return -1;
+}
+
+TG_TEST(ginex_split_planned)
+{
+    tg_cost_inputs_t in = bench_inputs();
+    in.prof.ncache_hit.n = 0; /* no neighbour cache measured: it serves nothing */
+    tg_cost_plan_t pl;
+    TG_CHECK_OK(tg_cost_plan_choose(&in, 0, &pl));
+    int g = ginex_row(&pl);
+    TG_CHECK(g >= 0 && pl.pred[g].feasible);
+    if (g < 0) return;
+    const tg_cost_pred_t *p = &pl.pred[g];
+    TG_CHECK(p->knobs[0].name && !strcmp(p->knobs[0].name, "ginex-split"));
+    TG_CHECK(p->knobs[0].value == 0 && !strncmp(p->why, "split 0% of ", 12));
+    /* the shared bench's: 139.5 MiB of lists serve 48% of the list reads */
+    in = bench_inputs();
+    TG_CHECK_OK(tg_cost_plan_choose(&in, 0, &pl));
+    p = &pl.pred[g];
+    fprintf(stderr, "  shared bench: %s\n", p->why);
+    TG_CHECK(p->knobs[0].value == GX_BENCH_SPLIT &&
+             !strncmp(p->why, "split " GX_BENCH_SPLIT_S "% of ", 12));
+    char *j = tg_cost_plan_json(&pl);
+    TG_CHECK(j && strstr(j, "\"planned\":{\"ginex-split\":" GX_BENCH_SPLIT_S "}"));
+    free(j);
+}
+
+/* What a run of a planned strategy adds to its options: the knobs (and diskgnn's disk budget)
+ * its options do not give; one given wins, "auto" counts as not given; a strategy that cannot
+ * run gets nothing. */
+TG_TEST(plan_args_added_unless_given)
+{
+    tg_cost_inputs_t in = bench_inputs();
+    tg_cost_plan_t pl;
+    TG_CHECK_OK(tg_cost_plan_choose(&in, 0, &pl));
+    int g = ginex_row(&pl);
+    TG_CHECK(g >= 0);
+    if (g < 0) return;
+    char want[32];
+    snprintf(want, sizeof want, "%lld", (long long)pl.pred[g].knobs[0].value);
+    tg_cost_plan_args_t a;
+    tg_strategy_arg_t given[2] = {{"superbatch", "4"}, {"ginex-split", "auto"}};
+    tg_cost_plan_args(&pl, g, given, 2, &a);
+    TG_CHECK(a.added == 1 && !strcmp(a.add[0].name, "ginex-split") &&
+             !strcmp(a.add[0].value, want));
+    given[1].value = "30";
+    tg_cost_plan_args(&pl, g, given, 2, &a);
+    TG_CHECK(a.added == 0);
+    /* diskgnn: its planned disk budget, unless given */
+    pl.disk_budget_planned = (uint64_t)5 << 30;
+    int d = -1;
+    for (int i = 0; i < pl.n; i++)
+        if (!strcmp(pl.names[i], "diskgnn")) d = i;
+    TG_CHECK(d >= 0);
+    tg_cost_plan_args(&pl, d, NULL, 0, &a);
+    TG_CHECK(a.added == 1 && !strcmp(a.add[0].name, "disk-budget") &&
+             !strcmp(a.add[0].value, "5368709120"));
+    tg_strategy_arg_t budget = {"disk-budget", "4G"};
+    tg_cost_plan_args(&pl, d, &budget, 1, &a);
+    TG_CHECK(a.added == 0);
+    /* infeasible: nothing planned */
+    pl.pred[g].feasible = 0;
+    tg_cost_plan_args(&pl, g, NULL, 0, &a);
+    TG_CHECK(a.added == 0);
+}
+
 /* diskgnn and ginex at a tight --mem. diskgnn: its first pass sizes the reader from what --mem
  * leaves, then the packing (a fifth of the rest), a batch's maps and the epoch's planning, and
  * refuses the pass when they do not fit (dg_setup). The planner refuses it by the same sums: on a
@@ -519,6 +596,8 @@ int main(void)
     TG_RUN(deterministic);
     TG_RUN(bad_inputs_named);
     TG_RUN(disk_budget_planned);
+    TG_RUN(ginex_split_planned);
+    TG_RUN(plan_args_added_unless_given);
     TG_RUN(first_pass_refused);
     TG_RUN(degree_classes);
     TG_RUN(curves_from_classes);

@@ -293,6 +293,59 @@ TG_TEST(fake_rows)
     TG_CHECK(best == -1);
 }
 
+/* mmap's page cache (what --mem leaves beside the process and the matrices in flight at the
+ * mean batch) is an LRU over pages: the index pages first, then the feature pages as the
+ * profile's LRU of rows at as many rows, a page's other rows a uniform share. Fixed inputs: the
+ * wide workload's profile (bench/README.md, the planner's acceptance bench, session 24): 300k
+ * rows of 2 KiB, 6M lists of 4 bytes (5860 pages), 12 batches of 26 581 rows and 4340 lists,
+ * 229 MiB left, matrices of 62.6 MiB. The budget's three matrices at the mean batch leave
+ * 73 MiB, every index page and 12.8k feature pages: 0.26M faults an epoch (the run read 0.78 GB
+ * in 0.19M faults; the uniform share of the budget's reservation predicted 0.36M). More room
+ * faults less; room for the file and its lists faults only on the epoch's new rows. */
+static double mmap_faults(const tg_cost_inputs_t *in)
+{
+    tg_cost_pred_t p;
+    memset(&p, 0, sizeof p);
+    p.feasible = 1;
+    TG_CHECK_OK(tg_strategy_mmap.predict(in, &p));
+    return p.read_bytes / 4096;
+}
+
+TG_TEST(mmap_page_cache)
+{
+    tg_cost_inputs_t in = shared_bench();
+    in.data.nodes = 300000;
+    in.data.edges = 6000000;
+    in.data.feat_dim = 512;
+    in.data.derived = 0;
+    in.run.sampler_threads = 2;
+    in.run.free_bytes = 240216513;
+    in.run.matrix_bytes = 62603571;
+    tg_cost_profile_t *p = &in.prof;
+    p->batches = 12;
+    p->rows_per_batch = 26581;
+    p->index_reads_per_batch = 4340;
+    p->distinct_rows = 145954;
+    p->lru = (tg_cost_curve_t){8,
+                               {0, 2280.53, 9122.13, 18244.3, 36488.5, 72977, 109466, 145954},
+                               {318972, 310683, 289725, 267390, 235216, 197674, 177296, 145954}};
+    double f = mmap_faults(&in);
+    fprintf(stderr, "  wide at 229 MiB: %.0f faults\n", f);
+    TG_CHECK(f > 0.25e6 && f < 0.27e6);
+    in.run.free_bytes += (uint64_t)(64 * MIB);
+    double more = mmap_faults(&in);
+    TG_CHECK(more < f);
+    /* room for every page: the lists are all cached, the features miss the LRU's new rows */
+    in.run.free_bytes = (uint64_t)(2048 * MIB);
+    double all = mmap_faults(&in);
+    TG_CHECK(all < more && all > 0);
+    /* no room beside the matrices: every touched page faults (lists and rows' pages) */
+    in.run.free_bytes = 50000000; /* less than one matrix at the mean batch */
+    double none = mmap_faults(&in);
+    double q = 26581.0 / 300000, touched = 150000 * (1 - (1 - q) * (1 - q)) + 4340;
+    TG_CHECK_NEAR(none, touched * 12, 0.01 * touched * 12);
+}
+
 TG_TEST(bad_inputs)
 {
     tg_cost_pred_t pred[TG_COST_MAX_STRATS];
@@ -379,5 +432,6 @@ int main(void)
     TG_RUN(deterministic);
     TG_RUN(fake_rows);
     TG_RUN(bad_inputs);
+    TG_RUN(mmap_page_cache);
     return tg_test_done();
 }

@@ -235,6 +235,10 @@ typedef struct tg_strategy_i {
      * Pure arithmetic: a negative code only for inputs tg_cost_check lets through that it
      * cannot use. NULL: the planner skips the strategy with a note. */
     int (*predict)(const struct tg_cost_inputs *in, struct tg_cost_pred *out);
+    /* Optional: the options predict plans (NULL-terminated; it sets their values in the
+     * prediction's knobs). A run of the strategy by name whose options leave one of them unset
+     * is planned first (engine/train.c), so that the run and its prediction agree; NULL: none. */
+    const char *const *planned;
 } tg_strategy_i;
 
 /* The table (strategies/strategy.c) is the only place that names every strategy. */

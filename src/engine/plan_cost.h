@@ -25,6 +25,7 @@
 #define TG_COST_CURVE_MAX 8
 #define TG_COST_MAX_STRATS 16
 #define TG_COST_WHY 192
+#define TG_COST_KNOBS 2
 
 /* A measured curve y(x) at up to TG_COST_CURVE_MAX points, x increasing; read piecewise
  * linearly between points and flat beyond the ends (tg_cost_curve_at). n = 0: unknown. */
@@ -120,6 +121,13 @@ typedef struct tg_cost_pred {
      * run's batches (a strategy that sizes buffers by the batch); 0: none. The planner refuses
      * a strategy whose working set and these do not fit what --mem leaves. */
     double least_extra;
+    /* the strategy options this prediction planned (name: the option without "--", NULL where
+     * unused; value as the option parses it): a run of the strategy takes each one its options
+     * do not give (tg_cost_plan_args), so that it runs what was predicted */
+    struct {
+        const char *name;
+        int64_t value;
+    } knobs[TG_COST_KNOBS];
     char why[TG_COST_WHY];
 } tg_cost_pred_t;
 

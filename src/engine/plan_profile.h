@@ -144,6 +144,20 @@ uint64_t tg_cost_disk_budget(const tg_cost_inputs_t *in);
  * --disk-budget is given (it knows need exactly once its first generation is sampled). */
 uint64_t tg_cost_disk_budget_rule(double need, double feat, double disk_free);
 
+/* The options the planner planned for table row i that args[0..n) do not give (an option
+ * given as "auto" counts as not given): diskgnn's --disk-budget (pl->disk_budget_planned) and
+ * the row's prediction's knobs (none where it is not predicted or cannot run). The run takes
+ * them after its own; add[k].value points into value[k], so the struct stays where it was
+ * filled. */
+#define TG_COST_PLAN_ARGS (TG_COST_KNOBS + 1)
+typedef struct tg_cost_plan_args {
+    int added;
+    tg_strategy_arg_t add[TG_COST_PLAN_ARGS];
+    char value[TG_COST_PLAN_ARGS][32];
+} tg_cost_plan_args_t;
+void tg_cost_plan_args(const tg_cost_plan_t *pl, int i, const tg_strategy_arg_t *args, int n,
+                       tg_cost_plan_args_t *out);
+
 /* Nodes by degree class: class 0 holds degree 0; above, four classes per power of two. */
 #define TG_COST_BINS (1 + 4 * 64)
 typedef struct tg_cost_bins {

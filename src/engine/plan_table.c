@@ -222,6 +222,38 @@ int tg_cost_plan_choose(const tg_cost_inputs_t *in, int allow_inexact, tg_cost_p
     return tg_cost_plan_choose_in(table, n, in, allow_inexact, pl);
 }
 
+/* An option args[0..n) gives a value other than "auto" (the strategies' word for their
+ * default). */
+static int arg_given(const tg_strategy_arg_t *args, int n, const char *name)
+{
+    for (int k = 0; k < n; k++)
+        if (!strcmp(args[k].name, name) && !(args[k].value && !strcmp(args[k].value, "auto")))
+            return 1;
+    return 0;
+}
+
+static void plan_arg(tg_cost_plan_args_t *out, const char *name, int64_t value)
+{
+    int k = out->added++;
+    snprintf(out->value[k], sizeof out->value[k], "%lld", (long long)value);
+    out->add[k] = (tg_strategy_arg_t){name, out->value[k]};
+}
+
+void tg_cost_plan_args(const tg_cost_plan_t *pl, int i, const tg_strategy_arg_t *args, int n,
+                       tg_cost_plan_args_t *out)
+{
+    memset(out, 0, sizeof *out);
+    if (i < 0 || i >= pl->n) return;
+    if (!strcmp(pl->names[i], "diskgnn") && pl->disk_budget_planned &&
+        !arg_given(args, n, "disk-budget"))
+        plan_arg(out, "disk-budget", (int64_t)pl->disk_budget_planned);
+    const tg_cost_pred_t *p = &pl->pred[i];
+    if (!p->predicted || !p->feasible) return;
+    for (int k = 0; k < TG_COST_KNOBS; k++)
+        if (p->knobs[k].name && !arg_given(args, n, p->knobs[k].name))
+            plan_arg(out, p->knobs[k].name, p->knobs[k].value);
+}
+
 /* ---------------------------------------------------------------- the table */
 
 static void print_row(const tg_cost_plan_t *pl, int i, FILE *f)
@@ -292,6 +324,17 @@ static char *pred_json(const tg_cost_plan_t *pl, int i)
     tg_json_num(&j, "compute_s", p->predicted ? p->compute_s : NAN);
     tg_json_num(&j, "prep_s", p->predicted ? p->prep_s : NAN);
     tg_json_num(&j, "least_bytes", pl->need[i] > 0 ? pl->need[i] : NAN);
+    /* the options the prediction planned, as "planned":{"ginex-split":40} */
+    char knobs[256];
+    size_t at = 0;
+    for (int k = 0; k < TG_COST_KNOBS && at < sizeof knobs; k++)
+        if (p->predicted && p->knobs[k].name)
+            at += (size_t)snprintf(knobs + at, sizeof knobs - at, "%s\"%s\":%lld", at ? "," : "{",
+                                   p->knobs[k].name, (long long)p->knobs[k].value);
+    if (at && at + 2 <= sizeof knobs) {
+        memcpy(knobs + at, "}", 2);
+        tg_json_raw(&j, "planned", knobs);
+    }
     tg_json_str(&j, "why", p->why);
     char *text = NULL;
     tg_json_end(&j, NULL, &text);

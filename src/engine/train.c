@@ -286,11 +286,11 @@ typedef struct {
     char ckpt_path[4096], best_path[4096], cfg_path[4096];
     const char *planned; /* strategy auto: the planner's choice (NULL: the fixed rule's) */
     char *plan_json;     /* its table (tg_cost_plan_json), for result.json and --json */
-    /* the run's strategy options with what the planner chose added (diskgnn's --disk-budget);
-     * NULL: the options given */
+    /* the run's strategy options with what the planner planned added (diskgnn's --disk-budget,
+     * the prediction's knobs, in plan_add); NULL: the options given */
     tg_strategy_arg_t *plan_args;
     int plan_nargs;
-    char plan_value[32];
+    tg_cost_plan_args_t plan_add;
     /* data-parallel (docs/DISTRIBUTED.md): under mpirun, rank of K; rank 0 writes the files */
     int dist, rank, K;
     uint64_t share_start, share_m; /* this epoch's share: batches [start, start + m) */
@@ -348,22 +348,51 @@ static int train_check(trainer_t *t, uint64_t *ntrain, uint64_t *N, uint32_t *D)
     return 0;
 }
 
-/* diskgnn chosen without --disk-budget: the run gets the budget its prediction used (the options
- * given, that one added; config.json keeps the options given: a resume plans nothing). */
-static void plan_disk_budget(trainer_t *t, const tg_cost_plan_t *pl)
+/* The strategy of table row i runs with the options the planner planned for it that the options
+ * given leave unset (diskgnn's --disk-budget, ginex's --ginex-split: tg_cost_plan_args), added
+ * after them; config.json keeps the options given (a resume plans again or keeps the defaults). */
+static void plan_options(trainer_t *t, const tg_cost_plan_t *pl, int i)
 {
     const tg_train_opts_t *o = &t->o;
     int n = o->num_strategy_args;
-    t->plan_args = calloc((size_t)n + 1, sizeof *t->plan_args);
-    if (!t->plan_args) return; /* the default budget stands */
+    tg_cost_plan_args(pl, i, o->strategy_args, n, &t->plan_add);
+    const tg_cost_plan_args_t *add = &t->plan_add;
+    if (!add->added) return;
+    t->plan_args = calloc((size_t)(n + add->added), sizeof *t->plan_args);
+    if (!t->plan_args) return; /* the strategy's defaults stand */
     if (n) memcpy(t->plan_args, o->strategy_args, (size_t)n * sizeof *t->plan_args);
-    snprintf(t->plan_value, sizeof t->plan_value, "%llu",
-             (unsigned long long)pl->disk_budget_planned);
-    t->plan_args[n] = (tg_strategy_arg_t){"disk-budget", t->plan_value};
-    t->plan_nargs = n + 1;
-    char b[32];
-    tg_log_info("diskgnn: --disk-budget %s planned (the epoch's bytes within the free disk)",
-                tg_fmt_bytes(pl->disk_budget_planned, b, sizeof b));
+    memcpy(t->plan_args + n, add->add, (size_t)add->added * sizeof *t->plan_args);
+    t->plan_nargs = n + add->added;
+    for (int k = 0; k < add->added; k++) {
+        char b[32];
+        uint64_t v = strtoull(add->add[k].value, NULL, 10);
+        int bytes = !strcmp(add->add[k].name, "disk-budget");
+        tg_log_info("%s: --%s %s planned (%s)", pl->names[i], add->add[k].name,
+                    bytes ? tg_fmt_bytes(v, b, sizeof b) : add->add[k].value,
+                    bytes ? "the epoch's bytes within the free disk"
+                          : "the cost model's shortest epoch");
+    }
+}
+
+/* A strategy named with --strategy whose options leave one it plans unset
+ * (tg_strategy_i.planned): its run takes the planned value, so that its defaults are the
+ * prediction's (one rule, the cost model's, for a named run and an auto one). */
+static const tg_strategy_i *named_to_plan(const tg_train_opts_t *o)
+{
+    const tg_strategy_i *s;
+    if (!o->strategy || !*o->strategy || !strcmp(o->strategy, "auto") ||
+        tg_strategy_find(o->strategy, &s) < 0 || !s->planned) {
+        tg_err_clear();
+        return NULL;
+    }
+    for (const char *const *name = s->planned; *name; name++) {
+        int given = 0;
+        for (int k = 0; k < o->num_strategy_args; k++)
+            given |= !strcmp(o->strategy_args[k].name, *name) &&
+                     !(o->strategy_args[k].value && !strcmp(o->strategy_args[k].value, "auto"));
+        if (!given) return s;
+    }
+    return NULL;
 }
 
 /* Data-parallel: every rank trains with the same strategy, but each plans from its own
@@ -381,6 +410,40 @@ static int plan_agree(trainer_t *t, int rc, int best)
     return rc; /* a rank that could not plan (best -1) makes them differ */
 }
 
+/* The named strategy's planned options (named_to_plan): the planner's profile and predictions
+ * as for auto, the choice left aside. Where the profile cannot run, or predicts the strategy
+ * cannot, the strategy's own defaults stand and the log says why. */
+static void train_plan_named(trainer_t *t, const tg_strategy_i *s)
+{
+    const tg_train_opts_t *o = &t->o;
+    tg_cost_plan_opts_t po;
+    tg_cost_plan_t *pl = malloc(sizeof *pl);
+    int rc = pl ? tg_cost_plan_opts_train(o, &po) : tg_err(-ENOMEM, "out of memory");
+    if (rc == 0) rc = tg_cost_plan(&po, pl);
+#ifdef __GLIBC__
+    malloc_trim(0); /* as train_plan */
+#endif
+#ifndef TG_SANITIZE
+    if (rc == 0 && (rc = tg_cost_plan_recheck(pl, tg_rss_anon_bytes())) > 0) rc = 0;
+#endif
+    int i = -1;
+    for (int k = 0; rc == 0 && k < pl->n; k++)
+        if (!strcmp(pl->names[k], s->info.name)) i = k;
+    if (rc == 0 && i < 0) rc = tg_err(-EINVAL, "no prediction (internal error)");
+    if (rc == 0 && !(pl->pred[i].predicted && pl->pred[i].feasible))
+        rc = tg_err(-EINVAL, "%s", pl->pred[i].why);
+    if (rc < 0) {
+        tg_log_info("%s: its options are not planned (%s); its defaults stand", s->info.name,
+                    tg_errmsg());
+        tg_err_clear();
+    } else {
+        tg_log_info("%s: planned from a profile of %.2f s: %.2f s per epoch predicted, %s",
+                    s->info.name, pl->cost.total_s, pl->pred[i].epoch_s, pl->pred[i].why);
+        plan_options(t, pl, i);
+    }
+    free(pl);
+}
+
 /* Strategy auto for a new run: the planner's profile and choice (engine/plan_profile.h), its table
  * in the log and in RUNDIR/plan.json. Where the profile cannot run, or predicts no strategy can,
  * the fixed rule of tg_strategy_choose decides, and the log says why. A resumed run continues
@@ -391,6 +454,11 @@ static int plan_agree(trainer_t *t, int rc, int best)
 static void train_plan(trainer_t *t)
 {
     const tg_train_opts_t *o = &t->o;
+    const tg_strategy_i *named = named_to_plan(o);
+    if (named) {
+        train_plan_named(t, named);
+        return;
+    }
     if (o->strategy && *o->strategy && strcmp(o->strategy, "auto")) return;
     if (o->resume) {
         tg_log_info("strategy auto: a resumed run is not planned again; the fixed rule decides");
@@ -428,7 +496,7 @@ static void train_plan(trainer_t *t)
     if (tg_log_level() >= TG_LOG_INFO) tg_cost_plan_print(pl, stderr);
     t->planned = pl->names[pl->best];
     tg_log_info("strategy %s: planned, %s", t->planned, pl->why);
-    if (!strcmp(t->planned, "diskgnn") && pl->disk_budget_planned) plan_disk_budget(t, pl);
+    plan_options(t, pl, pl->best);
     t->plan_json = tg_cost_plan_json(pl);
     free(pl);
     if (!t->plan_json) {

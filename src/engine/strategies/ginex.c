@@ -76,7 +76,7 @@ static const tg_strategy_opt_t gx_opts[] = {
            "cache memory can plan, 2..64)"),
     GX_OPT("ginex-split", TG_SOPT_INT, -1, 0, 100, 1, split, "PCT",
            "percent of the cache memory for the neighbour cache, the rest for the feature cache "
-           "(default auto: from a short profile of the first batches)"),
+           "(default auto: planned, the cost model's shortest epoch; 0 where not planned)"),
     GX_OPT("feature-cache", TG_SOPT_SIZE, -1, 0, INT64_MAX, 1, feature_cache, "SIZE",
            "feature cache size (default auto: what --mem leaves; without --mem an eighth of the "
            "RAM, at most the feature file)"),
@@ -133,7 +133,6 @@ struct tg_strategy {
     uint64_t next_id;
     sb_t *cur;
     uint32_t cur_i;         /* index in cur of the batch handed out last */
-    int split_known;        /* 1 + the split the first setup chose, kept for the setups after */
     tg_ginex_figures_t fig; /* the pass's own figures */
 };
 
@@ -188,94 +187,22 @@ static int gx_open(tg_strategy_t **out, tg_run_t *r, const tg_strategy_opts_t *s
  *
  * The paper gives each cache what its stage leaves of the memory, because its sample and main
  * loop stages take turns; here they run at once (superbatch k+1 is sampled while k trains), so
- * the cache memory is shared and the split decides. A short profile decides it: the pass's first
- * GX_PROFILE batches are sampled from disk, counting the index reads R they take, and their trace
- * gives the feature misses M(C) of a Belady cache of C rows (the changeset simulator, from an
- * empty cache; M counts the later half of the batches, whose cache the earlier half warmed). For
- * each split of 0, 5, ..., 100 percent the disk reads per batch are estimated:
- *
- *     w x R x (1 - min(1, B_n / B_all))   +   M
- *
- * B_n is the neighbour cache's share and B_all what holds every in-neighbour list (the importance
- * metric's premise: caching a node's list saves reads in proportion to its size); a missed row
- * counts as one read. w weighs an index read against a feature read: index reads are small and
- * run on the sampler threads a superbatch ahead, feature reads are on the executor's path to the
- * trainer. w = 1/4 orders the splits as the shared bench measured them (bench/README.md, "Ginex":
- * "Split calibration"); w = 1 picked 100 %, and so did an estimate that let rows within the read
- * plan's merge gap share a read (it ignored the bytes read through the holes). The split with the
- * fewest estimated reads wins; ties go to the larger feature cache. */
-#define GX_PROFILE 4u
-
-typedef struct {
-    int split;
-    double work[21];
-    uint64_t index_reads, profile_batches;
-    double profile_s;
-} gx_split_t;
-
-#define GX_INDEX_WEIGHT 0.25
-
-static int choose_split(tg_strategy_t *s, const tg_pass_t *p, uint64_t caches, uint64_t nc_all,
-                        gx_split_t *out)
-{
-    tg_run_t *r = s->r;
-    memset(out, 0, sizeof *out);
-    double t0 = tg_now();
-    /* the raw disk adjacency: the run's counting wrapper would add the profile's index bytes to
-     * the epoch's */
-    tg_sloader_opts_t lo = tg_pass_sloader_opts(p, s->disk, r->sopts.sampler_threads, 1);
-    tg_sloader_t *ld;
-    int rc = tg_sloader_start(&ld, &lo);
-    if (rc < 0) return rc;
-    tg_io_counts_t c0, c1;
-    tg_io_stats_take(&s->stats, &c0);
-    uint64_t total = tg_sloader_num_batches(ld);
-    uint32_t P =
-        (uint32_t)TG_MIN((uint64_t)GX_PROFILE, total > p->first_batch ? total - p->first_batch : 0);
-    tg_btrace_t prof;
-    tg_btrace_init(&prof, &r->budget, "ginex: superbatch trace");
-    rc = tg_btrace_sample(&prof, ld, P, NULL, NULL);
-    tg_sloader_stop(ld);
-    tg_io_stats_take(&s->stats, &c1);
-    (void)c0;
-    if (rc >= 0 && P) {
-        out->index_reads = c1.io_requests;
-        out->profile_batches = P;
-        double R = (double)c1.io_requests / P, best = -1;
-        uint64_t per_entry = tg_tier_cs_bytes(0, 1, s->xrow);
-        tg_cs_trace_t tr = {.iters = P, .off = prof.off, .ids = prof.ids};
-        for (int k = 0; k <= 20 && rc >= 0; k++) {
-            uint64_t nb = caches / 20 * (uint64_t)k;
-            uint64_t entries = TG_MIN((caches - nb) / per_entry, s->r->ds->meta.num_nodes);
-            tg_cs_t cs;
-            if ((rc = tg_cs_compute(s->ws, &tr, entries, NULL, 0, &cs, &r->budget)) < 0) break;
-            /* the misses of a warm cache: the later half of the profile, after the earlier
-             * batches filled it (the first batches' misses are all compulsory) */
-            uint32_t h = P / 2;
-            uint64_t late = 0;
-            for (uint32_t i = h; i < P; i++)
-                late += cs.misses[i];
-            double M = (double)late / (double)(P - h);
-            double w = GX_INDEX_WEIGHT * R *
-                           (1.0 - TG_MIN(1.0, nc_all ? (double)nb / (double)nc_all : 1.0)) +
-                       M;
-            tg_cs_free(&cs);
-            out->work[k] = w;
-            if (best < 0 || w < best) {
-                best = w;
-                out->split = k * 5;
-            }
-        }
-    }
-    tg_btrace_free(&prof);
-    out->profile_s = tg_now() - t0;
-    return rc < 0 ? rc : 0;
-}
+ * the cache memory is shared and the split decides. One rule decides it, the cost model's
+ * (gx_predict: the share of 0, 5, ..., 100% with the shortest predicted epoch, from the
+ * planner's profile); a run takes it as --ginex-split, which the planner adds to the options of
+ * a run that takes ginex through auto or names it without the option (engine/train.c). A run
+ * not planned (the library's loader, a planner that could not profile) gives the feature cache
+ * everything (GX_SPLIT_UNPLANNED). The rule it replaces, a per-run profile of 4 batches counting
+ * a missed row as one read against a quarter of an index read, saw none of the epoch's reuse:
+ * on the planner's narrow workload (rows of 128 bytes) it took 95% and read 2.61 GiB in 3.82 s
+ * an epoch where 0%, the model's, read 0.44 GiB in 1.97 s (bench/README.md, session 24). */
+#define GX_SPLIT_UNPLANNED 0
+/* The share of the shortest predicted epoch within which gx_predict takes the fewest bytes. */
+#define GX_SPLIT_TOL 0.05
 
 /* Splits the cache memory between the neighbour cache (given its share first: its file is built
  * once, reused after) and the feature cache (s->entries rows). */
-static int split_caches(tg_strategy_t *s, const tg_pass_t *p, uint64_t caches, int *split,
-                        uint64_t *nc_bytes)
+static int split_caches(tg_strategy_t *s, uint64_t caches, int *split, uint64_t *nc_bytes)
 {
     tg_run_t *r = s->r;
     const gx_cfg_t *c = r->sopts.cfg;
@@ -283,19 +210,7 @@ static int split_caches(tg_strategy_t *s, const tg_pass_t *p, uint64_t caches, i
     /* the neighbour cache that holds every list: address table, counts and neighbours */
     uint64_t nc_all = tg_ncache_full_bytes(N, s->disk->indptr);
     int rc;
-    *split = c->split >= 0 ? (int)c->split : s->split_known ? s->split_known - 1 : 0;
-    gx_split_t sp = {0};
-    if (c->split < 0 && c->x.neighbor_cache < 0 && caches && !s->split_known) {
-        if ((rc = choose_split(s, p, caches, nc_all, &sp)) < 0) return rc;
-        *split = sp.split;
-        tg_log_info("ginex: split from a profile of %llu batches (%.2f s: %.0f index reads per "
-                    "batch): neighbour cache %d%%; estimated reads per batch at 0/25/50/75/"
-                    "100%%: %.0f %.0f %.0f %.0f %.0f",
-                    (unsigned long long)sp.profile_batches, sp.profile_s,
-                    sp.profile_batches ? (double)sp.index_reads / (double)sp.profile_batches : 0,
-                    *split, sp.work[0], sp.work[5], sp.work[10], sp.work[15], sp.work[20]);
-    }
-    s->split_known = *split + 1;
+    *split = c->split >= 0 ? (int)c->split : GX_SPLIT_UNPLANNED;
     uint64_t nc =
         c->x.neighbor_cache >= 0 ? (uint64_t)c->x.neighbor_cache : caches / 100 * (uint64_t)*split;
     nc = TG_MIN(nc, nc_all);
@@ -364,7 +279,7 @@ static int size_superbatch(tg_strategy_t *s, uint64_t avail, uint64_t need, uint
     return 0;
 }
 
-static int gx_setup(tg_strategy_t *s, const tg_pass_t *p)
+static int gx_setup(tg_strategy_t *s)
 {
     tg_run_t *r = s->r;
     const gx_cfg_t *c = r->sopts.cfg;
@@ -399,7 +314,7 @@ static int gx_setup(tg_strategy_t *s, const tg_pass_t *p)
     if ((rc = tg_cs_ws_create(&s->ws, N, &r->budget)) < 0) return rc;
     int split;
     uint64_t nc_bytes;
-    if ((rc = split_caches(s, p, caches, &split, &nc_bytes)) < 0 ||
+    if ((rc = split_caches(s, caches, &split, &nc_bytes)) < 0 ||
         (rc = cache_alloc(s, pl.chunk)) < 0)
         return rc;
     tg_extract_opts_t eo = {.plan = &pl,
@@ -416,12 +331,14 @@ static int gx_setup(tg_strategy_t *s, const tg_pass_t *p)
     for (int k = 0; k < 2; k++)
         if ((rc = tg_spill_open(&s->sb[k].spill, s->spill_dir, &so)) < 0) return rc;
     tg_log_info("ginex: superbatch of %u batches (planning up to %s), feature cache %llu rows "
-                "(%s, %.1f%% of the features), neighbour cache share %d%% (%s), spill files in "
+                "(%s, %.1f%% of the features), neighbour cache share %d%% (%s%s), spill files in "
                 "%s; %u reads in flight, %u rows per chunk",
                 s->S, tg_fmt_bytes(plan_bytes, a, sizeof a), (unsigned long long)s->entries,
                 tg_fmt_bytes(s->entries * s->xrow, b, sizeof b),
                 N ? 100.0 * (double)s->entries / (double)N : 0.0, split,
-                tg_fmt_bytes(nc_bytes, e, sizeof e), s->spill_dir, pl.depth, pl.chunk);
+                tg_fmt_bytes(nc_bytes, e, sizeof e),
+                c->split >= 0 || c->x.neighbor_cache >= 0 ? "" : ", --ginex-split not planned",
+                s->spill_dir, pl.depth, pl.chunk);
     s->ready = 1;
     return 0;
 }
@@ -770,7 +687,7 @@ static int gx_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
     st->next_batch = p->first_batch;
     if (s->dead) return tg_err(-ECANCELED, "ginex: an earlier pass failed");
     int rc;
-    if (!s->ready && (rc = gx_setup(s, p)) < 0) return rc;
+    if (!s->ready && (rc = gx_setup(s)) < 0) return rc;
     if ((rc = pass_begin(s, p)) < 0) return rc;
     tg_run_t *r = s->r;
     const gx_cfg_t *c = r->sopts.cfg;
@@ -829,8 +746,9 @@ static int gx_in_flight(const tg_strategy_opts_t *so)
  * executor, one thread that also copies every row, with merging; the index reads the neighbour
  * cache does not serve come from disk on the sampler threads. The
  * split is planned: the share (0, 5, ..., 100%) with the shortest predicted epoch, ties to the
- * larger feature cache as in choose_split. Without the neighbour cache file (and the out-degrees
- * it ranks by), two sweeps of indices.bin build it before the first epoch. */
+ * larger feature cache; the run takes it as --ginex-split (the split above). Without the neighbour
+ * cache file (and the out-degrees it ranks by), two sweeps of indices.bin build it before the first
+ * epoch. */
 static int gx_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
 {
     const tg_cost_profile_t *pr = &in->prof;
@@ -855,7 +773,8 @@ static int gx_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
     double per_batch = bn * GX_PLAN_BYTES_PER_ACCESS * 5 / 4;
     double S = fmax(2, fmin(64, floor(fmax(avail - need, 0) / 5 / per_batch)));
     double caches = fmax(avail - need - S * per_batch, 0);
-    double misses = 0, hit = 0, prep = 0;
+    double misses = 0, hit = 0, prep = 0, m_at[21], h_at[21];
+    tg_cost_pred_t at[21];
     int split = 0;
     if (!(in->data.derived & TG_COST_HAVE_NCACHE))
         prep = tg_cost_seq_s(&in->machine, 2 * idx) / in->run.epochs;
@@ -864,7 +783,7 @@ static int gx_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
      * other misses are read batch by batch */
     double B = (double)pr->batches, sbs = ceil(B / fmin(S, B));
     double sb_rows = pr->distinct_rows * fmin(1, S / B);
-    for (int pct = 0; pct <= 100; pct += 5) {
+    for (int k = 0, pct = 0; k <= 20; k++, pct += 5) {
         tg_cost_pred_t q = {.feasible = 1, .prep_s = pct ? prep : 0};
         double nb = caches * pct / 100, m = tg_cost_curve_at(&pr->belady, (caches - nb) / row);
         double fill = fmin((caches - nb) / row, sb_rows), fr, fb;
@@ -882,8 +801,23 @@ static int gx_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
         /* one executor thread reads the rows and copies them: its reads and gathering add */
         q.steady_s = fmax(q.steady_s, q.row_io_s + q.gather_s);
         q.epoch_s = q.steady_s + q.prep_s;
-        if (pct == 0 || q.epoch_s < p->epoch_s) *p = q, split = pct, misses = m, hit = h;
+        at[k] = q, m_at[k] = m, h_at[k] = h;
+        if (k == 0 || q.epoch_s < at[split].epoch_s) split = k;
     }
+    /* Of the shares predicted within GX_SPLIT_TOL of the shortest epoch, the one that reads the
+     * fewest bytes (ties: the larger feature cache). Where the epoch is bound by the CPU the
+     * shares' epochs differ by less than the model's error while their bytes differ by half:
+     * the shortest alone jumped from a 100% share to 0% between --mem 1010M and 1020M on the
+     * shared bench (55.1 to 36.5 GiB an epoch for 10 MiB, predicted 90.2 and 88.5 s). One
+     * step remains, between 1000M and 1010M (51.2 to 36.0 GiB): below it the feature cache's
+     * fills cost the model more than they save. */
+    double shortest = at[split].epoch_s;
+    for (int k = 0; k <= 20; k++)
+        if (at[k].epoch_s <= shortest * (1 + GX_SPLIT_TOL) &&
+            at[k].read_bytes < at[split].read_bytes)
+            split = k;
+    *p = at[split], misses = m_at[split], hit = h_at[split];
+    split *= 5;
     if (need + S * per_batch > avail) {
         tg_cost_infeasible(p,
                            "its first pass needs %.1f MiB (table, changeset workspace, read "
@@ -893,12 +827,16 @@ static int gx_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
                            S * per_batch / 1048576, avail / 1048576);
         return 0;
     }
+    p->knobs[0].name = "ginex-split";
+    p->knobs[0].value = split;
     snprintf(p->why, sizeof p->why,
-             "split %d%%: Belady cache misses %.2fM rows, neighbour cache serves %.0f%% of lists, "
-             "%.0f reads in flight",
-             split, misses / 1e6, 100 * hit, depth);
+             "split %d%% of %.1f MiB, superbatch %.0f: Belady cache misses %.2fM rows, neighbour "
+             "cache serves %.0f%% of lists, %.0f reads in flight",
+             split, caches / 1048576, S, misses / 1e6, 100 * hit, depth);
     return 0;
 }
+
+static const char *const gx_planned[] = {"ginex-split", NULL};
 
 const tg_strategy_i tg_strategy_ginex = {
     .info = {.name = "ginex",
@@ -915,6 +853,7 @@ const tg_strategy_i tg_strategy_ginex = {
     .close = gx_close,
     .batches_in_flight = gx_in_flight,
     .predict = gx_predict,
+    .planned = gx_planned,
     .in_flight_opts = gx_shrink,
     .evaluating = gx_evaluating,
     .report = gx_report,

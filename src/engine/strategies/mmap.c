@@ -101,10 +101,21 @@ static int mmap_in_flight(const tg_strategy_opts_t *o)
 }
 
 /* The cost model: every 4 KiB page a batch touches (its rows' pages, a page per neighbour list)
- * and the page cache does not hold is one synchronous read. A fault blocks its thread, so the
- * device sees about one read per sampler thread (bench/README.md, "Ginex", the shared strategy
- * bench: mmap's faults ran near the probe's depth-1 rate). The page cache is what the budget
- * leaves beside the matrices, spread evenly over the features' and indices' pages. */
+ * that the page cache does not hold is one synchronous read of that page alone (MADV_RANDOM: no
+ * read-ahead; the shared bench and the planner's wide workload measured 4.0-4.1 KiB a read). A
+ * fault blocks its thread, so the device sees about one read per sampler thread (bench/README.md,
+ * "Ginex", the shared strategy bench: mmap's faults ran near the probe's depth-1 rate).
+ *
+ * The page cache is what the cgroup leaves beside the process: --mem after the budget plan's
+ * process, model and activations, less the matrices in flight at the epoch's mean batch (the
+ * budget reserves the largest with a margin, but the kernel gives the page cache what is not
+ * in use), as many as the budget plan lets fit. It is an LRU over pages (mmap_page_misses): the
+ * index pages first, which about every other batch touches and so stay, then the feature pages.
+ * Counting it as a uniform share of the file's pages, with the budget's full reservation taken off,
+ * predicted 1.46 GB read per epoch on the planner's wide workload (--mem 320M), where the run read
+ * 0.78 GB (session 24). */
+static double mmap_page_misses(const tg_cost_inputs_t *in, double pages);
+
 static int mmap_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
 {
     const double page = 4096;
@@ -113,19 +124,43 @@ static int mmap_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
     double idx_pages = ceil((double)in->data.edges * in->data.index_bytes / page);
     double per_page = fmax(1, floor(page / tg_cost_row_bytes(in)));
     double q = fmin(pr->rows_per_batch / (double)in->data.nodes, 1);
-    double touched = feat_pages * (1 - pow(1 - q, per_page)) + pr->index_reads_per_batch;
-    double cached = tg_cost_cache_bytes(in, tg_cost_matrices(&tg_strategy_mmap, in)) / page;
-    double hit = fmin(cached / (feat_pages + idx_pages), 1);
-    double faults = touched * (double)pr->batches * (1 - hit);
+    double feat_touched = feat_pages * (1 - pow(1 - q, per_page)) * (double)pr->batches;
+    double idx_touched = pr->index_reads_per_batch * (double)pr->batches;
+    /* the budget plan lowers the sampler threads until its matrices (the largest batch's, with
+     * its margin) fit what --mem leaves: as many as fit, at least one */
+    double free = (double)in->run.free_bytes, k = tg_cost_matrices(&tg_strategy_mmap, in);
+    if (in->run.matrix_bytes) k = fmax(1, fmin(k, floor(free / (double)in->run.matrix_bytes)));
+    double cached = fmax(free - k * pr->rows_per_batch * tg_cost_row_bytes(in), 0) / page;
+    double idx_cached = fmin(cached, idx_pages);
+    double faults = idx_touched * (1 - idx_cached / fmax(idx_pages, 1)) +
+                    feat_touched * mmap_page_misses(in, cached - idx_cached);
     p->read_bytes = faults * page;
     p->io_s = tg_cost_random_s(&in->machine, faults, p->read_bytes, in->run.sampler_threads);
     p->sample_s = tg_cost_sample_s(in);
     p->gather_s = tg_cost_gather_s(in);
     p->compute_s = tg_cost_compute_s(in);
     tg_cost_overlap(in, p);
-    snprintf(p->why, sizeof p->why, "%.2fM page faults, %.0f%% of pages in the page cache",
-             faults / 1e6, 100 * hit);
+    snprintf(p->why, sizeof p->why,
+             "%.2fM page faults, a page cache of %.0f MiB (%.0f%% of the pages)", faults / 1e6,
+             cached * page / 1048576, 100 * fmin(cached / (feat_pages + idx_pages), 1));
     return 0;
+}
+
+/* The share of the feature pages a batch touches that a page cache of `pages` feature pages
+ * misses. Each cached page is there for one row the LRU keeps (the profile's LRU of rows at as
+ * many rows: tg_cost_lru_misses); a page's other rows are unrelated to it (rows are placed by
+ * node id) and serve the misses as a uniform share of the file's rows. */
+static double mmap_page_misses(const tg_cost_inputs_t *in, double pages)
+{
+    double N = (double)in->data.nodes, acc = tg_cost_accesses(in);
+    if (!(pages > 0) || !(acc > 0)) return 1;
+    double per_page = fmax(1, floor(4096 / tg_cost_row_bytes(in)));
+    double rows = fmin(pages, N);
+    double lru = fmin(tg_cost_lru_misses(in, rows) / acc, 1);
+    /* never fewer than the rows a steady epoch reads that the epoch before did not: a page
+     * cache that holds the file misses those alone */
+    double fresh = fmin(tg_cost_lru_misses(in, N) / acc, 1);
+    return fmax(lru * (1 - fmin(1, (per_page - 1) * rows / N)), fresh);
 }
 
 const tg_strategy_i tg_strategy_mmap = {
