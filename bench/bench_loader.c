@@ -15,7 +15,9 @@
  *
  * One JSON line per epoch on stdout: mode, strategy, epoch, batches, time_s (from the epoch's
  * start to its last batch; epoch 0 from before the open, whose time is open_s), batches_per_s,
- * and the loader's copy_s / wait_s / stall_s or the pass's wait_s, io_read_bytes. */
+ * and the loader's copy_s / wait_s / stall_s or the pass's wait_s, io_read_bytes; the loader's
+ * also rss_peak_bytes, the process's peak RSS so far (VmHWM: mapped pages of a file count, so
+ * it is the budget's measure for strategies that read with pread, not mmap's). */
 #define BENCH_NAME "bench_loader"
 #include "bench_common.h"
 
@@ -169,9 +171,9 @@ static void run_loader(const opts_t *o)
         char extra[256];
         snprintf(extra, sizeof extra,
                  ",\"open_s\":%.4f,\"copy_s\":%.4f,\"wait_s\":%.4f,\"stall_s\":%.4f,"
-                 "\"io_read_bytes\":%llu",
+                 "\"io_read_bytes\":%llu,\"rss_peak_bytes\":%llu",
                  e ? 0.0 : open_s, st.copy_s, st.wait_s, st.stall_s,
-                 (unsigned long long)st.io_read_bytes);
+                 (unsigned long long)st.io_read_bytes, (unsigned long long)tg_peak_rss_bytes());
         line(o, info.strategy, e, n, t, extra);
     }
     tg_loader_close(L);

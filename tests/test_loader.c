@@ -8,6 +8,8 @@
 #include "test_engine_common.h"
 
 #include <dirent.h>
+#include <math.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -964,7 +966,7 @@ TG_TEST(bad_options)
     BAD(o.sampler_threads = -2, "sampler_threads -2 out of range");
     BAD(o.shuffle = 2, "take 0 or 1");
     BAD(o.mem_bytes = 1 << 20, "--mem");
-    /* wide rows: 65 slots of a whole-graph batch (4 MiB each) do not fit in 128M */
+    /* wide rows: 64 slots of a whole-graph batch (4 MiB each) do not fit in 128M */
     char wide[4300];
     snprintf(wide, sizeof wide, "%s/wide", root);
     synth_opts_t so;
@@ -974,7 +976,7 @@ TG_TEST(bad_options)
     synth_write(wide, &so);
     BAD((o.dataset = wide, o.mem_bytes = 128 << 20, o.max_held = 64, o.batch_size = 0,
          o.fanouts[0] = o.fanouts[1] = -1),
-        "max_held 64 + 1 batch slots");
+        "max_held 64 held batches");
     sargs_t sh;
     sargs_of(&sh, "hier");
     opts_for(&o, "hier", &sh);
@@ -985,6 +987,275 @@ TG_TEST(bad_options)
 #undef BAD
 }
 
+/* ---------------------------------------------------------------- the hand-over */
+
+static int open_threads(void)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/task");
+    if (!d) return -1;
+    for (struct dirent *e; (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* This process's anonymous RSS (RssAnon in /proc/self/status); 0 when it cannot be read. */
+static uint64_t rss_anon(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return 0;
+    char line[256];
+    unsigned long long kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "RssAnon: %llu kB", &kb) == 1) break;
+    fclose(f);
+    return (uint64_t)kb << 10;
+}
+
+/* A thread that samples rss_anon every millisecond: its peak. */
+typedef struct {
+    pthread_t t;
+    atomic_int stop;
+    uint64_t peak; /* read after the join */
+} rss_watch_t;
+
+static void *rss_watch_main(void *arg)
+{
+    rss_watch_t *w = arg;
+    while (!atomic_load(&w->stop)) {
+        uint64_t v = rss_anon();
+        if (v > w->peak) w->peak = v;
+        usleep(1000);
+    }
+    return NULL;
+}
+
+/* "12.34 MiB" (tg_fmt_bytes) right after `key` in m, as bytes; -1 when absent. */
+static double size_after(const char *m, const char *key)
+{
+    const char *p = m ? strstr(m, key) : NULL;
+    double v;
+    char unit[8];
+    if (!p || sscanf(p + strlen(key), "%lf %7[A-Za-z]", &v, unit) != 2) return -1;
+    static const char *u[] = {"B", "KiB", "MiB", "GiB"};
+    for (int i = 0; i < 4; i++, v *= 1024)
+        if (!strcmp(unit, u[i])) return v;
+    return -1;
+}
+
+/* The budget reserves max_held held batches beside the strategy's matrices in flight, not one
+ * more: the batch the caller has not taken yet waits in the strategy's own matrix. The plan's
+ * refusal names the parts and their sum; at the --mem it names (one batch's X below what one
+ * more slot would need) the loader runs, with the caller holding max_held batches while the
+ * strategy fills its matrices and offers the next, and the process's anonymous RSS stays
+ * within --mem. Before, the plan reserved "max_held 2 + 1 batch slots" and refused this --mem.
+ * gnndrive's feature buffer takes what the plan leaves, so the budget is used to its end. */
+TG_TEST(budget_counts_held_batches)
+{
+    char bds[4300];
+    snprintf(bds, sizeof bds, "%s/wide", root);
+    synth_opts_t so;
+    synth_default(&so);
+    so.nodes = 30000;
+    so.dim = 256; /* a batch's X about 20 MiB: more than the plan's slack of the process */
+    synth_write(bds, &so);
+    tg_strategy_arg_t args[] = {{"extractors", "2"},
+                                {"chunk-rows", "64"},
+                                {"features-in-ram", "0"},
+                                {"io-depth", "8"},
+                                {"io-gap", "0"}};
+    tg_loader_opts_t o;
+    tg_loader_opts_default(&o);
+    o.dataset = bds;
+    o.strategy = "gnndrive";
+    o.strategy_args = args;
+    o.num_strategy_args = 5;
+    o.fanouts[0] = o.fanouts[1] = 10;
+    o.batch_size = 512;
+    o.seed = 3;
+    o.num_epochs = 2;
+    o.max_batches = 6; /* of 12: every row is read from disk through a buffer of 2 MiB */
+    o.max_held = 2;
+    /* the plan's refusal: each refusal names the --mem it needs so far */
+    char plan[2048] = "";
+    tg_loader_t *L = NULL;
+    uint64_t mem = 1 << 20;
+    int rc = -ENOMEM;
+    for (int i = 0; i < 6; i++) {
+        o.mem_bytes = mem;
+        if ((rc = tg_loader_open(&L, &o)) == 0) break;
+        const char *m = tg_errmsg(), *give = strstr(m, "give --mem ");
+        const char *least = strstr(m, "need at least --mem ");
+        if (strstr(m, "too small for these batches")) snprintf(plan, sizeof plan, "%s", m);
+        char tok[32] = "";
+        uint64_t v = 0;
+        if (!((give && sscanf(give, "give --mem %31s", tok) == 1) ||
+              (least && sscanf(least, "need at least --mem %31s", tok) == 1)) ||
+            tg_parse_size(tok, &v) < 0 || v <= mem)
+            break;
+        mem = v;
+    }
+    /* the plan's --mem and 2 MiB for the feature buffer's least (its pass refuses less) */
+    if (rc == 0) tg_loader_close(L);
+    o.mem_bytes = mem += 2 << 20;
+    if (rc < 0 || (rc = tg_loader_open(&L, &o)) < 0) {
+        TG_FAIL("gnndrive at --mem %llu: %s", (unsigned long long)mem, tg_errmsg());
+        return;
+    }
+    fprintf(stderr, "  the plan's refusal: %s\n  opened at --mem %lluM\n", plan,
+            (unsigned long long)(mem >> 20));
+    /* its parts: the process, k matrices in flight, max_held held batches; their sum */
+    const char *mk = strstr(plan, "input matrices strategy gnndrive");
+    const char *pk = strstr(plan, "), ");
+    unsigned long long k = 0;
+    int held = -1;
+    const char *hk = strstr(plan, " and max_held ");
+    if (pk) sscanf(pk, "), %llu input matrices", &k);
+    if (hk) sscanf(hk, " and max_held %d held batches", &held);
+    double proc = size_after(plan, "the process ("), x = size_after(plan, "in flight (");
+    double each = size_after(plan, "held batches ("), need = size_after(plan, ") need ");
+    double data = size_after(plan, " beside the ");
+    if (!mk || k < 1 || held != o.max_held || proc < 0 || x < 0 || each < 0 || need < 0 ||
+        data < 0) {
+        TG_FAIL("the plan's refusal does not name the process, the matrices in flight and "
+                "max_held %d held batches: '%s'",
+                o.max_held, plan);
+        tg_loader_close(L);
+        return;
+    }
+    double sum = proc + (double)k * x + held * each;
+    if (fabs(sum - need) > 0.001 * need + 65536)
+        TG_FAIL("the parts add up to %.0f bytes, the refusal needs %.0f", sum, need);
+    /* one slot more (the old accounting) would not have fitted this --mem */
+    TG_CHECK(data + need + each > (double)mem);
+    TG_CHECK(each > 8.0 * (1 << 20)); /* an X larger than the plan's slack */
+
+    rss_watch_t w = {.peak = rss_anon()};
+    TG_CHECK(pthread_create(&w.t, NULL, rss_watch_main, &w) == 0);
+    const tg_loader_batch_t *h[2], *b;
+    uint64_t got = 0;
+    for (uint64_t e = 0; e < 2; e++) {
+        TG_CHECK_OK(tg_loader_set_epoch(L, e));
+        /* max_held held while the strategy fills its matrices and offers the next batch */
+        TG_CHECK(tg_loader_next(L, &h[0]) == 1 && tg_loader_next(L, &h[1]) == 1);
+        usleep(300 * 1000);
+        TG_CHECK_ERR(tg_loader_next(L, &b), "max_held is 2");
+        TG_CHECK_OK(tg_loader_release(L, h[0]));
+        TG_CHECK_OK(tg_loader_release(L, h[1]));
+        got += 2;
+        while ((rc = tg_loader_next(L, &b)) > 0) {
+            usleep(2000); /* a consumer slower than the strategy */
+            TG_CHECK_OK(tg_loader_release(L, b));
+            got++;
+        }
+        TG_CHECK(rc == 0);
+    }
+    tg_loader_stats_t st;
+    tg_loader_stats(L, &st);
+    atomic_store(&w.stop, 1);
+    pthread_join(w.t, NULL);
+    fprintf(stderr, "  %llu batches; peak anonymous RSS %.2f MiB, budget peak %.2f MiB of %.2f\n",
+            (unsigned long long)got, (double)w.peak / (1 << 20),
+            (double)st.data_bytes_peak / (1 << 20), (double)mem / (1 << 20));
+    TG_CHECK(got > 4);
+    TG_CHECK(st.data_bytes_peak <= mem);
+#ifndef TG_SANITIZE /* under ASan the RSS is mostly shadow memory and freed blocks' quarantine */
+    if (w.peak > mem)
+        TG_FAIL("peak anonymous RSS %llu exceeds --mem %llu", (unsigned long long)w.peak,
+                (unsigned long long)mem);
+#endif
+    tg_loader_close(L);
+}
+
+/* The rendezvous with a caller slower than the strategy, one holding max_held batches, and a
+ * set_epoch and a close while the pass waits for the caller to take its batch: the batches are
+ * the pass's, in its order, and nothing is left behind. */
+TG_TEST(handover)
+{
+    static const char *names[] = {"memory", "mmap", "gnndrive", "ginex", "diskgnn", "hier"};
+    int fds = open_fds(), thr = open_threads();
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        sargs_t sa;
+        sargs_of(&sa, names[i]);
+        tg_loader_opts_t o;
+        opts_for(&o, names[i], &sa);
+        o.max_held = 1 + (int)(i % 2);
+        digests_t ref[EPOCHS];
+        if (reference(&o, ref, NULL, 0) < 0) {
+            TG_FAIL("%s: reference pass: %s", names[i], tg_errmsg());
+            continue;
+        }
+        tg_loader_t *L = NULL;
+        TG_CHECK_OK(tg_loader_open(&L, &o));
+        if (!L) continue;
+        char what[64];
+        /* epoch 0: each batch kept a while */
+        snprintf(what, sizeof what, "%s, a slow caller", names[i]);
+        const tg_loader_batch_t *b, *h[2];
+        int rc, seen[MAX_BATCHES] = {0};
+        uint64_t got = 0;
+        while ((rc = tg_loader_next(L, &b)) > 0) {
+            uint64_t id = b->batch.id;
+            if (id >= MAX_BATCHES || !ref[0].seen[id] || seen[id]++ ||
+                batch_digest(&b->batch) != ref[0].b[id] ||
+                x_digest(&b->batch, b->X, b->dim) != ref[0].x[id])
+                TG_FAIL("%s: batch %llu is not the pass's", what, (unsigned long long)id);
+            TG_CHECK_EQ_U64(b->index, got);
+            usleep(3000);
+            TG_CHECK_OK(tg_loader_release(L, b));
+            got++;
+        }
+        TG_CHECK(rc == 0);
+        TG_CHECK_EQ_U64(got, ref[0].n);
+        tg_loader_stats_t st;
+        tg_loader_stats(L, &st);
+        TG_CHECK(st.pass_done && !st.stopped && st.batches == got);
+        /* epoch 1: max_held held while the pass offers the next; then the rest */
+        snprintf(what, sizeof what, "%s, max_held held", names[i]);
+        TG_CHECK_OK(tg_loader_set_epoch(L, 1));
+        for (int k = 0; k < o.max_held; k++)
+            TG_CHECK(tg_loader_next(L, &h[k]) == 1);
+        usleep(100 * 1000);
+        TG_CHECK_ERR(tg_loader_next(L, &b), "release one");
+        memset(seen, 0, sizeof seen);
+        for (int k = 0; k < o.max_held; k++) {
+            seen[h[k]->batch.id]++;
+            TG_CHECK(batch_digest(&h[k]->batch) == ref[1].b[h[k]->batch.id]);
+            TG_CHECK(x_digest(&h[k]->batch, h[k]->X, h[k]->dim) == ref[1].x[h[k]->batch.id]);
+            TG_CHECK_OK(tg_loader_release(L, h[k]));
+        }
+        got = (uint64_t)o.max_held;
+        while ((rc = tg_loader_next(L, &b)) > 0) {
+            uint64_t id = b->batch.id;
+            if (id >= MAX_BATCHES || !ref[1].seen[id] || seen[id]++ ||
+                x_digest(&b->batch, b->X, b->dim) != ref[1].x[id])
+                TG_FAIL("%s: batch %llu is not the pass's", what, (unsigned long long)id);
+            TG_CHECK_OK(tg_loader_release(L, b));
+            got++;
+        }
+        TG_CHECK(rc == 0);
+        TG_CHECK_EQ_U64(got, ref[1].n);
+        /* epoch 0 again, left while the pass waits with its next batch: set_epoch, then close
+         * with a batch held */
+        snprintf(what, sizeof what, "%s, set_epoch in the rendezvous", names[i]);
+        TG_CHECK_OK(tg_loader_set_epoch(L, 0));
+        TG_CHECK(tg_loader_next(L, &h[0]) == 1);
+        usleep(50 * 1000);
+        TG_CHECK_OK(tg_loader_set_epoch(L, 1));
+        TG_CHECK(x_digest(&h[0]->batch, h[0]->X, h[0]->dim) == ref[0].x[h[0]->batch.id]);
+        TG_CHECK_OK(tg_loader_release(L, h[0]));
+        TG_CHECK(tg_loader_next(L, &h[0]) == 1);
+        if (h[0]) TG_CHECK(x_digest(&h[0]->batch, h[0]->X, h[0]->dim) == ref[1].x[h[0]->batch.id]);
+        usleep(50 * 1000);
+        tg_loader_close(L); /* the pass waits in the step with the next batch; one held */
+        TG_CHECK(open_fds() == fds);
+        for (int t = 0; t < 100 && open_threads() != thr; t++)
+            usleep(10 * 1000); /* a joined thread may take a moment to leave /proc */
+        TG_CHECK(open_threads() == thr);
+    }
+}
+
 int main(void)
 {
     tg_log_set_level(TG_LOG_WARN);
@@ -993,12 +1264,14 @@ int main(void)
     synth_opts_t so;
     synth_default(&so);
     synth_write(ds, &so);
+    TG_RUN(budget_counts_held_batches); /* first: its RSS is least the other tests' heap */
     TG_RUN(bad_options);
     TG_RUN(seeds_in_order_and_whole_graph);
     TG_RUN(drop_last);
     TG_RUN(ladies_blocks);
     TG_RUN(held_limit_and_close);
     TG_RUN(wait_held);
+    TG_RUN(handover);
     TG_RUN(error_in_pass);
     TG_RUN(stats_strategy_section);
     TG_RUN(diskgnn_rank_uses_the_prepared_epoch);

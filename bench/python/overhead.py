@@ -46,6 +46,18 @@ def default_membudget():
     return None
 
 
+def peak_rss():
+    """The process's peak RSS so far (VmHWM), bytes; 0 when /proc does not say."""
+    try:
+        with open("/proc/self/status") as f:
+            for ln in f:
+                if ln.startswith("VmHWM:"):
+                    return int(ln.split()[1]) << 10
+    except OSError:
+        pass
+    return 0
+
+
 def python_one(a):
     """One Python run: the loader drained, one JSON line per epoch (bench_loader's keys)."""
     if not a.numpy:
@@ -96,6 +108,7 @@ def python_one(a):
                     rec[k] = st[k]
         except Exception:
             pass
+        rec["rss_peak_bytes"] = peak_rss()  # as bench_loader's (VmHWM)
         print(json.dumps(rec), flush=True)
     L.close()
 

@@ -53,19 +53,22 @@
  * wait_held waits until another thread releases one. X is the strategy's own input matrix, lent
  * without a copy: the strategy hands it over and makes another for its next batch, and the
  * release frees it. The batch's arrays and labels (bytes per node, not per feature) are copied
- * into one of max_held + 1 slots of the loader. So holding batches never stalls the strategy's
- * pipeline, and no batch costs a copy of X. tg_loader_close ends the pass (mid-epoch too, at the
- * strategy's next batch boundary), joins every thread, closes every file and frees every slot,
- * batches still held included: pointers into them are invalid after it.
+ * into one of max_held slots of the loader. The next batch waits for tg_loader_next in the
+ * strategy's own matrix (the strategy's pass hands it over when it is taken) while the
+ * strategy's other matrices in flight prepare the batches after it: holding batches stalls the
+ * strategy only once those are ready too, and no batch costs a copy of X. tg_loader_close ends
+ * the pass (mid-epoch too, at the strategy's next batch boundary, or while it offers a batch),
+ * joins every thread, closes every file and frees every slot, batches still held included:
+ * pointers into them are invalid after it.
  *
  * Memory: mem_bytes is the loader's whole budget (tiergnn/engine.h, "Memory"), the caller's
  * model and tensors excepted. Before the first epoch the loader makes the training run's budget
  * plan without a model: it samples the first batches of its share and reserves the process's
- * own memory (measured), the input matrices the strategy holds in flight and, in place of a
- * model, the max_held + 1 slots, each sized for that batch (its arrays and the X it lends) with
- * a margin; the strategy's caches take what is left. A slot that a larger batch outgrows
- * reserves the difference (-ENOMEM naming it when the budget has none). A budget too small is
- * refused naming every part and the --mem needed.
+ * own memory (measured), the input matrices the strategy holds in flight (the batch waiting to
+ * be taken is one of them) and, in place of a model, the max_held slots, each sized for that
+ * batch (its arrays and the X it lends) with a margin; the strategy's caches take what is left. A
+ * slot that a larger batch outgrows reserves the difference (-ENOMEM naming it when the budget has
+ * none). A budget too small is refused naming every part and the --mem needed.
  *
  * Threads: one loader is driven from one thread at a time (tg_loader_next, _set_epoch, _info,
  * _close); tg_loader_release and tg_loader_stats may also come from another thread, while one
@@ -178,7 +181,8 @@ typedef struct tg_loader_stats {
     double wait_s;          /* the caller waiting in tg_loader_next */
     double copy_s;          /* copying batches' arrays and labels into slots (the pass's
                                thread; X is lent, not copied) */
-    double stall_s;         /* the pass waiting for a free slot (the caller holds them) */
+    double stall_s;         /* the pass waiting for the caller: for a free slot (max_held
+                               held) or for the caller to take the batch it offers */
     uint64_t index_bytes;   /* adjacency bytes the samplers asked for */
     uint64_t feature_bytes; /* feature rows' bytes the yielded batches hold (in the file's type) */
     /* the pass's figures (tg_pass_stats_t); valid when pass_done */

@@ -139,6 +139,34 @@ def test_delete_the_loader_mid_epoch(small_graph, features, baseline, strategy):
     del b  # ...until it dies: then every thread and file goes
 
 
+@pytest.mark.parametrize("strategy", ["mmap", "ginex", "diskgnn"])
+def test_a_loop_slower_than_the_strategy(small_graph, features, baseline, strategy):
+    """The strategy's pass offers each batch and waits until the loop takes it (the
+    rendezvous, docs/LOADER.md): a slow loop gets every batch of the epoch, in order."""
+    with tiergnn.Loader(small_graph, "train", strategy=strategy, max_held=2, **OPTS) as L:
+        n = 0
+        for b in L:
+            assert b.index == n and same_rows(b, features)
+            time.sleep(0.005)
+            n += 1
+        assert n == len(L) and L.stats()["batches"] == n
+
+
+@pytest.mark.parametrize("strategy", ["mmap", "gnndrive", "ginex", "diskgnn"])
+def test_delete_the_loader_while_the_pass_offers_a_batch(small_graph, features, baseline,
+                                                         strategy):
+    """max_held batches alive and the pass waiting with the next one: deleting the loader
+    ends the pass from there; the held batches stay valid until they die."""
+    L = tiergnn.Loader(small_graph, "train", strategy=strategy, max_held=3, **OPTS)
+    it = iter(L)
+    held = [next(it) for _ in range(3)]
+    time.sleep(0.1)  # the strategy prepares the next batches and offers one
+    del it, L
+    gc.collect()
+    assert all(same_rows(b, features) for b in held)
+    del held  # then every thread and file goes
+
+
 def test_close_with_a_batch_alive(small_graph, features, baseline):
     L = tiergnn.Loader(small_graph, "train", strategy="gnndrive", **OPTS)
     it = iter(L)

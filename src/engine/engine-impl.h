@@ -410,7 +410,7 @@ typedef struct tg_budget_plan_opts {
     int plan_batches;
     /* Batches the caller holds besides the strategy's in flight (the loader's slots), what one
      * of them takes as a function of the largest measured batch (the margin is added), and
-     * their name in a refusal ("max_held 2 + 1 batch slots"). 0 / NULL: none. */
+     * their name in a refusal ("max_held 2 held batches"). 0 / NULL: none. */
     uint64_t held;
     uint64_t (*held_bytes)(void *ctx, const tg_batch_t *largest);
     void *held_ctx;

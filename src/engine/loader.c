@@ -1,11 +1,22 @@
 /* The pull-model loader (tiergnn/loader.h): a strategy's pass runs on the loader's thread; its
  * step callback copies each batch of this rank's share (its arrays, with the seeds' labels) into
- * a free slot, keeps the strategy's X (TG_PASS_KEEP_X: lent as it is, no copy) and queues the
- * slot; tg_loader_next takes the queued slots in order and lends them until tg_loader_release,
- * which frees X. Closing or a new epoch sets `abort`, and the step callback answers
- * TG_PASS_STOP at the strategy's next batch boundary.
+ * a free slot, marks it ready and waits there until tg_loader_next takes it (a rendezvous); then
+ * it keeps the strategy's X (TG_PASS_KEEP_X: lent as it is, no copy) and returns. The ready
+ * batch thus waits in the strategy's own input matrix, one of the matrices in flight that the
+ * budget counts for the strategy, while the strategy's other matrices prepare the next batches:
+ * the loader needs max_held slots, each covering a held batch's arrays and X, and no slot for a
+ * batch that waits to be taken. tg_loader_release frees nothing: the pass's thread frees a
+ * released batch's X when it fills that slot again. Closing or a new epoch sets `abort`, and the
+ * step callback answers TG_PASS_STOP, from the rendezvous too, at the strategy's next batch
+ * boundary.
  *
- * Lock order: one mutex (tg_loader.mu) guards the slots' states, the queue, the counters and
+ * What the budget covers at every moment (docs/LOADER.md, "Memory"): a matrix X lives in one of
+ * the strategy's places (its batches_in_flight, the step's included: the ready batch's X is
+ * still there) or is owned by a slot (held, or released and not yet freed), and never more than
+ * max_held slots own one; a batch just taken is owned by its slot and still in its place until
+ * the step returns, counted twice, never zero times.
+ *
+ * Lock order: one mutex (tg_loader.mu) guards the slots' states, the ready slot, the counters and
  * the pass's flags; nothing else is locked while it is held, but for the budget's own mutex
  * (tg_budget_reserve in slot_fit is called without mu).
  *
@@ -36,7 +47,8 @@ typedef struct slot {
     tg_block_t blocks[TG_MAX_LAYERS];
     void *arena;       /* the batch's arrays and y (arena_layout) */
     size_t cap;        /* bytes of arena */
-    float *X;          /* the strategy's X, kept (tg_pass_x_free), or NULL */
+    float *X;          /* the X this slot owns (held, or released and not freed yet), or NULL;
+                          a ready batch's X is its step's (pub.X), not yet the slot's */
     uint64_t reserved; /* bytes of the budget this slot holds: its arena and its X */
     slot_state_t state;
 } slot_t;
@@ -57,9 +69,9 @@ struct tg_loader {
     uint64_t reserved;         /* budget bytes besides the slots' */
     uint64_t slot_bytes;       /* each slot's share of the budget at open */
     slot_t *slots;
-    int nslots;
-    int *queue; /* ready slots in hand-over order: a ring of nslots */
-    int qhead, qlen, nheld;
+    int nslots; /* max_held */
+    int ready;  /* the slot whose batch the step offers (the rendezvous), or -1 */
+    int nheld;
 
     /* the epoch */
     uint64_t epoch, epoch_batches, start, end; /* the share: batch ids [start, end) */
@@ -67,8 +79,8 @@ struct tg_loader {
     pthread_t thr;
     int thr_live;
     pthread_mutex_t mu;
-    pthread_cond_t cv_prod; /* a slot became free, or abort */
-    pthread_cond_t cv_cons; /* a slot became ready, the pass ended, or (wait_held) one freed */
+    pthread_cond_t cv_prod; /* a slot became free, the ready batch was taken, or abort */
+    pthread_cond_t cv_cons; /* a batch became ready, the pass ended, or (wait_held) one freed */
     int abort, done;
     tg_errbox_t box;
     uint64_t produced, yielded, index0;
@@ -323,16 +335,8 @@ static int slot_fit(tg_loader_t *L, slot_t *s, const layout_t *a)
     return 0;
 }
 
-/* A queued slot's batch is dropped: its X goes (the pass stopped). */
-static void slot_empty(slot_t *s)
-{
-    tg_pass_x_free(s->X);
-    s->X = NULL;
-    s->state = SLOT_FREE;
-}
-
 /* Copies batch b and its seeds' labels into slot s and lends X as it is (the pass's thread, s
- * FILLING; the caller keeps X when this succeeds). */
+ * FILLING). */
 static int slot_fill(tg_loader_t *L, slot_t *s, const tg_batch_t *b, const float *X)
 {
     const tg_run_t *r = &L->r;
@@ -377,8 +381,10 @@ static slot_t *free_slot(tg_loader_t *L)
 
 /* ---------------------------------------------------------------- the pass's thread */
 
-/* The step callback: batches of the share go to a free slot and the queue; waits while the
- * caller holds every slot; TG_PASS_STOP once the loader aborts the pass. */
+/* The step callback: a batch of the share goes to a free slot (waiting while the caller holds
+ * every slot), is offered, and the step waits until tg_loader_next takes it: then the slot owns
+ * X (TG_PASS_KEEP_X). TG_PASS_STOP once the loader aborts the pass, also while the batch is
+ * offered and not taken (X stays the pass's, which frees it). */
 static int step(void *ctx, const tg_batch_t *b, const float *X)
 {
     tg_loader_t *L = ctx;
@@ -395,7 +401,9 @@ static int step(void *ctx, const tg_batch_t *b, const float *X)
     }
     s->state = SLOT_FILLING;
     pthread_mutex_unlock(&L->mu);
-    tg_pass_x_free(s->X); /* the X of the batch released from this slot last */
+    /* the X of the batch released from this slot last: freed once the new batch is offered, so
+     * that unmapping it is off the caller's path (the slot still counts it meanwhile) */
+    float *stale = s->X;
     s->X = NULL;
     double t1 = tg_now();
     int rc = slot_fill(L, s, b, X);
@@ -403,14 +411,31 @@ static int step(void *ctx, const tg_batch_t *b, const float *X)
     L->st.copy_s += tg_now() - t1;
     if (rc < 0) {
         s->state = SLOT_FREE;
+        pthread_mutex_unlock(&L->mu);
+        tg_pass_x_free(stale);
+        return rc;
+    }
+    int idx = (int)(s - L->slots);
+    s->state = SLOT_READY;
+    L->ready = idx;
+    pthread_cond_broadcast(&L->cv_cons);
+    pthread_mutex_unlock(&L->mu);
+    tg_pass_x_free(stale);
+    /* the rendezvous: X waits in the strategy's place until the caller takes it */
+    pthread_mutex_lock(&L->mu);
+    double t2 = tg_now();
+    while (!L->abort && L->ready == idx)
+        pthread_cond_wait(&L->cv_prod, &L->mu);
+    L->st.stall_s += tg_now() - t2;
+    if (L->ready == idx) { /* aborted before it was taken: the batch is dropped */
+        L->ready = -1;
+        s->state = SLOT_FREE;
+        s->pub.X = NULL;
+        rc = TG_PASS_STOP;
     } else {
-        s->X = (float *)X;
-        rc = TG_PASS_KEEP_X;
-        s->state = SLOT_READY;
-        L->queue[(L->qhead + L->qlen++) % L->nslots] = (int)(s - L->slots);
+        rc = TG_PASS_KEEP_X; /* taken: its slot owns X (tg_loader_next) */
         L->produced++;
         L->st.feature_bytes += (uint64_t)b->num_nodes * L->r.row_bytes;
-        pthread_cond_signal(&L->cv_cons);
     }
     pthread_mutex_unlock(&L->mu);
     return rc;
@@ -512,7 +537,8 @@ static void *pass_main(void *arg)
     return NULL;
 }
 
-/* Aborts the pass, waits for its thread and frees the slots it queued (held ones stay). */
+/* Aborts the pass and waits for its thread: a batch offered and not taken goes back to the
+ * pass (step), held ones stay. */
 static void pass_stop(tg_loader_t *L)
 {
     if (!L->thr_live) return;
@@ -522,10 +548,6 @@ static void pass_stop(tg_loader_t *L)
     pthread_mutex_unlock(&L->mu);
     pthread_join(L->thr, NULL);
     L->thr_live = 0;
-    pthread_mutex_lock(&L->mu);
-    for (; L->qlen; L->qlen--, L->qhead = (L->qhead + 1) % L->nslots)
-        slot_empty(&L->slots[L->queue[L->qhead]]);
-    pthread_mutex_unlock(&L->mu);
 }
 
 /* Plans epoch `epoch` (this rank's share) and starts its pass on the loader's thread; the
@@ -538,6 +560,7 @@ static int epoch_start(tg_loader_t *L, uint64_t epoch)
     L->epoch = epoch;
     L->done = 1; /* until the pass starts: tg_loader_next reports a failure to start it */
     L->produced = L->yielded = 0;
+    L->ready = -1;
     L->start = L->end = 0;
     plan_at(L, &L->plan, epoch);
     uint64_t n;
@@ -584,13 +607,14 @@ static uint64_t slot_bytes_for(void *ctx, const tg_batch_t *b)
 }
 
 /* The run's budget plan without a model (engine/budget.c): it measures the share's first
- * batches and reserves the process, the strategy's matrices in flight and the slots (see
- * loader.h, "Memory"); without a budget, nothing. */
+ * batches and reserves the process, the strategy's matrices in flight and the max_held slots
+ * (see loader.h, "Memory"): the batch offered to the caller waits in one of the strategy's
+ * matrices (step), so no slot is reserved for it. Without a budget, nothing. */
 static int budget_plan(tg_loader_t *L)
 {
     tg_run_t *r = &L->r;
     char what[64];
-    snprintf(what, sizeof what, "max_held %d + 1 batch slots", L->o.max_held);
+    snprintf(what, sizeof what, "max_held %d held batches", L->o.max_held);
     /* a training pass of a strategy that makes its own batches measures those (hier's) */
     tg_budget_plan_opts_t bo = {.plan = &L->plan,
                                 .num_layers = L->o.num_layers,
@@ -615,8 +639,8 @@ static int budget_plan(tg_loader_t *L)
 
 /* ---------------------------------------------------------------- open, close */
 
-/* What the automatic choice of strategy adds for the loader: its slots and the strategy's
- * matrices in flight at the sampler's bound, and the process. */
+/* What the automatic choice of strategy adds for the loader: its max_held slots and the
+ * strategy's matrices in flight at the sampler's bound, and the process. */
 static uint64_t auto_extra(const tg_loader_opts_t *o, const tg_sampler_i *sampler)
 {
     tg_dataset_t *ds;
@@ -628,7 +652,7 @@ static uint64_t auto_extra(const tg_loader_opts_t *o, const tg_sampler_i *sample
     double x = (double)tg_sampler_max_nodes(sampler, bs, o->num_layers, o->fanouts, N) *
                ds->meta.feat_dim * sizeof(float);
     tg_dataset_close(ds);
-    return (uint64_t)(x * (o->max_held + 1 + 4)) + ((uint64_t)32 << 20);
+    return (uint64_t)(x * (o->max_held + 4)) + ((uint64_t)32 << 20);
 }
 
 static int run_open(tg_loader_t *L, const tg_sampler_i *sampler)
@@ -658,10 +682,9 @@ static int run_open(tg_loader_t *L, const tg_sampler_i *sampler)
 
 static int slots_alloc(tg_loader_t *L)
 {
-    L->nslots = L->o.max_held + 1;
+    L->nslots = L->o.max_held;
     L->slots = calloc((size_t)L->nslots, sizeof *L->slots);
-    L->queue = calloc((size_t)L->nslots, sizeof *L->queue);
-    if (!L->slots || !L->queue) return tg_err(-ENOMEM, "loader: out of memory for its slots");
+    if (!L->slots) return tg_err(-ENOMEM, "loader: out of memory for its slots");
     return 0;
 }
 
@@ -731,7 +754,6 @@ void tg_loader_close(tg_loader_t *L)
     }
     if (L->run_open) tg_budget_release(&L->r.budget, slot_bytes + L->reserved);
     free(L->slots);
-    free(L->queue);
     free(L->mask);
     free(L->seeds);
     tg_plan_destroy(&L->plan);
@@ -771,14 +793,15 @@ int tg_loader_next(tg_loader_t *L, const tg_loader_batch_t **out)
                       "(tg_loader_release) before taking the next",
                       L->nheld, L->o.max_held);
     }
-    while (L->qlen == 0 && !L->done && L->thr_live)
+    while (L->ready < 0 && !L->done && L->thr_live)
         pthread_cond_wait(&L->cv_cons, &L->mu);
     L->st.wait_s += tg_now() - t0;
-    if (L->qlen) {
-        slot_t *s = &L->slots[L->queue[L->qhead]];
-        L->qhead = (L->qhead + 1) % L->nslots;
-        L->qlen--;
+    if (L->ready >= 0) {
+        slot_t *s = &L->slots[L->ready];
+        L->ready = -1;
         s->state = SLOT_HELD;
+        s->X = s->pub.X; /* the slot owns X now; the step returns TG_PASS_KEEP_X */
+        pthread_cond_broadcast(&L->cv_prod); /* the step waits in the rendezvous */
         s->pub.index = L->yielded++;
         L->nheld++;
         pthread_mutex_unlock(&L->mu);
