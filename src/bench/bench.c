@@ -368,12 +368,11 @@ static double predict_one(const tg_cost_plan_t *pl, const tg_bench_run_t *r)
     const tg_cost_plan_t *use = pl;
     tg_cost_plan_t *own = NULL;
     uint64_t budget = 0;
-    for (int k = 0; k < r->num_opts; k++) {
+    for (int k = 0; k < r->num_opts; k += 2) {
         const char *w = r->opt_argv[k];
         if (strcmp(w, "--disk-budget") || k + 1 >= r->num_opts ||
             tg_parse_size(r->opt_argv[k + 1], &budget) < 0 || !budget)
             return NAN;
-        k++;
     }
     if (budget) {
         own = malloc(sizeof *own);
