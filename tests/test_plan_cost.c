@@ -313,6 +313,9 @@ TG_TEST(bad_inputs)
     in.machine.sample_nodes_per_s = 0;
     TG_CHECK_ERR(tg_cost_check(&in), "sample_nodes_per_s");
     in = shared_bench();
+    in.machine.step_cpu_ratio = -1;
+    TG_CHECK_ERR(tg_cost_check(&in), "step_cpu_ratio");
+    in = shared_bench();
     in.data.nodes = 0;
     TG_CHECK_ERR(tg_cost_check(&in), "data.nodes");
     in = shared_bench();
@@ -366,6 +369,20 @@ TG_TEST(arithmetic)
     p.io_s = 1;
     tg_cost_overlap(&in, &p);
     TG_CHECK_NEAR(p.steady_s, 3, 1e-12); /* 6 s of CPU on 2 cores */
+    /* steps measured on 1.5 cores: their 2 s of wall time are 3 CPU seconds beside the
+     * samplers' and the gather's 4 */
+    in.machine.step_cpu_ratio = 1.5;
+    TG_CHECK_NEAR(tg_cost_compute_cpu_s(&in, 2), 3, 1e-12);
+    tg_cost_overlap(&in, &p);
+    TG_CHECK_NEAR(p.cpu_s, 7, 1e-12);
+    TG_CHECK_NEAR(p.steady_s, 3.5, 1e-12);
+    TG_CHECK_NEAR(p.epoch_s, 4.5, 1e-12);
+    /* a stage on one thread with 5 CPU seconds bounds the epoch however idle the other core */
+    p.stage_s = 5;
+    tg_cost_overlap(&in, &p);
+    TG_CHECK_NEAR(p.steady_s, 5, 1e-12);
+    in.machine.step_cpu_ratio = 0; /* not measured: the steps count on one thread */
+    TG_CHECK_NEAR(tg_cost_compute_cpu_s(&in, 2), 2, 1e-12);
     TG_CHECK_EQ_U64(tg_cost_matrices(&tg_strategy_ginex, &in), 2);
 }
 

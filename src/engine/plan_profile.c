@@ -9,7 +9,9 @@
 #include <malloc.h>
 #endif
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "engine-impl.h"
@@ -18,6 +20,8 @@
 /* The rates are measured for at least this long, so a small dataset's microseconds do not
  * make them noise. */
 #define RATE_MIN_S 0.02
+/* ... of CPU time, and for at most this long whatever CPU they got */
+#define RATE_MAX_WALL_S 0.2
 /* The gather rate's source rows (larger than the CPU's caches) and its matrices. */
 #define GATHER_BYTES ((uint64_t)64 << 20)
 #define GATHER_X_BYTES ((uint64_t)8 << 20)
@@ -26,8 +30,21 @@
 #define WARM_CHUNK ((size_t)4 << 20)
 /* The budget plan's slack on the process it measures (engine/budget.c) */
 #define OVERHEAD_SLACK ((uint64_t)8 << 20)
+/* Steps timed after the first for the step's rate (the fastest is taken) */
+#define STEP_TIMED 3
 /* The budget plan's margin on a measured batch's sizes (engine/budget.c) */
 #define SIZE_MARGIN 1.15
+
+/* CPU seconds so far of every thread of the process (clock CLOCK_PROCESS_CPUTIME_ID) or of the
+ * calling thread (CLOCK_THREAD_CPUTIME_ID); 0 where the clock cannot be read. The rates of the
+ * CPU terms (sampling, gathering) are taken per CPU second: another process that takes the core
+ * for a moment lengthens their wall time, not their CPU time. */
+static double cpu_s(clockid_t clock)
+{
+    struct timespec ts;
+    if (clock_gettime(clock, &ts) != 0) return 0;
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 int tg_cost_plan_recheck(tg_cost_plan_t *pl, uint64_t process_anon)
 {
@@ -188,8 +205,10 @@ static int prof_batch(prof_t *p, const tg_batch_t *bt)
     return 0;
 }
 
-/* Samples the profile's batches (the first of the epoch, at most max_s seconds), then batch 0
- * again with its lists now in RAM for the sampler's rate. */
+/* Samples the profile's batches (the first of the epoch, at most max_s seconds), then samples
+ * them again in turn, their lists now in RAM, for the sampler's rate: distinct batches, as the
+ * run's samplers see them (one batch again and again keeps its lists in the CPU's caches and
+ * measured half the CPU the ram workload's samplers took, bench/README.md's session 24). */
 static int prof_sample(prof_t *p, const tg_cost_plan_opts_t *o, tg_cost_inputs_t *in,
                        tg_cost_profile_cost_t *cost)
 {
@@ -216,20 +235,21 @@ static int prof_sample(prof_t *p, const tg_cost_plan_opts_t *o, tg_cost_inputs_t
     }
     cost->sample_s = tg_now() - t0;
     cost->batches_profiled = done;
-    /* warm: batch 0 again, as often as RATE_MIN_S takes */
+    /* warm: the profiled batches again in turn, for at least RATE_MIN_S of CPU */
     uint64_t again = 0, rows = 0;
-    double t1 = tg_now();
-    while (rc == 0 && (again == 0 || tg_now() - t1 < RATE_MIN_S)) {
+    double c1 = cpu_s(CLOCK_THREAD_CPUTIME_ID), t1 = tg_now();
+    while (rc == 0 && done && (again == 0 || cpu_s(CLOCK_THREAD_CPUTIME_ID) - c1 < RATE_MIN_S) &&
+           (again == 0 || tg_now() - t1 < RATE_MAX_WALL_S)) {
         const uint64_t *seeds;
         tg_rng_t r;
-        uint64_t cnt = tg_plan_batch(&p->plan, 0, &seeds, &r);
+        uint64_t cnt = tg_plan_batch(&p->plan, again % done, &seeds, &r);
         tg_batch_t bt;
         if ((rc = tg_sampler_sample(s, seeds, (size_t)cnt, &r, &bt)) < 0) break;
         rows += bt.num_nodes;
         tg_batch_free(&bt);
         again++;
     }
-    in->machine.sample_nodes_per_s = (double)rows / fmax(tg_now() - t1, 1e-9);
+    in->machine.sample_nodes_per_s = (double)rows / fmax(cpu_s(CLOCK_THREAD_CPUTIME_ID) - c1, 1e-9);
     tg_sampler_destroy(s);
     return rc < 0 ? tg_err_prefix(rc, "plan: sampling the profile's batches") : 0;
 }
@@ -239,12 +259,21 @@ static int prof_sample(prof_t *p, const tg_cost_plan_opts_t *o, tg_cost_inputs_t
 /* Rows copied (and converted to f32) from a RAM buffer into a matrix, at random, by one thread:
  * the gathering every strategy does for the rows it has in RAM. */
 /* One matrix of rows_x rows gathered at random from src (n rows), converted to f32. The matrix
- * is fresh, as a batch's is: its first touch is part of the cost. */
+ * is fresh, as a batch's is: its first touch is part of the cost. It is mapped and unmapped
+ * here, so that its pages are new each time: a batch's X (megabytes, malloc'd on one thread and
+ * freed on another) faults its pages in as the gather writes them (the ram workload's runs
+ * took one page fault per 4 KiB of X, 9 in 10 of them in the gather's copy, and those faults
+ * cost twice the copy), where a malloc'd matrix here would come back from the heap already
+ * mapped after the first. */
 static int gather_once(const unsigned char *src, uint64_t n, size_t width, size_t es, size_t rows_x,
                        tg_rng_t *r)
 {
-    float *X = malloc(rows_x * width * sizeof(float));
-    if (!X) return tg_err(-ENOMEM, "plan: out of memory for the gather rate's matrix");
+    size_t len = rows_x * width * sizeof(float);
+    void *map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (map == MAP_FAILED)
+        return tg_err(-errno, "plan: cannot map the gather rate's matrix of %zu bytes: %s", len,
+                      strerror(errno));
+    float *X = map;
     for (size_t i = 0; i < rows_x; i++) {
         const unsigned char *row = src + tg_rng_below(r, n) * width * es;
         if (es == 4) {
@@ -257,7 +286,7 @@ static int gather_once(const unsigned char *src, uint64_t n, size_t width, size_
             X[i * width + c] = tg_f16_to_f32(h);
         }
     }
-    free(X);
+    munmap(map, len);
     return 0;
 }
 
@@ -276,13 +305,14 @@ static int measure_gather(const tg_meta_t *m, tg_cost_machine_t *mc, double *spe
     tg_rng_seed(&r, 1);
     uint64_t rows = 0;
     int rc = 0;
-    double t0 = tg_now();
-    while (rc == 0 && (rows == 0 || tg_now() - t0 < RATE_MIN_S)) {
+    double t0 = tg_now(), c0 = cpu_s(CLOCK_THREAD_CPUTIME_ID), c = 0;
+    while (rc == 0 && (rows == 0 || (c < RATE_MIN_S && tg_now() - t0 < RATE_MAX_WALL_S))) {
         rc = gather_once(src, n, width, es, rows_x, &r);
         rows += rows_x;
+        c = cpu_s(CLOCK_THREAD_CPUTIME_ID) - c0;
     }
     *spent = tg_now() - t0;
-    mc->gather_rows_per_s = (double)rows / *spent;
+    mc->gather_rows_per_s = (double)rows / (c > 0 ? c : *spent);
     free(src);
     return rc;
 }
@@ -373,21 +403,27 @@ static int measure_step(prof_t *p, const tg_cost_plan_opts_t *o, tg_cost_machine
     if (rc == 0 && o->threads > 1) rc = tg_pool_create(&pool, o->threads);
     if (rc == 0) rc = tg_model_create(&pm, &p->cfg, 1);
     if (rc == 0) rc = tg_model_set_optim(pm, &adam);
-    double t0 = tg_now(), dt = 0;
-    for (int k = 0; rc == 0 && k < 2; k++) {
+    /* the first step also allocates; of the STEP_TIMED after it, the fastest is taken (another
+     * process that takes a core for a moment lengthens a step, never shortens one), with its
+     * CPU seconds: the process runs nothing else meanwhile, so its CPU time over the step is
+     * the step's threads' */
+    double t0 = tg_now(), dt = 0, cpu = 0;
+    for (int k = 0; rc == 0 && k <= STEP_TIMED; k++) {
         tg_model_set_pool(pm, pool);
         tg_step_stats_t st;
-        double t1 = tg_now();
+        double t1 = tg_now(), c1 = cpu_s(CLOCK_PROCESS_CPUTIME_ID);
         rc = tg_model_train_step(pm, b, X, y, &st);
         if (rc == -ERANGE) rc = 0; /* zero features may give a degenerate loss */
-        dt = tg_now() - t1;
-        if (dt > 1.0) break;
+        double d = tg_now() - t1, c = cpu_s(CLOCK_PROCESS_CPUTIME_ID) - c1;
+        if (k == 0 || d < dt) dt = d, cpu = c;
+        if (tg_now() - t0 > 1.0) break;
     }
     *spent = tg_now() - t0;
     if (rc == 0) {
         tg_flops_t f;
         if ((rc = tg_model_batch_flops(&p->cfg, b, &f)) == 0 && dt > 0)
             mc->step_flops_per_s = (double)tg_flops_total(&f) / dt;
+        mc->step_cpu_ratio = dt > 0 && cpu > 0 ? cpu / dt : 0;
         p->act_bytes = tg_model_act_bytes(pm);
     }
     tg_model_destroy(pm);
