@@ -47,6 +47,10 @@ typedef struct tg_cost_machine {
     /* one thread copying and converting rows from RAM into a fresh X, its first-touch page
      * faults included (each batch's X is a new allocation) */
     double gather_rows_per_s;
+    /* one thread walking neighbour-list entries and keeping those in a node set (a bitmap test,
+     * the kept node's part found by binary search over the parts' bounds): hier's mega-batch
+     * load, per list entry; 0: not measured (the load's CPU left out) */
+    double filter_edges_per_s;
     int cores;
 } tg_cost_machine_t;
 

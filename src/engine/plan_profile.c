@@ -317,6 +317,60 @@ static int measure_gather(const tg_meta_t *m, tg_cost_machine_t *mc, double *spe
     return rc;
 }
 
+/* hier's mega-batch load keeps, of every list entry of its parts, the neighbours in the
+ * mega-batch (graph/megabatch.c, local_of): a bitmap test, and for a kept one its part by binary
+ * search over the parts' bounds. The same loop over FILTER_ENTRIES random entries, half of the
+ * nodes in the set, parts of FILTER_PART_NODES nodes (hier's default size), per CPU second. */
+#define FILTER_ENTRIES ((size_t)1 << 20)
+#define FILTER_PART_NODES 4096
+static volatile uint32_t filter_sink;
+static int measure_filter(uint64_t n, tg_cost_machine_t *mc, double *spent)
+{
+    uint64_t parts = TG_MAX((uint64_t)1, n / FILTER_PART_NODES), words = (n + 63) / 64;
+    uint32_t *list = malloc(FILTER_ENTRIES * sizeof *list);
+    uint32_t *kept = malloc(FILTER_ENTRIES * sizeof *kept);
+    uint64_t *set = malloc(words * sizeof *set), *bound = malloc((parts + 1) * sizeof *bound);
+    int rc = list && kept && set && bound ? 0
+                                          : tg_err(-ENOMEM, "plan: out of memory for the "
+                                                            "list filter's rate");
+    tg_rng_t r;
+    tg_rng_seed(&r, 2);
+    for (size_t i = 0; rc == 0 && i < FILTER_ENTRIES; i++)
+        list[i] = (uint32_t)tg_rng_below(&r, n);
+    for (uint64_t w = 0; rc == 0 && w < words; w++)
+        set[w] = tg_rng_u64(&r);
+    for (uint64_t k = 0; rc == 0 && k <= parts; k++)
+        bound[k] = k * n / parts;
+    double t0 = tg_now(), c0 = cpu_s(CLOCK_THREAD_CPUTIME_ID), c = 0;
+    uint64_t entries = 0;
+    while (rc == 0 && (entries == 0 || (c < RATE_MIN_S && tg_now() - t0 < RATE_MAX_WALL_S))) {
+        size_t nk = 0;
+        for (size_t i = 0; i < FILTER_ENTRIES; i++) {
+            uint64_t u = list[i];
+            if (!(set[u >> 6] >> (u & 63) & 1)) continue;
+            uint64_t lo = 0, hi = parts;
+            while (hi - lo > 1) {
+                uint64_t mid = lo + (hi - lo) / 2;
+                if (bound[mid] <= u)
+                    lo = mid;
+                else
+                    hi = mid;
+            }
+            kept[nk++] = (uint32_t)(u - bound[lo]);
+        }
+        filter_sink = nk ? kept[nk - 1] : 0; /* used: the loop is not optimised away */
+        entries += FILTER_ENTRIES;
+        c = cpu_s(CLOCK_THREAD_CPUTIME_ID) - c0;
+    }
+    *spent += tg_now() - t0;
+    if (rc == 0) mc->filter_edges_per_s = (double)entries / (c > 0 ? c : tg_now() - t0);
+    free(list);
+    free(kept);
+    free(set);
+    free(bound);
+    return rc;
+}
+
 /* The device under features.bin (the probe's cache when it has one). */
 static int measure_probe(const prof_t *p, const tg_cost_plan_opts_t *o, tg_cost_machine_t *mc,
                          tg_cost_profile_cost_t *cost)
@@ -380,7 +434,8 @@ static int measure_machine(const prof_t *p, const tg_cost_plan_opts_t *o, tg_cos
     if (rc < 0) return tg_err_prefix(rc, "plan: timing the GEMM");
     cost->gemm_s = tg_now() - t0;
     mc->cores = o->threads;
-    return measure_gather(m, mc, &cost->gather_s);
+    if ((rc = measure_gather(m, mc, &cost->gather_s)) < 0) return rc;
+    return measure_filter(m->num_nodes, mc, &cost->gather_s);
 }
 
 /* One training step of a scratch model (the run's configuration, Adam, the run's threads) on
