@@ -399,6 +399,7 @@ TG_TEST(profile_measures)
      * took the core during the step) */
     TG_CHECK(in->machine.step_cpu_ratio > 0 && in->machine.step_cpu_ratio <= o.threads + 0.5);
     TG_CHECK(in->machine.filter_edges_per_s > 0); /* hier's list walk */
+    TG_CHECK(in->machine.buffer_rows_per_s > 0 && in->machine.window_rows_per_s > 0);
     /* 256M holds this graph: the in-RAM strategy wins */
     TG_CHECK(a->best >= 0 && !strcmp(a->names[a->best], "memory"));
     /* the same run's batches give the same figures (the rates are measured anew) */

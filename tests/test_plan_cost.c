@@ -283,6 +283,36 @@ TG_TEST(diskgnn_packing_wait)
     TG_CHECK_NEAR(2 * S[3] - S[2], pack, 1e-6);
 }
 
+/* Rows through a feature buffer at its measured rate: gnndrive's every row (LRU), gids's past
+ * its constant buffer (WINDOW where --window auto takes a look-ahead: with room for it); gids's
+ * one extractor bounds the epoch by its gathering. */
+TG_TEST(buffer_gather)
+{
+    tg_cost_inputs_t in = shared_bench();
+    tg_cost_pred_t pred[TG_COST_MAX_STRATS];
+    int best, gd = table_index("gnndrive"), gi = table_index("gids");
+    double acc = 11824348;
+    TG_CHECK_NEAR(tg_cost_buffer_gather_s(&in, acc, 0), 9.1, 1e-9); /* unmeasured: gather rate */
+    in.machine.buffer_rows_per_s = acc / 20;
+    in.machine.window_rows_per_s = acc / 40;
+    TG_CHECK_NEAR(tg_cost_buffer_gather_s(&in, acc, 0), 20, 1e-9);
+    TG_CHECK_NEAR(tg_cost_buffer_gather_s(&in, acc, 1), 40, 1e-9);
+    TG_CHECK_OK(tg_cost_choose(&in, 0, pred, TG_COST_MAX_STRATS, &best));
+    TG_CHECK_NEAR(pred[gd].gather_s, 20, 1e-9);
+    /* gids with room for the look-ahead: the constant buffer's share (the reverse-PageRank
+     * coverage at its rows) at the gather rate, the rest at the window rate */
+    in.run.free_bytes = (uint64_t)64 << 30;
+    TG_CHECK_OK(tg_cost_choose(&in, 0, pred, TG_COST_MAX_STRATS, &best));
+    TG_CHECK(strstr(pred[gi].why, "window buffer") != NULL);
+    double cb = 0.20 * 4e6; /* at most a fifth of the file */
+    double cover = tg_cost_curve_at(&in.prof.hot_rpr, cb);
+    TG_CHECK_NEAR(pred[gi].gather_s, (1 - cover) * 40 + cover * 9.1, 1e-6);
+    TG_CHECK_NEAR(pred[gi].stage_s, pred[gi].gather_s, 1e-12);
+    TG_CHECK(pred[gi].steady_s >= pred[gi].gather_s);
+    in.machine.buffer_rows_per_s = -1;
+    TG_CHECK_ERR(tg_cost_check(&in), "buffer_rows_per_s");
+}
+
 TG_TEST(deterministic)
 {
     tg_cost_inputs_t in = shared_bench();
@@ -442,6 +472,7 @@ int main(void)
     TG_RUN(missing_figures_and_files);
     TG_RUN(hier_loader);
     TG_RUN(diskgnn_packing_wait);
+    TG_RUN(buffer_gather);
     TG_RUN(deterministic);
     TG_RUN(fake_rows);
     TG_RUN(bad_inputs);

@@ -46,6 +46,8 @@ static int check_machine(const tg_cost_machine_t *m)
     if (!(m->gather_rows_per_s > 0))
         return bad("machine.gather_rows_per_s", "(the gather rate) must be > 0");
     if (m->step_cpu_ratio < 0) return bad("machine.step_cpu_ratio", "must be >= 0");
+    if (m->buffer_rows_per_s < 0 || m->window_rows_per_s < 0)
+        return bad("machine.buffer_rows_per_s", "(and window_rows_per_s) must be >= 0");
     if (m->cores < 1) return bad("machine.cores", "must be >= 1");
     return 0;
 }
@@ -168,6 +170,13 @@ double tg_cost_sample_s(const tg_cost_inputs_t *in)
 double tg_cost_gather_s(const tg_cost_inputs_t *in)
 {
     return tg_cost_accesses(in) / in->machine.gather_rows_per_s;
+}
+
+double tg_cost_buffer_gather_s(const tg_cost_inputs_t *in, double rows, int window)
+{
+    const tg_cost_machine_t *m = &in->machine;
+    double rate = window ? m->window_rows_per_s : m->buffer_rows_per_s;
+    return rows / (rate > 0 ? rate : m->gather_rows_per_s);
 }
 
 double tg_cost_cache_bytes(const tg_cost_inputs_t *in, int matrices)

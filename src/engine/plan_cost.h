@@ -51,6 +51,11 @@ typedef struct tg_cost_machine {
      * the kept node's part found by binary search over the parts' bounds): hier's mega-batch
      * load, per list entry; 0: not measured (the load's CPU left out) */
     double filter_edges_per_s;
+    /* one thread serving rows already in a feature buffer (tiergnn/featbuf.h) into a fresh X:
+     * acquire, copy, release, with the LRU policy (buffer_rows_per_s) or with WINDOW and its
+     * look-ahead trace announced and retired (window_rows_per_s: GIDS's window buffering);
+     * 0: not measured (the gather rate) */
+    double buffer_rows_per_s, window_rows_per_s;
     int cores;
 } tg_cost_machine_t;
 
@@ -177,6 +182,9 @@ double tg_cost_compute_s(const tg_cost_inputs_t *in);
 double tg_cost_compute_cpu_s(const tg_cost_inputs_t *in, double compute_s);
 double tg_cost_sample_s(const tg_cost_inputs_t *in);
 double tg_cost_gather_s(const tg_cost_inputs_t *in);
+/* Gathering rows rows through a feature buffer (window: with GIDS's look-ahead trace), CPU
+ * seconds: at the measured buffer rate, else at the gather rate. */
+double tg_cost_buffer_gather_s(const tg_cost_inputs_t *in, double rows, int window);
 double tg_cost_cache_bytes(const tg_cost_inputs_t *in, int matrices);
 struct tg_strategy_i;
 /* The input matrices strategy s holds at once with its default options and the run's sampler

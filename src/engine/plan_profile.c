@@ -16,6 +16,7 @@
 
 #include "engine-impl.h"
 #include "tiergnn/derived.h"
+#include "tiergnn/featbuf.h"
 
 /* The rates are measured for at least this long, so a small dataset's microseconds do not
  * make them noise. */
@@ -290,6 +291,9 @@ static int gather_once(const unsigned char *src, uint64_t n, size_t width, size_
     return 0;
 }
 
+static int measure_featbuf(const unsigned char *src, uint64_t n, const tg_meta_t *m, size_t rows_x,
+                           tg_cost_machine_t *mc);
+
 static int measure_gather(const tg_meta_t *m, tg_cost_machine_t *mc, double *spent)
 {
     size_t width = m->feat_dim, es = tg_feat_dtype_size(m->feat_dtype);
@@ -311,9 +315,119 @@ static int measure_gather(const tg_meta_t *m, tg_cost_machine_t *mc, double *spe
         rows += rows_x;
         c = cpu_s(CLOCK_THREAD_CPUTIME_ID) - c0;
     }
+    mc->gather_rows_per_s = (double)rows / (c > 0 ? c : tg_now() - t0);
+    if (rc == 0) rc = measure_featbuf(src, n, m, rows_x, mc);
     *spent = tg_now() - t0;
-    mc->gather_rows_per_s = (double)rows / (c > 0 ? c : *spent);
     free(src);
+    return rc;
+}
+
+/* Rows already in a feature buffer served into fresh matrices, as gnndrive's and gids's
+ * extractors serve a hit (store/extract): acquire, copy, release, and with the WINDOW policy the
+ * look-ahead's announcing (FB_WINDOW batches ahead) and retiring of each batch, whose trace
+ * keeps the buffer's heap in order (the ram workload's gids spent a sixth of its CPU there).
+ * Batches of the gather's matrix size drawn from a buffer of FB_ROWS_PER_MATRIX times as many
+ * rows, every row loaded first (the loads are not timed). Rows per CPU second. */
+#define FB_WINDOW 8u
+#define FB_BATCHES (FB_WINDOW + 1)
+#define FB_ROWS_PER_MATRIX 4
+static int featbuf_rate(const unsigned char *src, uint64_t n, const tg_meta_t *m, size_t rows_x,
+                        uint64_t *const *batch, uint32_t window, double *rate)
+{
+    size_t row = (size_t)m->feat_dim * tg_feat_dtype_size(m->feat_dtype);
+    tg_featbuf_opts_t fo = {.num_nodes = n,
+                            .feat_dim = m->feat_dim,
+                            .dtype = m->feat_dtype,
+                            .max_batch_nodes = (uint32_t)rows_x,
+                            .max_batches = 2,
+                            .policy = window ? TG_FEATBUF_WINDOW : TG_FEATBUF_LRU,
+                            .window = window,
+                            .future_positions = (uint32_t)((window + 2) * rows_x)};
+    fo.num_slots = (uint32_t)TG_MAX(n, (uint64_t)tg_featbuf_min_slots(&fo));
+    tg_featbuf_t *fb = NULL;
+    tg_featbuf_batch_t *h = NULL;
+    int rc = tg_featbuf_create(&fb, &fo, NULL);
+    if (rc == 0) rc = tg_featbuf_batch_create(fb, &h);
+    uint64_t *all = rc == 0 ? malloc(n * sizeof *all) : NULL;
+    if (rc == 0 && !all) rc = tg_err(-ENOMEM, "plan: out of memory for the buffer rate's nodes");
+    /* every row loaded first, a batch at a time */
+    for (uint64_t v = 0; rc == 0 && v < n; v++)
+        all[v] = v;
+    for (uint64_t lo = 0; rc == 0 && lo < n; lo += rows_x) {
+        size_t k = (size_t)TG_MIN((uint64_t)rows_x, n - lo), nl;
+        if ((rc = tg_featbuf_acquire(h, all + lo, k, 0)) < 0) break;
+        const tg_featbuf_load_t *ld = tg_featbuf_batch_loads(h, &nl);
+        for (size_t j = 0; j < nl; j++)
+            memcpy(tg_featbuf_row(fb, ld[j].slot), src + ld[j].node * row, row);
+        if ((rc = tg_featbuf_complete_all(h, 0)) == 0 && (rc = tg_featbuf_wait(h)) == 0)
+            rc = tg_featbuf_release(h);
+    }
+    for (uint32_t b = 0; rc == 0 && b < window; b++)
+        rc = tg_featbuf_future_add(fb, b, batch[b % FB_BATCHES], rows_x);
+    size_t len = rows_x * m->feat_dim * sizeof(float);
+    uint64_t rows = 0, b = 0;
+    double t0 = tg_now(), c0 = cpu_s(CLOCK_THREAD_CPUTIME_ID), c = 0;
+    while (rc == 0 && (rows == 0 || (c < RATE_MIN_S && tg_now() - t0 < RATE_MAX_WALL_S))) {
+        if (window && (rc = tg_featbuf_future_add(fb, b + window, batch[(b + window) % FB_BATCHES],
+                                                  rows_x)) < 0)
+            break;
+        void *X = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (X == MAP_FAILED) {
+            rc = tg_err(-errno, "plan: cannot map the buffer rate's matrix of %zu bytes: %s", len,
+                        strerror(errno));
+            break;
+        }
+        if ((rc = tg_featbuf_acquire(h, batch[b % FB_BATCHES], rows_x, 0)) == 0 &&
+            (rc = tg_featbuf_complete_all(h, 0)) == 0 && (rc = tg_featbuf_wait(h)) == 0)
+            rc = tg_featbuf_gather_f32(h, X, NULL);
+        int rr = tg_featbuf_release(h);
+        if (rc == 0) rc = rr;
+        if (rc == 0) rc = tg_featbuf_future_done(fb, b);
+        munmap(X, len);
+        rows += rows_x;
+        b++;
+        c = cpu_s(CLOCK_THREAD_CPUTIME_ID) - c0;
+    }
+    *rate = rows / (c > 0 ? c : fmax(tg_now() - t0, 1e-9));
+    free(all);
+    tg_featbuf_batch_destroy(h);
+    tg_featbuf_destroy(fb);
+    return rc < 0 ? tg_err_prefix(rc, "plan: the feature buffer's rate") : 0;
+}
+
+/* Both buffer rates over the gather's rows (src, n of them) and matrix size. */
+static int measure_featbuf(const unsigned char *src, uint64_t n, const tg_meta_t *m, size_t rows_x,
+                           tg_cost_machine_t *mc)
+{
+    /* a buffer of four matrices' rows (larger than the CPU's caches; filling a bigger one only
+     * lengthens the profile) */
+    n = TG_MIN(n, (uint64_t)FB_ROWS_PER_MATRIX * rows_x);
+    rows_x = (size_t)TG_MIN((uint64_t)rows_x, n);
+    uint64_t *batch[FB_BATCHES] = {0};
+    uint64_t *perm = malloc(n * sizeof *perm);
+    int rc = perm ? 0 : tg_err(-ENOMEM, "plan: out of memory for the buffer rate's batches");
+    tg_rng_t r;
+    tg_rng_seed(&r, 3);
+    for (uint64_t v = 0; rc == 0 && v < n; v++)
+        perm[v] = v;
+    /* each batch distinct nodes: the first rows_x of a partial shuffle */
+    for (unsigned k = 0; rc == 0 && k < FB_BATCHES; k++) {
+        if (!(batch[k] = malloc(rows_x * sizeof *batch[k]))) {
+            rc = tg_err(-ENOMEM, "plan: out of memory for the buffer rate's batches");
+            break;
+        }
+        for (size_t i = 0; i < rows_x; i++) {
+            uint64_t j = i + tg_rng_below(&r, n - i), t = perm[i];
+            perm[i] = perm[j];
+            perm[j] = t;
+            batch[k][i] = perm[i];
+        }
+    }
+    if (rc == 0) rc = featbuf_rate(src, n, m, rows_x, batch, 0, &mc->buffer_rows_per_s);
+    if (rc == 0) rc = featbuf_rate(src, n, m, rows_x, batch, FB_WINDOW, &mc->window_rows_per_s);
+    for (unsigned k = 0; k < FB_BATCHES; k++)
+        free(batch[k]);
+    free(perm);
     return rc;
 }
 

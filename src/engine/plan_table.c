@@ -339,6 +339,8 @@ static char *profile_json(const tg_cost_plan_t *pl)
     tg_json_num(&j, "sample_nodes_per_s", in->machine.sample_nodes_per_s);
     tg_json_num(&j, "gather_rows_per_s", in->machine.gather_rows_per_s);
     tg_json_num(&j, "filter_edges_per_s", in->machine.filter_edges_per_s);
+    tg_json_num(&j, "buffer_rows_per_s", in->machine.buffer_rows_per_s);
+    tg_json_num(&j, "window_rows_per_s", in->machine.window_rows_per_s);
     tg_json_int(&j, "cores", in->machine.cores);
     /* the epoch's curves the profile extrapolated: misses against cache rows, coverage */
     tg_json_raw(&j, "lru_misses", curve_json(&in->prof.lru, cb[0], sizeof cb[0]));
