@@ -291,8 +291,7 @@ static int gather_once(const unsigned char *src, uint64_t n, size_t width, size_
     return 0;
 }
 
-static int measure_featbuf(const unsigned char *src, uint64_t n, const tg_meta_t *m, size_t rows_x,
-                           tg_cost_machine_t *mc);
+static int measure_featbuf(const tg_meta_t *m, tg_cost_machine_t *mc);
 
 static int measure_gather(const tg_meta_t *m, tg_cost_machine_t *mc, double *spent)
 {
@@ -316,9 +315,9 @@ static int measure_gather(const tg_meta_t *m, tg_cost_machine_t *mc, double *spe
         c = cpu_s(CLOCK_THREAD_CPUTIME_ID) - c0;
     }
     mc->gather_rows_per_s = (double)rows / (c > 0 ? c : tg_now() - t0);
-    if (rc == 0) rc = measure_featbuf(src, n, m, rows_x, mc);
-    *spent = tg_now() - t0;
     free(src);
+    if (rc == 0) rc = measure_featbuf(m, mc); /* after: the profile stays within a few MiB */
+    *spent = tg_now() - t0;
     return rc;
 }
 
@@ -326,13 +325,15 @@ static int measure_gather(const tg_meta_t *m, tg_cost_machine_t *mc, double *spe
  * extractors serve a hit (store/extract): acquire, copy, release, and with the WINDOW policy the
  * look-ahead's announcing (FB_WINDOW batches ahead) and retiring of each batch, whose trace
  * keeps the buffer's heap in order (the ram workload's gids spent a sixth of its CPU there).
- * Batches of the gather's matrix size drawn from a buffer of FB_ROWS_PER_MATRIX times as many
- * rows, every row loaded first (the loads are not timed). Rows per CPU second. */
+ * Matrices of FB_X_BYTES drawn from a buffer of FB_BYTES of rows (larger than a core's cache;
+ * small enough that the profile fits a tight cgroup: the narrow workload's 120 MiB), every row
+ * loaded first (the loads are not timed). Rows per CPU second. */
 #define FB_WINDOW 8u
 #define FB_BATCHES (FB_WINDOW + 1)
-#define FB_ROWS_PER_MATRIX 4
-static int featbuf_rate(const unsigned char *src, uint64_t n, const tg_meta_t *m, size_t rows_x,
-                        uint64_t *const *batch, uint32_t window, double *rate)
+#define FB_BYTES ((uint64_t)16 << 20)
+#define FB_X_BYTES ((uint64_t)4 << 20)
+static int featbuf_rate(uint64_t n, const tg_meta_t *m, size_t rows_x, uint64_t *const *batch,
+                        uint32_t window, double *rate)
 {
     size_t row = (size_t)m->feat_dim * tg_feat_dtype_size(m->feat_dtype);
     tg_featbuf_opts_t fo = {.num_nodes = n,
@@ -358,7 +359,7 @@ static int featbuf_rate(const unsigned char *src, uint64_t n, const tg_meta_t *m
         if ((rc = tg_featbuf_acquire(h, all + lo, k, 0)) < 0) break;
         const tg_featbuf_load_t *ld = tg_featbuf_batch_loads(h, &nl);
         for (size_t j = 0; j < nl; j++)
-            memcpy(tg_featbuf_row(fb, ld[j].slot), src + ld[j].node * row, row);
+            memset(tg_featbuf_row(fb, ld[j].slot), 0x3c, row); /* not the zero page */
         if ((rc = tg_featbuf_complete_all(h, 0)) == 0 && (rc = tg_featbuf_wait(h)) == 0)
             rc = tg_featbuf_release(h);
     }
@@ -395,14 +396,12 @@ static int featbuf_rate(const unsigned char *src, uint64_t n, const tg_meta_t *m
     return rc < 0 ? tg_err_prefix(rc, "plan: the feature buffer's rate") : 0;
 }
 
-/* Both buffer rates over the gather's rows (src, n of them) and matrix size. */
-static int measure_featbuf(const unsigned char *src, uint64_t n, const tg_meta_t *m, size_t rows_x,
-                           tg_cost_machine_t *mc)
+/* Both buffer rates (featbuf_rate). */
+static int measure_featbuf(const tg_meta_t *m, tg_cost_machine_t *mc)
 {
-    /* a buffer of four matrices' rows (larger than the CPU's caches; filling a bigger one only
-     * lengthens the profile) */
-    n = TG_MIN(n, (uint64_t)FB_ROWS_PER_MATRIX * rows_x);
-    rows_x = (size_t)TG_MIN((uint64_t)rows_x, n);
+    size_t row = (size_t)m->feat_dim * tg_feat_dtype_size(m->feat_dtype);
+    uint64_t n = TG_MIN(m->num_nodes, TG_MAX((uint64_t)1, FB_BYTES / row));
+    size_t rows_x = (size_t)TG_MIN(n, TG_MAX((uint64_t)1, FB_X_BYTES / (m->feat_dim * 4)));
     uint64_t *batch[FB_BATCHES] = {0};
     uint64_t *perm = malloc(n * sizeof *perm);
     int rc = perm ? 0 : tg_err(-ENOMEM, "plan: out of memory for the buffer rate's batches");
@@ -423,8 +422,8 @@ static int measure_featbuf(const unsigned char *src, uint64_t n, const tg_meta_t
             batch[k][i] = perm[i];
         }
     }
-    if (rc == 0) rc = featbuf_rate(src, n, m, rows_x, batch, 0, &mc->buffer_rows_per_s);
-    if (rc == 0) rc = featbuf_rate(src, n, m, rows_x, batch, FB_WINDOW, &mc->window_rows_per_s);
+    if (rc == 0) rc = featbuf_rate(n, m, rows_x, batch, 0, &mc->buffer_rows_per_s);
+    if (rc == 0) rc = featbuf_rate(n, m, rows_x, batch, FB_WINDOW, &mc->window_rows_per_s);
     for (unsigned k = 0; k < FB_BATCHES; k++)
         free(batch[k]);
     free(perm);
