@@ -285,6 +285,14 @@ TG_TEST(diskgnn_packing_wait)
     TG_CHECK_NEAR(S[1], need * 1.017 / seq + 9.1, 1e-6);
     TG_CHECK_NEAR(S[2] - S[1], pack - train, 1e-6);
     TG_CHECK_NEAR(2 * S[3] - S[2], pack, 1e-6);
+    /* no room for hot rows at 351 MiB (as measured there); where every row fits, every row is
+     * hot and the last epoch reads nothing back */
+    TG_CHECK(strstr(pred[dg].why, " 0k hot rows serve 0%") != NULL);
+    in.run.free_bytes = (uint64_t)64 << 30;
+    in.run.epochs = 2;
+    TG_CHECK_OK(tg_cost_choose(&in, 0, pred, TG_COST_MAX_STRATS, &best));
+    TG_CHECK(strstr(pred[dg].why, "4000k hot rows serve 100%") != NULL);
+    TG_CHECK(pred[dg].read_bytes == 0 && pred[dg].io_s == 0);
 }
 
 /* Rows through a feature buffer at its measured rate: gnndrive's every row (LRU), gids's past

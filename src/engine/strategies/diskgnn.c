@@ -1063,10 +1063,24 @@ static int dg_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
     const tg_cost_machine_t *m = &in->machine;
     double caches = tg_cost_cache_bytes(in, tg_cost_matrices(&tg_strategy_diskgnn, in));
     double idx = (double)in->data.edges * in->data.index_bytes, feat = tg_cost_feat_bytes(in);
-    double need = tg_cost_accesses(in) * tg_cost_row_bytes(in);
     double ampl = in->prof.layout_read_ampl > 0 ? in->prof.layout_read_ampl : 1;
     double budget = in->run.disk_budget ? (double)in->run.disk_budget : feat;
     int idx_ram = caches >= idx;
+    dg_first_t f;
+    /* at the first pass the disk adjacency it opened is off too */
+    dg_first_predict(in, fmax(caches - tg_cost_open_bytes(in), 0), &f);
+    /* the hot rows (size_hot): what the reader, the set-aside parts, the planning (its least,
+     * +25%) or the indices read for sampling, and the resident indices leave, the most used
+     * rows of the first generation, whose share of the accesses the profile's degree coverage
+     * stands in for; the packed file holds the others (the ram workload: every row hot,
+     * nothing read) */
+    double rest = (double)f.avail - (double)f.reader - (double)f.set_aside -
+                  fmax(1.25 * (double)f.plan_min, idx_ram ? idx : 0);
+    if (idx_ram && rest >= idx) rest -= idx;
+    double N = (double)in->data.nodes, row = tg_cost_row_bytes(in);
+    double hot = fmin(fmax(rest, 0) / (row + 4), N);
+    double cover = hot >= N ? 1 : tg_cost_curve_at(&in->prof.hot_degree, hot);
+    double need = tg_cost_accesses(in) * (1 - cover) * row;
     tg_cost_pred_t pk = {0}, last = {0};
     dg_epoch(in, need, ampl, idx_ram, 1, &pk);
     dg_epoch(in, need, ampl, idx_ram, 0, &last);
@@ -1090,9 +1104,6 @@ static int dg_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
     p->epoch_s = E >= 2 ? (first + pk_train + (E - 2) * pk.steady_s + last.steady_s) / E
                         : first + last.steady_s;
     p->prep_s = p->epoch_s - p->steady_s;
-    dg_first_t f;
-    /* at the first pass the disk adjacency it opened is off too */
-    dg_first_predict(in, fmax(caches - tg_cost_open_bytes(in), 0), &f);
     if (!dg_first_fits(&f))
         tg_cost_infeasible(p,
                            "its first pass needs %.1f MiB (reader %.1f, packing and maps %.1f, "
@@ -1107,8 +1118,9 @@ static int dg_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
                            (double)in->run.disk_free / 1073741824.0);
     else
         snprintf(p->why, sizeof p->why,
-                 "packs each epoch: file read once, read amplification %.2f, indices %s", ampl,
-                 idx_ram ? "in RAM while sampling" : "from disk");
+                 "packs each epoch: file read once, %.0fk hot rows serve %.0f%%, read "
+                 "amplification %.2f, indices %s",
+                 hot / 1e3, 100 * cover, ampl, idx_ram ? "in RAM while sampling" : "from disk");
     return 0;
 }
 
