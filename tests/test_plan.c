@@ -472,6 +472,11 @@ TG_TEST(profile_measures)
     TG_CHECK(in->run.epoch_flops > 0 && in->run.free_bytes > 0 && in->run.matrix_bytes > 0);
     TG_CHECK(in->machine.sample_nodes_per_s > 0 && in->machine.gather_rows_per_s > 0);
     TG_CHECK(in->machine.step_flops_per_s > 0 && in->machine.gemm_flops_per_s > 0);
+    /* the step's CPU seconds per second (its threads' share; below 1 only where another process
+     * took the core during the step) */
+    TG_CHECK(in->machine.step_cpu_ratio > 0 && in->machine.step_cpu_ratio <= o.threads + 0.5);
+    TG_CHECK(in->machine.filter_edges_per_s > 0); /* hier's list walk */
+    TG_CHECK(in->machine.buffer_rows_per_s > 0 && in->machine.window_rows_per_s > 0);
     /* 256M holds this graph: the in-RAM strategy wins */
     TG_CHECK(a->best >= 0 && !strcmp(a->names[a->best], "memory"));
     /* the same run's batches give the same figures (the rates are measured anew) */

@@ -236,6 +236,95 @@ TG_TEST(missing_figures_and_files)
     TG_CHECK(b[gi].prep_s > a[gi].prep_s && b[gi].steady_s == a[gi].steady_s);
 }
 
+/* hier's loader: its synchronous reads and the walk over every list entry (at the measured
+ * filter rate) add up on one thread, which bounds the epoch when training is quicker. */
+TG_TEST(hier_loader)
+{
+    tg_cost_inputs_t in = shared_bench();
+    tg_cost_pred_t a[TG_COST_MAX_STRATS], b[TG_COST_MAX_STRATS];
+    int best, h = table_index("hier");
+    TG_CHECK_OK(tg_cost_choose(&in, 1, a, TG_COST_MAX_STRATS, &best));
+    in.machine.filter_edges_per_s = 59e6; /* the 59 M edges in 1 s */
+    TG_CHECK_OK(tg_cost_choose(&in, 1, b, TG_COST_MAX_STRATS, &best));
+    TG_CHECK_NEAR(b[h].gather_s - a[h].gather_s, 1.0, 1e-9);
+    double io = (4e6 * 512 + 59e6 * 4) / 1.1265e9;
+    TG_CHECK_NEAR(b[h].io_s, io, 1e-9);
+    TG_CHECK_NEAR(b[h].stage_s, io + 1.0, 1e-9);
+    /* training ten times quicker: the loader's reads and walk are the epoch */
+    in.machine.step_flops_per_s *= 10;
+    in.machine.sample_nodes_per_s *= 10;
+    in.machine.gather_rows_per_s *= 10;
+    TG_CHECK_OK(tg_cost_choose(&in, 1, b, TG_COST_MAX_STRATS, &best));
+    TG_CHECK_NEAR(b[h].steady_s, io + 1.0, 1e-9);
+}
+
+/* diskgnn's executor and its packing beside training: the executor's reads and copies add up
+ * on its one thread; an epoch that packs lasts at least the packing chain (the next epoch
+ * sampled on its sampler thread, features.bin and the needed rows read and written, every row
+ * copied), and the last waits only for what the packing took beyond the epoch before (not the
+ * whole packing). On the shared bench's figures the chain (19.4 s) is longer than an epoch's
+ * training beside it (15.65 s: 31.3 CPU seconds on 2 cores). */
+TG_TEST(diskgnn_packing_wait)
+{
+    tg_cost_inputs_t in = shared_bench();
+    tg_cost_pred_t pred[TG_COST_MAX_STRATS];
+    int best, dg = table_index("diskgnn");
+    double need = 11824348.0 * 512, feat = 4e6 * 512, seq = 1.1265e9;
+    double pack = 3.1 / 1 + (feat + need) / seq + 9.1;
+    double train = (3.1 + 2 * 9.1 + 10.0) / 2; /* sampling, two copies and the steps */
+    double S[4];
+    for (int e = 1; e <= 3; e++) {
+        in.run.epochs = e;
+        TG_CHECK_OK(tg_cost_choose(&in, 0, pred, TG_COST_MAX_STRATS, &best));
+        S[e] = pred[dg].steady_s;
+    }
+    /* E = 1: the last epoch alone; E = 2: it waits pack - train; E = 3: the mean of an epoch
+     * that packs (the chain) and the last */
+    /* the last epoch: one executor reads the packed runs (the layout's 1.017) and copies the
+     * rows, 14.6 s on that thread, longer than the steps (10 s) or the CPU over the cores */
+    TG_CHECK_NEAR(S[1], need * 1.017 / seq + 9.1, 1e-6);
+    TG_CHECK_NEAR(S[2] - S[1], pack - train, 1e-6);
+    TG_CHECK_NEAR(2 * S[3] - S[2], pack, 1e-6);
+    /* no room for hot rows at 351 MiB (as measured there); where every row fits, every row is
+     * hot and the last epoch reads nothing back */
+    TG_CHECK(strstr(pred[dg].why, " 0k hot rows serve 0%") != NULL);
+    in.run.free_bytes = (uint64_t)64 << 30;
+    in.run.epochs = 2;
+    TG_CHECK_OK(tg_cost_choose(&in, 0, pred, TG_COST_MAX_STRATS, &best));
+    TG_CHECK(strstr(pred[dg].why, "4000k hot rows serve 100%") != NULL);
+    TG_CHECK(pred[dg].read_bytes == 0 && pred[dg].io_s == 0);
+}
+
+/* Rows through a feature buffer at its measured rate: gnndrive's every row (LRU), gids's past
+ * its constant buffer (WINDOW where --window auto takes a look-ahead: with room for it); gids's
+ * one extractor bounds the epoch by its gathering. */
+TG_TEST(buffer_gather)
+{
+    tg_cost_inputs_t in = shared_bench();
+    tg_cost_pred_t pred[TG_COST_MAX_STRATS];
+    int best, gd = table_index("gnndrive"), gi = table_index("gids");
+    double acc = 11824348;
+    TG_CHECK_NEAR(tg_cost_buffer_gather_s(&in, acc, 0), 9.1, 1e-9); /* unmeasured: gather rate */
+    in.machine.buffer_rows_per_s = acc / 20;
+    in.machine.window_rows_per_s = acc / 40;
+    TG_CHECK_NEAR(tg_cost_buffer_gather_s(&in, acc, 0), 20, 1e-9);
+    TG_CHECK_NEAR(tg_cost_buffer_gather_s(&in, acc, 1), 40, 1e-9);
+    TG_CHECK_OK(tg_cost_choose(&in, 0, pred, TG_COST_MAX_STRATS, &best));
+    TG_CHECK_NEAR(pred[gd].gather_s, 20, 1e-9);
+    /* gids with room for the look-ahead: the constant buffer's share (the reverse-PageRank
+     * coverage at its rows) at the gather rate, the rest at the window rate */
+    in.run.free_bytes = (uint64_t)64 << 30;
+    TG_CHECK_OK(tg_cost_choose(&in, 0, pred, TG_COST_MAX_STRATS, &best));
+    TG_CHECK(strstr(pred[gi].why, "window buffer") != NULL);
+    double cb = 0.20 * 4e6; /* at most a fifth of the file */
+    double cover = tg_cost_curve_at(&in.prof.hot_rpr, cb);
+    TG_CHECK_NEAR(pred[gi].gather_s, (1 - cover) * 40 + cover * 9.1, 1e-6);
+    TG_CHECK_NEAR(pred[gi].stage_s, pred[gi].gather_s, 1e-12);
+    TG_CHECK(pred[gi].steady_s >= pred[gi].gather_s);
+    in.machine.buffer_rows_per_s = -1;
+    TG_CHECK_ERR(tg_cost_check(&in), "buffer_rows_per_s");
+}
+
 TG_TEST(deterministic)
 {
     tg_cost_inputs_t in = shared_bench();
@@ -366,6 +455,9 @@ TG_TEST(bad_inputs)
     in.machine.sample_nodes_per_s = 0;
     TG_CHECK_ERR(tg_cost_check(&in), "sample_nodes_per_s");
     in = shared_bench();
+    in.machine.step_cpu_ratio = -1;
+    TG_CHECK_ERR(tg_cost_check(&in), "step_cpu_ratio");
+    in = shared_bench();
     in.data.nodes = 0;
     TG_CHECK_ERR(tg_cost_check(&in), "data.nodes");
     in = shared_bench();
@@ -419,6 +511,20 @@ TG_TEST(arithmetic)
     p.io_s = 1;
     tg_cost_overlap(&in, &p);
     TG_CHECK_NEAR(p.steady_s, 3, 1e-12); /* 6 s of CPU on 2 cores */
+    /* steps measured on 1.5 cores: their 2 s of wall time are 3 CPU seconds beside the
+     * samplers' and the gather's 4 */
+    in.machine.step_cpu_ratio = 1.5;
+    TG_CHECK_NEAR(tg_cost_compute_cpu_s(&in, 2), 3, 1e-12);
+    tg_cost_overlap(&in, &p);
+    TG_CHECK_NEAR(p.cpu_s, 7, 1e-12);
+    TG_CHECK_NEAR(p.steady_s, 3.5, 1e-12);
+    TG_CHECK_NEAR(p.epoch_s, 4.5, 1e-12);
+    /* a stage on one thread with 5 CPU seconds bounds the epoch however idle the other core */
+    p.stage_s = 5;
+    tg_cost_overlap(&in, &p);
+    TG_CHECK_NEAR(p.steady_s, 5, 1e-12);
+    in.machine.step_cpu_ratio = 0; /* not measured: the steps count on one thread */
+    TG_CHECK_NEAR(tg_cost_compute_cpu_s(&in, 2), 2, 1e-12);
     TG_CHECK_EQ_U64(tg_cost_matrices(&tg_strategy_ginex, &in), 2);
 }
 
@@ -429,6 +535,9 @@ int main(void)
     TG_RUN(memory_without_limit);
     TG_RUN(inexact_only_when_allowed);
     TG_RUN(missing_figures_and_files);
+    TG_RUN(hier_loader);
+    TG_RUN(diskgnn_packing_wait);
+    TG_RUN(buffer_gather);
     TG_RUN(deterministic);
     TG_RUN(fake_rows);
     TG_RUN(bad_inputs);

@@ -45,6 +45,9 @@ static int check_machine(const tg_cost_machine_t *m)
         return bad("machine.sample_nodes_per_s", "(the sampler's rate) must be > 0");
     if (!(m->gather_rows_per_s > 0))
         return bad("machine.gather_rows_per_s", "(the gather rate) must be > 0");
+    if (m->step_cpu_ratio < 0) return bad("machine.step_cpu_ratio", "must be >= 0");
+    if (m->buffer_rows_per_s < 0 || m->window_rows_per_s < 0)
+        return bad("machine.buffer_rows_per_s", "(and window_rows_per_s) must be >= 0");
     if (m->cores < 1) return bad("machine.cores", "must be >= 1");
     return 0;
 }
@@ -153,6 +156,12 @@ double tg_cost_compute_s(const tg_cost_inputs_t *in)
     return in->run.epoch_flops / rate;
 }
 
+double tg_cost_compute_cpu_s(const tg_cost_inputs_t *in, double compute_s)
+{
+    double r = in->machine.step_cpu_ratio;
+    return compute_s * (r > 0 ? r : 1);
+}
+
 double tg_cost_sample_s(const tg_cost_inputs_t *in)
 {
     return tg_cost_accesses(in) / in->machine.sample_nodes_per_s;
@@ -161,6 +170,13 @@ double tg_cost_sample_s(const tg_cost_inputs_t *in)
 double tg_cost_gather_s(const tg_cost_inputs_t *in)
 {
     return tg_cost_accesses(in) / in->machine.gather_rows_per_s;
+}
+
+double tg_cost_buffer_gather_s(const tg_cost_inputs_t *in, double rows, int window)
+{
+    const tg_cost_machine_t *m = &in->machine;
+    double rate = window ? m->window_rows_per_s : m->buffer_rows_per_s;
+    return rows / (rate > 0 ? rate : m->gather_rows_per_s);
 }
 
 double tg_cost_cache_bytes(const tg_cost_inputs_t *in, int matrices)
@@ -216,8 +232,9 @@ void tg_cost_merge(const tg_cost_inputs_t *in, double rows, double *reads, doubl
 
 void tg_cost_overlap(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
 {
-    p->cpu_s = p->sample_s + p->gather_s + p->compute_s;
-    p->steady_s = fmax(p->io_s, fmax(p->compute_s, p->cpu_s / in->machine.cores));
+    p->cpu_s = p->sample_s + p->gather_s + tg_cost_compute_cpu_s(in, p->compute_s);
+    double busiest = fmax(p->io_s, fmax(p->compute_s, p->stage_s));
+    p->steady_s = fmax(busiest, p->cpu_s / in->machine.cores);
     p->epoch_s = p->steady_s + p->prep_s;
 }
 

@@ -36,12 +36,27 @@ typedef struct tg_cost_curve {
 
 /* The machine, measured in the process that plans. */
 typedef struct tg_cost_machine {
-    tg_io_probe_t probe;       /* random 4 KiB reads/s and latency by depth; sequential bytes/s */
-    double gemm_flops_per_s;   /* tg_nn_gemm_rate with the run's threads */
-    double step_flops_per_s;   /* achieved by a measured training step (tg_flops_total of its
-                                  batch over its seconds); 0: the GEMM rate x TG_COST_STEP_EFF */
+    tg_io_probe_t probe;     /* random 4 KiB reads/s and latency by depth; sequential bytes/s */
+    double gemm_flops_per_s; /* tg_nn_gemm_rate with the run's threads */
+    double step_flops_per_s; /* achieved by a measured training step (tg_flops_total of its
+                                batch over its seconds); 0: the GEMM rate x TG_COST_STEP_EFF */
+    /* CPU-seconds a measured step took per second of its wall time: its threads' parallel
+     * share (a step runs its parallel loops on --threads threads, its serial parts on one);
+     * 0: 1 (one thread) */
+    double step_cpu_ratio;
     double sample_nodes_per_s; /* one sampler thread, indices in RAM: input nodes per second */
-    double gather_rows_per_s;  /* one thread copying and converting rows from RAM into X */
+    /* one thread copying and converting rows from RAM into a fresh X, its first-touch page
+     * faults included (each batch's X is a new allocation) */
+    double gather_rows_per_s;
+    /* one thread walking neighbour-list entries and keeping those in a node set (a bitmap test,
+     * the kept node's part found by binary search over the parts' bounds): hier's mega-batch
+     * load, per list entry; 0: not measured (the load's CPU left out) */
+    double filter_edges_per_s;
+    /* one thread serving rows already in a feature buffer (tiergnn/featbuf.h) into a fresh X:
+     * acquire, copy, release, with the LRU policy (buffer_rows_per_s) or with WINDOW and its
+     * look-ahead trace announced and retired (window_rows_per_s: GIDS's window buffering);
+     * 0: not measured (the gather rate) */
+    double buffer_rows_per_s, window_rows_per_s;
     int cores;
 } tg_cost_machine_t;
 
@@ -114,9 +129,12 @@ typedef struct tg_cost_pred {
     double row_io_s;   /* of io_s, the feature rows' reads (tg_cost_disk_epoch) */
     double sample_s;   /* sampling, CPU seconds summed over threads */
     double gather_s;   /* rows into X (and the strategy's own copying), CPU seconds */
-    double compute_s;  /* training steps */
-    double prep_s;     /* preparation per epoch: derived files and first-epoch work / epochs */
-    double cpu_s;      /* every CPU term summed */
+    double compute_s;  /* training steps, wall time */
+    /* the slowest pipeline stage alone: its CPU seconds over the threads that run it (a stage
+     * on fewer threads than cores can bound the epoch); 0: none */
+    double stage_s;
+    double prep_s; /* preparation per epoch: derived files and first-epoch work / epochs */
+    double cpu_s;  /* every CPU term summed, the steps' at their CPU (tg_cost_compute_cpu_s) */
     /* bytes of --mem its first pass needs beyond its least working set (min_bytes), from the
      * run's batches (a strategy that sizes buffers by the batch); 0: none. The planner refuses
      * a strategy whose working set and these do not fit what --mem leaves. */
@@ -156,9 +174,11 @@ double tg_cost_seq_s(const tg_cost_machine_t *m, double bytes);
  * merged as store/extract plans it: holes below the probe's gap read through, runs cut at the
  * largest merged read. */
 void tg_cost_merge(const tg_cost_inputs_t *in, double rows, double *reads, double *bytes);
-/* The epoch of overlapped terms: the disk's busy time, the trainer's compute and every CPU term
- * spread over the cores, whichever is longest (steady_s); prep_s is added to it (epoch_s).
- * Fills p->steady_s, p->epoch_s and p->cpu_s from the terms already in p. */
+/* The epoch of overlapped terms: the disk's busy time, the trainer's compute, the slowest stage
+ * alone (stage_s) and every CPU term spread over the cores, whichever is longest (steady_s);
+ * prep_s is added to it (epoch_s). The steps count at their CPU seconds among the CPU terms
+ * (their threads share the cores with the samplers and extractors). Fills p->steady_s,
+ * p->epoch_s and p->cpu_s from the terms already in p. */
 void tg_cost_overlap(const tg_cost_inputs_t *in, tg_cost_pred_t *p);
 /* Common terms: one feature row's bytes, the file's, the epoch's row accesses, training time,
  * sampling CPU (indices in RAM), gathering CPU, bytes left for caches beside k matrices. */
@@ -166,8 +186,13 @@ double tg_cost_row_bytes(const tg_cost_inputs_t *in);
 double tg_cost_feat_bytes(const tg_cost_inputs_t *in);
 double tg_cost_accesses(const tg_cost_inputs_t *in);
 double tg_cost_compute_s(const tg_cost_inputs_t *in);
+/* CPU seconds of compute_s seconds of steps: compute_s x the measured step_cpu_ratio. */
+double tg_cost_compute_cpu_s(const tg_cost_inputs_t *in, double compute_s);
 double tg_cost_sample_s(const tg_cost_inputs_t *in);
 double tg_cost_gather_s(const tg_cost_inputs_t *in);
+/* Gathering rows rows through a feature buffer (window: with GIDS's look-ahead trace), CPU
+ * seconds: at the measured buffer rate, else at the gather rate. */
+double tg_cost_buffer_gather_s(const tg_cost_inputs_t *in, double rows, int window);
 double tg_cost_cache_bytes(const tg_cost_inputs_t *in, int matrices);
 struct tg_strategy_i;
 /* The input matrices strategy s holds at once with its default options and the run's sampler

@@ -281,15 +281,16 @@ void tg_cost_plan_print(const tg_cost_plan_t *pl, FILE *f)
     fprintf(f,
             "profile: %.2f s (indices read ahead in %.2f s, %llu of %llu batches sampled in "
             "%.2f s, device probe %s, GEMM "
-            "%.1f GFLOP/s in %.2f s, a step at %.1f GFLOP/s in %.2f s, gather in %.2f s); %.0f "
+            "%.1f GFLOP/s in %.2f s, a step at %.1f GFLOP/s on %.1f cores in %.2f s, gather in "
+            "%.2f s); %.0f "
             "rows per batch, %.0f distinct in the epoch, %.0f MiB for matrices and caches, %d "
             "core(s)\n",
             c->total_s, c->warm_s, (unsigned long long)c->batches_profiled,
             (unsigned long long)in->prof.batches, c->sample_s,
             c->probe_cached ? "cached" : "measured", in->machine.gemm_flops_per_s / 1e9, c->gemm_s,
-            in->machine.step_flops_per_s / 1e9, c->step_s, c->gather_s, in->prof.rows_per_batch,
-            in->prof.distinct_rows, (double)in->run.free_bytes / (1024.0 * 1024.0),
-            in->machine.cores);
+            in->machine.step_flops_per_s / 1e9, in->machine.step_cpu_ratio, c->step_s, c->gather_s,
+            in->prof.rows_per_batch, in->prof.distinct_rows,
+            (double)in->run.free_bytes / (1024.0 * 1024.0), in->machine.cores);
     if (pl->disk_budget_planned) {
         char a[32], b[32];
         fprintf(f,
@@ -366,6 +367,7 @@ static char *profile_json(const tg_cost_plan_t *pl)
     tg_json_num(&j, "gemm_s", c->gemm_s);
     tg_json_num(&j, "step_s", c->step_s);
     tg_json_num(&j, "step_flops_per_s", in->machine.step_flops_per_s);
+    tg_json_num(&j, "step_cpu_ratio", in->machine.step_cpu_ratio);
     tg_json_num(&j, "gather_s", c->gather_s);
     tg_json_uint(&j, "batches_profiled", c->batches_profiled);
     tg_json_uint(&j, "batches", in->prof.batches);
@@ -379,6 +381,9 @@ static char *profile_json(const tg_cost_plan_t *pl)
     tg_json_num(&j, "gemm_flops_per_s", in->machine.gemm_flops_per_s);
     tg_json_num(&j, "sample_nodes_per_s", in->machine.sample_nodes_per_s);
     tg_json_num(&j, "gather_rows_per_s", in->machine.gather_rows_per_s);
+    tg_json_num(&j, "filter_edges_per_s", in->machine.filter_edges_per_s);
+    tg_json_num(&j, "buffer_rows_per_s", in->machine.buffer_rows_per_s);
+    tg_json_num(&j, "window_rows_per_s", in->machine.window_rows_per_s);
     tg_json_int(&j, "cores", in->machine.cores);
     /* the epoch's curves the profile extrapolated: misses against cache rows, coverage */
     tg_json_raw(&j, "lru_misses", curve_json(&in->prof.lru, cb[0], sizeof cb[0]));

@@ -1058,9 +1058,9 @@ static void dg_first_predict(const tg_cost_inputs_t *in, double caches, dg_first
                   (uint64_t)tg_cost_feat_bytes(in), 0, f);
 }
 
-/* One training epoch: the packed rows read back (need bytes, amplified) and copied into X, the
- * model trained; with pack_next, the next epoch sampled, features.bin read once, its rows
- * packed and written (copied a second time) beside it. */
+/* One training epoch: the packed rows read back (need bytes, amplified) and copied into X by
+ * the executor, the model trained; with pack_next, the next epoch sampled, features.bin read
+ * once, its rows packed and written (copied a second time) beside it. */
 static void dg_epoch(const tg_cost_inputs_t *in, double need, double ampl, int idx_ram,
                      int pack_next, tg_cost_pred_t *p)
 {
@@ -1076,33 +1076,59 @@ static void dg_epoch(const tg_cost_inputs_t *in, double need, double ampl, int i
     p->gather_s = (pack_next ? 2 : 1) * tg_cost_gather_s(in);
     p->compute_s = tg_cost_compute_s(in);
     p->prep_s = 0;
+    /* one executor (workers = 1) reads each batch's packed runs and copies its rows into X: its
+     * reads and its copies add up on that thread (the shared bench's last epoch: 8.7 s of the
+     * executor's for 4.3 s of reads and 3 s of copies, in an epoch of 10.4 s; wide: 0.60-0.74 s
+     * for 0.54 + 0.25) */
+    p->stage_s = tg_cost_seq_s(m, need * ampl) + tg_cost_gather_s(in);
     tg_cost_overlap(in, p);
 }
 
 /* Epochs 1 .. E-1 pack the next epoch while they train, the last packs none (engine/nextpass:
  * nothing is prepared past the run's end); the first samples and packs its own before it
- * trains. An epoch starts when its generation is packed: the last waits for what the packing
- * (sampling, features.bin read, the packed file written) takes beyond the epoch before's
- * training, so it lasts at least that packing. steady_s is the mean of epochs 2 .. E (what a
- * bench times), epoch_s the run's mean. */
+ * trains. The packing is a chain beside the training (the next epoch sampled on the sampler
+ * threads, then features.bin read, every row copied and the packed file written on the packer's
+ * thread: pack), and an epoch starts when its generation is packed: each epoch after the first
+ * waits for what the packing took beyond the epoch before (pk, an epoch that packs), so an epoch
+ * that packs lasts at least the packing, and the last lasts its own training and that wait
+ * (the few workload: a packing of 0.60 s beside an epoch of 0.5 s, the last epoch waited 0.1 s,
+ * not the whole packing). steady_s is the mean of epochs 2 .. E (what a bench times), epoch_s
+ * the run's mean. */
 static int dg_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
 {
     const tg_cost_machine_t *m = &in->machine;
     double caches = tg_cost_cache_bytes(in, tg_cost_matrices(&tg_strategy_diskgnn, in));
     double idx = (double)in->data.edges * in->data.index_bytes, feat = tg_cost_feat_bytes(in);
-    double need = tg_cost_accesses(in) * tg_cost_row_bytes(in);
     double ampl = in->prof.layout_read_ampl > 0 ? in->prof.layout_read_ampl : 1;
     double budget = in->run.disk_budget ? (double)in->run.disk_budget : feat;
     int idx_ram = caches >= idx;
+    dg_first_t f;
+    /* at the first pass the disk adjacency it opened is off too */
+    dg_first_predict(in, fmax(caches - tg_cost_open_bytes(in), 0), &f);
+    /* the hot rows (size_hot): what the reader, the set-aside parts, the planning (its least,
+     * +25%) or the indices read for sampling, and the resident indices leave, the most used
+     * rows of the first generation, whose share of the accesses the profile's degree coverage
+     * stands in for; the packed file holds the others (the ram workload: every row hot,
+     * nothing read) */
+    double rest = (double)f.avail - (double)f.reader - (double)f.set_aside -
+                  fmax(1.25 * (double)f.plan_min, idx_ram ? idx : 0);
+    if (idx_ram && rest >= idx) rest -= idx;
+    double N = (double)in->data.nodes, row = tg_cost_row_bytes(in);
+    double hot = fmin(fmax(rest, 0) / (row + 4), N);
+    double cover = hot >= N ? 1 : tg_cost_curve_at(&in->prof.hot_degree, hot);
+    double need = tg_cost_accesses(in) * (1 - cover) * row;
     tg_cost_pred_t pk = {0}, last = {0};
     dg_epoch(in, need, ampl, idx_ram, 1, &pk);
     dg_epoch(in, need, ampl, idx_ram, 0, &last);
-    double first = tg_cost_sample_s(in) / in->run.sampler_threads + tg_cost_seq_s(m, feat + need);
-    if (last.steady_s < first) {
-        last.io_s = fmax(last.io_s, first);
-        tg_cost_overlap(in, &last);
-    }
-    double E = in->run.epochs, w = E >= 2 ? (E - 2) / (E - 1) : 0;
+    double pack = tg_cost_sample_s(in) / in->run.sampler_threads + tg_cost_seq_s(m, feat + need) +
+                  tg_cost_gather_s(in);
+    /* epoch 1 trains for pk_train after packing its own (first); the epochs between last at
+     * least the packing; the last waits for the packing beyond the epoch before */
+    double first = pack, pk_train = pk.steady_s, E = in->run.epochs;
+    pk.stage_s = fmax(pk.stage_s, pack);
+    tg_cost_overlap(in, &pk);
+    if (E >= 2) last.steady_s += fmax(pack - pk_train, 0);
+    double w = E >= 2 ? (E - 2) / (E - 1) : 0;
     /* the timed epochs' mean, term by term */
     p->read_bytes = w * pk.read_bytes + (1 - w) * last.read_bytes;
     p->io_s = w * pk.io_s + (1 - w) * last.io_s;
@@ -1111,11 +1137,9 @@ static int dg_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
     p->compute_s = pk.compute_s;
     p->cpu_s = w * pk.cpu_s + (1 - w) * last.cpu_s;
     p->steady_s = w * pk.steady_s + (1 - w) * last.steady_s;
-    p->epoch_s = (first + (E - 1) * pk.steady_s + last.steady_s) / E;
+    p->epoch_s = E >= 2 ? (first + pk_train + (E - 2) * pk.steady_s + last.steady_s) / E
+                        : first + last.steady_s;
     p->prep_s = p->epoch_s - p->steady_s;
-    dg_first_t f;
-    /* at the first pass the disk adjacency it opened is off too */
-    dg_first_predict(in, fmax(caches - tg_cost_open_bytes(in), 0), &f);
     if (!dg_first_fits(&f))
         tg_cost_infeasible(p,
                            "its first pass needs %.1f MiB (reader %.1f, packing and maps %.1f, "
@@ -1130,8 +1154,9 @@ static int dg_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
                            (double)in->run.disk_free / 1073741824.0);
     else
         snprintf(p->why, sizeof p->why,
-                 "packs each epoch: file read once, read amplification %.2f, indices %s", ampl,
-                 idx_ram ? "in RAM while sampling" : "from disk");
+                 "packs each epoch: file read once, %.0fk hot rows serve %.0f%%, read "
+                 "amplification %.2f, indices %s",
+                 hot / 1e3, 100 * cover, ampl, idx_ram ? "in RAM while sampling" : "from disk");
     return 0;
 }
 

@@ -677,12 +677,25 @@ static unsigned gi_access(const tg_cost_inputs_t *in)
     return 0;
 }
 
+/* The window --window auto takes at the first pass (gi_window) with the default options: the
+ * extraction's plan pl, the largest batch's rows from its input matrix (f32, the budget plan's
+ * 15% margin), room what the budget leaves beside the plan; 0 where no plan was made. */
+static uint32_t gi_predict_window(const tg_cost_inputs_t *in, const tg_extract_plan_t *pl,
+                                  double room)
+{
+    gi_cfg_t c;
+    if (!pl->depth || tg_strategy_parse(&tg_strategy_gids.info, NULL, 0, &c, 0) < 0) return 0;
+    uint64_t bn = (uint64_t)((double)in->run.matrix_bytes / (in->data.feat_dim * 4.0 * 1.15)) + 1;
+    return window_auto(pl, (uint32_t)c.x.sweep_batches, bn, room > 0 ? (uint64_t)room : 1);
+}
+
 static int gi_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
 {
     double caches = tg_cost_cache_bytes(in, tg_cost_matrices(&tg_strategy_gids, in)), plan;
     /* one extractor keeping N_access reads in flight (the probe's, as access_target), lowered
      * by its plan at what the budget leaves; the buffers share what the plan leaves (gi_setup) */
-    double depth = tg_cost_extract_depth(in, 1, 1, gi_access(in), caches, &plan, NULL);
+    tg_extract_plan_t pl;
+    double depth = tg_cost_extract_depth(in, 1, 1, gi_access(in), caches, &plan, &pl);
     double room = fmax(caches - plan, 0);
     double row = tg_cost_row_bytes(in), feat = tg_cost_feat_bytes(in);
     double N = (double)in->data.nodes;
@@ -699,9 +712,19 @@ static int gi_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
         p->prep_s += GI_RANK_ITERS * tg_cost_seq_s(&in->machine, idx);
     p->prep_s /= in->run.epochs;
     tg_cost_disk_epoch(in, misses, idx_ram, depth, p);
+    /* one extractor gathers every row: the constant buffer's at the gather rate, the others
+     * through the feature buffer, whose bookkeeping grows with the look-ahead's trace where
+     * --window auto takes one (gi_window), and that extractor's gathering alone can bound the
+     * epoch (the ram workload: 1.7 CPU seconds an epoch on it) */
+    uint32_t W = gi_predict_window(in, &pl, caches - plan);
+    p->gather_s = tg_cost_buffer_gather_s(in, acc * (1 - cover), W > 0) +
+                  cover * acc / in->machine.gather_rows_per_s;
+    p->stage_s = p->gather_s;
+    tg_cost_overlap(in, p);
     snprintf(p->why, sizeof p->why,
-             "constant buffer %.0fk rows serves %.0f%%, LRU buffer %.0fk rows; misses %.2fM rows%s",
-             cb / row / 1e3, 100 * cover, buf / 1e3, misses / 1e6,
+             "constant buffer %.0fk rows serves %.0f%%, %s buffer %.0fk rows; misses %.2fM "
+             "rows%s",
+             cb / row / 1e3, 100 * cover, W ? "window" : "LRU", buf / 1e3, misses / 1e6,
              idx_ram ? ", indices in RAM" : "");
     return 0;
 }

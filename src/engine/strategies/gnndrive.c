@@ -400,6 +400,9 @@ static int gd_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
     double rows = fmax(caches - plan, 0) / tg_cost_row_bytes(in);
     double misses = tg_cost_lru_misses(in, rows);
     tg_cost_disk_epoch(in, misses, 0, depth, p);
+    /* every row passes the feature buffer (LRU) on its way into X */
+    p->gather_s = tg_cost_buffer_gather_s(in, tg_cost_accesses(in), 0);
+    tg_cost_overlap(in, p);
     snprintf(p->why, sizeof p->why,
              "LRU buffer of %.0fk rows misses %.2fM rows, %.0f reads in flight", rows / 1e3,
              misses / 1e6, depth);

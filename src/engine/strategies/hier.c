@@ -802,11 +802,16 @@ static void hr_evaluating(tg_strategy_t *s, int layerwise)
     megas_release(s);
 }
 
-/* The cost model: each pass reads the partitioned features and lists once, sequentially, a
- * mega-batch ahead of the samplers; inside a mega-batch a batch keeps the profile's share of
- * the in-degree, so sampling, gathering and training shrink with it (the sampled graph
- * changes). Without the partition, a streaming partitioning (a few passes over the lists) and
- * the rewrite of features and lists come first, and need their size in free disk. */
+/* The cost model: each pass loads the mega-batches one after the other on one thread, a
+ * mega-batch ahead of the samplers: it reads the partitioned features and lists once,
+ * sequentially, with synchronous reads, then walks every list entry of its parts to keep those
+ * inside the mega-batch (graph/megabatch.c): the reads and that walk add up on the loader
+ * thread (stage_s), which bounds the epoch where training a mega-batch is quicker than loading
+ * the next (the wide and few workloads: 19 and 11 mega-batches of one batch each). Inside a
+ * mega-batch a batch keeps the profile's share of the in-degree, so sampling, gathering and
+ * training shrink with it (the sampled graph changes). Without the partition, a streaming
+ * partitioning (a few passes over the lists) and the rewrite of features and lists come first,
+ * and need their size in free disk. */
 #define HIER_STREAM_PASSES 4
 static int hier_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
 {
@@ -819,6 +824,10 @@ static int hier_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
     p->sample_s = tg_cost_sample_s(in) * keep;
     p->gather_s = tg_cost_gather_s(in) * keep;
     p->compute_s = tg_cost_compute_s(in) * keep;
+    /* the loader: every list entry once per epoch; its CPU is the strategy's own, a gather */
+    double filter = m->filter_edges_per_s > 0 ? (double)in->data.edges / m->filter_edges_per_s : 0;
+    p->gather_s += filter;
+    p->stage_s = p->io_s + filter;
     if (!have)
         p->prep_s = tg_cost_seq_s(m, HIER_STREAM_PASSES * idx + 2 * (feat + idx)) / in->run.epochs;
     tg_cost_overlap(in, p);
