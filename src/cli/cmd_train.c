@@ -384,13 +384,15 @@ void tg_cli_train_destroy(tg_cli_train_t *t)
 /* SIGINT asks the run to stop at the next batch boundary (it writes a checkpoint, then returns
  * -EINTR); the handler then restores the default action, so a second Ctrl-C kills at once. Under
  * mpirun SIGUSR1 asks the same: OpenMPI's mpirun ends the job on its own SIGINT, but forwards
- * SIGUSR1 to every rank (`kill -USR1 MPIRUN_PID` stops all with a checkpoint). */
+ * SIGUSR1 to every rank (`kill -USR1 MPIRUN_PID` stops all with a checkpoint). SIGUSR1's handler
+ * stays: mpirun may forward one signal more than once, and the default action of a second would
+ * kill the rank while it writes its checkpoint. */
 static volatile sig_atomic_t stop_requested;
 
 static void on_sigint(int sig)
 {
     stop_requested = 1;
-    signal(sig, SIG_DFL);
+    if (sig == SIGINT) signal(sig, SIG_DFL);
 }
 
 /* One rank's run (the whole run without mpirun): tg_train with the stop request of the handlers
