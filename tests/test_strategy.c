@@ -168,6 +168,8 @@ TG_TEST(auto_choice)
         tg_test_cli(&out, "train %s --out %s " COMMON " --epochs 1 --json --mem 256M", wide, dir);
     TG_CHECK(rc == 0 && out && strstr(out, "strategy memory: planned"));
     TG_CHECK(out && strstr(out, "\"strategy\":\"memory\""));
+    if (rc || !out || !strstr(out, "\"strategy\":\"memory\""))
+        fprintf(stderr, "%s\n", out ? out : "");
     free(out);
     /* below memory's data and the estimate of the model with its batches (about 67 MiB) */
     snprintf(dir, sizeof dir, "%s/auto-small", root);

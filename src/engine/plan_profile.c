@@ -430,6 +430,12 @@ static int measure_featbuf(const tg_meta_t *m, tg_cost_machine_t *mc)
     }
     if (rc == 0) rc = featbuf_rate(n, m, rows_x, batch, 0, &mc->buffer_rows_per_s);
     if (rc == 0) rc = featbuf_rate(n, m, rows_x, batch, FB_WINDOW, &mc->window_rows_per_s);
+    /* A buffer's hit is the gather's copy plus the buffer's bookkeeping: never faster. Measured
+     * faster, it is the noise of rates taken over a few tens of milliseconds (on a wide-row
+     * dataset in RAM, 185k-372k rows/s for the gather in five quiet runs), which made gids's
+     * gathering look shorter than memory's and chose it over memory for a dataset in RAM. */
+    mc->buffer_rows_per_s = fmin(mc->buffer_rows_per_s, mc->gather_rows_per_s);
+    mc->window_rows_per_s = fmin(mc->window_rows_per_s, mc->gather_rows_per_s);
     for (unsigned k = 0; k < FB_BATCHES; k++)
         free(batch[k]);
     free(perm);
