@@ -122,7 +122,7 @@ TG_TEST(choice_on_fixed_inputs)
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         tg_cost_inputs_t in = bench_inputs();
         cases[k].change(&in);
-        tg_cost_plan_t pl;
+        tg_cost_plan_t pl = {0}; /* need[]: not known */
         memset(&pl, 0, sizeof pl);
         TG_CHECK_OK(tg_cost_plan_choose(&in, cases[k].allow_inexact, &pl));
         const char *got = pl.best >= 0 ? pl.names[pl.best] : "none";
@@ -143,7 +143,7 @@ TG_TEST(choice_on_fixed_inputs)
 TG_TEST(inexact_shown_not_taken)
 {
     tg_cost_inputs_t in = bench_inputs();
-    tg_cost_plan_t pl;
+    tg_cost_plan_t pl = {0}; /* need[]: not known */
     TG_CHECK_OK(tg_cost_plan_choose(&in, 0, &pl));
     int hier = -1;
     for (int i = 0; i < pl.n; i++)
@@ -168,7 +168,7 @@ TG_TEST(without_predict_skipped)
     const tg_strategy_i *table[] = {&blind, &tg_strategy_gnndrive, &tg_strategy_ginex};
     tg_cost_inputs_t in = bench_inputs();
     case_ram(&in);
-    tg_cost_plan_t pl;
+    tg_cost_plan_t pl = {0}; /* need[]: not known */
     TG_CHECK_OK(tg_cost_plan_choose_in(table, 3, &in, 0, &pl));
     TG_CHECK(pl.best > 0);
     TG_CHECK(!pl.pred[0].predicted && strstr(pl.pred[0].why, "skipped"));
@@ -188,7 +188,7 @@ TG_TEST(without_predict_skipped)
 TG_TEST(deterministic)
 {
     tg_cost_inputs_t in = bench_inputs();
-    tg_cost_plan_t a, b;
+    tg_cost_plan_t a = {0}, b = {0};
     memset(&a, 0, sizeof a);
     memset(&b, 0xa5, sizeof b);
     TG_CHECK_OK(tg_cost_plan_choose(&in, 0, &a));
@@ -208,7 +208,7 @@ TG_TEST(bad_inputs_named)
 {
     tg_cost_inputs_t in = bench_inputs();
     in.machine.cores = 0;
-    tg_cost_plan_t pl;
+    tg_cost_plan_t pl = {0}; /* need[]: not known */
     TG_CHECK_ERR(tg_cost_plan_choose(&in, 0, &pl), "machine.cores");
     in = bench_inputs();
     in.prof.batches = 0;
@@ -250,7 +250,7 @@ TG_TEST(ginex_split_planned)
 {
     tg_cost_inputs_t in = bench_inputs();
     in.prof.ncache_hit.n = 0; /* no neighbour cache measured: it serves nothing */
-    tg_cost_plan_t pl;
+    tg_cost_plan_t pl = {0};  /* need[]: not known */
     TG_CHECK_OK(tg_cost_plan_choose(&in, 0, &pl));
     int g = ginex_row(&pl);
     TG_CHECK(g >= 0 && pl.pred[g].feasible);
@@ -276,7 +276,7 @@ TG_TEST(ginex_split_planned)
 TG_TEST(plan_args_added_unless_given)
 {
     tg_cost_inputs_t in = bench_inputs();
-    tg_cost_plan_t pl;
+    tg_cost_plan_t pl = {0}; /* need[]: not known */
     TG_CHECK_OK(tg_cost_plan_choose(&in, 0, &pl));
     int g = ginex_row(&pl);
     TG_CHECK(g >= 0);
@@ -340,7 +340,7 @@ TG_TEST(first_pass_refused)
     if (dg < 0) return;
     /* 22 MiB beside the two matrices: the reader, packing, maps and planning do not fit */
     in.run.free_bytes = (uint64_t)((22 + 2 * 5.24) * MIB);
-    tg_cost_plan_t pl;
+    tg_cost_plan_t pl = {0}; /* need[]: not known */
     TG_CHECK_OK(tg_cost_plan_choose(&in, 0, &pl));
     fprintf(stderr, "  22 MiB: %s\n", pl.pred[dg].why);
     TG_CHECK(!pl.pred[dg].feasible && strstr(pl.pred[dg].why, "first pass needs"));

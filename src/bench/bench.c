@@ -376,6 +376,8 @@ static double predict_one(const tg_cost_plan_t *pl, const tg_bench_run_t *r)
     }
     if (budget) {
         own = malloc(sizeof *own);
+        /* the same dataset and options: the same working sets (the choice reads them) */
+        if (own) memcpy(own->need, pl->need, sizeof own->need);
         tg_cost_inputs_t in = pl->in;
         in.run.disk_budget = budget;
         if (!own || tg_cost_plan_choose(&in, pl->allow_inexact, own) < 0) {

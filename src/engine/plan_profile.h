@@ -114,7 +114,9 @@ int tg_cost_plan(const tg_cost_plan_opts_t *o, tg_cost_plan_t *pl);
  * loses the difference and the choice is made again, so that the run has the memory each
  * strategy's prediction counted on. 1 when it chose again, 0 when nothing changed. */
 int tg_cost_plan_recheck(tg_cost_plan_t *pl, uint64_t process_anon);
-/* The choice alone over measured inputs (tests give fixed ones): fills pl->pred, best, why. */
+/* The choice alone over measured inputs (tests give fixed ones): fills pl->pred, best, why.
+ * It reads pl->need (the working sets tg_cost_plan measured; 0 where not known): the caller
+ * sets them, or zeroes them. */
 int tg_cost_plan_choose(const tg_cost_inputs_t *in, int allow_inexact, tg_cost_plan_t *pl);
 /* The same over a table of strategies of the caller's (a row without predict: skipped). */
 struct tg_strategy_i;
