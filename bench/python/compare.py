@@ -29,12 +29,15 @@ from overhead import default_membudget  # noqa: E402
 
 
 def model_flags(a):
-    return ["--layers", str(a.layers), "--hidden", str(a.hidden), "--fanouts", a.fanouts,
-            "--batch-size", str(a.batch_size), "--epochs", str(a.epochs), "--seed", str(a.seed),
-            "--eval-every", "0", "--eval-fanouts", "train", "--eval-max-nodes",
-            str(a.eval_max_nodes), "--json"] + (["--threads", str(a.threads)] if a.threads
-                                               else []) + (["--max-batches", str(a.max_batches)]
-                                                           if a.max_batches else [])
+    flags = ["--layers", str(a.layers), "--hidden", str(a.hidden), "--fanouts", a.fanouts,
+             "--batch-size", str(a.batch_size), "--epochs", str(a.epochs), "--seed", str(a.seed),
+             "--eval-every", "0", "--eval-fanouts", "train", "--eval-max-nodes",
+             str(a.eval_max_nodes), "--malloc-threshold", a.malloc_threshold, "--json"]
+    if a.threads:
+        flags += ["--threads", str(a.threads)]
+    if a.max_batches:
+        flags += ["--max-batches", str(a.max_batches)]
+    return flags
 
 
 def split_sample(a, split, path):
@@ -57,6 +60,7 @@ def pygplus_one(argv, prefetch, advice):
     from pygplus_loader import PygPlusLoader
 
     a = ts.parse_args(argv)
+    ts.set_malloc_threshold(a.malloc_threshold)
     torch = ts.torch
     if a.threads:
         torch.set_num_threads(a.threads)
@@ -129,7 +133,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("dataset")
     p.add_argument("--mem", default="1200M", help="each run's cgroup limit (0: none)")
-    p.add_argument("--torch-mem", default="600M", help="taken off --mem for tiergnn's loader")
+    p.add_argument("--torch-mem", default="300M", help="taken off --mem for tiergnn's loader")
     p.add_argument("--strategies", default="diskgnn,ginex,gids")
     p.add_argument("--opt", action="append", default=[], metavar="NAME=VALUE",
                    help="a strategy option for every tiergnn run (train_sage.py --opt)")
@@ -146,6 +150,8 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--eval-max-nodes", type=int, default=5000)
+    p.add_argument("--malloc-threshold", default="2M",
+                   help="train_sage.py's, for every run (glibc's M_MMAP_THRESHOLD; 0: glibc's)")
     p.add_argument("--membudget", default=default_membudget())
     p.add_argument("--out", default="runs/compare")
     a = p.parse_args()

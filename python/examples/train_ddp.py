@@ -40,6 +40,7 @@ def worker(rank, a, port, result):
 
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
+    ts.set_malloc_threshold(a.malloc_threshold)  # per process: each rank is an interpreter
     dist.init_process_group("gloo", rank=rank, world_size=a.world_size)
     try:
         tiergnn = ts.import_tiergnn()

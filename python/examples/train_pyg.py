@@ -255,6 +255,7 @@ def main(argv=None):
         sys.exit("train_pyg.py: --loader is tiergnn or neighborloader, not %s" % which)
     a = ts.parse_args(argv)
     a.workers = workers
+    ts.set_malloc_threshold(a.malloc_threshold)
     tiergnn = ts.import_tiergnn()
     device = torch.device(a.device)
     if a.threads:

@@ -3,14 +3,17 @@
 
     PYTHONPATH=build/python /usr/bin/python3 python/examples/train_sage.py data/cora \\
         --layers 2 --hidden 64 --fanouts 10,10 --batch-size 32 --epochs 30
-    membudget --evict data/g4m 2G -- /usr/bin/python3 python/examples/train_sage.py data/g4m \\
-        --strategy diskgnn --mem 2G --torch-mem 600M --layers 3 --hidden 256 \\
+    membudget --evict data/g4m 1200M -- /usr/bin/python3 python/examples/train_sage.py data/g4m \\
+        --strategy diskgnn --mem 1200M --torch-mem 300M --layers 3 --hidden 256 \\
         --fanouts 10,10,10 --batch-size 1000 --epochs 2 --eval-every 0 --eval-fanouts train \\
         --eval-max-nodes 5000
 
 `--mem` is the whole process's: the loader gets it less `--torch-mem`, what the model's
 activations and torch's allocator take beside it (on the CPU, a step of the shared bench's
-3 x 256 model on 1000 seeds peaks at about 600 MiB; on a GPU they are in the GPU's memory).
+3 x 256 model on 1000 seeds peaks at about 190 MiB beyond its batch, against 325 MiB with
+torch's own modules: bench/README.md, "Session 26"; on a GPU they are in the GPU's memory).
+`--malloc-threshold` (default 2M) has glibc map each tensor of that size or more on its own,
+so that memory freed by a step goes back to the system rather than staying in malloc's heaps.
 
 tiergnn samples the batches and gathers their feature rows under `--mem` with any strategy
 (tiergnn strategies); this script does the model, on the CPU or with `--device cuda`. Prints one
@@ -35,6 +38,7 @@ so that one budget holds at a time, and opened again at the next epoch. The repo
 accuracy is the one at the best validation epoch, as tiergnn train's.
 """
 import argparse
+import ctypes
 import json
 import math
 import sys
@@ -63,35 +67,174 @@ def import_tiergnn():
 
 
 # ---------------------------------------------------------------- the model
+#
+# A step of the shared bench's model (3 x 256, 1000 seeds, fanouts 10,10,10: about 300 K input
+# rows of 128 features) must fit beside the loader in a 1200M cgroup. Written with torch's own
+# modules it keeps, per layer, F.dropout's float mask and its output, ReLU's output, a copy of
+# the input for the dropped features and the gradients' full-size scatters: 325 MiB at its peak
+# beyond the batch (bench/python/step_memory.py). SAGEConv below computes a layer's self and
+# neighbour parts in one autograd function that saves only what its backward reads (the
+# destinations' rows, the mean of the neighbours, a bool mask), with the ReLU and dropout in
+# front of it folded into that mask and applied a block of rows or a chunk of edges at a time:
+# 156-187 MiB.
+
+BLOCK_ELEMS = 1 << 21  # elements of a block of rows (8 MiB of float32)
+CHUNK_BYTES = 8 << 20  # bytes of the rows one index_add_ gathers
 
 
-class MeanAggr(torch.autograd.Function):
-    """out[i] = mean over the edges (s, i) of h[s], by index_add_ over chunks of edges, so that
-    no E x F message matrix is held (a layer's blocks on a large graph have millions of edges):
-    backward scatters the same way. 0 for a destination without edges."""
+def row_blocks(n, width):
+    """(start, end) of blocks of rows of an n x width matrix, BLOCK_ELEMS elements a block."""
+    step = max(1, BLOCK_ELEMS // max(width, 1))
+    return ((s, min(s + step, n)) for s in range(0, n, step))
 
-    CHUNK = 1 << 16  # edges per index_add_: 32 MiB of 128-wide messages
+
+def masked_rows(z, mask, scale, r0, r1):
+    """Rows r0:r1 of h = z * mask * scale (a view of z when there is nothing to apply: never
+    modify it in place)."""
+    h = z[r0:r1]
+    if mask is not None:
+        h = h * mask[r0:r1]
+    if scale != 1.0:
+        h = h * scale if mask is None else h.mul_(scale)
+    return h
+
+
+def index_sum(x, mask, scale, gather, scatter, num_out):
+    """out[scatter[e]] += (x * mask * scale)[gather[e]] over the edges e, by index_add_ over
+    chunks of edges, so that no E x F message matrix is held (the input layer's block on the
+    shared bench has 676 K edges): the rows are gathered, masked and scaled a chunk at a time."""
+    out = x.new_zeros((num_out, x.shape[1]))
+    chunk = max(1, CHUNK_BYTES // max(x.shape[1] * x.element_size(), 1))
+    for s in range(0, gather.numel(), chunk):
+        g = gather[s:s + chunk]
+        rows = x.index_select(0, g)
+        if mask is not None:
+            rows.mul_(mask.index_select(0, g))
+        if scale != 1.0:
+            rows.mul_(scale)
+        out.index_add_(0, scatter[s:s + chunk], rows)
+    return out
+
+
+def sage_forward(z, mask, scale, w_self, bias, w_neigh, src, dst, inv_deg, num_dst,
+                 dst_rows=False):
+    """tiergnn's SAGE layer on h = z * mask * scale (mask: bool or None):
+        out_i = h_i W_self^T + b + (mean over the block's edges (j, i) of h_j) W_neigh^T
+    Returns (out, agg, hd): agg the neighbours' mean when the layer aggregates first, None when
+    it transforms first (a narrowing layer aggregates its fout-wide rows); hd a copy of h's
+    destination rows with dst_rows, else None (the self part then takes h a block at a time)."""
+    fin, fout = z.shape[1], w_self.shape[0]
+    hd = None
+    if dst_rows:
+        hd = masked_rows(z, mask, scale, 0, num_dst)
+        if mask is None and scale == 1.0:
+            hd = hd.clone()  # not a view: it would keep all of z
+        out = torch.addmm(bias, hd, w_self.t())
+    else:
+        out = z.new_empty((num_dst, fout))
+        for r0, r1 in row_blocks(num_dst, fin):
+            torch.addmm(bias, masked_rows(z, mask, scale, r0, r1), w_self.t(), out=out[r0:r1])
+    if fout < fin:  # narrower: transform the sources, then aggregate fout-wide rows
+        t = z.new_empty((z.shape[0], fout))
+        for r0, r1 in row_blocks(z.shape[0], fin):
+            torch.mm(masked_rows(z, mask, scale, r0, r1), w_neigh.t(), out=t[r0:r1])
+        out.add_(index_sum(t, None, 1.0, src, dst, num_dst).mul_(inv_deg.unsqueeze(1)))
+        return out, None, hd
+    agg = index_sum(z, mask, scale, src, dst, num_dst).mul_(inv_deg.unsqueeze(1))
+    out.addmm_(agg, w_neigh.t())  # in place: one num_dst x fout matrix for the layer
+    return out, agg, hd
+
+
+class SAGEConv(torch.autograd.Function):
+    """sage_forward with autograd: SAGEConv.apply(z, mask, scale, w_self, bias, w_neigh, src,
+    dst, inv_deg, num_dst). The gradients are the plain formulation's (h = z * mask * scale
+    into two Linear layers and a mean by index_add_), but only these are saved:
+      - aggregating first, the neighbours' mean (num_dst x fin) for W_neigh's gradient;
+      - h's destination rows for W_self's: when z needs a gradient (a previous layer's output,
+        which nothing else keeps) a copy of them; when it needs none (the batch's features,
+        which the caller holds through the step anyway) z itself and the mask's rows;
+      - transforming first (W_neigh's gradient reads every row of h): z and the mask;
+      - the mask (bool, a byte per element) when z needs a gradient: it is ReLU's and
+        dropout's backward at once.
+    Nothing of E x F nor a float mask is saved; the backward gathers and scatters by chunks of
+    edges as the forward does."""
 
     @staticmethod
-    def forward(ctx, h, src, dst, inv_deg, num_dst):
-        out = h.new_zeros((num_dst, h.shape[1]))
-        for s in range(0, src.numel(), MeanAggr.CHUNK):
-            e = s + MeanAggr.CHUNK
-            out.index_add_(0, dst[s:e], h.index_select(0, src[s:e]))
-        out.mul_(inv_deg.unsqueeze(1))
-        ctx.save_for_backward(src, dst, inv_deg)
-        ctx.num_src = h.shape[0]
+    def forward(ctx, z, mask, scale, w_self, bias, w_neigh, src, dst, inv_deg, num_dst):
+        need_z = ctx.needs_input_grad[0]
+        aggregates = w_self.shape[0] >= z.shape[1]
+        # a copy of h's destination rows only where z needs a gradient and the layer aggregates
+        # first: that copy is smaller than z, which can then go once the next layer has it
+        copy = need_z and aggregates
+        out, agg, hd = sage_forward(z, mask, scale, w_self, bias, w_neigh, src, dst, inv_deg,
+                                    num_dst, dst_rows=copy)
+        if copy:
+            hsrc, hmask, hscale = hd, None, 1.0
+        else:  # z itself: held by the caller, or every row of h is read again (transforming)
+            hsrc, hscale = z, scale
+            hmask = mask[:num_dst].clone() if aggregates and mask is not None else mask
+        ctx.save_for_backward(hsrc, hmask, mask if need_z else None, agg, w_self, w_neigh,
+                              src, dst, inv_deg)
+        ctx.hscale, ctx.scale, ctx.num_src, ctx.num_dst = hscale, scale, z.shape[0], num_dst
         return out
 
     @staticmethod
     def backward(ctx, g):
-        src, dst, inv_deg = ctx.saved_tensors
-        g = g * inv_deg.unsqueeze(1)
-        gh = g.new_zeros((ctx.num_src, g.shape[1]))
-        for s in range(0, src.numel(), MeanAggr.CHUNK):
-            e = s + MeanAggr.CHUNK
-            gh.index_add_(0, src[s:e], g.index_select(0, dst[s:e]))
-        return gh, None, None, None, None
+        hsrc, hmask, mask, agg, w_self, w_neigh, src, dst, inv_deg = ctx.saved_tensors
+        need_z, _, _, need_ws, need_b, need_wn = ctx.needs_input_grad[:6]
+        nd, fin = ctx.num_dst, w_self.shape[1]
+        g = g.contiguous()
+        gz = gws = gb = gwn = None
+        if need_b:
+            gb = g.sum(0)
+        if need_ws:  # g^T h[:num_dst], h's rows rebuilt a block at a time
+            gws = g.new_zeros(w_self.shape)
+            for r0, r1 in row_blocks(nd, fin):
+                gws.addmm_(g[r0:r1].t(), masked_rows(hsrc, hmask, ctx.hscale, r0, r1))
+        ginv = g * inv_deg.unsqueeze(1)  # the mean's backward: g / degree to every source
+        if agg is not None:  # aggregated first: out += agg W_neigh^T
+            if need_wn:
+                gwn = g.t().mm(agg)
+            if need_z:
+                gz = index_sum(ginv.mm(w_neigh), None, 1.0, dst, src, ctx.num_src)
+        else:  # transformed first: out += mean(h W_neigh^T)
+            gt = index_sum(ginv, None, 1.0, dst, src, ctx.num_src)  # num_src x fout
+            if need_wn:
+                gwn = g.new_zeros(w_neigh.shape)
+                for r0, r1 in row_blocks(ctx.num_src, fin):
+                    gwn.addmm_(gt[r0:r1].t(), masked_rows(hsrc, hmask, ctx.hscale, r0, r1))
+            if need_z:
+                gz = gt.mm(w_neigh)
+            del gt
+        if need_z:
+            gz[:nd].addmm_(g, w_self)  # the self part
+            if mask is not None:  # ReLU's and dropout's backward
+                gz.mul_(mask)
+            if ctx.scale != 1.0:
+                gz.mul_(ctx.scale)
+        return gz, None, None, gws, gb, gwn, None, None, None, None
+
+
+def relu_dropout_mask(z, p, relu):
+    """(mask, scale) such that dropout(relu(z), p) = z * mask * scale: mask a bool matrix (None
+    when neither applies), drawn and compared a block of rows at a time. An element is kept when
+    a uniform draw in [0, 1) is at least p (F.dropout's law; torch 1.13's bernoulli_, which
+    F.dropout draws with on the CPU, takes 1.5 times as long: 0.57 s against 0.38 s for the
+    shared bench's input layer), and a kept one is scaled by 1 / (1 - p)."""
+    if p <= 0 and not relu:
+        return None, 1.0
+    mask = torch.empty(z.shape, dtype=torch.bool, device=z.device)
+    for r0, r1 in row_blocks(z.shape[0], z.shape[1]):
+        m = mask[r0:r1]
+        if p <= 0:
+            torch.gt(z[r0:r1], 0, out=m)
+            continue
+        torch.ge(torch.rand(m.shape, device=z.device), p, out=m)
+        if relu:
+            m.logical_and_(z[r0:r1] > 0)
+    if p <= 0:
+        return mask, 1.0
+    return mask, (1.0 / (1.0 - p) if p < 1 else 0.0)
 
 
 def as_int64(a):
@@ -110,20 +253,6 @@ def block_edges(blk, device):
     return (src.to(device), dst.to(device), inv.to(device), int(blk.num_dst))
 
 
-def dropout(x, p, training):
-    """F.dropout, but on an input that needs no gradient (the batch's features: the largest
-    matrix of a step) the mask is drawn a block of rows at a time, so that no second matrix of
-    x's size is held for it."""
-    if not training or p == 0 or x.requires_grad:
-        return F.dropout(x, p, training)
-    out = torch.empty_like(x)
-    rows = max(1, (1 << 22) // max(x.shape[1], 1))
-    for s in range(0, x.shape[0], rows):
-        c = x[s:s + rows]
-        torch.mul(c, torch.rand_like(c) >= p, out=out[s:s + rows])
-    return out.mul_(1.0 / (1.0 - p))
-
-
 class SAGELayer(torch.nn.Module):
     def __init__(self, fin, fout):
         super().__init__()
@@ -133,16 +262,14 @@ class SAGELayer(torch.nn.Module):
             torch.nn.init.xavier_uniform_(lin.weight)  # Glorot, as tiergnn's nn
         torch.nn.init.zeros_(self.lin_self.bias)
 
-    def forward(self, h, edges):
+    def forward(self, h, edges, mask=None, scale=1.0):
+        """The layer on h * mask * scale (relu_dropout_mask's; by default h itself)."""
         src, dst, inv, num_dst = edges
-        if self.lin_neigh.out_features < self.lin_neigh.in_features:  # narrower: transform first
-            agg = MeanAggr.apply(self.lin_neigh(h), src, dst, inv, num_dst)
-        else:
-            agg = self.lin_neigh(MeanAggr.apply(h, src, dst, inv, num_dst))
-        # a copy of the destinations' rows: lin_self saves its input for backward, and a view
-        # would keep the whole of h (the layer's sources: several times larger) alive; the sum
-        # in place (neither addend is saved for backward), one output matrix fewer at a time
-        return self.lin_self(h[:num_dst].clone()).add_(agg)
+        args = (h, mask, scale, self.lin_self.weight, self.lin_self.bias,
+                self.lin_neigh.weight, src, dst, inv, num_dst)
+        if torch.is_grad_enabled():
+            return SAGEConv.apply(*args)
+        return sage_forward(*args)[0]  # under no_grad (evaluation) nothing is saved
 
 
 class SAGE(torch.nn.Module):
@@ -154,12 +281,14 @@ class SAGE(torch.nn.Module):
         self.input_dropout = dropout if input_dropout is None else input_dropout
 
     def forward(self, x, edges):
+        """Dropout on every layer's input, ReLU between layers; both go into the layer as its
+        mask, so neither allocates a matrix of its own."""
         h = x
         for l, layer in enumerate(self.layers):
-            h = dropout(h, self.input_dropout if l == 0 else self.dropout, self.training)
-            h = layer(h, edges[l])
-            if l < len(self.layers) - 1:
-                h = F.relu(h, inplace=True)
+            p = (self.input_dropout if l == 0 else self.dropout) if self.training else 0.0
+            mask, scale = relu_dropout_mask(h, p, relu=l > 0)
+            h = layer(h, edges[l], mask, scale)
+            del mask  # before the next layer's is drawn
         return h
 
 
@@ -238,6 +367,10 @@ def parse_args(argv=None):
                    help="batches alive at once (the loader's slots are this + 1): the loop "
                    "drops each batch before it takes the next")
     p.add_argument("--json", action="store_true", help="one JSON object per epoch on stdout")
+    p.add_argument("--malloc-threshold", type=malloc_threshold_arg, default="2M", metavar="SIZE",
+                   help="glibc's M_MMAP_THRESHOLD: every allocation of SIZE or more (a tensor) "
+                   "is mapped on its own and given back to the system when freed (default 2M, "
+                   "at most 32M; 0: glibc's own, which rises up to 32M)")
     a = p.parse_args(argv)
     if a.fanouts is None:
         a.fanouts = [10] * a.layers
@@ -252,6 +385,42 @@ def parse_size(s):
     s = str(s).strip().upper()
     mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(s[-1:], 1)
     return int(float(s.rstrip("KMGT") or 0) * mult)
+
+
+M_MMAP_THRESHOLD = -3  # glibc's malloc.h
+MMAP_THRESHOLD_MAX = 32 << 20  # glibc's limit on 64-bit systems (DEFAULT_MMAP_THRESHOLD_MAX)
+
+
+def malloc_threshold_arg(s):
+    """--malloc-threshold: a size (K/M/G suffixes), 0 to leave glibc's, at most 32M."""
+    try:
+        n = parse_size(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError("not a size: %r" % s)
+    if n < 0 or n > MMAP_THRESHOLD_MAX:
+        raise argparse.ArgumentTypeError("%s: between 0 and 32M (glibc's limit)" % s)
+    return n
+
+
+def set_malloc_threshold(n):
+    """mallopt(M_MMAP_THRESHOLD, n) with glibc (n bytes; 0: nothing done). Returns whether it was
+    set. Why: glibc serves an allocation under the threshold from its heaps, which keep what is
+    freed for later allocations and give back only a free top; its threshold starts at 128 KiB
+    and rises to the size of every mapped block freed, up to 32 MiB. After the first steps, a
+    step's tensors (up to 32 MiB each at the shared bench) come from the heaps, and their
+    high-water mark, fragmented, stays resident beside the loader, whose budget counts the
+    process's memory. A fixed threshold (which also stops its rise) maps every tensor of n bytes
+    or more on its own and unmaps it when freed: resident memory follows the live tensors, for a
+    page fault per new page. Another libc's allocator is left as it is."""
+    if not n:
+        return False
+    try:
+        mallopt = ctypes.CDLL("libc.so.6").mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    return mallopt(M_MMAP_THRESHOLD, int(n)) == 1
 
 
 def loader_mem(a):
@@ -449,6 +618,7 @@ def fit(a, tiergnn, model, device, prepare=None):
 
 def main(argv=None):
     a = parse_args(argv)
+    set_malloc_threshold(a.malloc_threshold)
     tiergnn = import_tiergnn()
     device = torch.device(a.device)
     if a.threads:
