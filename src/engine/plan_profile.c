@@ -21,7 +21,8 @@
 /* The rates are measured for at least this long, so a small dataset's microseconds do not
  * make them noise (at 20 ms, five quiet profiles of the ram workload read the gather rate at
  * 1.78-2.41 M rows/s and predicted memory's epoch at 3.86-4.99 s; at 80 ms, 1.85-1.98 M and
- * 4.25-4.49 s, measured 4.11; the profile stayed at about 0.55 s) */
+ * 4.25-4.49 s, measured 4.11; a cold profile takes about 0.3 s more: 0.82-0.88 s against
+ * 0.51-0.64 on the planner's workloads) */
 #define RATE_MIN_S 0.08
 /* ... of CPU time, and for at most this long whatever CPU they got */
 #define RATE_MAX_WALL_S 0.4
