@@ -458,6 +458,12 @@ TG_TEST(bad_inputs)
     in.machine.step_cpu_ratio = -1;
     TG_CHECK_ERR(tg_cost_check(&in), "step_cpu_ratio");
     in = shared_bench();
+    in.machine.gather_shared = 1.5;
+    TG_CHECK_ERR(tg_cost_check(&in), "step_shared");
+    in = shared_bench();
+    in.machine.step_shared = -1;
+    TG_CHECK_ERR(tg_cost_check(&in), "step_shared");
+    in = shared_bench();
     in.data.nodes = 0;
     TG_CHECK_ERR(tg_cost_check(&in), "data.nodes");
     in = shared_bench();
@@ -523,6 +529,35 @@ TG_TEST(arithmetic)
     p.stage_s = 5;
     tg_cost_overlap(&in, &p);
     TG_CHECK_NEAR(p.steady_s, 5, 1e-12);
+    /* the trainer beside its loader at the rates the profile measured together: steps 1.5x
+     * their time alone, each of 2 sampler threads at half its lone rate. 2 s of steps alone, 3 s
+     * beside; the loader's 4 CPU seconds take 2 s alone on its 2 threads, 4 s beside the steps:
+     * the steps end first (3 s) with the loader three quarters done, its rest alone (0.5 s) */
+    in.machine.step_cpu_ratio = 0;
+    in.machine.step_shared = 1.5;
+    in.machine.gather_shared = 0.5;
+    in.machine.sharers = 2;
+    p = (tg_cost_pred_t){.sample_s = 2, .gather_s = 2, .compute_s = 2};
+    tg_cost_overlap(&in, &p);
+    TG_CHECK_NEAR(p.steady_s, 3.5, 1e-12); /* more than the even share: 6 CPU s / 2 cores */
+    /* a loader of 1 CPU second, done beside the steps in 1 s: their last 2/3 alone */
+    p = (tg_cost_pred_t){.sample_s = 0.5, .gather_s = 0.5, .compute_s = 2};
+    tg_cost_overlap(&in, &p);
+    TG_CHECK_NEAR(p.steady_s, 1 + 2.0 / 3 * 2, 1e-12);
+    /* a stage of 5 s (the disk's, say) bounds the loader either way */
+    p = (tg_cost_pred_t){.sample_s = 0.5, .gather_s = 0.5, .compute_s = 2, .stage_s = 5};
+    tg_cost_overlap(&in, &p);
+    TG_CHECK_NEAR(p.steady_s, 5, 1e-12);
+    /* the same on one sampler thread: its 1 s of CPU take 2 s beside the steps, which then
+     * have a third of theirs to run alone */
+    in.machine.sharers = 1;
+    p = (tg_cost_pred_t){.sample_s = 0.5, .gather_s = 0.5, .compute_s = 2};
+    tg_cost_overlap(&in, &p);
+    TG_CHECK_NEAR(p.steady_s, 2 + 1.0 / 3 * 2, 1e-12);
+    in.machine.step_shared = in.machine.gather_shared = 0; /* not measured: the even share */
+    in.machine.sharers = 0;
+    tg_cost_overlap(&in, &p);
+    TG_CHECK_NEAR(p.steady_s, 2, 1e-12);
     in.machine.step_cpu_ratio = 0; /* not measured: the steps count on one thread */
     TG_CHECK_NEAR(tg_cost_compute_cpu_s(&in, 2), 2, 1e-12);
     TG_CHECK_EQ_U64(tg_cost_matrices(&tg_strategy_ginex, &in), 2);

@@ -57,6 +57,13 @@ typedef struct tg_cost_machine {
      * look-ahead trace announced and retired (window_rows_per_s: GIDS's window buffering);
      * 0: not measured (the gather rate) */
     double buffer_rows_per_s, window_rows_per_s;
+    /* The same step timed while `sharers` more threads gather beside it (the run's sampler
+     * threads), as a loader's threads do during an epoch: the step's wall time over its time
+     * alone (step_shared, >= 1), and the share of its lone rate each gathering thread kept
+     * meanwhile (gather_shared, 0..1: rows per wall second over gather_rows_per_s).
+     * 0: not measured (the CPU terms spread evenly over the cores). */
+    double step_shared, gather_shared;
+    int sharers;
     int cores;
 } tg_cost_machine_t;
 
@@ -133,6 +140,9 @@ typedef struct tg_cost_pred {
     /* the slowest pipeline stage alone: its CPU seconds over the threads that run it (a stage
      * on fewer threads than cores can bound the epoch); 0: none */
     double stage_s;
+    /* of stage_s, the time its thread computes rather than waits on the disk: beside the steps
+     * it runs at the machine's gather_shared of its pace alone (tg_cost_overlap) */
+    double stage_cpu_s;
     double prep_s; /* preparation per epoch: derived files and first-epoch work / epochs */
     double cpu_s;  /* every CPU term summed, the steps' at their CPU (tg_cost_compute_cpu_s) */
     /* bytes of --mem its first pass needs beyond its least working set (min_bytes), from the

@@ -4,10 +4,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
+#include <sched.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/statvfs.h>
@@ -38,6 +41,12 @@
  * took STEP_MAX_S (at least one is timed: the shared bench's steps take 0.2-0.3 s each) */
 #define STEP_TIMED 3
 #define STEP_MAX_S 0.3
+/* The steps timed beside gathering threads, one per sampler thread of the run (at most
+ * SHARERS_MAX), for at least this long (at 80 ms, the ram workload's step beside them read
+ * 1.0-1.9x its time alone; at 150 ms, 1.45-1.64x) */
+#define SHARED_MIN_S 0.15
+#define SHARED_STEPS 64
+#define SHARERS_MAX 8
 /* The budget plan's margin on a measured batch's sizes (engine/budget.c) */
 #define SIZE_MARGIN 1.15
 
@@ -276,7 +285,7 @@ static int prof_sample(prof_t *p, const tg_cost_plan_opts_t *o, tg_cost_inputs_t
  * cost twice the copy), where a malloc'd matrix here would come back from the heap already
  * mapped after the first. */
 static int gather_once(const unsigned char *src, uint64_t n, size_t width, size_t es, size_t rows_x,
-                       tg_rng_t *r)
+                       tg_rng_t *r, _Atomic uint64_t *done)
 {
     size_t len = rows_x * width * sizeof(float);
     void *map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -286,6 +295,7 @@ static int gather_once(const unsigned char *src, uint64_t n, size_t width, size_
     float *X = map;
     for (size_t i = 0; i < rows_x; i++) {
         const unsigned char *row = src + tg_rng_below(r, n) * width * es;
+        if (done && (i & 255) == 255) atomic_fetch_add_explicit(done, 256, memory_order_relaxed);
         if (es == 4) {
             memcpy(X + i * width, row, width * 4);
             continue;
@@ -302,29 +312,44 @@ static int gather_once(const unsigned char *src, uint64_t n, size_t width, size_
 
 static int measure_featbuf(const tg_meta_t *m, tg_cost_machine_t *mc);
 
+/* The gather's source: min(N, GATHER_BYTES of) rows, filled (untouched pages would all be the
+ * one zero page, always in the CPU's cache), and the rows of its matrices. */
+typedef struct gsrc {
+    unsigned char *src;
+    uint64_t n;
+    size_t width, es, rows_x;
+} gsrc_t;
+
+static int gsrc_open(gsrc_t *g, const tg_meta_t *m)
+{
+    g->width = m->feat_dim;
+    g->es = tg_feat_dtype_size(m->feat_dtype);
+    g->n = TG_MIN(m->num_nodes, TG_MAX((uint64_t)1, GATHER_BYTES / (g->width * g->es)));
+    g->rows_x = (size_t)TG_MAX((uint64_t)1, GATHER_X_BYTES / (g->width * sizeof(float)));
+    g->src = malloc(g->n * g->width * g->es);
+    if (!g->src)
+        return tg_err(-ENOMEM, "plan: out of memory for the gather rate's %llu rows",
+                      (unsigned long long)g->n);
+    memset(g->src, 0x3c, g->n * g->width * g->es);
+    return 0;
+}
+
 static int measure_gather(const tg_meta_t *m, tg_cost_machine_t *mc, double *spent)
 {
-    size_t width = m->feat_dim, es = tg_feat_dtype_size(m->feat_dtype);
-    uint64_t n = TG_MIN(m->num_nodes, TG_MAX((uint64_t)1, GATHER_BYTES / (width * es)));
-    size_t rows_x = (size_t)TG_MAX((uint64_t)1, GATHER_X_BYTES / (width * sizeof(float)));
-    /* filled: untouched pages would all be the one zero page, always in the CPU's cache */
-    unsigned char *src = malloc(n * width * es);
-    if (!src)
-        return tg_err(-ENOMEM, "plan: out of memory for the gather rate's %llu rows",
-                      (unsigned long long)n);
-    memset(src, 0x3c, n * width * es);
+    gsrc_t g;
+    int rc = gsrc_open(&g, m);
+    if (rc < 0) return rc;
     tg_rng_t r;
     tg_rng_seed(&r, 1);
     uint64_t rows = 0;
-    int rc = 0;
     double t0 = tg_now(), c0 = cpu_s(CLOCK_THREAD_CPUTIME_ID), c = 0;
     while (rc == 0 && (rows == 0 || (c < RATE_MIN_S && tg_now() - t0 < RATE_MAX_WALL_S))) {
-        rc = gather_once(src, n, width, es, rows_x, &r);
-        rows += rows_x;
+        rc = gather_once(g.src, g.n, g.width, g.es, g.rows_x, &r, NULL);
+        rows += g.rows_x;
         c = cpu_s(CLOCK_THREAD_CPUTIME_ID) - c0;
     }
     mc->gather_rows_per_s = (double)rows / (c > 0 ? c : tg_now() - t0);
-    free(src);
+    free(g.src);
     if (rc == 0) rc = measure_featbuf(m, mc); /* after: the profile stays within a few MiB */
     *spent = tg_now() - t0;
     return rc;
@@ -566,6 +591,97 @@ static int measure_machine(const prof_t *p, const tg_cost_plan_opts_t *o, tg_cos
     return measure_filter(m->num_nodes, mc, &cost->gather_s);
 }
 
+/* A thread gathering rows as a loader's does, beside the steps measure_shared times, until
+ * told to stop; rows counts what it copied so far. */
+typedef struct sharer {
+    gsrc_t g;
+    atomic_int stop, rc;
+    _Atomic uint64_t rows;
+} sharer_t;
+
+static void *sharer_main(void *arg)
+{
+    sharer_t *h = arg;
+    tg_rng_t r;
+    tg_rng_seed(&r, 2);
+    while (!atomic_load(&h->stop)) {
+        int rc = gather_once(h->g.src, h->g.n, h->g.width, h->g.es, h->g.rows_x, &r, &h->rows);
+        if (rc < 0) {
+            atomic_store(&h->rc, rc);
+            break;
+        }
+    }
+    return NULL;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* The step's rate shared with a loader: steps of the measured batch (at least one, for at
+ * least RATE_MIN_S) while another thread gathers, against alone, the lone step's seconds. The
+ * cores are not shared evenly: the step's threads meet at every parallel loop's end, so a
+ * thread of theirs that waits for a core holds up the rest (the ram workload's runs trained
+ * 1.3-1.7x slower than the lone step beside their loaders). */
+static int measure_shared(tg_model_t *pm, const tg_batch_t *b, const float *X, const int32_t *y,
+                          const tg_meta_t *m, int sharers, double alone, tg_cost_machine_t *mc)
+{
+    sharers = TG_MAX(1, TG_MIN(sharers, SHARERS_MAX));
+    sharer_t h = {.rows = 0};
+    atomic_init(&h.stop, 0);
+    atomic_init(&h.rc, 0);
+    int rc = gsrc_open(&h.g, m);
+    if (rc < 0) return rc;
+    pthread_t t[SHARERS_MAX];
+    int nt = 0;
+    while (nt < sharers && (rc = pthread_create(&t[nt], NULL, sharer_main, &h)) == 0)
+        nt++;
+    if (nt < sharers) {
+        atomic_store(&h.stop, 1);
+        while (nt > 0)
+            pthread_join(t[--nt], NULL);
+        free(h.g.src);
+        return tg_err(-rc, "plan: cannot start the threads that gather beside the step: %s",
+                      strerror(rc));
+    }
+    while (atomic_load(&h.rows) == 0 && atomic_load(&h.rc) == 0)
+        sched_yield();
+    /* each step's time and the rows gathered meanwhile; the medians: a step that met a
+     * scheduling tick's worst placement of the threads counts once, not in the mean */
+    double t0 = tg_now(), t1 = t0, k[SHARED_STEPS], g[SHARED_STEPS];
+    uint64_t r1 = atomic_load(&h.rows);
+    int steps = 0;
+    while (rc == 0 && steps < SHARED_STEPS && (steps == 0 || t1 - t0 < SHARED_MIN_S)) {
+        tg_step_stats_t st;
+        rc = tg_model_train_step(pm, b, X, y, &st);
+        if (rc == -ERANGE) rc = 0;
+        double t2 = tg_now();
+        uint64_t r2 = atomic_load(&h.rows);
+        k[steps] = (t2 - t1) / alone;
+        g[steps++] = t2 > t1 ? (double)(r2 - r1) / (t2 - t1) : 0;
+        t1 = t2, r1 = r2;
+    }
+    atomic_store(&h.stop, 1);
+    while (nt > 0)
+        pthread_join(t[--nt], NULL);
+    free(h.g.src);
+    if (rc == 0) rc = atomic_load(&h.rc);
+    if (rc == 0 && alone > 0 && steps > 0) {
+        mc->step_shared = fmax(1, median(k, steps));
+        mc->gather_shared = fmin(1, median(g, steps) / mc->gather_rows_per_s / sharers);
+        mc->sharers = sharers;
+    }
+    return rc;
+}
+
 /* One training step of a scratch model (the run's configuration, Adam, the run's threads) on
  * the largest profiled batch with zero features: the arena it needs, and the rate the steps
  * achieve (its operations over its time; a second step when the first, which also allocates,
@@ -609,6 +725,8 @@ static int measure_step(prof_t *p, const tg_cost_plan_opts_t *o, tg_cost_machine
             mc->step_flops_per_s = (double)tg_flops_total(&f) / dt;
         mc->step_cpu_ratio = dt > 0 && cpu > 0 ? cpu / dt : 0;
         p->act_bytes = tg_model_act_bytes(pm);
+        rc = measure_shared(pm, b, X, y, m,
+                            o->sampler_threads < 0 ? o->threads : o->sampler_threads, dt, mc);
     }
     tg_model_destroy(pm);
     tg_pool_destroy(pool);

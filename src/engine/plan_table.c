@@ -281,14 +281,15 @@ void tg_cost_plan_print(const tg_cost_plan_t *pl, FILE *f)
     fprintf(f,
             "profile: %.2f s (indices read ahead in %.2f s, %llu of %llu batches sampled in "
             "%.2f s, device probe %s, GEMM "
-            "%.1f GFLOP/s in %.2f s, a step at %.1f GFLOP/s on %.1f cores in %.2f s, gather in "
-            "%.2f s); %.0f "
+            "%.1f GFLOP/s in %.2f s, a step at %.1f GFLOP/s on %.1f cores in %.2f s (x%.2f "
+            "beside a gathering thread, which kept %.0f%% of its rate), gather in %.2f s); %.0f "
             "rows per batch, %.0f distinct in the epoch, %.0f MiB for matrices and caches, %d "
             "core(s)\n",
             c->total_s, c->warm_s, (unsigned long long)c->batches_profiled,
             (unsigned long long)in->prof.batches, c->sample_s,
             c->probe_cached ? "cached" : "measured", in->machine.gemm_flops_per_s / 1e9, c->gemm_s,
-            in->machine.step_flops_per_s / 1e9, in->machine.step_cpu_ratio, c->step_s, c->gather_s,
+            in->machine.step_flops_per_s / 1e9, in->machine.step_cpu_ratio, c->step_s,
+            in->machine.step_shared, 100 * in->machine.gather_shared, c->gather_s,
             in->prof.rows_per_batch, in->prof.distinct_rows,
             (double)in->run.free_bytes / (1024.0 * 1024.0), in->machine.cores);
     if (pl->disk_budget_planned) {
@@ -322,6 +323,7 @@ static char *pred_json(const tg_cost_plan_t *pl, int i)
     tg_json_num(&j, "io_s", p->predicted ? p->io_s : NAN);
     tg_json_num(&j, "sample_s", p->predicted ? p->sample_s : NAN);
     tg_json_num(&j, "gather_s", p->predicted ? p->gather_s : NAN);
+    tg_json_num(&j, "stage_s", p->predicted ? p->stage_s : NAN);
     tg_json_num(&j, "compute_s", p->predicted ? p->compute_s : NAN);
     tg_json_num(&j, "prep_s", p->predicted ? p->prep_s : NAN);
     tg_json_num(&j, "least_bytes", pl->need[i] > 0 ? pl->need[i] : NAN);
@@ -368,6 +370,8 @@ static char *profile_json(const tg_cost_plan_t *pl)
     tg_json_num(&j, "step_s", c->step_s);
     tg_json_num(&j, "step_flops_per_s", in->machine.step_flops_per_s);
     tg_json_num(&j, "step_cpu_ratio", in->machine.step_cpu_ratio);
+    tg_json_num(&j, "step_shared", in->machine.step_shared);
+    tg_json_num(&j, "gather_shared", in->machine.gather_shared);
     tg_json_num(&j, "gather_s", c->gather_s);
     tg_json_uint(&j, "batches_profiled", c->batches_profiled);
     tg_json_uint(&j, "batches", in->prof.batches);

@@ -1080,7 +1080,8 @@ static void dg_epoch(const tg_cost_inputs_t *in, double need, double ampl, int i
      * reads and its copies add up on that thread (the shared bench's last epoch: 8.7 s of the
      * executor's for 4.3 s of reads and 3 s of copies, in an epoch of 10.4 s; wide: 0.60-0.74 s
      * for 0.54 + 0.25) */
-    p->stage_s = tg_cost_seq_s(m, need * ampl) + tg_cost_gather_s(in);
+    p->stage_cpu_s = tg_cost_gather_s(in);
+    p->stage_s = tg_cost_seq_s(m, need * ampl) + p->stage_cpu_s;
     tg_cost_overlap(in, p);
 }
 
@@ -1120,12 +1121,12 @@ static int dg_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
     tg_cost_pred_t pk = {0}, last = {0};
     dg_epoch(in, need, ampl, idx_ram, 1, &pk);
     dg_epoch(in, need, ampl, idx_ram, 0, &last);
-    double pack = tg_cost_sample_s(in) / in->run.sampler_threads + tg_cost_seq_s(m, feat + need) +
-                  tg_cost_gather_s(in);
+    double pack_cpu = tg_cost_sample_s(in) / in->run.sampler_threads + tg_cost_gather_s(in);
+    double pack = pack_cpu + tg_cost_seq_s(m, feat + need);
     /* epoch 1 trains for pk_train after packing its own (first); the epochs between last at
      * least the packing; the last waits for the packing beyond the epoch before */
     double first = pack, pk_train = pk.steady_s, E = in->run.epochs;
-    pk.stage_s = fmax(pk.stage_s, pack);
+    if (pack > pk.stage_s) pk.stage_s = pack, pk.stage_cpu_s = pack_cpu;
     tg_cost_overlap(in, &pk);
     if (E >= 2) last.steady_s += fmax(pack - pk_train, 0);
     double w = E >= 2 ? (E - 2) / (E - 1) : 0;

@@ -828,6 +828,7 @@ static int hier_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
     double filter = m->filter_edges_per_s > 0 ? (double)in->data.edges / m->filter_edges_per_s : 0;
     p->gather_s += filter;
     p->stage_s = p->io_s + filter;
+    p->stage_cpu_s = filter;
     if (!have)
         p->prep_s = tg_cost_seq_s(m, HIER_STREAM_PASSES * idx + 2 * (feat + idx)) / in->run.epochs;
     tg_cost_overlap(in, p);
