@@ -9,6 +9,7 @@
 
 #include "engine/engine-impl.h"
 #include "engine/plan_cost.h"
+#include "tiergnn/featbuf.h"
 
 #define MIB 1048576.0
 
@@ -316,13 +317,37 @@ TG_TEST(buffer_gather)
     in.run.free_bytes = (uint64_t)64 << 30;
     TG_CHECK_OK(tg_cost_choose(&in, 0, pred, TG_COST_MAX_STRATS, &best));
     TG_CHECK(strstr(pred[gi].why, "window buffer") != NULL);
-    double cb = 0.20 * 4e6; /* at most a fifth of the file */
+    /* at most a fifth of the file, its node table included (as gi_setup sizes it) */
+    double cb = tg_cost_static_rows(&in, 0.20 * tg_cost_feat_bytes(&in), 0, 0);
+    TG_CHECK(cb > 0.19 * 4e6 && cb < 0.20 * 4e6);
     double cover = tg_cost_curve_at(&in.prof.hot_rpr, cb);
     TG_CHECK_NEAR(pred[gi].gather_s, (1 - cover) * 40 + cover * 9.1, 1e-6);
     TG_CHECK_NEAR(pred[gi].stage_s, pred[gi].gather_s, 1e-12);
     TG_CHECK(pred[gi].steady_s >= pred[gi].gather_s);
     in.machine.buffer_rows_per_s = -1;
     TG_CHECK_ERR(tg_cost_check(&in), "buffer_rows_per_s");
+}
+
+/* The buffers as the runs size them: a feature buffer's slots carry records and a node table
+ * (the narrow workload's gids: 118k slots in 25.4 MiB for rows of 128 bytes), a static tier's
+ * rows a node table. */
+TG_TEST(buffer_sizes)
+{
+    tg_cost_inputs_t in = shared_bench();
+    tg_featbuf_opts_t fo = {.num_nodes = 4000000,
+                            .feat_dim = 128,
+                            .dtype = TG_F32,
+                            .max_batch_nodes = 8192,
+                            .max_batches = 2};
+    double bytes = 64 << 20, r = tg_cost_featbuf_rows(&in, &fo, bytes);
+    TG_CHECK((double)tg_featbuf_bytes_for(&fo, (uint32_t)r) <= bytes);
+    TG_CHECK((double)tg_featbuf_bytes_for(&fo, (uint32_t)r + 1) > bytes);
+    TG_CHECK(r < bytes / 512);
+    TG_CHECK_NEAR(tg_cost_featbuf_rows(&in, &fo, 1e15), 4e6, 0); /* never more than rows */
+    TG_CHECK_NEAR(tg_cost_featbuf_rows(&in, &fo, 0), 0, 0);
+    double k = tg_cost_static_rows(&in, bytes, 16, 6 << 20);
+    TG_CHECK(k > 0 && k < (bytes - (6 << 20)) / (512 + 16));
+    TG_CHECK_NEAR(tg_cost_static_rows(&in, 1e15, 0, 0), 4e6, 0);
 }
 
 TG_TEST(deterministic)
@@ -573,6 +598,7 @@ int main(void)
     TG_RUN(hier_loader);
     TG_RUN(diskgnn_packing_wait);
     TG_RUN(buffer_gather);
+    TG_RUN(buffer_sizes);
     TG_RUN(deterministic);
     TG_RUN(fake_rows);
     TG_RUN(bad_inputs);

@@ -9,6 +9,7 @@
 
 #include "engine-impl.h"
 #include "tiergnn/extract.h"
+#include "tiergnn/featbuf.h"
 #include "xpass.h"
 
 /* store/extract's plan: holes up to the probe's gap are read through, merged runs are cut at
@@ -291,6 +292,27 @@ double tg_cost_extract_depth(const tg_cost_inputs_t *in, int extractors, int fea
     if (plan_bytes) *plan_bytes = (double)(tg_extract_plan_bytes(&pl) + po.other_transient);
     if (plan) *plan = pl;
     return (double)pl.depth * po.extractors;
+}
+
+double tg_cost_featbuf_rows(const tg_cost_inputs_t *in, const tg_featbuf_opts_t *fo, double bytes)
+{
+    uint32_t lo = 0, hi = (uint32_t)fmin((double)in->data.nodes, (double)UINT32_MAX - 1);
+    if ((double)tg_featbuf_bytes_for(fo, hi) <= bytes) return hi;
+    while (lo + 1 < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if ((double)tg_featbuf_bytes_for(fo, mid) <= bytes)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+double tg_cost_static_rows(const tg_cost_inputs_t *in, double room, double per_row, double fixed)
+{
+    const tg_cost_dataset_t *d = &in->data;
+    return (double)tg_tier_static_fit(d->nodes, d->feat_dim, d->dtype_bytes == 2 ? TG_F16 : TG_F32,
+                                      (uint64_t)fmax(room, 0), (uint64_t)per_row, (uint64_t)fixed);
 }
 
 void tg_cost_disk_epoch(const tg_cost_inputs_t *in, double misses, double hit_idx, double depth,

@@ -219,6 +219,15 @@ struct tg_extract_plan;
 double tg_cost_extract_depth(const tg_cost_inputs_t *in, int extractors, int featbuf,
                              unsigned depth_hint, double avail, double *plan_bytes,
                              struct tg_extract_plan *plan);
+/* The rows a feature buffer with options fo (tiergnn/featbuf.h: the one store/extract makes
+ * from a plan, tg_extract_plan_featbuf_opts, with the strategy's policy) holds in bytes: row
+ * slots, their records, its node table and its policy's trace; at most every row. */
+struct tg_featbuf_opts;
+double tg_cost_featbuf_rows(const tg_cost_inputs_t *in, const struct tg_featbuf_opts *fo,
+                            double bytes);
+/* The rows a static tier of hot rows holds in room bytes, with per_row more bytes for each and
+ * fixed bytes once beside it (tg_tier_static_fit: its node table included). */
+double tg_cost_static_rows(const tg_cost_inputs_t *in, double room, double per_row, double fixed);
 /* A disk strategy's epoch: rows missing from its caches (misses per epoch), read by batch with
  * merging at depth reads in flight (tg_cost_extract_depth; 0: the probe's best); index reads of
  * which a share hit_idx comes from RAM, at the samplers' depth; the CPU terms. Fills every term

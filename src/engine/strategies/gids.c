@@ -679,32 +679,54 @@ static unsigned gi_access(const tg_cost_inputs_t *in)
 
 /* The window --window auto takes at the first pass (gi_window) with the default options: the
  * extraction's plan pl, the largest batch's rows from its input matrix (f32, the budget plan's
- * 15% margin), room what the budget leaves beside the plan; 0 where no plan was made. */
+ * 15% margin), room what the budget leaves beside the plan; 0 where no plan was made. *wc:
+ * what that window costs. */
 static uint32_t gi_predict_window(const tg_cost_inputs_t *in, const tg_extract_plan_t *pl,
-                                  double room)
+                                  double room, win_cost_t *wc)
 {
     gi_cfg_t c;
+    memset(wc, 0, sizeof *wc);
     if (!pl->depth || tg_strategy_parse(&tg_strategy_gids.info, NULL, 0, &c, 0) < 0) return 0;
     uint64_t bn = (uint64_t)((double)in->run.matrix_bytes / (in->data.feat_dim * 4.0 * 1.15)) + 1;
-    return window_auto(pl, (uint32_t)c.x.sweep_batches, bn, room > 0 ? (uint64_t)room : 1);
+    uint32_t S = (uint32_t)c.x.sweep_batches;
+    uint32_t W = window_auto(pl, S, bn, room > 0 ? (uint64_t)room : 1);
+    *wc = window_cost(pl, S, bn, W);
+    return W;
 }
 
 static int gi_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
 {
     double caches = tg_cost_cache_bytes(in, tg_cost_matrices(&tg_strategy_gids, in)), plan;
     /* one extractor keeping N_access reads in flight (the probe's, as access_target), lowered
-     * by its plan at what the budget leaves; the buffers share what the plan leaves (gi_setup) */
+     * by its plan at what the budget leaves; the look-ahead's window from what the plan leaves;
+     * the buffers share what both leave (gi_setup) */
     tg_extract_plan_t pl;
     double depth = tg_cost_extract_depth(in, 1, 1, gi_access(in), caches, &plan, &pl);
-    double room = fmax(caches - plan, 0);
+    win_cost_t wc;
+    uint32_t W = gi_predict_window(in, &pl, caches - plan, &wc);
+    double room = fmax(caches - plan + (double)pl.featbuf_min - (double)(wc.fb_min + wc.keep), 0);
     double row = tg_cost_row_bytes(in), feat = tg_cost_feat_bytes(in);
     double N = (double)in->data.nodes;
-    /* the feature buffer: the rest, never more slots than rows; what it leaves holds the
-     * indices when it can (gi_setup) */
-    double cb = fmin(room / 2, feat * CB_MAX_SHARE), buf = fmin((room - cb) / row, N);
-    int idx_ram = tg_cost_indices_fit(in, room - cb - buf * row);
-    double cover = tg_cost_curve_at(&in->prof.hot_rpr, cb / row), acc = tg_cost_accesses(in);
-    double lru = tg_cost_lru_misses(in, cb / row + buf >= N ? N : buf) / acc;
+    /* the constant buffer: rows as gi_setup sizes them (its node table, and the lists and
+     * staging that fill it, beside them); the feature buffer: the rest, in slots with their
+     * records and the window's trace (never more than rows); what it leaves holds the indices
+     * when it can */
+    double k = fmin(tg_cost_static_rows(in, fmin(room / 2, feat * CB_MAX_SHARE), 0, 0),
+                    tg_cost_static_rows(in, room, CB_LIST_BYTES, (double)CB_FILL_BYTES));
+    const tg_cost_dataset_t *d = &in->data;
+    double cb_bytes = (double)tg_tier_static_bytes(
+        d->nodes, d->feat_dim, d->dtype_bytes == 2 ? TG_F16 : TG_F32, (uint64_t)k);
+    tg_featbuf_opts_t fo;
+    tg_extract_plan_featbuf_opts(&pl, &fo);
+    fo.policy = W ? TG_FEATBUF_WINDOW : TG_FEATBUF_LRU;
+    fo.window = W;
+    fo.future_positions = (uint32_t)wc.positions;
+    double fb_bytes = fmax(room - cb_bytes, 0) + (double)(wc.fb_min - pl.handle_bytes);
+    double buf = pl.depth ? tg_cost_featbuf_rows(in, &fo, fb_bytes) : 0;
+    int idx_ram = tg_cost_indices_fit(in, room - cb_bytes - buf * row);
+    double cb = k * row;
+    double cover = tg_cost_curve_at(&in->prof.hot_rpr, k), acc = tg_cost_accesses(in);
+    double lru = tg_cost_lru_misses(in, k + buf >= N ? N : buf) / acc;
     double misses = acc * (1 - cover) * fmin(lru, 1);
     double idx = (double)in->data.edges * in->data.index_bytes;
     p->prep_s = tg_cost_seq_s(&in->machine, fmin(feat, cb * 4));
@@ -716,7 +738,6 @@ static int gi_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
      * through the feature buffer, whose bookkeeping grows with the look-ahead's trace where
      * --window auto takes one (gi_window), and that extractor's gathering alone can bound the
      * epoch (the ram workload: 1.7 CPU seconds an epoch on it) */
-    uint32_t W = gi_predict_window(in, &pl, caches - plan);
     p->gather_s = tg_cost_buffer_gather_s(in, acc * (1 - cover), W > 0) +
                   cover * acc / in->machine.gather_rows_per_s;
     p->stage_s = p->stage_cpu_s = p->gather_s;
@@ -724,7 +745,7 @@ static int gi_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
     snprintf(p->why, sizeof p->why,
              "constant buffer %.0fk rows serves %.0f%%, %s buffer %.0fk rows; misses %.2fM "
              "rows%s",
-             cb / row / 1e3, 100 * cover, W ? "window" : "LRU", buf / 1e3, misses / 1e6,
+             k / 1e3, 100 * cover, W ? "window" : "LRU", buf / 1e3, misses / 1e6,
              idx_ram ? ", indices in RAM" : "");
     return 0;
 }

@@ -381,7 +381,8 @@ static int gd_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
     double caches = tg_cost_cache_bytes(in, tg_cost_matrices(&tg_strategy_gnndrive, in)), plan;
     /* its extractors at the depth their plan takes at what the budget leaves; the buffer gets
      * the rest */
-    double depth = tg_cost_extract_depth(in, TG_XPASS_EXTRACTORS, 1, 0, caches, &plan, NULL);
+    tg_extract_plan_t pl;
+    double depth = tg_cost_extract_depth(in, TG_XPASS_EXTRACTORS, 1, 0, caches, &plan, &pl);
     /* where every row fits beside the plan (without a buffer) and a node list, the file goes
      * into a RAM tier at the first pass (whole_file_tier): no misses; the indices follow it
      * into RAM when what is left holds them */
@@ -397,7 +398,13 @@ static int gd_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
                  idx_ram ? "in RAM" : "from disk");
         return 0;
     }
-    double rows = fmax(caches - plan, 0) / tg_cost_row_bytes(in);
+    /* the buffer: its least share of the plan and the rest, in slots with their records */
+    tg_featbuf_opts_t fo;
+    tg_extract_plan_featbuf_opts(&pl, &fo);
+    double rows =
+        pl.depth ? tg_cost_featbuf_rows(
+                       in, &fo, fmax(caches - plan, 0) + (double)(pl.featbuf_min - pl.handle_bytes))
+                 : 0;
     double misses = tg_cost_lru_misses(in, rows);
     tg_cost_disk_epoch(in, misses, 0, depth, p);
     /* every row passes the feature buffer (LRU) on its way into X */

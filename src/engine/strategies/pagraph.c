@@ -234,10 +234,14 @@ static int pg_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
     /* its extractors (no feature buffer) at the depth their plan takes at what is left; the hot
      * rows get what the plan leaves (pg_setup) */
     double depth = tg_cost_extract_depth(in, TG_XPASS_EXTRACTORS, 0, 0, left, &plan, NULL);
-    double N = (double)in->data.nodes, per_row = tg_cost_row_bytes(in) + HOT_LIST_BYTES;
-    double hot = fmin(fmax(left - plan - (double)FILL_BYTES, 0) / per_row, N);
+    double hot = tg_cost_static_rows(in, left - plan, HOT_LIST_BYTES, (double)FILL_BYTES);
     /* what the hot rows do not need (at most every row) holds the indices when it can */
-    int idx_ram = tg_cost_indices_fit(in, left - plan - (double)FILL_BYTES - hot * per_row);
+    const tg_cost_dataset_t *d = &in->data;
+    double hot_bytes =
+        (double)tg_tier_static_bytes(d->nodes, d->feat_dim, d->dtype_bytes == 2 ? TG_F16 : TG_F32,
+                                     (uint64_t)hot) +
+        hot * HOT_LIST_BYTES;
+    int idx_ram = tg_cost_indices_fit(in, left - plan - (double)FILL_BYTES - hot_bytes);
     /* unprofiled: the share of the edges the 1% highest-degree nodes hold, pro rata */
     double cover = in->prof.hot_degree.n
                        ? tg_cost_curve_at(&in->prof.hot_degree, hot)
