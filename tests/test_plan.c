@@ -411,6 +411,12 @@ TG_TEST(curves_from_classes)
         TG_CHECK(p.lru.y[i] <= p.lru.y[i - 1] + 1e-9);
         TG_CHECK(p.belady.y[i] <= p.lru.y[i] + 1e-9); /* the best cache misses no more */
     }
+    /* the rows t consecutive batches use: 100 in one, 1000 (1 - 0.9^t) in t, all the epoch's
+     * in its 10 */
+    TG_CHECK(p.window_rows.n == 5); /* 1, 2, 4, 8 and the epoch's 10 */
+    TG_CHECK_NEAR(tg_cost_curve_at(&p.window_rows, 1), 100, 1e-6);
+    TG_CHECK_NEAR(tg_cost_curve_at(&p.window_rows, 4), 1000 * (1 - pow(0.9, 4)), 1e-6);
+    TG_CHECK_NEAR(tg_cost_curve_at(&p.window_rows, 10), D, 1e-6);
     /* two classes: the hot one (10 nodes in every batch) is what a small cache keeps */
     b.nodes[9] = 10;
     b.access[9] = 20;
@@ -419,7 +425,11 @@ TG_TEST(curves_from_classes)
     TG_CHECK_NEAR(tg_cost_curve_at(&p.belady, 10), 10 + 1000, 0.01 * 1010);
     /* nothing profiled: no curves */
     tg_cost_bins_curves(&b, 0, 10, &p);
-    TG_CHECK(p.lru.n == 0 && p.belady.n == 0 && p.distinct_rows == 0);
+    TG_CHECK(p.lru.n == 0 && p.belady.n == 0 && p.distinct_rows == 0 && p.window_rows.n == 0);
+    /* a long epoch: the window's points stop at 64 batches, then the epoch */
+    b.nodes[9] = 0;
+    tg_cost_bins_curves(&b, 2, 1000, &p);
+    TG_CHECK(p.window_rows.n == 8 && p.window_rows.x[6] == 64 && p.window_rows.x[7] == 1000);
 }
 
 /* ---------------------------------------------------------------- the profile */

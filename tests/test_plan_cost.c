@@ -328,6 +328,25 @@ TG_TEST(buffer_gather)
     TG_CHECK_ERR(tg_cost_check(&in), "buffer_rows_per_s");
 }
 
+/* ginex fills its cache with a superbatch's distinct rows in one sorted sweep (at most the
+ * cache's rows): the fewer rows S consecutive batches use (the profile's window_rows), the
+ * fewer of the Belady misses come in those sweeps rather than as a batch's random reads. */
+TG_TEST(ginex_superbatch_fill)
+{
+    tg_cost_inputs_t in = shared_bench();
+    tg_cost_pred_t pred[TG_COST_MAX_STRATS];
+    int best, gx = table_index("ginex");
+    in.run.free_bytes = (uint64_t)1200 << 20;
+    TG_CHECK_OK(tg_cost_choose(&in, 0, pred, TG_COST_MAX_STRATS, &best));
+    tg_cost_pred_t even = pred[gx]; /* unknown window: an even share of the epoch's rows */
+    TG_CHECK(strstr(even.why, "superbatch 21") != NULL);
+    double B = (double)in.prof.batches;
+    in.prof.window_rows = (tg_cost_curve_t){2, {1, B}, {1000, 2e5}};
+    TG_CHECK_OK(tg_cost_choose(&in, 0, pred, TG_COST_MAX_STRATS, &best));
+    TG_CHECK(strstr(pred[gx].why, "superbatch 21") != NULL);
+    TG_CHECK(pred[gx].row_io_s > even.row_io_s);
+}
+
 /* The buffers as the runs size them: a feature buffer's slots carry records and a node table
  * (the narrow workload's gids: 118k slots in 25.4 MiB for rows of 128 bytes), a static tier's
  * rows a node table. */
@@ -599,6 +618,7 @@ int main(void)
     TG_RUN(diskgnn_packing_wait);
     TG_RUN(buffer_gather);
     TG_RUN(buffer_sizes);
+    TG_RUN(ginex_superbatch_fill);
     TG_RUN(deterministic);
     TG_RUN(fake_rows);
     TG_RUN(bad_inputs);

@@ -112,10 +112,12 @@ typedef struct tg_cost_profile {
     tg_cost_curve_t hot_degree;   /* share of row accesses the R highest out-degree rows serve */
     tg_cost_curve_t hot_rpr;      /* the same for the R highest by reverse PageRank */
     tg_cost_curve_t ncache_hit;   /* share of list reads a neighbour cache of B bytes serves */
-    double induced_degree_frac;   /* hier: mean in-degree kept in a mega-batch (static cache
-                                     included) / the graph's; 0: unknown (taken as 1) */
-    double layout_read_ampl;      /* diskgnn: the layout's read estimate at the disk budget
-                                     (bytes read / needed); 0: unknown (taken as 1) */
+    /* distinct rows t consecutive batches use (a superbatch's, a window's); n = 0: unknown */
+    tg_cost_curve_t window_rows;
+    double induced_degree_frac; /* hier: mean in-degree kept in a mega-batch (static cache
+                                   included) / the graph's; 0: unknown (taken as 1) */
+    double layout_read_ampl;    /* diskgnn: the layout's read estimate at the disk budget
+                                   (bytes read / needed); 0: unknown (taken as 1) */
 } tg_cost_profile_t;
 
 typedef struct tg_cost_inputs {

@@ -124,7 +124,7 @@ void tg_cost_bins_curves(const tg_cost_bins_t *b, uint64_t profiled, uint64_t ba
     static const double frac[8] = {0, 1.0 / 64, 1.0 / 16, 1.0 / 8, 0.25, 0.5, 0.75, 1};
     static const double hot[8] = {0, 0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1};
     cls_t c[TG_COST_BINS];
-    p->lru.n = p->belady.n = p->hot_degree.n = 0;
+    p->lru.n = p->belady.n = p->hot_degree.n = p->window_rows.n = 0;
     p->distinct_rows = 0;
     if (profiled == 0 || batches == 0) return;
     int k = classes(b, profiled, batches, c);
@@ -138,6 +138,13 @@ void tg_cost_bins_curves(const tg_cost_bins_t *b, uint64_t profiled, uint64_t ba
         p->hot_degree.y[i] = hot_share(c, k, hot[i] * N);
     }
     p->hot_degree.n = 8;
+    /* consecutive batches are independent draws: t of them touch lru_fill(t) distinct rows */
+    static const double span[7] = {1, 2, 4, 8, 16, 32, 64};
+    int nw = 0;
+    for (int i = 0; i < 7 && span[i] < (double)batches; i++, nw++)
+        p->window_rows.x[nw] = span[i], p->window_rows.y[nw] = lru_fill(c, k, span[i]);
+    p->window_rows.x[nw] = (double)batches, p->window_rows.y[nw++] = D;
+    p->window_rows.n = nw;
     for (int i = 0; i < 8; i++)
         p->lru.x[i] = frac[i] * D, p->lru.y[i] = lru_misses(c, k, frac[i] * D, (double)batches);
     qsort(c, (size_t)k, sizeof *c, by_q_desc);
@@ -356,7 +363,7 @@ static const char *curve_json(const tg_cost_curve_t *c, char *buf, size_t len)
 
 static char *profile_json(const tg_cost_plan_t *pl)
 {
-    char cb[3][512];
+    char cb[4][512];
     const tg_cost_profile_cost_t *c = &pl->cost;
     const tg_cost_inputs_t *in = &pl->in;
     tg_json_t j;
@@ -393,6 +400,7 @@ static char *profile_json(const tg_cost_plan_t *pl)
     tg_json_raw(&j, "lru_misses", curve_json(&in->prof.lru, cb[0], sizeof cb[0]));
     tg_json_raw(&j, "belady_misses", curve_json(&in->prof.belady, cb[1], sizeof cb[1]));
     tg_json_raw(&j, "hot_degree_share", curve_json(&in->prof.hot_degree, cb[2], sizeof cb[2]));
+    tg_json_raw(&j, "window_rows", curve_json(&in->prof.window_rows, cb[3], sizeof cb[3]));
     char *text = NULL;
     tg_json_end(&j, NULL, &text);
     return text;

@@ -779,10 +779,13 @@ static int gx_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
     if (!(in->data.derived & TG_COST_HAVE_NCACHE))
         prep = tg_cost_seq_s(&in->machine, 2 * idx) / in->run.epochs;
     /* superbatches of S batches: each starts by filling the cache with the rows it will hold
-     * (the superbatch's distinct rows, at most its size), one sorted sweep; the Belady count's
-     * other misses are read batch by batch */
+     * (the superbatch's distinct rows, at most its size: the profile's rows of S consecutive
+     * batches; the narrow workload's superbatches of 12 batches prefetched 94.5k rows each,
+     * where an even share of the epoch's distinct rows gave 60k), one sorted sweep; the
+     * Belady count's other misses are read batch by batch */
     double B = (double)pr->batches, sbs = ceil(B / fmin(S, B));
-    double sb_rows = pr->distinct_rows * fmin(1, S / B);
+    double sb_rows = pr->window_rows.n ? tg_cost_curve_at(&pr->window_rows, fmin(S, B))
+                                       : pr->distinct_rows * fmin(1, S / B);
     for (int k = 0, pct = 0; k <= 20; k++, pct += 5) {
         tg_cost_pred_t q = {.feasible = 1, .prep_s = pct ? prep : 0};
         double nb = caches * pct / 100, m = tg_cost_curve_at(&pr->belady, (caches - nb) / row);
