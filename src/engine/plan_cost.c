@@ -235,6 +235,12 @@ void tg_cost_merge(const tg_cost_inputs_t *in, double rows, double *reads, doubl
     *reads = fmax(fmax(rows * new_run, *bytes / span), 1);
 }
 
+/* The feature file's dtype, from its element size. */
+static tg_feat_dtype_t dtype_of(const tg_cost_inputs_t *in)
+{
+    return in->data.dtype_bytes == 2 ? TG_F16 : TG_F32;
+}
+
 /* Two jobs run at once, each alone taking a (b) seconds and ac (bc) beside the other: the one
  * done first beside the other (in its shared time), the other's rest alone. */
 static double two_jobs(double a, double ac, double b, double bc)
@@ -278,7 +284,7 @@ double tg_cost_extract_depth(const tg_cost_inputs_t *in, int extractors, int fea
     tg_extract_plan_opts_default(&po);
     po.num_nodes = in->data.nodes;
     po.feat_dim = in->data.feat_dim;
-    po.dtype = in->data.dtype_bytes == 2 ? TG_F16 : TG_F32;
+    po.dtype = dtype_of(in);
     po.extractors = extractors < 1 ? 1 : extractors;
     po.featbuf = featbuf;
     po.depth_hint = depth_hint;
@@ -311,8 +317,14 @@ double tg_cost_featbuf_rows(const tg_cost_inputs_t *in, const tg_featbuf_opts_t 
 double tg_cost_static_rows(const tg_cost_inputs_t *in, double room, double per_row, double fixed)
 {
     const tg_cost_dataset_t *d = &in->data;
-    return (double)tg_tier_static_fit(d->nodes, d->feat_dim, d->dtype_bytes == 2 ? TG_F16 : TG_F32,
-                                      (uint64_t)fmax(room, 0), (uint64_t)per_row, (uint64_t)fixed);
+    return (double)tg_tier_static_fit(d->nodes, d->feat_dim, dtype_of(in), (uint64_t)fmax(room, 0),
+                                      (uint64_t)per_row, (uint64_t)fixed);
+}
+
+double tg_cost_static_bytes(const tg_cost_inputs_t *in, double rows)
+{
+    const tg_cost_dataset_t *d = &in->data;
+    return (double)tg_tier_static_bytes(d->nodes, d->feat_dim, dtype_of(in), (uint64_t)rows);
 }
 
 void tg_cost_disk_epoch(const tg_cost_inputs_t *in, double misses, double hit_idx, double depth,

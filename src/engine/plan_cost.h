@@ -230,6 +230,8 @@ double tg_cost_featbuf_rows(const tg_cost_inputs_t *in, const struct tg_featbuf_
 /* The rows a static tier of hot rows holds in room bytes, with per_row more bytes for each and
  * fixed bytes once beside it (tg_tier_static_fit: its node table included). */
 double tg_cost_static_rows(const tg_cost_inputs_t *in, double room, double per_row, double fixed);
+/* The bytes such a tier of rows rows reserves (tg_tier_static_bytes). */
+double tg_cost_static_bytes(const tg_cost_inputs_t *in, double rows);
 /* A disk strategy's epoch: rows missing from its caches (misses per epoch), read by batch with
  * merging at depth reads in flight (tg_cost_extract_depth; 0: the probe's best); index reads of
  * which a share hit_idx comes from RAM, at the samplers' depth; the CPU terms. Fills every term

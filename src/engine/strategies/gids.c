@@ -713,9 +713,7 @@ static int gi_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
      * when it can */
     double k = fmin(tg_cost_static_rows(in, fmin(room / 2, feat * CB_MAX_SHARE), 0, 0),
                     tg_cost_static_rows(in, room, CB_LIST_BYTES, (double)CB_FILL_BYTES));
-    const tg_cost_dataset_t *d = &in->data;
-    double cb_bytes = (double)tg_tier_static_bytes(
-        d->nodes, d->feat_dim, d->dtype_bytes == 2 ? TG_F16 : TG_F32, (uint64_t)k);
+    double cb_bytes = tg_cost_static_bytes(in, k);
     tg_featbuf_opts_t fo;
     tg_extract_plan_featbuf_opts(&pl, &fo);
     fo.policy = W ? TG_FEATBUF_WINDOW : TG_FEATBUF_LRU;

@@ -236,11 +236,7 @@ static int pg_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
     double depth = tg_cost_extract_depth(in, TG_XPASS_EXTRACTORS, 0, 0, left, &plan, NULL);
     double hot = tg_cost_static_rows(in, left - plan, HOT_LIST_BYTES, (double)FILL_BYTES);
     /* what the hot rows do not need (at most every row) holds the indices when it can */
-    const tg_cost_dataset_t *d = &in->data;
-    double hot_bytes =
-        (double)tg_tier_static_bytes(d->nodes, d->feat_dim, d->dtype_bytes == 2 ? TG_F16 : TG_F32,
-                                     (uint64_t)hot) +
-        hot * HOT_LIST_BYTES;
+    double hot_bytes = tg_cost_static_bytes(in, hot) + hot * HOT_LIST_BYTES;
     int idx_ram = tg_cost_indices_fit(in, left - plan - (double)FILL_BYTES - hot_bytes);
     /* unprofiled: the share of the edges the 1% highest-degree nodes hold, pro rata */
     double cover = in->prof.hot_degree.n
