@@ -11,6 +11,7 @@
 #include "engine/engine-impl.h"
 #include "engine/plan_profile.h"
 #include "tiergnn/engine.h"
+#include "tiergnn/partition.h"
 
 #define MIB 1048576.0
 
@@ -509,6 +510,107 @@ TG_TEST(profile_measures)
     free(b);
 }
 
+static int row_of(const tg_cost_plan_t *pl, const char *name)
+{
+    for (int i = 0; i < pl->n; i++)
+        if (!strcmp(pl->names[i], name)) return i;
+    return -1;
+}
+
+/* hier's own batches (its plan_measure hook): none without the partition (its build charged),
+ * a mega-batch's once it is built, the same for the same inputs; its options (--dynamic-parts)
+ * and --batches-per-epoch followed; not measured where the plan cannot take it or plans a named
+ * strategy; a damaged partition (which the run rebuilds) leaves it unmeasured, not an error. */
+TG_TEST(hier_own_batches)
+{
+    char dir[4300], path[4700];
+    snprintf(dir, sizeof dir, "%s/ds-hier", root);
+    synth_opts_t so;
+    synth_default(&so);
+    so.nodes = 2000;
+    synth_write(dir, &so);
+    tg_cost_plan_opts_t o;
+    plan_opts(&o);
+    o.dataset = dir;
+    o.allow_inexact = 1;
+    tg_strategy_arg_t args[] = {{"parts", "8"}, {"dynamic-parts", "2"}};
+    o.strategy_args = args;
+    o.num_strategy_args = 1;
+    tg_cost_plan_t *a = malloc(sizeof *a), *b = malloc(sizeof *b);
+    TG_CHECK_OK(tg_cost_plan(&o, a));
+    int h = row_of(a, "hier");
+    TG_CHECK(h >= 0 && a->in.prof.own.batches == 0);
+    if (h < 0) goto out;
+    TG_CHECK(strstr(a->pred[h].why, "needs derived partition") != NULL);
+    /* the partition the run would use (8 parts: its --parts), built */
+    tg_dataset_t *d = NULL;
+    TG_CHECK_OK(tg_dataset_open(&d, dir, TG_OPEN_CHECK_SIZES));
+    tg_part_build_opts_t bo = {0};
+    tg_part_assign_opts_default(&bo.assign);
+    bo.assign.parts = 8;
+    bo.assign.method = TG_PART_STREAM;
+    tg_part_build_stats_t st;
+    TG_CHECK_OK(tg_part_build(d, &bo, &st));
+    tg_dataset_close(d);
+    TG_CHECK_OK(tg_cost_plan(&o, a));
+    const tg_cost_own_t *w = &a->in.prof.own;
+    TG_CHECK(w->batches >= (double)a->in.prof.batches && w->rows_per_batch > 0 &&
+             w->flops_per_batch > 0);
+    /* 256M holds every part: one mega-batch of them all, the graph's batches but for the
+     * static nodes' lists, which keep only the mega-batch's neighbours */
+    TG_CHECK(w->group_size == 8 && w->groups == 1 && w->load_share == 1);
+    TG_CHECK(w->rows_per_batch <= a->in.prof.rows_per_batch * 1.05);
+    TG_CHECK(a->in.prof.induced_degree_frac > 0.99 && a->in.prof.induced_degree_frac <= 1);
+    TG_CHECK(a->cost.own_s > 0 && strstr(a->pred[h].why, "1 mega-batches of 8 parts") != NULL);
+    /* the same inputs, the same batches */
+    TG_CHECK_OK(tg_cost_plan(&o, b));
+    TG_CHECK(!memcmp(&a->in.prof.own, &b->in.prof.own, sizeof a->in.prof.own));
+    /* --dynamic-parts 2: four mega-batches of a quarter of the nodes, fewer rows per batch and
+     * a share of the in-degree */
+    o.num_strategy_args = 2;
+    TG_CHECK_OK(tg_cost_plan(&o, b));
+    w = &b->in.prof.own;
+    TG_CHECK(w->group_size == 2 && w->groups == 4 && w->batches >= (double)b->in.prof.batches);
+    TG_CHECK(w->rows_per_batch < a->in.prof.own.rows_per_batch);
+    TG_CHECK(b->in.prof.induced_degree_frac < 0.9);
+    TG_CHECK(b->pred[h].compute_s < a->pred[h].compute_s);
+    /* --batches-per-epoch 10: the first mega-batch's ten batches; it alone is loaded */
+    o.batches_per_epoch = 10;
+    TG_CHECK_OK(tg_cost_plan(&o, b));
+    TG_CHECK(b->in.prof.own.batches == 10 && b->in.prof.own.groups == 1);
+    TG_CHECK(b->in.prof.own.load_share == 0.25);
+    o.batches_per_epoch = 0;
+    /* a plan that cannot take hier, or plans a named strategy, does not measure it */
+    o.own = TG_COST_OWN_TAKEN;
+    o.allow_inexact = 0;
+    TG_CHECK_OK(tg_cost_plan(&o, b));
+    TG_CHECK(b->in.prof.own.batches == 0 && b->cost.own_s == 0);
+    o.allow_inexact = 1;
+    TG_CHECK_OK(tg_cost_plan(&o, b));
+    TG_CHECK(b->in.prof.own.batches > 0);
+    o.own = TG_COST_OWN_NONE;
+    TG_CHECK_OK(tg_cost_plan(&o, b));
+    TG_CHECK(b->in.prof.own.batches == 0);
+    o.own = TG_COST_OWN_ALL;
+    /* the partition's map damaged: unmeasured (the run rebuilds it), the plan made */
+    char params[256];
+    TG_CHECK_OK(tg_part_params(&bo.assign, TG_PART_STREAM, params, sizeof params));
+    snprintf(path, sizeof path, "%s/derived/part-%s.bin", dir, params);
+    FILE *f = fopen(path, "r+b");
+    TG_CHECK(f != NULL);
+    if (f) {
+        fseek(f, -16, SEEK_END);
+        fputc(0x5a, f);
+        fputc(0xa5, f);
+        fclose(f);
+    }
+    TG_CHECK_OK(tg_cost_plan(&o, b));
+    TG_CHECK(b->in.prof.own.batches == 0 && strstr(b->pred[h].why, "not measured") != NULL);
+out:
+    free(a);
+    free(b);
+}
+
 /* ---------------------------------------------------------------- the command line */
 
 #define TINY1 "--hidden 8 --fanouts 3,3 --batch-size 64 --threads 1"
@@ -619,6 +721,7 @@ int main(void)
     TG_RUN(curves_from_classes);
     TG_RUN(profile_bound);
     TG_RUN(profile_measures);
+    TG_RUN(hier_own_batches);
     TG_RUN(cli_plan);
     TG_RUN(train_auto_records_the_plan);
     TG_RUN(train_falls_back_to_the_fixed_rule);

@@ -237,8 +237,9 @@ TG_TEST(missing_figures_and_files)
     TG_CHECK(b[gi].prep_s > a[gi].prep_s && b[gi].steady_s == a[gi].steady_s);
 }
 
-/* hier's loader: its synchronous reads and the walk over every list entry (at the measured
- * filter rate) add up on one thread, which bounds the epoch when training is quicker. */
+/* hier's loader: its synchronous reads, their copy out of the page cache (at the gather's byte
+ * rate) and the walk over every list entry (at the measured filter rate) add up on one thread,
+ * which bounds the epoch when training is quicker. */
 TG_TEST(hier_loader)
 {
     tg_cost_inputs_t in = shared_bench();
@@ -248,15 +249,48 @@ TG_TEST(hier_loader)
     in.machine.filter_edges_per_s = 59e6; /* the 59 M edges in 1 s */
     TG_CHECK_OK(tg_cost_choose(&in, 1, b, TG_COST_MAX_STRATS, &best));
     TG_CHECK_NEAR(b[h].gather_s - a[h].gather_s, 1.0, 1e-9);
-    double io = (4e6 * 512 + 59e6 * 4) / 1.1265e9;
+    double bytes = 4e6 * 512 + 59e6 * 4, io = bytes / 1.1265e9;
+    double copy = bytes / (in.machine.gather_rows_per_s * 512);
     TG_CHECK_NEAR(b[h].io_s, io, 1e-9);
-    TG_CHECK_NEAR(b[h].stage_s, io + 1.0, 1e-9);
-    /* training ten times quicker: the loader's reads and walk are the epoch */
+    TG_CHECK_NEAR(b[h].stage_s, io + 1.0 + copy, 1e-9);
+    TG_CHECK_NEAR(b[h].stage_cpu_s, 1.0 + copy, 1e-9);
+    /* training ten times quicker: the loader's reads, copy and walk are the epoch */
     in.machine.step_flops_per_s *= 10;
     in.machine.sample_nodes_per_s *= 10;
     in.machine.gather_rows_per_s *= 10;
     TG_CHECK_OK(tg_cost_choose(&in, 1, b, TG_COST_MAX_STRATS, &best));
-    TG_CHECK_NEAR(b[h].steady_s, io + 1.0, 1e-9);
+    TG_CHECK_NEAR(b[h].steady_s, io + 1.0 + copy / 10, 1e-9);
+}
+
+/* hier with its own batches measured (plan_measure): sampling and gathering follow the
+ * mega-batches' row accesses, training their operations, not the whole graph's batches nor the
+ * in-degree kept. */
+TG_TEST(hier_own_batches)
+{
+    tg_cost_inputs_t in = shared_bench();
+    tg_cost_pred_t a[TG_COST_MAX_STRATS], b[TG_COST_MAX_STRATS];
+    int best, h = table_index("hier");
+    in.prof.induced_degree_frac = 1;
+    TG_CHECK_OK(tg_cost_choose(&in, 1, a, TG_COST_MAX_STRATS, &best));
+    /* a third of the rows over 10% more batches, 40% of the operations per batch */
+    double per = in.run.epoch_flops / (double)in.prof.batches;
+    in.prof.own = (tg_cost_own_t){.batches = 1.1 * (double)in.prof.batches,
+                                  .rows_per_batch = in.prof.rows_per_batch / 3,
+                                  .flops_per_batch = 0.4 * per,
+                                  .groups = 20,
+                                  .group_size = 49,
+                                  .load_share = 1};
+    TG_CHECK_OK(tg_cost_choose(&in, 1, b, TG_COST_MAX_STRATS, &best));
+    TG_CHECK_NEAR(b[h].sample_s, a[h].sample_s * 1.1 / 3, 1e-9);
+    TG_CHECK_NEAR(b[h].compute_s, a[h].compute_s * 1.1 * 0.4, 1e-9);
+    double loader = a[h].stage_cpu_s; /* its copy and walk: the same */
+    TG_CHECK_NEAR(b[h].gather_s - loader, (a[h].gather_s - loader) * 1.1 / 3, 1e-9);
+    TG_CHECK(b[h].steady_s < a[h].steady_s);
+    TG_CHECK(strstr(b[h].why, "20 mega-batches of 49 parts") != NULL);
+    /* an epoch cut to a quarter of its mega-batches reads a quarter of the files */
+    in.prof.own.load_share = 0.25;
+    TG_CHECK_OK(tg_cost_choose(&in, 1, b, TG_COST_MAX_STRATS, &best));
+    TG_CHECK_NEAR(b[h].read_bytes, a[h].read_bytes / 4, 1e-3);
 }
 
 /* diskgnn's executor and its packing beside training: the executor's reads and copies add up
@@ -615,6 +649,7 @@ int main(void)
     TG_RUN(inexact_only_when_allowed);
     TG_RUN(missing_figures_and_files);
     TG_RUN(hier_loader);
+    TG_RUN(hier_own_batches);
     TG_RUN(diskgnn_packing_wait);
     TG_RUN(buffer_gather);
     TG_RUN(buffer_sizes);

@@ -149,6 +149,9 @@ int tg_mb_open(tg_mb_t **out, const tg_mb_opts_t *o);
 /* Frees everything, buffers included, and releases its budget. NULL is fine. */
 void tg_mb_close(tg_mb_t *L);
 
+/* Bytes tg_mb_open reserves for the static cache and the maps (L's P, N, S, row and ntrain; the
+ * largest part of max_part nodes), its static-to-static lists apart (reserved as they are read). */
+uint64_t tg_mb_fixed_bytes(const tg_mb_t *L, uint64_t max_part);
 /* Bytes of nbuf buffers for mega-batches of at most `nodes` nodes in T whose parts hold `edges`
  * in-edges and `pairs` static pairs, and of the pair buffer. */
 uint64_t tg_mb_bytes(const tg_mb_t *L, int nbuf, uint64_t nodes, uint64_t edges, uint64_t pairs);

@@ -38,6 +38,8 @@ typedef struct tg_strategy tg_strategy_t;
 struct tg_budget_plan_opts;
 struct tg_cost_inputs; /* engine/plan_cost.h */
 struct tg_cost_pred;
+struct tg_cost_measure; /* engine/plan_profile.h */
+struct tg_cost_profile;
 
 /* Settings every strategy gets; its own options arrive parsed in cfg (see tg_strategy_info_t). */
 typedef struct tg_strategy_opts {
@@ -235,6 +237,14 @@ typedef struct tg_strategy_i {
      * Pure arithmetic: a negative code only for inputs tg_cost_check lets through that it
      * cannot use. NULL: the planner skips the strategy with a note. */
     int (*predict)(const struct tg_cost_inputs *in, struct tg_cost_pred *out);
+    /* Optional, with profile_batch (batches not sampled from the whole graph): measures the
+     * strategy's own batches of an epoch for the planner, as its run would form them, into
+     * prof->own (and what else of prof is its own), from the derived files that exist; leaves
+     * them zero where it cannot without building one (predict then charges the build and takes
+     * the whole graph's batches). Called by the profile (engine/plan_profile.c) with so parsed
+     * from the run's strategy options. NULL: predict takes the profile's batches. */
+    int (*plan_measure)(const tg_dataset_t *ds, const tg_strategy_opts_t *so,
+                        const struct tg_cost_measure *mx, struct tg_cost_profile *prof);
     /* Optional: the options predict plans (NULL-terminated; it sets their values in the
      * prediction's knobs). A run of the strategy by name whose options leave one of them unset
      * is planned first (engine/train.c), so that the run and its prediction agree; NULL: none. */

@@ -100,6 +100,18 @@ typedef struct tg_cost_run {
     uint64_t disk_free;    /* free bytes beside the dataset */
 } tg_cost_run_t;
 
+/* A strategy's own batches, where they are not the whole graph's (hier's come from a
+ * mega-batch's subgraph): measured by its plan_measure hook (engine-impl.h) as its run would
+ * form them. batches = 0: not measured (predict takes the profile's batches). */
+typedef struct tg_cost_own {
+    double batches;         /* per epoch */
+    double rows_per_batch;  /* distinct input rows per batch (mean) */
+    double flops_per_batch; /* forward + backward operations per batch (mean) */
+    double groups;          /* the units the strategy loads per epoch (hier: mega-batches) */
+    double group_size;      /* each unit's size (hier: parts per mega-batch, N_d) */
+    double load_share;      /* of its data, what an epoch loads (< 1: --batches-per-epoch) */
+} tg_cost_own_t;
+
 /* A short profile: a few batches of the epoch sampled with the run's RNG, scaled to the epoch. */
 typedef struct tg_cost_profile {
     uint64_t batches;             /* per epoch */
@@ -116,6 +128,7 @@ typedef struct tg_cost_profile {
     tg_cost_curve_t window_rows;
     double induced_degree_frac; /* hier: mean in-degree kept in a mega-batch (static cache
                                    included) / the graph's; 0: unknown (taken as 1) */
+    tg_cost_own_t own;          /* hier: its batches inside a mega-batch */
     double layout_read_ampl;    /* diskgnn: the layout's read estimate at the disk budget
                                    (bytes read / needed); 0: unknown (taken as 1) */
 } tg_cost_profile_t;

@@ -840,10 +840,37 @@ static void fill_run(const prof_t *p, const tg_cost_plan_opts_t *o, tg_cost_inpu
     pr->hot_rpr = pr->hot_degree;
 }
 
+/* The context of the strategies' own measures: the profile's graph and the run's sampling. */
+static tg_cost_measure_t measure_ctx(const prof_t *p, const tg_cost_plan_opts_t *o,
+                                     const tg_cost_inputs_t *in)
+{
+    const tg_meta_t *m = &p->ds->meta;
+    return (tg_cost_measure_t){
+        .adj = p->adj,
+        .train = p->train,
+        .ntrain = p->ntrain,
+        .sampler = o->model.type == TG_MODEL_MLP ? NULL : o->sampler,
+        .model = &p->cfg,
+        .num_layers = o->model.num_layers,
+        .fanouts = p->fan,
+        .batch_size = o->batch_size,
+        .seed = o->seed,
+        .epoch_batches = p->plan.num_batches,
+        .limited = o->batches_per_epoch && o->batch_size &&
+                   p->plan.num_batches < (p->ntrain + o->batch_size - 1) / o->batch_size,
+        .batches = tg_cost_profile_batches(p->plan.num_batches),
+        .free_bytes = in->run.free_bytes,
+        .matrix_row_bytes = (double)m->feat_dim * sizeof(float) * SIZE_MARGIN,
+        .max_rows = p->max_rows,
+        .act_bytes = (uint64_t)((double)p->act_bytes * SIZE_MARGIN)};
+}
+
 /* Each strategy's least working set on the dataset with the run's options (min_bytes), for the
- * choice to refuse those the run would refuse. */
+ * choice to refuse those the run would refuse, and the measures of those with batches of their
+ * own (plan_measure). */
 static int working_sets(const prof_t *p, const tg_cost_plan_opts_t *o, tg_cost_plan_t *pl)
 {
+    tg_cost_measure_t mx = measure_ctx(p, o, &pl->in);
     for (int i = 0; i < tg_strategy_count() && i < TG_COST_MAX_STRATS; i++) {
         const tg_strategy_i *s = tg_strategy_at(i);
         void *cfg = calloc(1, s->info.config_size + 1);
@@ -856,6 +883,16 @@ static int working_sets(const prof_t *p, const tg_cost_plan_opts_t *o, tg_cost_p
         int rc = tg_strategy_parse(&s->info, o->strategy_args, o->num_strategy_args, cfg, 0);
         char why[512];
         if (rc == 0) pl->need[i] = (double)s->min_bytes(p->ds, &so, why, sizeof why);
+        /* a batch-size-free run (whole graph) has no batches of its own to measure */
+        int skip =
+            o->own == TG_COST_OWN_NONE || (o->own == TG_COST_OWN_TAKEN && !o->allow_inexact &&
+                                           (s->info.caps & TG_STRAT_CHANGES_GRAPH));
+        if (rc == 0 && s->plan_measure && o->batch_size && !skip) {
+            double t0 = tg_now();
+            if ((rc = s->plan_measure(p->ds, &so, &mx, &pl->in.prof)) < 0)
+                tg_err_prefix(rc, "plan: %s's own batches", s->info.name);
+            pl->cost.own_s += tg_now() - t0;
+        }
         free(cfg);
         if (rc < 0) return rc;
     }

@@ -44,6 +44,12 @@
 #define TG_COST_PROFILE_SHARE 0.05
 #define TG_COST_PROFILE_MAX_S 30.0
 
+enum {
+    TG_COST_OWN_ALL = 0, /* every strategy's (tiergnn plan, tiergnn bench: the whole table) */
+    TG_COST_OWN_TAKEN,   /* those the choice may take (no inexact one without allow_inexact) */
+    TG_COST_OWN_NONE     /* none (a named strategy's options planned) */
+};
+
 typedef struct tg_cost_plan_opts {
     const char *dataset;
     tg_model_config_t model; /* type, num_layers, hidden, heads (the rest: the dataset's) */
@@ -63,6 +69,9 @@ typedef struct tg_cost_plan_opts {
     int allow_inexact;    /* strategies that change the sampled graph may be taken */
     const tg_strategy_arg_t *strategy_args; /* the run's strategy options (their working sets) */
     int num_strategy_args;
+    /* which strategies' own measures run (tg_strategy_i.plan_measure; a strategy not measured
+     * is predicted from the whole graph's batches): TG_COST_OWN_* */
+    int own;
     double max_s;        /* the profile's sampling time limit (0: TG_COST_PROFILE_MAX_S) */
     double gemm_time_s;  /* the GEMM rate's measuring time (0: 0.2 s) */
     double probe_time_s; /* the device probe's when not cached (0: its default) */
@@ -72,10 +81,32 @@ typedef struct tg_cost_plan_opts {
 typedef struct tg_cost_profile_cost {
     double total_s; /* everything below and the rest (opening, degrees) */
     double probe_s, gemm_s, gather_s, sample_s, step_s;
+    double own_s;              /* the strategies' own measures (tg_strategy_i.plan_measure) */
     double warm_s;             /* indices.bin read ahead of the sampling (0: not read) */
     uint64_t batches_profiled; /* of batches_per_epoch */
     int probe_cached;          /* the device probe came from its cache file */
 } tg_cost_profile_cost_t;
+
+/* What a strategy's plan_measure hook (engine-impl.h) gets from the profile: the graph and the
+ * run's sampling, to sample batches of its own as its run would. */
+typedef struct tg_cost_measure {
+    tg_adj_t *adj;         /* the dataset's graph, memory-mapped (its lists read ahead) */
+    const uint64_t *train; /* the training split */
+    uint64_t ntrain;
+    const tg_sampler_i *sampler;    /* the run's (NULL: node-wise) */
+    const tg_model_config_t *model; /* the operation count's (tg_model_batch_flops) */
+    int num_layers;
+    const int64_t *fanouts;
+    uint64_t batch_size, seed;
+    uint64_t epoch_batches;  /* the plan's, --batches-per-epoch applied */
+    int limited;             /* --batches-per-epoch cut the epoch */
+    uint64_t batches;        /* how many of its batches to sample (the profile's count) */
+    uint64_t free_bytes;     /* tg_cost_run_t's: what its matrices and caches share */
+    double matrix_row_bytes; /* one input matrix's bytes per row, with the budget's margin */
+    /* the whole graph's largest profiled batch: its input rows, and one step's arena on it
+     * (with the budget plan's margin), which free_bytes has had taken off */
+    uint64_t max_rows, act_bytes;
+} tg_cost_measure_t;
 
 typedef struct tg_cost_plan {
     tg_cost_inputs_t in;

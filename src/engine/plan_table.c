@@ -289,14 +289,14 @@ void tg_cost_plan_print(const tg_cost_plan_t *pl, FILE *f)
             "profile: %.2f s (indices read ahead in %.2f s, %llu of %llu batches sampled in "
             "%.2f s, device probe %s, GEMM "
             "%.1f GFLOP/s in %.2f s, a step at %.1f GFLOP/s on %.1f cores in %.2f s (x%.2f "
-            "beside a gathering thread, which kept %.0f%% of its rate), gather in %.2f s); %.0f "
-            "rows per batch, %.0f distinct in the epoch, %.0f MiB for matrices and caches, %d "
-            "core(s)\n",
+            "beside a gathering thread, which kept %.0f%% of its rate), gather in %.2f s, "
+            "strategies' own batches in %.2f s); %.0f rows per batch, %.0f distinct in the epoch, "
+            "%.0f MiB for matrices and caches, %d core(s)\n",
             c->total_s, c->warm_s, (unsigned long long)c->batches_profiled,
             (unsigned long long)in->prof.batches, c->sample_s,
             c->probe_cached ? "cached" : "measured", in->machine.gemm_flops_per_s / 1e9, c->gemm_s,
             in->machine.step_flops_per_s / 1e9, in->machine.step_cpu_ratio, c->step_s,
-            in->machine.step_shared, 100 * in->machine.gather_shared, c->gather_s,
+            in->machine.step_shared, 100 * in->machine.gather_shared, c->gather_s, c->own_s,
             in->prof.rows_per_batch, in->prof.distinct_rows,
             (double)in->run.free_bytes / (1024.0 * 1024.0), in->machine.cores);
     if (pl->disk_budget_planned) {
@@ -396,6 +396,13 @@ static char *profile_json(const tg_cost_plan_t *pl)
     tg_json_num(&j, "buffer_rows_per_s", in->machine.buffer_rows_per_s);
     tg_json_num(&j, "window_rows_per_s", in->machine.window_rows_per_s);
     tg_json_int(&j, "cores", in->machine.cores);
+    /* the strategies' own batches (hier's, in a mega-batch; zeros: not measured) */
+    const tg_cost_own_t *own = &in->prof.own;
+    tg_json_num(&j, "own_s", c->own_s);
+    tg_json_num(&j, "own_batches", own->batches);
+    tg_json_num(&j, "own_rows_per_batch", own->rows_per_batch);
+    tg_json_num(&j, "own_flops_per_batch", own->flops_per_batch);
+    tg_json_num(&j, "induced_degree_frac", in->prof.induced_degree_frac);
     /* the epoch's curves the profile extrapolated: misses against cache rows, coverage */
     tg_json_raw(&j, "lru_misses", curve_json(&in->prof.lru, cb[0], sizeof cb[0]));
     tg_json_raw(&j, "belady_misses", curve_json(&in->prof.belady, cb[1], sizeof cb[1]));

@@ -419,6 +419,7 @@ static void train_plan_named(trainer_t *t, const tg_strategy_i *s)
     tg_cost_plan_opts_t po;
     tg_cost_plan_t *pl = malloc(sizeof *pl);
     int rc = pl ? tg_cost_plan_opts_train(o, &po) : tg_err(-ENOMEM, "out of memory");
+    po.own = TG_COST_OWN_NONE; /* the other strategies' batches are not this run's */
     if (rc == 0) rc = tg_cost_plan(&po, pl);
 #ifdef __GLIBC__
     malloc_trim(0); /* as train_plan */
@@ -467,6 +468,7 @@ static void train_plan(trainer_t *t)
     tg_cost_plan_opts_t po;
     tg_cost_plan_t *pl = malloc(sizeof *pl);
     int rc = pl ? tg_cost_plan_opts_train(o, &po) : tg_err(-ENOMEM, "out of memory");
+    po.own = TG_COST_OWN_TAKEN; /* a strategy the choice cannot take is not measured */
     if (rc == 0) rc = tg_cost_plan(&po, pl);
 #ifdef __GLIBC__
     /* the profile's batches and scratch model were freed; their heap goes back to the system

@@ -714,13 +714,19 @@ int tg_mb_load(tg_mb_t *L, tg_megabatch_t *m, const uint32_t *parts_in, uint64_t
  * ids, per part), the parts' slots and pairs (offsets, sizes), the static cache (rows, ids, list
  * bounds, locals, cursors; its static-to-static lists as they grow), the bitmaps and ranks, the
  * list-reading buffers. */
+uint64_t tg_mb_fixed_bytes(const tg_mb_t *L, uint64_t max_part)
+{
+    uint64_t P = L->P, S = L->S, N = L->N;
+    return P * 16 + L->ntrain * 8 + (P + 1) * 8 + P * 4 + (P + 1) * 8 + P * 8 +
+           S * (L->row + 8 + 8 + 8 + 4 + 8) + (S + 63) / 64 * (8 + 4) +
+           (N + 63) / 64 * (8 + 8 + 4) + (max_part + 1) * 8 + LIST_READ;
+}
+
 static int open_alloc(tg_mb_t *L, uint64_t max_part)
 {
     uint64_t P = L->P, S = L->S, N = L->N;
     L->ipbuf_cap = max_part + 1;
-    uint64_t fixed = P * 16 + L->ntrain * 8 + (P + 1) * 8 + P * 4 + (P + 1) * 8 + P * 8 +
-                     S * (L->row + 8 + 8 + 8 + 4 + 8) + (S + 63) / 64 * (8 + 4) +
-                     (N + 63) / 64 * (8 + 8 + 4) + L->ipbuf_cap * 8 + LIST_READ;
+    uint64_t fixed = tg_mb_fixed_bytes(L, max_part);
     int rc = reserve(L, fixed, "static cache and maps");
     if (rc < 0) return rc;
     L->held += fixed;

@@ -38,22 +38,14 @@
 #include <unistd.h>
 
 #include "../ahead.h"
-#include "tiergnn/megabatch.h"
-#include "tiergnn/partition.h"
-#include "../xpass.h"
 #include "../plan_cost.h"
+#include "hier-impl.h"
 #include "hier.h"
 
 #define PREFETCH 1          /* sampling from RAM is quick: a batch ahead per sampler thread */
 #define NODES_PER_PART 4096 /* --parts auto: the paper's "several thousand nodes" */
 
 /* ---------------------------------------------------------------- options */
-
-typedef struct {
-    tg_xpass_cfg_t x; /* evaluation passes' extraction */
-    int64_t parts, method, passes, dynamic_parts;
-    double static_ratio;
-} hier_cfg_t;
 
 #define H_OPT(...) TG_STRATEGY_OPT(hier_cfg_t, __VA_ARGS__)
 
@@ -127,7 +119,7 @@ struct tg_strategy {
 
 /* The epoch' of mega-batch i, pass j: the RNG streams of its shuffles and batches. Training
  * epochs stay far below evaluation's (graph/plan.c: near UINT64_MAX). */
-static uint64_t sub_epoch(uint64_t epoch, uint64_t i, uint64_t j)
+uint64_t tg_hier_sub_epoch(uint64_t epoch, uint64_t i, uint64_t j)
 {
     return (epoch << 32) + (i << 6) + j + 1;
 }
@@ -150,8 +142,8 @@ static void assign_opts(const tg_strategy_opts_t *so, const tg_dataset_t *ds,
 
 /* The params of the partition to use: with method auto, one already built, else what auto
  * resolves to (tg_part_find). */
-static int find_params(const tg_dataset_t *ds, const tg_strategy_opts_t *so, char *buf, size_t len,
-                       tg_part_assign_opts_t *a)
+int tg_hier_find_params(const tg_dataset_t *ds, const tg_strategy_opts_t *so, char *buf, size_t len,
+                        tg_part_assign_opts_t *a)
 {
     assign_opts(so, ds, a);
     return tg_part_find(ds, a, buf, len);
@@ -161,7 +153,7 @@ static int hier_prepare(const tg_dataset_t *ds, const tg_strategy_opts_t *so)
 {
     tg_part_build_opts_t o = {0};
     char params[256];
-    int rc = find_params(ds, so, params, sizeof params, &o.assign);
+    int rc = tg_hier_find_params(ds, so, params, sizeof params, &o.assign);
     if (rc < 0) return rc;
     o.mem_bytes = o.assign.mem_bytes;
     o.progress = isatty(STDERR_FILENO);
@@ -237,7 +229,7 @@ static int hier_open(tg_strategy_t **out, tg_run_t *r, const tg_strategy_opts_t 
     tg_part_assign_opts_t a;
     int rc = tg_xpass_open_disk(r, tg_xpass_adj_queues(so->sampler_threads), &s->stats, &s->feat);
     s->disk = r->adj;
-    if (rc == 0) rc = find_params(r->ds, so, s->params, sizeof s->params, &a);
+    if (rc == 0) rc = tg_hier_find_params(r->ds, so, s->params, sizeof s->params, &a);
     if (rc == 0 && (rc = tg_part_open(&s->part, r->ds, s->params)) < 0)
         tg_err_prefix(rc, "hier: the partition (`tiergnn partition` builds it)");
     if (rc == 0 && s->N > UINT32_MAX)
@@ -337,6 +329,21 @@ static int setup_fixed(tg_strategy_t *s)
     return rc;
 }
 
+/* The most parts, at most want, whose two mega-batches fit left (limited 0: no limit), the
+ * largest parts' nodes, edges and pairs summed (the buffers' bounds) into *t, *ed, *np. */
+uint64_t tg_hier_fit_parts(const tg_mb_t *L, uint64_t want, int limited, uint64_t left, uint64_t *t,
+                           uint64_t *ed, uint64_t *np)
+{
+    uint64_t nd = 0;
+    *t = *ed = *np = 0;
+    while (nd < want) {
+        uint64_t t2 = *t + L->psize[nd], e2 = *ed + L->pedge[nd], np2 = *np + L->pspairs[nd];
+        if (limited && tg_mb_bytes(L, 2, t2, e2, np2) > left) break;
+        *t = t2, *ed = e2, *np = np2, nd++;
+    }
+    return nd;
+}
+
 /* N_d, the most parts whose two mega-batches fit what the budget leaves (the profile: at most
  * prov_left), and the mega-batches allocated. */
 static int setup(tg_strategy_t *s)
@@ -351,15 +358,11 @@ static int setup(tg_strategy_t *s)
     char a[32], b[32], d[32], e[32];
     uint64_t left = bg->limit ? (bg->limit > bg->used ? bg->limit - bg->used : 0) : 0;
     if (s->prov_left) left = TG_MIN(left, s->prov_left);
-    uint64_t nd = 0, t = 0, ed = 0, np = 0;
+    uint64_t t, ed, np;
     uint64_t want = c->dynamic_parts > 0 ? TG_MIN((uint64_t)c->dynamic_parts, (uint64_t)P)
                     : bg->limit          ? P
                                          : TG_MAX((uint64_t)1, (P + 7) / 8);
-    while (nd < want) {
-        uint64_t t2 = t + L->psize[nd], e2 = ed + L->pedge[nd], np2 = np + L->pspairs[nd];
-        if (bg->limit && tg_mb_bytes(L, 2, t2, e2, np2) > left) break;
-        t = t2, ed = e2, np = np2, nd++;
-    }
+    uint64_t nd = tg_hier_fit_parts(L, want, bg->limit != 0, left, &t, &ed, &np);
     if (nd == 0 || (c->dynamic_parts > 0 && nd < want)) {
         uint64_t t1 = nd ? t : L->psize[0], e1 = nd ? ed : L->pedge[0];
         uint64_t np1 = nd ? np : L->pspairs[0];
@@ -404,7 +407,7 @@ static int schedule(tg_strategy_t *s, const tg_pass_t *p)
     for (uint32_t k = 0; k < P; k++)
         tmp[k] = k;
     /* the parts' shuffle: its own stream (the top bit keeps it apart from the batches') */
-    tg_sampler_shuffle_epoch(tmp, P, p->seed, p->epoch | (1ull << 63));
+    tg_sampler_shuffle_epoch(tmp, P, p->seed, p->epoch | TG_HIER_PARTS_STREAM);
     for (uint32_t k = 0; k < P; k++)
         s->order[k] = (uint32_t)tmp[k];
     free(tmp);
@@ -545,7 +548,7 @@ static int train_mega(tg_strategy_t *s, sub_t *c, tg_megabatch_t *m, uint64_t i,
     for (uint64_t j = 0; j < (uint64_t)s->c->passes && rc == 0 && *k < limit; j++, *k += per) {
         if (first >= *k + per) continue; /* resumed past this pass */
         memcpy(seeds, m->seeds, m->nseeds * sizeof *seeds);
-        uint64_t ep = sub_epoch(p->epoch, i, j);
+        uint64_t ep = tg_hier_sub_epoch(p->epoch, i, j);
         tg_sampler_shuffle_epoch(seeds, m->nseeds, p->seed, ep);
         uint64_t nb = TG_MIN(per, limit - *k);
         tg_pass_t sp = {.seeds = seeds,
@@ -749,7 +752,8 @@ static int hier_profile(tg_strategy_t *s, const struct tg_budget_plan_opts *o, t
         /* its first batches, with the RNG streams of its first pass */
         const tg_megabatch_t *m = &s->mega[0];
         tg_plan_t mp;
-        tg_plan_view(&mp, m->seeds, m->nseeds, p.batch_size, p.seed, sub_epoch(p.epoch, i, 0));
+        tg_plan_view(&mp, m->seeds, m->nseeds, p.batch_size, p.seed,
+                     tg_hier_sub_epoch(p.epoch, i, 0));
         rc = tg_plan_largest_batch(&mp, m->adj, o->sampler, o->num_layers, o->fanouts, 0, 2,
                                    largest);
     }
@@ -787,7 +791,7 @@ static int hier_pass(tg_strategy_t *s, const tg_pass_t *p, tg_pass_stats_t *st)
 /* What the budget plan may lower where --mem leaves no room (read after it, at the first pass). */
 static const char *const hier_shrink[] = {"queue-depth", "sweep-batches", NULL};
 
-static int hier_in_flight(const tg_strategy_opts_t *so)
+int tg_hier_in_flight(const tg_strategy_opts_t *so)
 {
     const hier_cfg_t *c = so->cfg;
     return TG_MAX(tg_xpass_in_flight(&c->x),
@@ -804,31 +808,44 @@ static void hr_evaluating(tg_strategy_t *s, int layerwise)
 
 /* The cost model: each pass loads the mega-batches one after the other on one thread, a
  * mega-batch ahead of the samplers: it reads the partitioned features and lists once,
- * sequentially, with synchronous reads, then walks every list entry of its parts to keep those
- * inside the mega-batch (graph/megabatch.c): the reads and that walk add up on the loader
- * thread (stage_s), which bounds the epoch where training a mega-batch is quicker than loading
- * the next (the wide and few workloads: 19 and 11 mega-batches of one batch each). Inside a
- * mega-batch a batch keeps the profile's share of the in-degree, so sampling, gathering and
- * training shrink with it (the sampled graph changes). Without the partition, a streaming
+ * sequentially, with synchronous buffered reads (copied out of the page cache on that thread),
+ * then walks every list entry of its parts to keep those inside the mega-batch
+ * (graph/megabatch.c): the reads, the copy and that walk add up on the loader thread (stage_s),
+ * which bounds the epoch where training a mega-batch is quicker than loading the next (the few
+ * workload: 11 mega-batches of one batch each). Sampling, gathering and training are the
+ * mega-batch's batches' (plan_measure's, prof.own) where the partition exists, else the whole
+ * graph's scaled by the in-degree kept (unknown: all of it). Without the partition, a streaming
  * partitioning (a few passes over the lists) and the rewrite of features and lists come first,
  * and need their size in free disk. */
 #define HIER_STREAM_PASSES 4
 static int hier_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
 {
     const tg_cost_machine_t *m = &in->machine;
+    const tg_cost_own_t *own = &in->prof.own;
     double idx = (double)in->data.edges * in->data.index_bytes, feat = tg_cost_feat_bytes(in);
     double keep = in->prof.induced_degree_frac > 0 ? fmin(in->prof.induced_degree_frac, 1) : 1;
     int have = (in->data.derived & TG_COST_HAVE_PARTS) != 0;
-    p->read_bytes = feat + idx;
+    double share = own->batches > 0 && own->load_share > 0 ? fmin(own->load_share, 1) : 1;
+    p->read_bytes = (feat + idx) * share;
     p->io_s = tg_cost_seq_s(m, p->read_bytes);
-    p->sample_s = tg_cost_sample_s(in) * keep;
-    p->gather_s = tg_cost_gather_s(in) * keep;
-    p->compute_s = tg_cost_compute_s(in) * keep;
-    /* the loader: every list entry once per epoch; its CPU is the strategy's own, a gather */
-    double filter = m->filter_edges_per_s > 0 ? (double)in->data.edges / m->filter_edges_per_s : 0;
-    p->gather_s += filter;
-    p->stage_s = p->io_s + filter;
-    p->stage_cpu_s = filter;
+    /* the mega-batches' row accesses and operations against the whole graph's */
+    double acc = keep, ops = keep, all = tg_cost_accesses(in);
+    if (own->batches > 0 && all > 0 && in->run.epoch_flops > 0) {
+        acc = own->batches * own->rows_per_batch / all;
+        ops = own->batches * own->flops_per_batch / in->run.epoch_flops;
+    }
+    p->sample_s = tg_cost_sample_s(in) * acc;
+    p->gather_s = tg_cost_gather_s(in) * acc;
+    p->compute_s = tg_cost_compute_s(in) * ops;
+    /* the loader: the copy of what it reads, every list entry walked once per epoch; its CPU is
+     * the strategy's own, a gather */
+    double filter =
+        m->filter_edges_per_s > 0 ? (double)in->data.edges * share / m->filter_edges_per_s : 0;
+    double copy_rate = m->gather_rows_per_s * tg_cost_row_bytes(in);
+    double copy = copy_rate > 0 ? p->read_bytes / copy_rate : 0;
+    p->gather_s += filter + copy;
+    p->stage_s = p->io_s + filter + copy;
+    p->stage_cpu_s = filter + copy;
     if (!have)
         p->prep_s = tg_cost_seq_s(m, HIER_STREAM_PASSES * idx + 2 * (feat + idx)) / in->run.epochs;
     tg_cost_overlap(in, p);
@@ -840,10 +857,19 @@ static int hier_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
                  "changes the sampled graph; needs derived partition: +%.1f s amortised over %d "
                  "epochs",
                  p->prep_s * in->run.epochs, in->run.epochs);
-    else
+    else if (own->batches > 0)
+        snprintf(p->why, sizeof p->why,
+                 "changes the sampled graph: %.0f mega-batches of %.0f parts keep %.0f%% of the "
+                 "in-degree, %.0f rows per batch (whole graph: %.0f)",
+                 own->groups, own->group_size, 100 * keep, own->rows_per_batch,
+                 in->prof.rows_per_batch);
+    else if (keep < 1)
         snprintf(p->why, sizeof p->why,
                  "changes the sampled graph: mega-batches keep %.0f%% of the in-degree",
                  100 * keep);
+    else
+        snprintf(p->why, sizeof p->why,
+                 "changes the sampled graph; its batches not measured (the whole graph's taken)");
     return 0;
 }
 
@@ -862,8 +888,9 @@ const tg_strategy_i tg_strategy_hier = {
     .open = hier_open,
     .pass = hier_pass,
     .close = hier_close,
-    .batches_in_flight = hier_in_flight,
+    .batches_in_flight = tg_hier_in_flight,
     .predict = hier_predict,
+    .plan_measure = tg_hier_plan_measure,
     .in_flight_opts = hier_shrink,
     .epoch_batches = hier_epoch_batches,
     .profile_batch = hier_profile,
