@@ -17,7 +17,7 @@ static const char csv_header[] =
     "gather_s,train_s,wait_s,io_wait_s,io_requests_per_epoch,disk_read_bytes_per_epoch,"
     "needed_bytes_per_epoch,read_amplification,cache_hit_ratio,peak_rss_bytes,cgroup_limit_bytes,"
     "cgroup_peak_bytes,kernel_read_bytes,test_acc,valid_acc,best_epoch,wall_s,resident_at_start,"
-    "last_error,gather_bytes_per_s,predicted_epoch_s";
+    "last_error,gather_bytes_per_s,predicted_epoch_s,probe_iops,probe_seq_bytes_per_s";
 
 enum {
     C_STRATEGY,
@@ -49,6 +49,8 @@ enum {
     C_ERR,
     C_GATHER_BW,
     C_PREDICTED,
+    C_PROBE_IOPS,
+    C_PROBE_SEQ,
     C_COUNT
 };
 
@@ -454,6 +456,9 @@ TG_TEST(item_options)
         TG_CHECK(num(a, C_PREDICTED) > 0);
         TG_CHECK(!strcmp(b->f[C_PREDICTED], "n/a"));
         TG_CHECK(num(c, C_PREDICTED) > 0);
+        /* each run's own probe, taken right before it (also for a row not predicted) */
+        TG_CHECK(num(a, C_PROBE_IOPS) > 0 && num(a, C_PROBE_SEQ) > 0);
+        TG_CHECK(num(b, C_PROBE_IOPS) > 0 && num(c, C_PROBE_SEQ) > 0);
     }
     free(rows);
     char p[4400];

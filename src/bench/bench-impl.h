@@ -116,9 +116,14 @@ typedef struct tg_bench_run {
     double s_gather_bw;  /* effective gather bandwidth: needed bytes / gather seconds */
     uint64_t timed_from; /* 1-based first epoch of the means */
     /* the planner's steady epoch for the run's strategy with its default options (auto: its
-     * choice), measured in the bench's process before the runs; NAN: none (the planner could
-     * not run, or the strategy has no cost model or cannot run on these inputs) */
+     * choice): its profile measured in the bench's process before the runs, its device probe
+     * again right before this run (a disk that slows under the runs before, as a cloud disk
+     * out of burst credits does, would leave a probe of the bench's start stale); NAN: none (the
+     * planner could not run, or the strategy has no cost model or cannot run on these inputs) */
     double predicted_s;
+    /* that probe: random 4 KiB reads per second at its best depth, sequential bytes per
+     * second (NAN: no probe) */
+    double probe_iops, probe_seq;
 } tg_bench_run_t;
 
 /* Reads the run's JSON lines (stdout). */

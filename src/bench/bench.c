@@ -329,7 +329,7 @@ static int prepare_runs(const tg_bench_opts_t *o, tg_bench_run_t **out, int *nru
         snprintf(r->dir, sizeof r->dir, "%s/%s", o->out_dir, folders[i]);
         r->exit_code = -1;
         r->budget_rest = NAN;
-        r->predicted_s = NAN;
+        r->predicted_s = r->probe_iops = r->probe_seq = NAN;
         struct stat st;
         if (stat(r->dir, &st) != 0) continue;
         if (!o->overwrite)
@@ -396,10 +396,42 @@ static double predict_one(const tg_cost_plan_t *pl, const tg_bench_run_t *r)
     return v;
 }
 
-/* Each run's predicted epoch: the planner (engine/plan_profile.h) on the runs' settings, in this
- * process, before the runs. A planner that cannot run costs the column, not the bench. */
-static void predict_runs(tg_bench_report_t *c, const tg_bench_opts_t *o, tg_bench_run_t *runs,
-                         int nruns)
+/* Run r's prediction with the device probed again now (and the probe's cache refreshed, which
+ * an auto run reads): pl's inputs with this probe, the choice made again. A probe that fails
+ * leaves the prediction of the bench's start. */
+static void predict_now(const tg_cost_plan_t *pl, const tg_bench_report_t *c,
+                        const tg_bench_opts_t *o, tg_bench_run_t *r)
+{
+    r->probe_iops = r->probe_seq = NAN;
+    if (!pl) return;
+    char fpath[4096];
+    tg_dataset_path(c->ds, TG_FILE_FEATURES, fpath, sizeof fpath);
+    tg_io_probe_opts_t po = {.time_s = o->probe_time_s, .refresh = 1};
+    tg_io_probe_t pr;
+    tg_cost_plan_t *now = malloc(sizeof *now);
+    if (!now || tg_io_probe_run(fpath, &po, &pr) < 0 || !(pr.seq_bytes_per_s > 0)) {
+        tg_log_warn("bench: %s: no probe before the run, its prediction is the bench's start's: %s",
+                    r->name, now ? tg_errmsg() : "out of memory");
+        tg_err_clear();
+        free(now);
+        r->predicted_s = predict_one(pl, r);
+        return;
+    }
+    tg_cost_inputs_t in = pl->in;
+    in.machine.probe = pr;
+    memcpy(now->need, pl->need, sizeof now->need);
+    if (tg_cost_plan_choose(&in, pl->allow_inexact, now) == 0) r->predicted_s = predict_one(now, r);
+    tg_err_clear();
+    tg_cost_machine_t m = {.probe = pr};
+    r->probe_iops = tg_cost_iops(&m, tg_cost_best_depth(&m));
+    r->probe_seq = pr.seq_bytes_per_s;
+    free(now);
+}
+
+/* The planner (engine/plan_profile.h) on the runs' settings, in this process, before the runs
+ * (NULL: it could not run, which costs the column, not the bench); each run's prediction comes
+ * from it with the device probed again right before the run (predict_now). */
+static tg_cost_plan_t *plan_runs(tg_bench_report_t *c, const tg_bench_opts_t *o)
 {
     tg_cost_plan_opts_t po;
     tg_cost_plan_opts_default(&po);
@@ -423,14 +455,13 @@ static void predict_runs(tg_bench_report_t *c, const tg_bench_opts_t *o, tg_benc
         snprintf(c->plan_note, sizeof c->plan_note, "no predictions: %s", tg_errmsg());
         tg_log_warn("bench: %s", c->plan_note);
         free(pl);
-        return;
+        return NULL;
     }
     snprintf(c->plan_note, sizeof c->plan_note,
-             "the planner's choice: %s (%s); its profile took %.2f s",
+             "the planner's choice: %s (%s); its profile took %.2f s; each run predicted with "
+             "the device probed again before it",
              pl->best >= 0 ? pl->names[pl->best] : "none", pl->why, pl->cost.total_s);
-    for (int i = 0; i < nruns; i++)
-        runs[i].predicted_s = predict_one(pl, &runs[i]);
-    free(pl);
+    return pl;
 }
 
 static int write_reports(const tg_bench_report_t *c, const tg_bench_run_t *runs, int nruns)
@@ -460,6 +491,7 @@ int tg_bench(const tg_bench_opts_t *o, tg_bench_result_t *res)
     memset(&c, 0, sizeof c);
     c.o = o;
     tg_io_probe_t probe;
+    tg_cost_plan_t *pl = NULL;
     if ((rc = tg_dataset_open(&ds, o->dataset, TG_OPEN_CHECK_SIZES)) < 0) return rc;
     c.ds = ds;
     /* The binary the runs use: tiergnn, said explicitly, never this process by default. */
@@ -478,9 +510,10 @@ int tg_bench(const tg_bench_opts_t *o, tg_bench_result_t *res)
         tg_log_warn("bench: running WITHOUT a memory limit: %s", c.cg_note);
     }
     if ((rc = lower_bound(&c, o, &probe, res)) < 0) goto out;
-    predict_runs(&c, o, runs, nruns);
+    pl = plan_runs(&c, o);
     train_cmd(&c, o);
     for (int i = 0; i < nruns; i++) {
+        predict_now(pl, &c, o, &runs[i]);
         if ((rc = run_one(&c, o, &runs[i], i, nruns)) < 0) goto out;
         res->runs++;
         res->failed += !tg_bench_run_ok(&runs[i]);
@@ -493,6 +526,7 @@ out:
         for (int i = 0; i < nruns; i++)
             free(runs[i].ep);
     free(runs);
+    free(pl);
     tg_dataset_close(ds);
     return rc;
 }

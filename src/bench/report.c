@@ -98,7 +98,7 @@ static const char csv_header[] =
     "gather_s,train_s,wait_s,io_wait_s,io_requests_per_epoch,disk_read_bytes_per_epoch,"
     "needed_bytes_per_epoch,read_amplification,cache_hit_ratio,peak_rss_bytes,cgroup_limit_bytes,"
     "cgroup_peak_bytes,kernel_read_bytes,test_acc,valid_acc,best_epoch,wall_s,resident_at_start,"
-    "last_error,gather_bytes_per_s,predicted_epoch_s\n";
+    "last_error,gather_bytes_per_s,predicted_epoch_s,probe_iops,probe_seq_bytes_per_s\n";
 
 static void timed_range(const tg_bench_run_t *r, char *buf, size_t len)
 {
@@ -151,6 +151,8 @@ int tg_bench_write_csv(const char *path, const tg_bench_run_t *runs, int nruns)
         csv_field(&b, tg_bench_run_ok(r) ? "" : r->last_err);
         csv_num(&b, r->s_gather_bw, "%.0f");
         csv_num(&b, r->predicted_s, "%.6g");
+        csv_num(&b, r->probe_iops, "%.0f");
+        csv_num(&b, r->probe_seq, "%.0f");
         sb_printf(&b, "\n");
     }
     int rc = sb_write(&b, path);
@@ -268,6 +270,8 @@ static char *json_run(const tg_bench_run_t *r, sbuf_t *eps)
     tg_json_num(&j, "epoch_time_s", r->s_epoch);
     tg_json_num(&j, "first_epoch_s", r->s_first);
     tg_json_num(&j, "predicted_epoch_s", r->predicted_s);
+    json_count(&j, "probe_iops", r->probe_iops);
+    json_count(&j, "probe_seq_bytes_per_s", r->probe_seq);
     json_count(&j, "gather_bytes_per_s", r->s_gather_bw);
     tg_json_num(&j, "test_acc", r->have_final ? r->test_acc : NAN);
     json_count(&j, "peak_rss_bytes", r->s_peak_rss);
