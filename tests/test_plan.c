@@ -488,6 +488,7 @@ TG_TEST(profile_measures)
      * took the core during the step) */
     TG_CHECK(in->machine.step_cpu_ratio > 0 && in->machine.step_cpu_ratio <= o.threads + 0.5);
     TG_CHECK(in->machine.filter_edges_per_s > 0); /* hier's list walk */
+    TG_CHECK(in->machine.copy_bytes_per_s > 0);   /* and its copy out of the page cache */
     TG_CHECK(in->machine.buffer_rows_per_s > 0 && in->machine.window_rows_per_s > 0);
     /* 256M holds this graph: the in-RAM strategy wins */
     TG_CHECK(a->best >= 0 && !strcmp(a->names[a->best], "memory"));

@@ -223,6 +223,12 @@ uint64_t tg_tier_static_bytes(uint64_t num_nodes, uint32_t feat_dim, tg_feat_dty
  * its pinned hot rows from what the budget leaves. */
 uint64_t tg_tier_static_fit(uint64_t num_nodes, uint32_t feat_dim, tg_feat_dtype_t dtype,
                             uint64_t room, uint64_t per_row, uint64_t fixed);
+/* Its fill reads the sorted rows in merged runs: holes of at most TG_TIER_FILL_GAP bytes read
+ * through, at most TG_TIER_FILL_SPAN bytes a read, TG_TIER_FILL_RUNS reads a submit (the
+ * planner's cost model reads the same numbers). */
+#define TG_TIER_FILL_GAP ((uint64_t)16 << 10)
+#define TG_TIER_FILL_SPAN ((size_t)512 << 10)
+#define TG_TIER_FILL_RUNS 8u
 /* Creates a static tier holding the rows of nodes[0..n) (duplicates are held once), reserving
  * its bytes against budget (NULL = not accounted) first, and the fill's io/ staging while it
  * runs. The lookup is a direct u32[num_nodes] table or an open-addressing hash of 2^k >= 2n

@@ -219,20 +219,36 @@ static double gap_rows(const tg_cost_inputs_t *in)
     return floor(gap / tg_cost_row_bytes(in));
 }
 
-void tg_cost_merge(const tg_cost_inputs_t *in, double rows, double *reads, double *bytes)
+/* rows spread uniformly over the file, holes of at most g rows read through, reads of at most
+ * span bytes: the reads and their bytes */
+static void merge_runs(const tg_cost_inputs_t *in, double rows, double g, double span,
+                       double *reads, double *bytes)
 {
     double n = (double)in->data.nodes, row = tg_cost_row_bytes(in);
     *reads = *bytes = 0;
     if (rows <= 0) return;
-    double p = fmin(rows / n, 1.0), g = gap_rows(in);
+    double p = fmin(rows / n, 1.0);
     /* holes between consecutive rows read are geometric: P(h = k) = p (1 - p)^k */
     double through = 0, pk = p;
     for (double k = 0; k <= g; k++, pk *= 1 - p)
         through += k * pk;
     double new_run = pow(1 - p, g + 1);
     *bytes = fmin(rows * row * (1 + through), n * row);
-    double span = g > 0 ? MERGE_SPAN : ADJACENT_SPAN;
     *reads = fmax(fmax(rows * new_run, *bytes / span), 1);
+}
+
+void tg_cost_merge(const tg_cost_inputs_t *in, double rows, double *reads, double *bytes)
+{
+    double g = gap_rows(in);
+    merge_runs(in, rows, g, g > 0 ? MERGE_SPAN : ADJACENT_SPAN, reads, bytes);
+}
+
+double tg_cost_fill_s(const tg_cost_inputs_t *in, double rows)
+{
+    double reads, bytes;
+    merge_runs(in, rows, floor((double)TG_TIER_FILL_GAP / tg_cost_row_bytes(in)),
+               (double)TG_TIER_FILL_SPAN, &reads, &bytes);
+    return rows > 0 ? tg_cost_random_s(&in->machine, reads, bytes, TG_TIER_FILL_RUNS) : 0;
 }
 
 /* The feature file's dtype, from its element size. */

@@ -52,6 +52,10 @@ typedef struct tg_cost_machine {
      * the kept node's part found by binary search over the parts' bounds): hier's mega-batch
      * load, per list entry; 0: not measured (the load's CPU left out) */
     double filter_edges_per_s;
+    /* one thread copying large blocks of memory (memcpy between two 16 MiB buffers, warm): what
+     * a loader's buffered reads cost it beyond the disk, copying out of the page cache (hier's
+     * mega-batches); 0: not measured (no copy term) */
+    double copy_bytes_per_s;
     /* one thread serving rows already in a feature buffer (tiergnn/featbuf.h) into a fresh X:
      * acquire, copy, release, with the LRU policy (buffer_rows_per_s) or with WINDOW and its
      * look-ahead trace announced and retired (window_rows_per_s: GIDS's window buffering);
@@ -199,6 +203,10 @@ double tg_cost_seq_s(const tg_cost_machine_t *m, double bytes);
  * merged as store/extract plans it: holes below the probe's gap read through, runs cut at the
  * largest merged read. */
 void tg_cost_merge(const tg_cost_inputs_t *in, double rows, double *reads, double *bytes);
+/* Disk time of a static tier's fill (tg_tier_static_create) of rows spread uniformly over the
+ * feature file: holes of at most TG_TIER_FILL_GAP read through, TG_TIER_FILL_RUNS runs of at
+ * most TG_TIER_FILL_SPAN in flight (a tier of 8% of 1 KiB rows reads most of the file). */
+double tg_cost_fill_s(const tg_cost_inputs_t *in, double rows);
 /* The epoch of overlapped terms: the disk's busy time, the trainer's compute, the slowest stage
  * alone (stage_s) and every CPU term spread over the cores, whichever is longest (steady_s);
  * prep_s is added to it (epoch_s). The steps count at their CPU seconds among the CPU terms

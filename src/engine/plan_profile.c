@@ -524,6 +524,34 @@ static int measure_filter(uint64_t n, tg_cost_machine_t *mc, double *spent)
     return rc;
 }
 
+/* Large blocks copied per CPU second (memcpy between two COPY_BYTES buffers, touched first). */
+#define COPY_BYTES ((size_t)16 << 20)
+static volatile unsigned char copy_sink;
+static int measure_copy(tg_cost_machine_t *mc, double *spent)
+{
+    unsigned char *a = malloc(COPY_BYTES), *b = malloc(COPY_BYTES);
+    if (!a || !b) {
+        free(a);
+        free(b);
+        return tg_err(-ENOMEM, "plan: out of memory for the copy rate");
+    }
+    memset(a, 1, COPY_BYTES);
+    memset(b, 2, COPY_BYTES);
+    double t0 = tg_now(), c0 = cpu_s(CLOCK_THREAD_CPUTIME_ID), c = 0;
+    uint64_t bytes = 0;
+    while (bytes == 0 || (c < RATE_MIN_S && tg_now() - t0 < RATE_MAX_WALL_S)) {
+        memcpy(bytes / COPY_BYTES % 2 ? a : b, bytes / COPY_BYTES % 2 ? b : a, COPY_BYTES);
+        bytes += COPY_BYTES;
+        c = cpu_s(CLOCK_THREAD_CPUTIME_ID) - c0;
+    }
+    copy_sink = a[COPY_BYTES / 2] ^ b[COPY_BYTES / 3]; /* used: the copies are not optimised away */
+    *spent += tg_now() - t0;
+    mc->copy_bytes_per_s = (double)bytes / (c > 0 ? c : tg_now() - t0);
+    free(a);
+    free(b);
+    return 0;
+}
+
 /* The device under features.bin (the probe's cache when it has one). */
 static int measure_probe(const prof_t *p, const tg_cost_plan_opts_t *o, tg_cost_machine_t *mc,
                          tg_cost_profile_cost_t *cost)
@@ -588,6 +616,7 @@ static int measure_machine(const prof_t *p, const tg_cost_plan_opts_t *o, tg_cos
     cost->gemm_s = tg_now() - t0;
     mc->cores = o->threads;
     if ((rc = measure_gather(m, mc, &cost->gather_s)) < 0) return rc;
+    if ((rc = measure_copy(mc, &cost->gather_s)) < 0) return rc;
     return measure_filter(m->num_nodes, mc, &cost->gather_s);
 }
 

@@ -393,6 +393,7 @@ static char *profile_json(const tg_cost_plan_t *pl)
     tg_json_num(&j, "sample_nodes_per_s", in->machine.sample_nodes_per_s);
     tg_json_num(&j, "gather_rows_per_s", in->machine.gather_rows_per_s);
     tg_json_num(&j, "filter_edges_per_s", in->machine.filter_edges_per_s);
+    tg_json_num(&j, "copy_bytes_per_s", in->machine.copy_bytes_per_s);
     tg_json_num(&j, "buffer_rows_per_s", in->machine.buffer_rows_per_s);
     tg_json_num(&j, "window_rows_per_s", in->machine.window_rows_per_s);
     tg_json_int(&j, "cores", in->machine.cores);

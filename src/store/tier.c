@@ -18,9 +18,9 @@
  * and io/'s staging (1 MiB) while it runs. */
 #define FILL_DEPTH 8u
 #define FILL_MAX_READ ((size_t)128 << 10)
-#define FILL_SPAN ((size_t)512 << 10)
-#define FILL_GAP ((uint64_t)16 << 10)
-#define FILL_RUNS 8u
+#define FILL_SPAN TG_TIER_FILL_SPAN
+#define FILL_GAP TG_TIER_FILL_GAP
+#define FILL_RUNS TG_TIER_FILL_RUNS
 #define FILL_BATCH ((size_t)8192) /* rows per submit (rows wider than half a span) */
 #define NO_ROW UINT32_MAX
 #define NO_KEY UINT64_MAX

@@ -663,8 +663,9 @@ static int gi_in_flight(const tg_strategy_opts_t *so)
  * (the profile's coverage); the rest pass an LRU feature buffer of the other half (--window 0,
  * auto's choice at a tight budget), whose miss share is the profile's LRU curve; misses are
  * read merged at the accumulator's depth, the probe's best; indices from disk. The constant
- * buffer is filled once per run (nearly sequential merged runs); without the ranking, its
- * power iterations over the edges come first. */
+ * buffer is filled once per run (tg_cost_fill_s: its rows spread over the file, read in the
+ * static tier's merged runs); without the ranking, its power iterations over the edges come
+ * first. */
 #define GI_RANK_ITERS 20
 /* N_access of the profile's probe (access_target's arithmetic: reads in flight at its best
  * depth by Little's law), as a depth hint; 0 when the probe has no latency. */
@@ -722,12 +723,11 @@ static int gi_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
     double fb_bytes = fmax(room - cb_bytes, 0) + (double)(wc.fb_min - pl.handle_bytes);
     double buf = pl.depth ? tg_cost_featbuf_rows(in, &fo, fb_bytes) : 0;
     int idx_ram = tg_cost_indices_fit(in, room - cb_bytes - buf * row);
-    double cb = k * row;
     double cover = tg_cost_curve_at(&in->prof.hot_rpr, k), acc = tg_cost_accesses(in);
     double lru = tg_cost_lru_misses(in, k + buf >= N ? N : buf) / acc;
     double misses = acc * (1 - cover) * fmin(lru, 1);
     double idx = (double)in->data.edges * in->data.index_bytes;
-    p->prep_s = tg_cost_seq_s(&in->machine, fmin(feat, cb * 4));
+    p->prep_s = tg_cost_fill_s(in, k);
     if (!(in->data.derived & TG_COST_HAVE_RANK))
         p->prep_s += GI_RANK_ITERS * tg_cost_seq_s(&in->machine, idx);
     p->prep_s /= in->run.epochs;

@@ -808,7 +808,8 @@ static void hr_evaluating(tg_strategy_t *s, int layerwise)
 
 /* The cost model: each pass loads the mega-batches one after the other on one thread, a
  * mega-batch ahead of the samplers: it reads the partitioned features and lists once,
- * sequentially, with synchronous buffered reads (copied out of the page cache on that thread),
+ * sequentially, with synchronous buffered reads (copied out of the page cache on that thread, at
+ * the profile's copy rate),
  * then walks every list entry of its parts to keep those inside the mega-batch
  * (graph/megabatch.c): the reads, the copy and that walk add up on the loader thread (stage_s),
  * which bounds the epoch where training a mega-batch is quicker than loading the next (the few
@@ -843,8 +844,7 @@ static int hier_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
      * the strategy's own, a gather */
     double filter =
         m->filter_edges_per_s > 0 ? (double)in->data.edges * share / m->filter_edges_per_s : 0;
-    double copy_rate = m->gather_rows_per_s * tg_cost_row_bytes(in);
-    double copy = copy_rate > 0 ? p->read_bytes / copy_rate : 0;
+    double copy = m->copy_bytes_per_s > 0 ? p->read_bytes / m->copy_bytes_per_s : 0;
     p->gather_s += filter + copy;
     p->stage_s = p->io_s + filter + copy;
     p->stage_cpu_s = filter + copy;

@@ -245,7 +245,7 @@ static int pg_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
     double idx = (double)in->data.edges * in->data.index_bytes;
     if (!(in->data.derived & TG_COST_HAVE_OUTDEG))
         p->prep_s = tg_cost_seq_s(&in->machine, idx) / in->run.epochs;
-    p->prep_s += tg_cost_seq_s(&in->machine, hot * tg_cost_row_bytes(in)) / in->run.epochs;
+    p->prep_s += tg_cost_fill_s(in, hot) / in->run.epochs; /* the hot tier's fill */
     tg_cost_disk_epoch(in, tg_cost_accesses(in) * (1 - cover), idx_ram, depth, p);
     snprintf(p->why, sizeof p->why,
              "%.0fk hot rows by out-degree serve %.0f%% of the accesses, %.0f reads in flight%s",
