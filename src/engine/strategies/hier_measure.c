@@ -322,8 +322,8 @@ static int measure(pm_t *q, const tg_strategy_opts_t *so, tg_part_t *pt, tg_cost
                   (double)q->geo.ss_edges * 4 - (double)q->P * 4;
     uint64_t want = c->dynamic_parts > 0 ? TG_MIN((uint64_t)c->dynamic_parts, q->P) : 0;
     uint64_t nd = want;
-    double rows, flops;
-    uint64_t max_rows;
+    double rows = 0, flops = 0;
+    uint64_t max_rows = 0;
     if (!want) {
         /* the budget plan's sizing (hier_profile, on the first epoch's first mega-batch, before
          * a step's arena is reserved): the input matrices of the first two batches of a
