@@ -145,12 +145,6 @@ int tg_cost_plan(const tg_cost_plan_opts_t *o, tg_cost_plan_t *pl);
  * loses the difference and the choice is made again, so that the run has the memory each
  * strategy's prediction counted on. 1 when it chose again, 0 when nothing changed. */
 int tg_cost_plan_recheck(tg_cost_plan_t *pl, uint64_t process_anon);
-/* Runs predicted within this share of the fastest run are within the model's error (the
- * planner's workloads: steady epochs mostly within 30%, first epochs, with their preparation,
- * -30% to +22% on the few workload); among them the choice takes the shortest steady epoch: if
- * the model was wrong, that costs a preparation once rather than a slower epoch every epoch. */
-#define TG_COST_TIE 0.10
-
 /* The choice alone over measured inputs (tests give fixed ones): fills pl->pred, best, why.
  * It reads pl->need (the working sets tg_cost_plan measured; 0 where not known): the caller
  * sets them, or zeroes them. */

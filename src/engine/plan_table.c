@@ -188,21 +188,6 @@ static int fastest(const tg_cost_plan_t *pl, int skip)
     return best;
 }
 
-/* Of the eligible strategies whose run is predicted within TG_COST_TIE of the fastest's, the one
- * with the shortest steady epoch (ties: the earlier row). */
-static int steadiest(const tg_cost_plan_t *pl, int best)
-{
-    int k = best;
-    for (int i = 0; i < pl->n; i++) {
-        const tg_cost_pred_t *p = &pl->pred[i];
-        if (!p->predicted || !p->feasible || (!pl->exact[i] && !pl->allow_inexact)) continue;
-        if (p->epoch_s <= (1 + TG_COST_TIE) * pl->pred[best].epoch_s &&
-            p->steady_s < pl->pred[k].steady_s)
-            k = i;
-    }
-    return k;
-}
-
 int tg_cost_plan_choose_in(const tg_strategy_i *const *table, int n, const tg_cost_inputs_t *in,
                            int allow_inexact, tg_cost_plan_t *pl)
 {
@@ -221,17 +206,6 @@ int tg_cost_plan_choose_in(const tg_strategy_i *const *table, int n, const tg_co
     pl->best = fastest(pl, -1);
     if (pl->best < 0) {
         snprintf(pl->why, sizeof pl->why, "no strategy can run with these inputs");
-        return 0;
-    }
-    int quickest = pl->best;
-    pl->best = steadiest(pl, quickest);
-    if (pl->best != quickest) {
-        snprintf(pl->why, sizeof pl->why,
-                 "the shortest steady epoch predicted (%.2f s, %.2f s per epoch over the run) "
-                 "among the %sstrategies within %.0f%% of the fastest run predicted (%s, %.2f s)",
-                 pl->pred[pl->best].steady_s, pl->pred[pl->best].epoch_s,
-                 allow_inexact ? "" : "exact ", 100 * TG_COST_TIE, pl->names[quickest],
-                 pl->pred[quickest].epoch_s);
         return 0;
     }
     int second = fastest(pl, pl->best); /* to say by how much the choice wins */
