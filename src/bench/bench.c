@@ -359,11 +359,13 @@ static int disk_budget_arg(const tg_bench_opts_t *o, uint64_t *out)
     return 0;
 }
 
-/* The run's predicted steady epoch from the bench's plan (NAN: none). A run with options of its
- * own is predicted with them where the model takes them as inputs (diskgnn's --disk-budget: the
- * choice made again on the plan's inputs with that budget); any other option of its own leaves
- * it unpredicted rather than predicted at the defaults it does not run with. */
-static double predict_one(const tg_cost_plan_t *pl, const tg_bench_run_t *r)
+/* The run's predicted steady epoch from the bench's plan (NAN: none), with the device probe pr
+ * when given (the choice made again on the plan's inputs with it). A run with options of its own
+ * is predicted with them where the model takes them as inputs (diskgnn's --disk-budget: the
+ * choice made again with that budget); any other option of its own leaves it unpredicted rather
+ * than predicted at defaults it does not run with. */
+static double predict_one(const tg_cost_plan_t *pl, const tg_bench_run_t *r,
+                          const tg_io_probe_t *pr)
 {
     const tg_cost_plan_t *use = pl;
     tg_cost_plan_t *own = NULL;
@@ -374,12 +376,13 @@ static double predict_one(const tg_cost_plan_t *pl, const tg_bench_run_t *r)
             tg_parse_size(r->opt_argv[k + 1], &budget) < 0 || !budget)
             return NAN;
     }
-    if (budget) {
+    if (budget || pr) {
         own = malloc(sizeof *own);
         /* the same dataset and options: the same working sets (the choice reads them) */
         if (own) memcpy(own->need, pl->need, sizeof own->need);
         tg_cost_inputs_t in = pl->in;
-        in.run.disk_budget = budget;
+        if (budget) in.run.disk_budget = budget;
+        if (pr) in.machine.probe = *pr;
         if (!own || tg_cost_plan_choose(&in, pl->allow_inexact, own) < 0) {
             free(own);
             tg_err_clear();
@@ -397,8 +400,7 @@ static double predict_one(const tg_cost_plan_t *pl, const tg_bench_run_t *r)
 }
 
 /* Run r's prediction with the device probed again now (and the probe's cache refreshed, which
- * an auto run reads): pl's inputs with this probe, the choice made again. A probe that fails
- * leaves the prediction of the bench's start. */
+ * an auto run reads). A probe that fails leaves the prediction of the bench's start. */
 static void predict_now(const tg_cost_plan_t *pl, const tg_bench_report_t *c,
                         const tg_bench_opts_t *o, tg_bench_run_t *r)
 {
@@ -408,24 +410,17 @@ static void predict_now(const tg_cost_plan_t *pl, const tg_bench_report_t *c,
     tg_dataset_path(c->ds, TG_FILE_FEATURES, fpath, sizeof fpath);
     tg_io_probe_opts_t po = {.time_s = o->probe_time_s, .refresh = 1};
     tg_io_probe_t pr;
-    tg_cost_plan_t *now = malloc(sizeof *now);
-    if (!now || tg_io_probe_run(fpath, &po, &pr) < 0 || !(pr.seq_bytes_per_s > 0)) {
+    if (tg_io_probe_run(fpath, &po, &pr) < 0 || !(pr.seq_bytes_per_s > 0)) {
         tg_log_warn("bench: %s: no probe before the run, its prediction is the bench's start's: %s",
-                    r->name, now ? tg_errmsg() : "out of memory");
+                    r->name, tg_errmsg());
         tg_err_clear();
-        free(now);
-        r->predicted_s = predict_one(pl, r);
+        r->predicted_s = predict_one(pl, r, NULL);
         return;
     }
-    tg_cost_inputs_t in = pl->in;
-    in.machine.probe = pr;
-    memcpy(now->need, pl->need, sizeof now->need);
-    if (tg_cost_plan_choose(&in, pl->allow_inexact, now) == 0) r->predicted_s = predict_one(now, r);
-    tg_err_clear();
+    r->predicted_s = predict_one(pl, r, &pr);
     tg_cost_machine_t m = {.probe = pr};
     r->probe_iops = tg_cost_iops(&m, tg_cost_best_depth(&m));
     r->probe_seq = pr.seq_bytes_per_s;
-    free(now);
 }
 
 /* The planner (engine/plan_profile.h) on the runs' settings, in this process, before the runs

@@ -18,8 +18,8 @@ typedef struct {
 
 /* The epoch' of mega-batch i, pass j: the RNG streams of its shuffles and batches. */
 uint64_t tg_hier_sub_epoch(uint64_t epoch, uint64_t i, uint64_t j);
-/* The epoch's parts are shuffled on stream (seed, epoch | this bit), apart from the batches'. */
-#define TG_HIER_PARTS_STREAM (1ull << 63)
+/* The parts of epoch's schedule in their shuffled order into order[0..P) (-ENOMEM). */
+int tg_hier_parts_order(uint32_t P, uint64_t seed, uint64_t epoch, uint32_t *order);
 /* The params of the partition a run with so uses on ds (tg_part_find), its options into a. */
 int tg_hier_find_params(const tg_dataset_t *ds, const tg_strategy_opts_t *so, char *buf, size_t len,
                         tg_part_assign_opts_t *a);

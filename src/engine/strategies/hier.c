@@ -394,6 +394,20 @@ static int setup(tg_strategy_t *s)
 
 /* ---------------------------------------------------------------- the schedule */
 
+int tg_hier_parts_order(uint32_t P, uint64_t seed, uint64_t epoch, uint32_t *order)
+{
+    uint64_t *tmp = malloc(P * sizeof *tmp + 1);
+    if (!tmp) return tg_err(-ENOMEM, "hier: out of memory");
+    for (uint32_t k = 0; k < P; k++)
+        tmp[k] = k;
+    /* the parts' shuffle: its own stream (the top bit keeps it apart from the batches') */
+    tg_sampler_shuffle_epoch(tmp, P, seed, epoch | (1ull << 63));
+    for (uint32_t k = 0; k < P; k++)
+        order[k] = (uint32_t)tmp[k];
+    free(tmp);
+    return 0;
+}
+
 /* An epoch's mega-batches (lines 11-12): the parts shuffled, N_d at a time, and each one's
  * batches (line 16: --passes times its training nodes' batches). */
 static int schedule(tg_strategy_t *s, const tg_pass_t *p)
@@ -402,15 +416,8 @@ static int schedule(tg_strategy_t *s, const tg_pass_t *p)
     uint32_t P = s->P;
     if (!s->order && !(s->order = malloc(P * sizeof *s->order)))
         return tg_err(-ENOMEM, "hier: out of memory");
-    uint64_t *tmp = malloc(P * sizeof *tmp);
-    if (!tmp) return tg_err(-ENOMEM, "hier: out of memory");
-    for (uint32_t k = 0; k < P; k++)
-        tmp[k] = k;
-    /* the parts' shuffle: its own stream (the top bit keeps it apart from the batches') */
-    tg_sampler_shuffle_epoch(tmp, P, p->seed, p->epoch | TG_HIER_PARTS_STREAM);
-    for (uint32_t k = 0; k < P; k++)
-        s->order[k] = (uint32_t)tmp[k];
-    free(tmp);
+    int rc = tg_hier_parts_order(P, p->seed, p->epoch, s->order);
+    if (rc < 0) return rc;
     s->nmega = (P + s->nd - 1) / s->nd;
     free(s->sched);
     if (!(s->sched = calloc(s->nmega, sizeof *s->sched))) return tg_err(-ENOMEM, "out of memory");

@@ -214,14 +214,8 @@ static int pm_form(pm_t *q, uint64_t epoch, uint64_t nd)
 {
     for (uint64_t j = 0; j < q->nm; j++) /* the last one's nodes out */
         bit_set(q->in_m, q->old[j], 0);
-    uint64_t *order = malloc(q->P * sizeof *order);
-    if (!order) return oom();
-    for (uint32_t k = 0; k < q->P; k++)
-        order[k] = k;
-    tg_sampler_shuffle_epoch(order, q->P, q->mx->seed, epoch | TG_HIER_PARTS_STREAM);
-    for (uint32_t k = 0; k < q->P; k++)
-        q->order[k] = (uint32_t)order[k];
-    free(order);
+    int rc = tg_hier_parts_order(q->P, q->mx->seed, epoch, q->order);
+    if (rc < 0) return rc;
     memset(q->chosen, 0, q->P);
     for (uint64_t k = 0; k < nd; k++)
         q->chosen[q->order[k]] = 1;
@@ -229,7 +223,7 @@ static int pm_form(pm_t *q, uint64_t epoch, uint64_t nd)
     for (uint64_t v = 0; v < q->N; v++)
         nt += q->chosen[q->part[v]];
     q->nt = q->nm = q->ne = q->full = q->kept = 0;
-    int rc = room_for(q, nt + q->S);
+    rc = room_for(q, nt + q->S);
     if (rc < 0) return rc;
     for (uint64_t v = 0; v < q->N; v++)
         if (q->chosen[q->part[v]]) {
