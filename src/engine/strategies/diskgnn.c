@@ -1073,14 +1073,20 @@ static void dg_epoch(const tg_cost_inputs_t *in, double need, double ampl, int i
     p->io_s = tg_cost_seq_s(m, seq + (pack_next ? need : 0)) +
               tg_cost_random_s(m, idx_reads, idx_reads * 512, tg_cost_best_depth(m));
     p->sample_s = pack_next ? tg_cost_sample_s(in) : 0;
-    p->gather_s = (pack_next ? 2 : 1) * tg_cost_gather_s(in);
+    /* one executor (workers = 1) copies each batch's hot rows into X at the gather rate and
+     * reads its packed runs, whose rows pass store/extract's staging on their way to X at the
+     * rate rows leave a feature buffer (narrow's 2.2M packed rows of 128 bytes took 0.8 s of its
+     * CPU, the buffer rate's 0.78 s, the gather rate's 0.49 s; ram's 7.8M hot rows 5.4-6.5 s
+     * beside the steps, the gather rate's 4.1 s over the 0.63 a gathering thread keeps there);
+     * its reads and its copies add up on that thread (the shared bench's last epoch: 8.7 s of
+     * the executor's for 4.3 s of reads and 3 s of copies, in an epoch of 10.4 s) */
+    double packed = need / tg_cost_row_bytes(in), acc = tg_cost_accesses(in);
+    double exec_cpu = fmax(acc - packed, 0) / in->machine.gather_rows_per_s +
+                      tg_cost_buffer_gather_s(in, fmin(packed, acc), 0);
+    p->gather_s = (pack_next ? tg_cost_gather_s(in) : 0) + exec_cpu;
     p->compute_s = tg_cost_compute_s(in);
     p->prep_s = 0;
-    /* one executor (workers = 1) reads each batch's packed runs and copies its rows into X: its
-     * reads and its copies add up on that thread (the shared bench's last epoch: 8.7 s of the
-     * executor's for 4.3 s of reads and 3 s of copies, in an epoch of 10.4 s; wide: 0.60-0.74 s
-     * for 0.54 + 0.25) */
-    p->stage_cpu_s = tg_cost_gather_s(in);
+    p->stage_cpu_s = exec_cpu;
     p->stage_s = tg_cost_seq_s(m, need * ampl) + p->stage_cpu_s;
     tg_cost_overlap(in, p);
 }
@@ -1088,12 +1094,11 @@ static void dg_epoch(const tg_cost_inputs_t *in, double need, double ampl, int i
 /* Epochs 1 .. E-1 pack the next epoch while they train, the last packs none (engine/nextpass:
  * nothing is prepared past the run's end); the first samples and packs its own before it
  * trains. The packing is a chain beside the training (the next epoch sampled on the sampler
- * threads, then features.bin read, every row copied and the packed file written on the packer's
- * thread: pack), and an epoch starts when its generation is packed: each epoch after the first
+ * threads, then features.bin read beside the copies of every row and the writes of the packed
+ * file: pack), and an epoch starts when its generation is packed: each epoch after the first
  * waits for what the packing took beyond the epoch before (pk, an epoch that packs), so an epoch
  * that packs lasts at least the packing, and the last lasts its own training and that wait
- * (the few workload: a packing of 0.60 s beside an epoch of 0.5 s, the last epoch waited 0.1 s,
- * not the whole packing). steady_s is the mean of epochs 2 .. E (what a bench times), epoch_s
+ * (below). steady_s is the mean of epochs 2 .. E (what a bench times), epoch_s
  * the run's mean. */
 static int dg_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
 {
@@ -1121,14 +1126,24 @@ static int dg_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
     tg_cost_pred_t pk = {0}, last = {0};
     dg_epoch(in, need, ampl, idx_ram, 1, &pk);
     dg_epoch(in, need, ampl, idx_ram, 0, &last);
+    /* store/pack's reader thread reads features.bin while the packer copies the rows already
+     * read and writes them: the packing lasts its disk time or its copies, whichever is longer
+     * (few: 0.78 s to read 614 MB and write 84 MB, whose copies alone take 0.2 s) */
     double pack_cpu = tg_cost_sample_s(in) / in->run.sampler_threads + tg_cost_gather_s(in);
-    double pack = pack_cpu + tg_cost_seq_s(m, feat + need);
-    /* epoch 1 trains for pk_train after packing its own (first); the epochs between last at
-     * least the packing; the last waits for the packing beyond the epoch before */
-    double first = pack, pk_train = pk.steady_s, E = in->run.epochs;
+    double pack = tg_cost_sample_s(in) / in->run.sampler_threads +
+                  fmax(tg_cost_seq_s(m, feat + need), tg_cost_gather_s(in));
+    /* epoch 1 trains after packing its own (first); an epoch that packs the next lasts the
+     * pair (pk: the packing and the training on one disk and the cores); the last trains
+     * alone, after waiting for what the packing took beyond the epoch before. That epoch trains
+     * at about half its pace while the packing runs (few: 0.87 s beside a packing of 0.99 s,
+     * 0.4 s alone; narrow: 2.04 s beside 2.19 s, 1.5 s alone; wide: 7.2 s, the pair's end,
+     * beside 5.9 s, 4.4 s alone), so the last waits for the pair's end beyond twice its own
+     * training */
+    double first = pack, alone = last.steady_s, E = in->run.epochs;
     if (pack > pk.stage_s) pk.stage_s = pack, pk.stage_cpu_s = pack_cpu;
     tg_cost_overlap(in, &pk);
-    if (E >= 2) last.steady_s += fmax(pack - pk_train, 0);
+    double pk_train = fmax(fmin(2 * alone, pk.steady_s), alone);
+    if (E >= 2) last.steady_s += fmax(pk.steady_s - pk_train, 0);
     double w = E >= 2 ? (E - 2) / (E - 1) : 0;
     /* the timed epochs' mean, term by term */
     p->read_bytes = w * pk.read_bytes + (1 - w) * last.read_bytes;

@@ -338,7 +338,9 @@ static int gi_setup(tg_strategy_t *s, const tg_pass_t *p)
     uint64_t k = TG_MIN(tg_tier_static_fit(m->num_nodes, m->feat_dim, m->feat_dtype, cb, 0, 0),
                         tg_tier_static_fit(m->num_nodes, m->feat_dim, m->feat_dtype, feat_room,
                                            CB_LIST_BYTES, CB_FILL_BYTES));
+    double t_cb = tg_now();
     if (k && (rc = constant_buffer(s, p, k)) < 0) return rc;
+    if (k) tg_log_info("gids: constant buffer ranked and read in %.2f s", tg_now() - t_cb);
     tg_extract_opts_t eo = {
         .plan = &pl,
         .feat = s->feat,
