@@ -483,7 +483,9 @@ TG_TEST(profile_measures)
     TG_CHECK(in->prof.distinct_rows > 0 && in->prof.distinct_rows <= 2000);
     TG_CHECK(in->run.epoch_flops > 0 && in->run.free_bytes > 0 && in->run.matrix_bytes > 0);
     TG_CHECK(in->machine.sample_nodes_per_s > 0 && in->machine.gather_rows_per_s > 0);
-    TG_CHECK(in->machine.step_flops_per_s > 0 && in->machine.gemm_flops_per_s > 0);
+    /* the step timed, the GEMM not (its rate is the fallback where no step can be) */
+    TG_CHECK(in->machine.step_flops_per_s > 0 && in->machine.gemm_flops_per_s == 0);
+    TG_CHECK(a->cost.gemm_s == 0);
     /* the step's CPU seconds per second (its threads' share; below 1 only where another process
      * took the core during the step) */
     TG_CHECK(in->machine.step_cpu_ratio > 0 && in->machine.step_cpu_ratio <= o.threads + 0.5);
@@ -498,6 +500,16 @@ TG_TEST(profile_measures)
     TG_CHECK(a->in.prof.distinct_rows == b->in.prof.distinct_rows);
     TG_CHECK(!memcmp(&a->in.prof.belady, &b->in.prof.belady, sizeof a->in.prof.belady));
     TG_CHECK(a->in.run.epoch_flops == b->in.run.epoch_flops);
+    /* a run that cannot take hier (no --allow-inexact) leaves its loader's rates unmeasured;
+     * with --allow-inexact they are measured */
+    o.own = TG_COST_OWN_TAKEN;
+    TG_CHECK_OK(tg_cost_plan(&o, b));
+    TG_CHECK(b->in.machine.filter_edges_per_s == 0 && b->in.machine.copy_bytes_per_s == 0);
+    TG_CHECK(b->in.machine.gather_rows_per_s > 0 && b->in.machine.buffer_rows_per_s > 0);
+    o.allow_inexact = 1;
+    TG_CHECK_OK(tg_cost_plan(&o, b));
+    TG_CHECK(b->in.machine.filter_edges_per_s > 0 && b->in.machine.copy_bytes_per_s > 0);
+    plan_opts(&o);
     /* errors name what is wrong */
     o.dataset = "/nonexistent/plan-ds";
     TG_CHECK_ERR(tg_cost_plan(&o, a), "/nonexistent/plan-ds");

@@ -303,7 +303,7 @@ TG_TEST(hier_own_batches)
  * own training (an epoch beside the packing trains at about half its pace). On the shared
  * bench's figures the chain (3.1 + 9.1 s: its copies outlast its 7.2 s of disk) is shorter than
  * an epoch's training beside it (15.65 s: 31.3 CPU seconds on 2 cores), which is shorter than
- * twice the last epoch's 14.6 s: the last waits for nothing. */
+ * twice the last epoch's 10 s: the last waits for nothing. */
 TG_TEST(diskgnn_packing_wait)
 {
     tg_cost_inputs_t in = shared_bench();
@@ -320,9 +320,11 @@ TG_TEST(diskgnn_packing_wait)
     }
     /* E = 1: the last epoch alone; E = 3: the mean of an epoch that packs (the pair) and the
      * last */
-    /* the last epoch: one executor reads the packed runs (the layout's 1.017) and copies the
-     * rows, 14.6 s on that thread, longer than the steps (10 s) or the CPU over the cores */
-    TG_CHECK_NEAR(S[1], need * 1.017 / seq + 9.1, 1e-6);
+    /* the last epoch: one executor reads the packed runs (the layout's 1.017: 5.5 s) and
+     * copies the rows (9.1 s), on that thread; past the first wave of a batch's reads the reads
+     * run beside the copies, so its stage is shorter than the steps (10 s), which set the epoch */
+    TG_CHECK(S[1] <= need * 1.017 / seq + 9.1);
+    TG_CHECK_NEAR(S[1], 10.0, 1e-6);
     double pair = 2 * S[3] - S[2];
     TG_CHECK_NEAR(pair, fmax(train, pack), 1e-6);
     TG_CHECK(pack < train);

@@ -37,7 +37,7 @@ typedef struct tg_cost_curve {
 /* The machine, measured in the process that plans. */
 typedef struct tg_cost_machine {
     tg_io_probe_t probe;     /* random 4 KiB reads/s and latency by depth; sequential bytes/s */
-    double gemm_flops_per_s; /* tg_nn_gemm_rate with the run's threads */
+    double gemm_flops_per_s; /* tg_nn_gemm_rate with the run's threads (0: not timed) */
     double step_flops_per_s; /* achieved by a measured training step (tg_flops_total of its
                                 batch over its seconds); 0: the GEMM rate x TG_COST_STEP_EFF */
     /* CPU-seconds a measured step took per second of its wall time: its threads' parallel

@@ -598,26 +598,45 @@ static int warm_indices(const prof_t *p, const tg_cost_machine_t *mc, double *sp
     return rc;
 }
 
-/* The GEMM at the run's widest layer (the largest batch's layer-0 destinations, as the bench
- * times it) and the gather rate. */
+/* Whether the strategies that change the sampled graph (hier) have their own batches measured:
+ * tiergnn plan and bench always, a training run only where the choice may take them. */
+static int own_inexact(const tg_cost_plan_opts_t *o)
+{
+    return !(o->own == TG_COST_OWN_NONE || (o->own == TG_COST_OWN_TAKEN && !o->allow_inexact));
+}
+
+/* The gather rates; hier's loader rates (its list walk, its copy out of the page cache) only
+ * where hier's own batches are measured: a run that cannot take hier spends no profile time
+ * on them (its table row then leaves those terms out). */
 static int measure_machine(const prof_t *p, const tg_cost_plan_opts_t *o, tg_cost_inputs_t *in,
                            tg_cost_profile_cost_t *cost)
 {
     tg_cost_machine_t *mc = &in->machine;
-    int rc;
+    const tg_meta_t *m = &p->ds->meta;
+    mc->cores = o->threads;
+    int rc = measure_gather(m, mc, &cost->gather_s);
+    if (rc < 0 || !own_inexact(o)) return rc;
+    if ((rc = measure_copy(mc, &cost->gather_s)) < 0) return rc;
+    return measure_filter(m->num_nodes, mc, &cost->gather_s);
+}
+
+/* The GEMM at the run's widest layer (the largest batch's layer-0 destinations, as the bench
+ * times it): the compute rate where no step could be measured (the step's own rate is the one
+ * the model uses; 0.2 s of the profile saved). */
+static int measure_gemm(const prof_t *p, const tg_cost_plan_opts_t *o, tg_cost_inputs_t *in,
+                        tg_cost_profile_cost_t *cost)
+{
     const tg_meta_t *m = &p->ds->meta;
     uint32_t M = TG_MIN(TG_MAX(p->max_dst0, 256u), 16384u);
     uint32_t N =
         o->model.num_layers > 1 || o->model.type == TG_MODEL_GIN ? o->model.hidden : m->num_classes;
     double t0 = tg_now();
-    rc = tg_nn_gemm_rate(M, m->feat_dim, TG_MAX(N, 1u), o->threads,
-                         o->gemm_time_s > 0 ? o->gemm_time_s : 0.2, &mc->gemm_flops_per_s);
+    int rc =
+        tg_nn_gemm_rate(M, m->feat_dim, TG_MAX(N, 1u), o->threads,
+                        o->gemm_time_s > 0 ? o->gemm_time_s : 0.2, &in->machine.gemm_flops_per_s);
     if (rc < 0) return tg_err_prefix(rc, "plan: timing the GEMM");
     cost->gemm_s = tg_now() - t0;
-    mc->cores = o->threads;
-    if ((rc = measure_gather(m, mc, &cost->gather_s)) < 0) return rc;
-    if ((rc = measure_copy(mc, &cost->gather_s)) < 0) return rc;
-    return measure_filter(m->num_nodes, mc, &cost->gather_s);
+    return 0;
 }
 
 /* A thread gathering rows as a loader's does, beside the steps measure_shared times, until
@@ -913,9 +932,8 @@ static int working_sets(const prof_t *p, const tg_cost_plan_opts_t *o, tg_cost_p
         char why[512];
         if (rc == 0) pl->need[i] = (double)s->min_bytes(p->ds, &so, why, sizeof why);
         /* a batch-size-free run (whole graph) has no batches of its own to measure */
-        int skip =
-            o->own == TG_COST_OWN_NONE || (o->own == TG_COST_OWN_TAKEN && !o->allow_inexact &&
-                                           (s->info.caps & TG_STRAT_CHANGES_GRAPH));
+        int skip = o->own == TG_COST_OWN_NONE ||
+                   ((s->info.caps & TG_STRAT_CHANGES_GRAPH) && !own_inexact(o));
         if (rc == 0 && s->plan_measure && o->batch_size && !skip) {
             double t0 = tg_now();
             if ((rc = s->plan_measure(p->ds, &so, &mx, &pl->in.prof)) < 0)
@@ -957,6 +975,7 @@ int tg_cost_plan(const tg_cost_plan_opts_t *o, tg_cost_plan_t *pl)
     }
     if (rc == 0) rc = measure_machine(&p, o, in, &pl->cost);
     if (rc == 0) rc = measure_step(&p, o, &in->machine, &pl->cost.step_s);
+    if (rc == 0 && !(in->machine.step_flops_per_s > 0)) rc = measure_gemm(&p, o, in, &pl->cost);
     if (rc == 0) rc = fill_dataset(&p, o->dataset, in);
     if (rc == 0) fill_run(&p, o, in, pl->cost.batches_profiled);
     if (rc == 0) pl->process_bytes = p.overhead;

@@ -73,7 +73,7 @@ typedef struct tg_cost_plan_opts {
      * is predicted from the whole graph's batches): TG_COST_OWN_* */
     int own;
     double max_s;        /* the profile's sampling time limit (0: TG_COST_PROFILE_MAX_S) */
-    double gemm_time_s;  /* the GEMM rate's measuring time (0: 0.2 s) */
+    double gemm_time_s;  /* the GEMM rate's measuring time (0: 0.2 s), where no step is timed */
     double probe_time_s; /* the device probe's when not cached (0: its default) */
 } tg_cost_plan_opts_t;
 

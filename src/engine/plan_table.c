@@ -285,20 +285,23 @@ void tg_cost_plan_print(const tg_cost_plan_t *pl, FILE *f)
         print_row(pl, i, f);
     const tg_cost_profile_cost_t *c = &pl->cost;
     const tg_cost_inputs_t *in = &pl->in;
+    char gemm[64] = "GEMM not timed (the step was)";
+    if (in->machine.gemm_flops_per_s > 0)
+        snprintf(gemm, sizeof gemm, "GEMM %.1f GFLOP/s in %.2f s",
+                 in->machine.gemm_flops_per_s / 1e9, c->gemm_s);
     fprintf(f,
             "profile: %.2f s (indices read ahead in %.2f s, %llu of %llu batches sampled in "
-            "%.2f s, device probe %s, GEMM "
-            "%.1f GFLOP/s in %.2f s, a step at %.1f GFLOP/s on %.1f cores in %.2f s (x%.2f "
+            "%.2f s, device probe %s, %s, a step at %.1f GFLOP/s on %.1f cores in %.2f s (x%.2f "
             "beside a gathering thread, which kept %.0f%% of its rate), gather in %.2f s, "
             "strategies' own batches in %.2f s); %.0f rows per batch, %.0f distinct in the epoch, "
             "%.0f MiB for matrices and caches, %d core(s)\n",
             c->total_s, c->warm_s, (unsigned long long)c->batches_profiled,
             (unsigned long long)in->prof.batches, c->sample_s,
-            c->probe_cached ? "cached" : "measured", in->machine.gemm_flops_per_s / 1e9, c->gemm_s,
-            in->machine.step_flops_per_s / 1e9, in->machine.step_cpu_ratio, c->step_s,
-            in->machine.step_shared, 100 * in->machine.gather_shared, c->gather_s, c->own_s,
-            in->prof.rows_per_batch, in->prof.distinct_rows,
-            (double)in->run.free_bytes / (1024.0 * 1024.0), in->machine.cores);
+            c->probe_cached ? "cached" : "measured", gemm, in->machine.step_flops_per_s / 1e9,
+            in->machine.step_cpu_ratio, c->step_s, in->machine.step_shared,
+            100 * in->machine.gather_shared, c->gather_s, c->own_s, in->prof.rows_per_batch,
+            in->prof.distinct_rows, (double)in->run.free_bytes / (1024.0 * 1024.0),
+            in->machine.cores);
     if (pl->disk_budget_planned) {
         char a[32], b[32];
         fprintf(f,

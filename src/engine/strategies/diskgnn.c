@@ -551,6 +551,8 @@ static int setup_indices(tg_strategy_t *s, uint64_t keep)
  * model refuses the strategy by the same sums (dg_first_fits). */
 typedef struct {
     uint64_t avail, reader, pack_mem, set_aside, plan_min;
+    uint64_t span;  /* the reader's largest merged read (its plan's span) */
+    unsigned depth; /* and its reads in flight */
 } dg_first_t;
 
 static void dg_first_pass(const tg_extract_plan_t *plan, uint64_t avail, uint64_t bn, uint64_t B,
@@ -559,6 +561,8 @@ static void dg_first_pass(const tg_extract_plan_t *plan, uint64_t avail, uint64_
 {
     f->avail = avail;
     f->reader = tg_pack_reader_bytes(plan, bn);
+    f->span = plan->span;
+    f->depth = plan->depth;
     uint64_t left = avail > f->reader ? avail - f->reader : 0;
     f->pack_mem = pack_mem > 0
                       ? (uint64_t)pack_mem
@@ -1060,9 +1064,10 @@ static void dg_first_predict(const tg_cost_inputs_t *in, double caches, dg_first
 
 /* One training epoch: the packed rows read back (need bytes, amplified) and copied into X by
  * the executor, the model trained; with pack_next, the next epoch sampled, features.bin read
- * once, its rows packed and written (copied a second time) beside it. */
-static void dg_epoch(const tg_cost_inputs_t *in, double need, double ampl, int idx_ram,
-                     int pack_next, tg_cost_pred_t *p)
+ * once, its rows packed and written (copied a second time) beside it. span and depth: the
+ * executor's reader's largest merged read and its reads in flight. */
+static void dg_epoch(const tg_cost_inputs_t *in, double need, double ampl, double span,
+                     unsigned depth, int idx_ram, int pack_next, tg_cost_pred_t *p)
 {
     const tg_cost_machine_t *m = &in->machine;
     double idx = (double)in->data.edges * in->data.index_bytes, feat = tg_cost_feat_bytes(in);
@@ -1077,17 +1082,22 @@ static void dg_epoch(const tg_cost_inputs_t *in, double need, double ampl, int i
      * reads its packed runs, whose rows pass store/extract's staging on their way to X at the
      * rate rows leave a feature buffer (narrow's 2.2M packed rows of 128 bytes took 0.8 s of its
      * CPU, the buffer rate's 0.78 s, the gather rate's 0.49 s; ram's 7.8M hot rows 5.4-6.5 s
-     * beside the steps, the gather rate's 4.1 s over the 0.63 a gathering thread keeps there);
-     * its reads and its copies add up on that thread (the shared bench's last epoch: 8.7 s of
-     * the executor's for 4.3 s of reads and 3 s of copies, in an epoch of 10.4 s) */
+     * beside the steps, the gather rate's 4.1 s over the 0.63 a gathering thread keeps there).
+     * io/ hands each merged read over as it completes and the executor copies its rows then,
+     * while the others are in flight: of a batch's k reads the first wave (depth of them, all
+     * where k <= depth) is waited for, the rest stream beside the copies (wide's 49 MB batches,
+     * about 47 reads of 1 MiB: 0.42 s of the executor's 3.7 s waiting for 2.3 GB; narrow's
+     * 2.5 MB, 2-3 reads: 0.33 s for 0.30 GB, all of it) */
     double packed = need / tg_cost_row_bytes(in), acc = tg_cost_accesses(in);
-    double exec_cpu = fmax(acc - packed, 0) / in->machine.gather_rows_per_s +
+    double exec_cpu = fmax(acc - packed, 0) / m->gather_rows_per_s +
                       tg_cost_buffer_gather_s(in, fmin(packed, acc), 0);
     p->gather_s = (pack_next ? tg_cost_gather_s(in) : 0) + exec_cpu;
     p->compute_s = tg_cost_compute_s(in);
     p->prep_s = 0;
     p->stage_cpu_s = exec_cpu;
-    p->stage_s = tg_cost_seq_s(m, need * ampl) + p->stage_cpu_s;
+    double reads = tg_cost_seq_s(m, need * ampl), B = (double)TG_MAX(in->prof.batches, 1);
+    double k = fmax(need * ampl / B / fmax(span, 1), 1), wave = fmin(fmax(depth, 1), k) / k;
+    p->stage_s = reads * wave + fmax(reads * (1 - wave), exec_cpu);
     tg_cost_overlap(in, p);
 }
 
@@ -1124,8 +1134,8 @@ static int dg_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
     double cover = hot >= N ? 1 : tg_cost_curve_at(&in->prof.hot_degree, hot);
     double need = tg_cost_accesses(in) * (1 - cover) * row;
     tg_cost_pred_t pk = {0}, last = {0};
-    dg_epoch(in, need, ampl, idx_ram, 1, &pk);
-    dg_epoch(in, need, ampl, idx_ram, 0, &last);
+    dg_epoch(in, need, ampl, (double)f.span, f.depth, idx_ram, 1, &pk);
+    dg_epoch(in, need, ampl, (double)f.span, f.depth, idx_ram, 0, &last);
     /* store/pack's reader thread reads features.bin while the packer copies the rows already
      * read and writes them: the packing lasts its disk time or its copies, whichever is longer
      * (few: 0.78 s to read 614 MB and write 84 MB, whose copies alone take 0.2 s) */
