@@ -431,6 +431,21 @@ TG_TEST(curves_from_classes)
     b.nodes[9] = 0;
     tg_cost_bins_curves(&b, 2, 1000, &p);
     TG_CHECK(p.window_rows.n == 8 && p.window_rows.x[6] == 64 && p.window_rows.x[7] == 1000);
+    TG_CHECK(p.ncache_hit.n == 0); /* no list read profiled: no neighbour cache curve */
+    /* the neighbour cache's curve: 10 nodes of degree 100 read 40 lists, 1000 of degree 2 read
+     * 60; the cache's address table (4 bytes a node) first, then the longest lists */
+    memset(&b, 0, sizeof b);
+    b.nodes[20] = 10, b.edges[20] = 1000, b.lists[20] = 40, b.access[20] = 20;
+    b.nodes[5] = 1000, b.edges[5] = 2000, b.lists[5] = 60, b.access[5] = 200;
+    tg_cost_bins_curves(&b, 2, 10, &p);
+    double table = 4 * 1010.0, hot = 4 * (10 + 1000.0), all = hot + 4 * (1000 + 2000.0);
+    TG_CHECK(p.ncache_hit.n == 8);
+    TG_CHECK_NEAR(tg_cost_curve_at(&p.ncache_hit, table / 2), 0, 1e-12); /* table only */
+    TG_CHECK_NEAR(tg_cost_curve_at(&p.ncache_hit, table + hot), 0.4, 0.005);
+    TG_CHECK_NEAR(tg_cost_curve_at(&p.ncache_hit, table + all), 1, 1e-12);
+    for (int i = 1; i < 8; i++)
+        TG_CHECK(p.ncache_hit.x[i] > p.ncache_hit.x[i - 1] &&
+                 p.ncache_hit.y[i] >= p.ncache_hit.y[i - 1]);
 }
 
 /* ---------------------------------------------------------------- the profile */
@@ -480,6 +495,10 @@ TG_TEST(profile_measures)
     TG_CHECK_EQ_U64(in->data.nodes, 2000);
     TG_CHECK(in->data.train_frac > 0 && in->data.train_frac <= 1);
     TG_CHECK(in->prof.rows_per_batch >= 10 && in->prof.index_reads_per_batch > 0);
+    /* the neighbour cache's curve: nothing below the address table, every list read above the
+     * whole adjacency */
+    TG_CHECK(in->prof.ncache_hit.n == 8 && in->prof.ncache_hit.y[0] == 0);
+    TG_CHECK_NEAR(in->prof.ncache_hit.y[7], 1, 1e-9);
     TG_CHECK(in->prof.distinct_rows > 0 && in->prof.distinct_rows <= 2000);
     TG_CHECK(in->run.epoch_flops > 0 && in->run.free_bytes > 0 && in->run.matrix_bytes > 0);
     TG_CHECK(in->machine.sample_nodes_per_s > 0 && in->machine.gather_rows_per_s > 0);

@@ -211,8 +211,11 @@ static int prof_batch(prof_t *p, const tg_batch_t *bt)
     for (int l = 0; l < bt->num_layers; l++) {
         if (p->fan[l] == 0) continue;
         p->lists += bt->blocks[l].num_dst;
-        for (uint32_t i = 0; i < bt->blocks[l].num_dst; i++)
-            p->index_bytes += (double)(tg_adj_degree(p->adj, bt->nodes[i]) * ib);
+        for (uint32_t i = 0; i < bt->blocks[l].num_dst; i++) {
+            uint64_t d = tg_adj_degree(p->adj, bt->nodes[i]);
+            p->index_bytes += (double)(d * ib);
+            p->bins.lists[tg_cost_degree_bin(d)] += 1;
+        }
     }
     p->rows += bt->num_nodes;
     p->max_rows = TG_MAX(p->max_rows, (uint64_t)bt->num_nodes);

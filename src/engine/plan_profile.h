@@ -197,6 +197,7 @@ typedef struct tg_cost_bins {
     double nodes[TG_COST_BINS];  /* nodes of the class */
     double access[TG_COST_BINS]; /* their row accesses over the profiled batches */
     double edges[TG_COST_BINS];  /* their degrees summed */
+    double lists[TG_COST_BINS];  /* their neighbour lists read over the profiled batches */
 } tg_cost_bins_t;
 
 int tg_cost_degree_bin(uint64_t degree);
@@ -204,7 +205,9 @@ int tg_cost_degree_bin(uint64_t degree);
 double tg_cost_bins_skew(const tg_cost_bins_t *b);
 /* From the classes' accesses over `profiled` batches, the epoch of `batches` batches: its
  * distinct rows (p->distinct_rows) and the curves p->lru, p->belady (epoch misses against cache
- * rows) and p->hot_degree (share of accesses served by the R highest-degree rows). */
+ * rows) and p->hot_degree (share of accesses served by the R highest-degree rows); from the
+ * classes' list reads, p->ncache_hit (share of list reads a neighbour cache of B bytes serves,
+ * num_nodes x 4 bytes of address table included; tiergnn/ncache.h). */
 void tg_cost_bins_curves(const tg_cost_bins_t *b, uint64_t profiled, uint64_t batches,
                          tg_cost_profile_t *p);
 

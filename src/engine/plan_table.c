@@ -118,13 +118,42 @@ static double hot_share(const cls_t *c, int k, double R)
     return all > 0 ? got / all : 0;
 }
 
+/* The share of list reads a neighbour cache of each size serves (tiergnn/ncache.h: an address
+ * table of a u32 per node, then each cached node's count and list, 4 bytes an entry). The cache
+ * ranks nodes by out-degree over in-degree, ties by out-degree: on an undirected graph (every
+ * generated one) every ratio is 1 and it takes the longest lists first, the order of the classes
+ * here (on a directed graph it prefers lists read often for their size, which this understates).
+ * The curve's points: the table alone, then shares of the array that every list would take. */
+static void ncache_curve(const tg_cost_bins_t *b, tg_cost_profile_t *p)
+{
+    static const double frac[8] = {0, 1.0 / 64, 1.0 / 16, 1.0 / 8, 0.25, 0.5, 0.75, 1};
+    double N = 0, all = 0, reads = 0;
+    for (int i = 0; i < TG_COST_BINS; i++)
+        N += b->nodes[i], all += 4 * (b->nodes[i] + b->edges[i]), reads += b->lists[i];
+    p->ncache_hit.n = 0;
+    if (!(reads > 0) || !(all > 0)) return;
+    for (int k = 0; k < 8; k++) {
+        double left = frac[k] * all, got = 0;
+        for (int i = TG_COST_BINS - 1; i > 0 && left > 0; i--) { /* degree 0: never cached */
+            double bytes = 4 * (b->nodes[i] + b->edges[i]);
+            if (!(bytes > 0)) continue;
+            double f = fmin(1, left / bytes);
+            left -= f * bytes;
+            got += f * b->lists[i];
+        }
+        p->ncache_hit.x[k] = 4 * N + frac[k] * all;
+        p->ncache_hit.y[k] = got / reads;
+    }
+    p->ncache_hit.n = 8;
+}
+
 void tg_cost_bins_curves(const tg_cost_bins_t *b, uint64_t profiled, uint64_t batches,
                          tg_cost_profile_t *p)
 {
     static const double frac[8] = {0, 1.0 / 64, 1.0 / 16, 1.0 / 8, 0.25, 0.5, 0.75, 1};
     static const double hot[8] = {0, 0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1};
     cls_t c[TG_COST_BINS];
-    p->lru.n = p->belady.n = p->hot_degree.n = p->window_rows.n = 0;
+    p->lru.n = p->belady.n = p->hot_degree.n = p->window_rows.n = p->ncache_hit.n = 0;
     p->distinct_rows = 0;
     if (profiled == 0 || batches == 0) return;
     int k = classes(b, profiled, batches, c);
@@ -151,6 +180,7 @@ void tg_cost_bins_curves(const tg_cost_bins_t *b, uint64_t profiled, uint64_t ba
     for (int i = 0; i < 8; i++)
         p->belady.x[i] = frac[i] * D, p->belady.y[i] = best_misses(c, k, frac[i] * D);
     p->lru.n = p->belady.n = 8;
+    ncache_curve(b, p);
 }
 
 /* ---------------------------------------------------------------- the choice */
@@ -366,7 +396,7 @@ static const char *curve_json(const tg_cost_curve_t *c, char *buf, size_t len)
 
 static char *profile_json(const tg_cost_plan_t *pl)
 {
-    char cb[4][512];
+    char cb[5][512];
     const tg_cost_profile_cost_t *c = &pl->cost;
     const tg_cost_inputs_t *in = &pl->in;
     tg_json_t j;
@@ -412,6 +442,7 @@ static char *profile_json(const tg_cost_plan_t *pl)
     tg_json_raw(&j, "belady_misses", curve_json(&in->prof.belady, cb[1], sizeof cb[1]));
     tg_json_raw(&j, "hot_degree_share", curve_json(&in->prof.hot_degree, cb[2], sizeof cb[2]));
     tg_json_raw(&j, "window_rows", curve_json(&in->prof.window_rows, cb[3], sizeof cb[3]));
+    tg_json_raw(&j, "ncache_hit", curve_json(&in->prof.ncache_hit, cb[4], sizeof cb[4]));
     char *text = NULL;
     tg_json_end(&j, NULL, &text);
     return text;
