@@ -956,8 +956,8 @@ int main(void)
     TG_RUN(item_options);
     TG_RUN(aggregation_and_signals);
     TG_RUN(oom_killed_run);
-    TG_RUN(refuses_other_binaries);
-    TG_RUN(footprint);
+    TG_RUN_PLAIN(refuses_other_binaries); /* before the GEMM probe and any cgroup */
+    TG_RUN_PLAIN(footprint);              /* counts operations, runs none */
     int rc = tg_test_done();
     if (!rc) tg_rmtree(g_dir);
     return rc;

@@ -366,10 +366,27 @@ TG_TEST(resume_ladies_with_layer_sizes)
                 "train %s --out %s/lad --resume --epochs 2 --layer-sizes 64,64", ds, root));
 }
 
+/* The --mem a refusal before the run opened asks for ("give --mem 40M or more", "give --mem
+ * above 40M"), in bytes; 0 when it names none. */
+static uint64_t asked_mem(const char *out)
+{
+    const char *g = out ? strstr(out, "give --mem ") : NULL;
+    unsigned long long m = 0;
+    char unit = 0;
+    if (!g) return 0;
+    g += strlen("give --mem ");
+    if (!strncmp(g, "above ", 6)) g += 6;
+    if (sscanf(g, "%llu%c", &m, &unit) != 2 || unit != 'M') return 0;
+    return (uint64_t)m << 20;
+}
+
 /* ginex, diskgnn and hier at a --mem that the strategy refuses in its first pass (after the run
  * opened and wrote its files), then a larger --mem at the same --out: the retry trains (it was
  * refused as "already holds a run"). The --mem is found by stepping up from one too small for
- * the model; the larger graph makes the strategies' caches the part that does not fit. */
+ * the model, by a sixteenth each time; a refusal before the run opened names the --mem it needs
+ * at least, so the steps go on from a sixteenth below that (no --mem under it opens the run).
+ * Once refused in its pass, the steps are a quarter: the retry only has to fit. The larger graph
+ * makes the strategies' caches the part that does not fit. */
 static void refused_then_retried(const char *strategy, const char *opts)
 {
     char dir[4400];
@@ -384,7 +401,8 @@ static void refused_then_retried(const char *strategy, const char *opts)
                          big, dir, strategy, opts);
     if (!run_ok(&out, strategy, rc)) return free(out);
     free(out);
-    for (uint64_t mem = 16 << 20; mem <= (512u << 20) && !trained; mem += mem / 16) {
+    for (uint64_t mem = 16 << 20, next; mem <= (512u << 20) && !trained; mem = next) {
+        next = mem + mem / 16;
         out = NULL;
         rc = tg_test_cli(&out,
                          "train %s --out %s " SAGE " --epochs 1 --threads 1 --strategy %s %s "
@@ -404,6 +422,10 @@ static void refused_then_retried(const char *strategy, const char *opts)
                     fprintf(stderr, "%s: refused in its first pass at --mem %lluK\n", strategy,
                             (unsigned long long)(mem >> 10));
                 refused_in_pass++;
+                next = mem + mem / 4;
+            } else if (!refused_in_pass) {
+                uint64_t ask = asked_mem(out);
+                if (ask - ask / 16 > next) next = ask - ask / 16;
             }
             /* nothing of the refused run is left to block the next */
             TG_CHECK(access(dir, F_OK) != 0 || tg_test_count_entries(dir, 1) == 0);

@@ -587,9 +587,10 @@ TG_TEST(budgets_through_train)
         TG_FAIL("generate: %s", tg_errmsg());
         return;
     }
-    /* from 64M: under ASan the process alone is budgeted 24 MiB, and 48M leaves no mega-batch */
-    static const char *mems[] = {"64M", "72M", "80M", "88M", "96M"};
-    for (int i = 0; i < 5; i++) {
+    /* from 64M: under ASan the process alone is budgeted 24 MiB, and 48M leaves no mega-batch;
+     * to 96M, where the mega-batches still do not hold every part */
+    static const char *mems[] = {"64M", "80M", "96M"};
+    for (int i = 0; i < 3; i++) {
         char *out = NULL, run[4400];
         snprintf(run, sizeof run, "%s/run-%s", root, mems[i]);
         int rc = tg_test_cli(&out,

@@ -1,7 +1,9 @@
 /* SIGINT to a running `tiergnn train` child: it stops at a batch boundary with exit status 130,
  * leaves a checkpoint that records where (mid-epoch: the batches done of the next epoch), and
  * `--resume` then completes the run with exactly the files an uninterrupted run writes - for the
- * in-order strategies memory and gnndrive. Also: a second SIGINT kills at once. */
+ * in-order strategies memory and gnndrive. Also: a second SIGINT kills at once. The signals go
+ * when the child's log shows it training (not after a fixed delay), so the run is interrupted
+ * on a fast machine and a slow one (ASan) alike. */
 #include "test_engine_common.h"
 
 #include <signal.h>
@@ -16,9 +18,11 @@ static char root[4000], ds[4200];
     "--model sage --layers 2 --hidden 64 --fanouts 10,10 --batch-size 128 --seed 5 "               \
     "--epochs 4 --io-depth 8 --io-gap 0 --eval-every 2"
 
-/* Starts `tiergnn train DS --out dir FLAGS extra...` with stdout/stderr into log. */
+/* Starts `tiergnn train DS --out dir FLAGS extra...` with stdout/stderr into log (a new file:
+ * what an earlier run wrote there is gone before the child starts). */
 static pid_t spawn_train(const char *dir, const char *strategy, const char *log, int resume)
 {
+    unlink(log);
     pid_t pid = fork();
     if (pid == 0) {
         FILE *f = freopen(log, "w", stdout);
@@ -32,6 +36,25 @@ static pid_t spawn_train(const char *dir, const char *strategy, const char *log,
     return pid;
 }
 
+/* Waits until the child's log holds needle (1), or until the child ended (0; it is left to
+ * wait_status to reap). */
+static int wait_log(pid_t pid, const char *log, const char *needle)
+{
+    for (double t0 = tg_now(); tg_now() - t0 < 300;) {
+        char *text = NULL;
+        size_t len;
+        int found = tg_read_file(log, &text, &len) == 0 && strstr(text, needle);
+        free(text);
+        if (found) return 1;
+        siginfo_t si;
+        memset(&si, 0, sizeof si);
+        if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid)
+            return 0;
+        usleep(2000);
+    }
+    return 0;
+}
+
 static int wait_status(pid_t pid)
 {
     int st;
@@ -39,7 +62,7 @@ static int wait_status(pid_t pid)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-static void sigint_case(const char *strategy, double delay_s)
+static void sigint_case(const char *strategy)
 {
     char ref[4300], run[4300], log[4400], a[4400], b[4400];
     snprintf(ref, sizeof ref, "%s/ref-%s", root, strategy);
@@ -48,10 +71,9 @@ static void sigint_case(const char *strategy, double delay_s)
     /* the uninterrupted reference */
     int rc = wait_status(spawn_train(ref, strategy, log, 0));
     TG_CHECK(rc == 0);
-    /* interrupted once, then resumed */
+    /* interrupted once, in its second epoch (after the first one's line), then resumed */
     pid_t pid = spawn_train(run, strategy, log, 0);
-    usleep((useconds_t)(delay_s * 1e6));
-    kill(pid, SIGINT);
+    if (wait_log(pid, log, "epoch 1/4: ")) kill(pid, SIGINT);
     rc = wait_status(pid);
     char *text = NULL;
     size_t len;
@@ -83,8 +105,8 @@ static void sigint_case(const char *strategy, double delay_s)
 
 TG_TEST(sigint_then_resume)
 {
-    sigint_case("memory", 0.6);
-    sigint_case("gnndrive", 0.8);
+    sigint_case("memory");
+    sigint_case("gnndrive");
 }
 
 TG_TEST(second_sigint_kills)
@@ -93,7 +115,7 @@ TG_TEST(second_sigint_kills)
     snprintf(run, sizeof run, "%s/twice", root);
     snprintf(log, sizeof log, "%s/log-twice.txt", root);
     pid_t pid = spawn_train(run, "memory", log, 0);
-    usleep(300000);
+    TG_CHECK(wait_log(pid, log, "training sage on "));
     kill(pid, SIGINT);
     kill(pid, SIGINT);
     int rc = wait_status(pid);
@@ -108,7 +130,7 @@ int main(void)
     snprintf(ds, sizeof ds, "%s/ds", root);
     synth_opts_t so;
     synth_default(&so);
-    so.nodes = 20000;
+    so.nodes = 6000; /* 24 batches an epoch */
     so.dim = 64;
     so.classes = 8;
     synth_write(ds, &so);

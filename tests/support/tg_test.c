@@ -19,6 +19,12 @@ const char *tg_test_current = "";
  * size the reads of their real runs. */
 __attribute__((constructor)) static void tg_test_init(void)
 {
+    const char *v = getenv("TG_TEST_VARIANT");
+    if (v && *v && strcmp(v, "gemm") && strcmp(v, "io") && strcmp(v, "cgroup")) {
+        fprintf(stderr,
+                "TG_TEST_VARIANT=%s: expected gemm, io or cgroup (tests/support/tg_test.h)\n", v);
+        _exit(2);
+    }
     tg_test_not_own_descendant();
     tg_test_io_absent_init();
     tg_test_blas_gate();
@@ -61,16 +67,42 @@ void tg_test_not_own_descendant(void)
     }
 }
 
-int tg_test_io_absent(const char *what)
+/* Whether the comma-separated list holds `what`. */
+static int in_list(const char *list, const char *what)
 {
-    const char *v = getenv("TG_TEST_IO_ABSENT");
     size_t n = strlen(what);
-    for (const char *p = v; p && *p;) {
+    for (const char *p = list; p && *p;) {
         size_t len = strcspn(p, ",");
         if (len == n && !strncmp(p, what, n)) return 1;
         p += len + (p[len] == ',');
     }
     return 0;
+}
+
+int tg_test_io_absent(const char *what)
+{
+    return in_list(getenv("TG_TEST_IO_ABSENT"), what);
+}
+
+/* The sub-tests TG_TEST_CASES named that the program reached, as ",a,b" (for tg_test_done). */
+static char cases_seen[8192];
+
+int tg_test_selected(const char *name, const char *variants)
+{
+    const char *cases = getenv("TG_TEST_CASES"), *v = getenv("TG_TEST_VARIANT");
+    if (cases && *cases) {
+        if (!in_list(cases, name)) {
+            fprintf(stderr, "SKIP %s (TG_TEST_CASES)\n", name);
+            return 0;
+        }
+        size_t len = strlen(cases_seen);
+        snprintf(cases_seen + len, sizeof cases_seen - len, ",%s", name);
+    }
+    if (v && *v && variants && !in_list(variants, v)) {
+        fprintf(stderr, "SKIP %s (variant %s)\n", name, v);
+        return 0;
+    }
+    return 1;
 }
 
 void tg_test_io_absent_init(void)
@@ -121,6 +153,18 @@ int tg_test_cgroup_limit_works(char *why, size_t len)
 
 int tg_test_done(void)
 {
+    /* a name in TG_TEST_CASES that no TG_RUN reached: a typo, or a sub-test renamed */
+    const char *cases = getenv("TG_TEST_CASES");
+    for (const char *p = cases; p && *p;) {
+        size_t len = strcspn(p, ",");
+        char name[256];
+        snprintf(name, sizeof name, "%.*s", (int)len, p);
+        if (len && !in_list(cases_seen, name)) {
+            fprintf(stderr, "TG_TEST_CASES names %s, which this program does not run\n", name);
+            tg_test_failures++;
+        }
+        p += len + (p[len] == ',');
+    }
     if (tg_test_failures) {
         fprintf(stderr, "%d check(s) failed\n", tg_test_failures);
         return 1;

@@ -2,6 +2,25 @@
  *
  *     TG_TEST(round_trip) { ... TG_CHECK(x == 3); TG_CHECK_OK(tg_foo()); }
  *     int main(void) { TG_RUN(round_trip); return tg_test_done(); }
+ *
+ * Variants. CTest runs some test programs again as variants of the plain test (CMakeLists.txt),
+ * each with TG_TEST_VARIANT set to what it changes:
+ *   gemm    test_X@Haswell, @Zen, @SkylakeX: OpenBLAS's kernels (OPENBLAS_CORETYPE);
+ *   io      test_X@no-odirect, @no-uring: the io layer's fallbacks (TG_TEST_IO_ABSENT);
+ *   cgroup  test_bench_nocgroup: no writable cgroup (MEMBUDGET_NO_CGROUP=1).
+ * A variant needs only the sub-tests that exercise what it changes, so each sub-test says where
+ * it runs besides the plain test:
+ *   TG_RUN(x)                 every variant (the default: a new sub-test is covered everywhere);
+ *   TG_RUN_IN(x, "gemm,io")   the variants named;
+ *   TG_RUN_PLAIN(x)           none: the plain test (and its ASan run) only.
+ * A sub-test runs GEMMs when it trains, evaluates or infers (in process, or through the CLI's
+ * train / eval / infer / bench, whose GEMM probe counts too); it reads from disk when a dataset's
+ * files go through the io layer (a store, an extractor, a strategy, the CLI's train / eval /
+ * infer). One that does neither what a variant changes (argument and flag errors, the
+ * arithmetic of a pure function, a refusal before anything is read) is left out of it, printing
+ * "SKIP x (variant V)". A sub-test left out must leave nothing that a later one needs.
+ * By hand, TG_TEST_CASES="x,y" runs only those sub-tests (the others print "SKIP x
+ * (TG_TEST_CASES)"); a name the program does not run fails it.
  */
 #ifndef TG_TEST_H
 #define TG_TEST_H
@@ -20,8 +39,10 @@ extern int tg_test_failures;
 extern const char *tg_test_current;
 
 #define TG_TEST(name) static void test_##name(void)
-#define TG_RUN(name)                                                                               \
+/* variants: NULL every variant, "" none, else a comma-separated list of TG_TEST_VARIANT values */
+#define TG_RUN_IN(name, variants)                                                                  \
     do {                                                                                           \
+        if (!tg_test_selected(#name, variants)) break;                                             \
         int before_ = tg_test_failures;                                                            \
         tg_test_current = #name;                                                                   \
         double t0_ = tg_now();                                                                     \
@@ -29,6 +50,8 @@ extern const char *tg_test_current;
         fprintf(stderr, "%s %s (%.2fs)\n", tg_test_failures == before_ ? "PASS" : "FAIL", #name,   \
                 tg_now() - t0_);                                                                   \
     } while (0)
+#define TG_RUN(name) TG_RUN_IN(name, NULL)
+#define TG_RUN_PLAIN(name) TG_RUN_IN(name, "")
 
 #define TG_FAIL(...)                                                                               \
     do {                                                                                           \
@@ -74,6 +97,10 @@ extern const char *tg_test_current;
             TG_FAIL("%s ~= %s: %.9g vs %.9g (tol %g)", #a, #b, a_, b_, (double)(tol));             \
     } while (0)
 
+/* Whether sub-test `name`, which runs in the variants listed (NULL: all), runs here (see the
+ * top of this file); prints its SKIP line when not. */
+int tg_test_selected(const char *name, const char *variants);
+/* Also fails the program when TG_TEST_CASES named a sub-test it does not run. */
 int tg_test_done(void);
 
 /* A fresh empty directory for this test under the build tree; returns a static path. */
