@@ -108,7 +108,11 @@ static const struct {
     {"mmap", 517.1, 0.30, "HierBatching (issue 11) ... (session 19), epoch 2", 0},
     {"gnndrive", 74.5, 0.30, "HierBatching (issue 11) ... (session 19), epoch 2", 0},
     {"pagraph", 96.3, 0.30, "DiskGNN (issue 10): first measurements, epoch 2", 0},
-    {"ginex", 56.85, 0.30, "DiskGNN (issue 10) ... (session 19), 1200M, epoch 2", 0},
+    /* session 19's 56.85 s (DiskGNN ... (session 19), 1200M) came from a disk that read
+     * 1.49 GB/s; on this AMD machine (the probe's kind since session 21) the executor's reads
+     * wait behind the samplers' and ginex measured 67.5 s (session 30: 88.8 s at a split of
+     * 80%, predicted 85.8 s from its own profile) */
+    {"ginex", 67.51, 0.30, "The strategy seam ... (session 21), after, epoch 2", 0},
     /* epochs 1..3 pack the next epoch beside training, the last packs none: the mean of the
      * timed epochs 2..4 (17.35, 15.54, 12.02) */
     {"diskgnn", 14.97, 0.30, "DiskGNN (issue 10) ... (session 19), disk-budget=4G, epochs 2-4", 4},
@@ -154,14 +158,17 @@ TG_TEST(shared_bench_predictions)
     /* memory does not fit 1200M (features 1.91 GiB): never chosen there */
     int mem = table_index("memory");
     TG_CHECK(pred[mem].predicted && !pred[mem].feasible && strstr(pred[mem].why, "MiB"));
-    /* the fastest exact strategy is diskgnn, then ginex, gids, gnndrive and pagraph (within a
-     * few percent of each other, as measured), mmap last */
+    /* the fastest exact strategy is diskgnn; then gids and ginex (64-68 s each in session 21),
+     * before gnndrive and pagraph (81-84 s), mmap last (373 s) */
     TG_CHECK(best == table_index("diskgnn"));
-    static const char *order[] = {"diskgnn", "ginex", "gids", "gnndrive", "mmap"};
-    for (int k = 1; k < 5; k++)
-        if (!(pred[table_index(order[k - 1])].epoch_s < pred[table_index(order[k])].epoch_s))
-            TG_FAIL("expected %s faster than %s", order[k - 1], order[k]);
-    TG_CHECK(pred[table_index("gids")].epoch_s < pred[table_index("pagraph")].epoch_s);
+    static const char *faster[] = {"diskgnn", "gids", "ginex"};
+    static const char *slower[] = {"gnndrive", "pagraph", "mmap"};
+    for (int a = 0; a < 3; a++)
+        for (int b = 0; b < 3; b++)
+            if (!(pred[table_index(faster[a])].epoch_s < pred[table_index(slower[b])].epoch_s))
+                TG_FAIL("expected %s faster than %s", faster[a], slower[b]);
+    TG_CHECK(pred[table_index("diskgnn")].epoch_s < pred[table_index("gids")].epoch_s);
+    TG_CHECK(pred[table_index("gnndrive")].epoch_s < pred[table_index("mmap")].epoch_s);
     TG_CHECK(pred[table_index("pagraph")].epoch_s < pred[table_index("mmap")].epoch_s);
 }
 
@@ -199,7 +206,8 @@ TG_TEST(inexact_only_when_allowed)
     in.data.derived &= ~(unsigned)TG_COST_HAVE_PARTS;
     TG_CHECK_OK(tg_cost_choose(&in, 1, pred, TG_COST_MAX_STRATS, &best));
     TG_CHECK(pred[hier].prep_s > 0 && strstr(pred[hier].why, "needs derived partition"));
-    in.run.disk_free = 1 << 30; /* no room for the partitioned copy (nor diskgnn's packing) */
+    /* no room for the partitioned copy (nor diskgnn's packing): the next fastest, ginex */
+    in.run.disk_free = 1 << 30;
     TG_CHECK_OK(tg_cost_choose(&in, 1, pred, TG_COST_MAX_STRATS, &best));
     TG_CHECK(!pred[hier].feasible && best != hier);
     if (!(!pred[table_index("diskgnn")].feasible && best == table_index("ginex")))
@@ -383,7 +391,8 @@ TG_TEST(buffer_gather)
     TG_CHECK(cb > 0.19 * 4e6 && cb < 0.20 * 4e6);
     double cover = tg_cost_curve_at(&in.prof.hot_rpr, cb);
     TG_CHECK_NEAR(pred[gi].gather_s, (1 - cover) * 40 + cover * 9.1, 1e-6);
-    TG_CHECK_NEAR(pred[gi].stage_s, pred[gi].gather_s, 1e-12);
+    /* its one extractor reads (every read of the epoch at its depth) and copies */
+    TG_CHECK(pred[gi].stage_s > pred[gi].gather_s && pred[gi].stage_cpu_s == pred[gi].gather_s);
     TG_CHECK(pred[gi].steady_s >= pred[gi].gather_s);
     in.machine.buffer_rows_per_s = -1;
     TG_CHECK_ERR(tg_cost_check(&in), "buffer_rows_per_s");
@@ -487,15 +496,13 @@ TG_TEST(fake_rows)
     TG_CHECK(best == -1);
 }
 
-/* mmap's page cache (what --mem leaves beside the process and the matrices in flight at the
- * mean batch) is an LRU over pages: the index pages first, then the feature pages as the
- * profile's LRU of rows at as many rows, a page's other rows a uniform share. Fixed inputs: the
- * wide workload's profile (bench/README.md, the planner's acceptance bench, session 24): 300k
- * rows of 2 KiB, 6M lists of 4 bytes (5860 pages), 12 batches of 26 581 rows and 4340 lists,
- * 229 MiB left, matrices of 62.6 MiB. The budget's three matrices at the mean batch leave
- * 73 MiB, every index page and 12.8k feature pages: 0.26M faults an epoch (the run read 0.78 GB
- * in 0.19M faults; the uniform share of the budget's reservation predicted 0.36M). More room
- * faults less; room for the file and its lists faults only on the epoch's new rows. */
+/* mmap's page cache (what the cgroup leaves beside the process and the matrix being gathered)
+ * is an LRU over pages, index and feature pages alike: Che's approximation over the batches,
+ * each row a request for its page. Fixed inputs: the wide workload's profile (bench/README.md,
+ * the planner's acceptance bench, session 24): 300k rows of 2 KiB, 6M lists of 4 bytes (5860
+ * pages), 12 batches of 26 581 rows and 4340 lists, 229 MiB left, matrices of 62.6 MiB, its
+ * steps 2 s an epoch. The run read 0.78 GB in 0.19M faults. More room faults less; room for the
+ * file and its lists faults only on the epoch's new rows. */
 static double mmap_faults(const tg_cost_inputs_t *in)
 {
     tg_cost_pred_t p;
@@ -513,6 +520,7 @@ TG_TEST(mmap_page_cache)
     in.data.feat_dim = 512;
     in.data.derived = 0;
     in.run.sampler_threads = 2;
+    in.run.epoch_flops = in.machine.step_flops_per_s * 2;
     in.run.free_bytes = 240216513;
     in.run.matrix_bytes = 62603571;
     tg_cost_profile_t *p = &in.prof;
@@ -524,20 +532,30 @@ TG_TEST(mmap_page_cache)
                                {0, 2280.53, 9122.13, 18244.3, 36488.5, 72977, 109466, 145954},
                                {318972, 310683, 289725, 267390, 235216, 197674, 177296, 145954}};
     double f = mmap_faults(&in);
-    fprintf(stderr, "  wide at 229 MiB: %.0f faults\n", f);
-    TG_CHECK(f > 0.25e6 && f < 0.27e6);
+    fprintf(stderr, "  wide at 229 MiB: %.0f faults (measured 0.19M)\n", f);
+    TG_CHECK(f > 0.17e6 && f < 0.21e6);
+    /* the cgroup's margin beyond --mem is page cache too */
+    in.run.cache_slack = (uint64_t)(22 * MIB);
+    double slack = mmap_faults(&in);
+    TG_CHECK(slack < f);
     in.run.free_bytes += (uint64_t)(64 * MIB);
     double more = mmap_faults(&in);
-    TG_CHECK(more < f);
-    /* room for every page: the lists are all cached, the features miss the LRU's new rows */
+    TG_CHECK(more < slack);
+    /* room for every page: the features miss the LRU's new rows alone */
     in.run.free_bytes = (uint64_t)(2048 * MIB);
     double all = mmap_faults(&in);
     TG_CHECK(all < more && all > 0);
-    /* no room beside the matrices: every touched page faults (lists and rows' pages) */
-    in.run.free_bytes = 50000000; /* less than one matrix at the mean batch */
+    /* the steps slower than the faults: the gathered matrices queue, the cache is smaller */
+    in.run.free_bytes = 240216513;
+    in.run.epoch_flops = in.machine.step_flops_per_s * 60;
+    TG_CHECK(mmap_faults(&in) > slack);
+    /* no room at all: every row and list is a fault (the pages a batch's rows touch, as many
+     * as the rows, two rows to a page) */
+    in.run.epoch_flops = in.machine.step_flops_per_s * 2;
+    in.run.cache_slack = 0;
+    in.run.free_bytes = 0;
     double none = mmap_faults(&in);
-    double q = 26581.0 / 300000, touched = 150000 * (1 - (1 - q) * (1 - q)) + 4340;
-    TG_CHECK_NEAR(none, touched * 12, 0.01 * touched * 12);
+    TG_CHECK(none > f && none <= 12 * (26581 + 4340) * 1.01);
 }
 
 TG_TEST(bad_inputs)

@@ -56,6 +56,10 @@ typedef struct tg_cost_machine {
      * a loader's buffered reads cost it beyond the disk, copying out of the page cache (hier's
      * mega-batches); 0: not measured (no copy term) */
     double copy_bytes_per_s;
+    /* one thread reading a file sequentially with buffered reads, cold (the page cache's
+     * read-ahead, the copy out of it included): hier's mega-batch loads; 0: not measured (the
+     * probe's sequential rate and the copy rate) */
+    double buffered_bytes_per_s;
     /* one thread serving rows already in a feature buffer (tiergnn/featbuf.h) into a fresh X:
      * acquire, copy, release, with the LRU policy (buffer_rows_per_s) or with WINDOW and its
      * look-ahead trace announced and retired (window_rows_per_s: GIDS's window buffering);
@@ -100,8 +104,11 @@ typedef struct tg_cost_run {
      * matrices in flight and its caches share (each predict takes its matrices off first) */
     uint64_t free_bytes;
     uint64_t matrix_bytes; /* one input matrix of the largest profiled batch */
-    uint64_t disk_budget;  /* --disk-budget (0: the feature file's size) */
-    uint64_t disk_free;    /* free bytes beside the dataset */
+    /* what the page cache may fill beside the budget: the cgroup's limit less the budget (the
+     * kernel's margin, which mapped pages take too); 0 without a cgroup limit */
+    uint64_t cache_slack;
+    uint64_t disk_budget; /* --disk-budget (0: the feature file's size) */
+    uint64_t disk_free;   /* free bytes beside the dataset */
 } tg_cost_run_t;
 
 /* A strategy's own batches, where they are not the whole graph's (hier's come from a
@@ -122,12 +129,15 @@ typedef struct tg_cost_profile {
     double rows_per_batch;        /* distinct input rows per batch (mean) */
     double index_reads_per_batch; /* neighbour lists the samplers read per batch */
     double index_bytes_per_batch; /* index bytes they ask for per batch */
-    double distinct_rows;         /* distinct rows over the epoch (reuse across batches) */
-    tg_cost_curve_t belady;       /* epoch misses of a Belady cache vs its rows (changeset sim.) */
-    tg_cost_curve_t lru;          /* epoch misses of an LRU cache vs its rows */
-    tg_cost_curve_t hot_degree;   /* share of row accesses the R highest out-degree rows serve */
-    tg_cost_curve_t hot_rpr;      /* the same for the R highest by reverse PageRank */
-    tg_cost_curve_t ncache_hit;   /* share of list reads a neighbour cache of B bytes serves */
+    /* distinct 4 KiB pages of the feature file and of the index file a batch touches (its rows'
+     * pages, its lists' pages); 0: not measured (mmap's model takes rows placed at random) */
+    double feat_pages_per_batch, index_pages_per_batch;
+    double distinct_rows;       /* distinct rows over the epoch (reuse across batches) */
+    tg_cost_curve_t belady;     /* epoch misses of a Belady cache vs its rows (changeset sim.) */
+    tg_cost_curve_t lru;        /* epoch misses of an LRU cache vs its rows */
+    tg_cost_curve_t hot_degree; /* share of row accesses the R highest out-degree rows serve */
+    tg_cost_curve_t hot_rpr;    /* the same for the R highest by reverse PageRank */
+    tg_cost_curve_t ncache_hit; /* share of list reads a neighbour cache of B bytes serves */
     /* distinct rows t consecutive batches use (a superbatch's, a window's); n = 0: unknown */
     tg_cost_curve_t window_rows;
     double induced_degree_frac; /* hier: mean in-degree kept in a mega-batch (static cache
@@ -153,6 +163,7 @@ typedef struct tg_cost_pred {
     double read_bytes; /* from the disk per epoch */
     double io_s;       /* the disk's busy time per epoch (random + sequential) */
     double row_io_s;   /* of io_s, the feature rows' reads (tg_cost_disk_epoch) */
+    double reads;      /* requests to the disk per epoch (tg_cost_disk_epoch; 0: not counted) */
     double sample_s;   /* sampling, CPU seconds summed over threads */
     double gather_s;   /* rows into X (and the strategy's own copying), CPU seconds */
     double compute_s;  /* training steps, wall time */
@@ -198,6 +209,12 @@ double tg_cost_best_depth(const tg_cost_machine_t *m);
  * the transfer of its bytes beyond those 4 KiB at the sequential rate (a merged read of 64 KiB
  * takes about four 4 KiB reads' time on the shared bench's disk, not one). */
 double tg_cost_random_s(const tg_cost_machine_t *m, double reads, double bytes, double depth);
+/* A strategy's one reading thread (ginex's executor, gids's extractor) keeping depth reads in
+ * flight: the disk time of all the epoch's reads (p->reads, p->read_bytes) at that depth. The
+ * samplers' list reads queue on the same device and come a layer's lists at a time between their
+ * sampling, adding few reads in flight: the planner's narrow workload read at 54.5k/s under
+ * ginex, the probe's rate at about 24 in flight, against 85k/s at the depths summed. */
+double tg_cost_reader_s(const tg_cost_inputs_t *in, const tg_cost_pred_t *p, double depth);
 double tg_cost_seq_s(const tg_cost_machine_t *m, double bytes);
 /* Reads and bytes of one batch's rows missing from RAM, spread uniformly over a file of rows,
  * merged as store/extract plans it: holes below the probe's gap read through, runs cut at the

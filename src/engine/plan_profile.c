@@ -144,6 +144,9 @@ typedef struct {
     tg_cost_bins_t bins;
     uint64_t rows, lists, max_rows;
     double index_bytes, flops;
+    double feat_pages, index_pages; /* distinct 4 KiB pages of the files a batch touches */
+    uint64_t *pages;                /* scratch for counting them (cap entries) */
+    size_t pages_cap;
     uint32_t max_dst0;
     tg_batch_t largest; /* the profiled batch with the most input rows (owned) */
     int have_largest;
@@ -155,6 +158,7 @@ static void prof_close(prof_t *p)
 {
     if (p->have_largest) tg_batch_free(&p->largest);
     if (p->have_plan) tg_plan_destroy(&p->plan);
+    free(p->pages);
     free(p->train);
     tg_adj_destroy(p->adj);
     tg_dataset_close(p->ds);
@@ -201,6 +205,70 @@ static void prof_degrees(prof_t *p)
     }
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Distinct values among the n in v (sorted in place). */
+static uint64_t count_distinct(uint64_t *v, size_t n)
+{
+    qsort(v, n, sizeof *v, cmp_u64);
+    uint64_t d = 0;
+    for (size_t i = 0; i < n; i++)
+        d += i == 0 || v[i] != v[i - 1];
+    return d;
+}
+
+static int pages_reserve(prof_t *p, size_t n)
+{
+    if (n <= p->pages_cap) return 0;
+    size_t cap = TG_MAX(n, 2 * p->pages_cap);
+    uint64_t *q = realloc(p->pages, cap * sizeof *q);
+    if (!q) return tg_err(-ENOMEM, "plan: cannot allocate %zu page ids", cap);
+    p->pages = q;
+    p->pages_cap = cap;
+    return 0;
+}
+
+/* The distinct 4 KiB pages of the feature file and of the index file a batch touches, as a
+ * memory map reads them: each input row's pages (rows lie by node id), and for each list the
+ * sampler reads, the pages of the entries it can read: a list no longer than the fanout is read
+ * whole; a longer one at fanout positions, taken as evenly spread over its pages. */
+static int prof_pages(prof_t *p, const tg_batch_t *bt)
+{
+    const tg_meta_t *m = &p->ds->meta;
+    uint64_t rb = m->feat_dim * tg_feat_dtype_size(m->feat_dtype);
+    uint64_t ib = tg_index_dtype_size(m->index_dtype);
+    uint64_t per_row = (rb + 4095) / 4096 + 1;
+    int rc = pages_reserve(p, (size_t)bt->num_nodes * per_row);
+    if (rc < 0) return rc;
+    size_t n = 0;
+    for (uint32_t i = 0; i < bt->num_nodes; i++) {
+        uint64_t a = bt->nodes[i] * rb, z = a + rb - 1;
+        for (uint64_t pg = a / 4096; pg <= z / 4096; pg++)
+            p->pages[n++] = pg;
+    }
+    p->feat_pages += (double)count_distinct(p->pages, n);
+    n = 0;
+    for (int l = 0; l < bt->num_layers; l++) {
+        if (p->fan[l] == 0) continue;
+        uint64_t fan = p->fan[l] < 0 ? UINT64_MAX : (uint64_t)p->fan[l];
+        for (uint32_t i = 0; i < bt->blocks[l].num_dst; i++) {
+            uint64_t v = bt->nodes[i], beg = p->adj->indptr[v], end = p->adj->indptr[v + 1];
+            if (end == beg) continue;
+            uint64_t first = beg * ib / 4096, last = (end * ib - 1) / 4096;
+            uint64_t span = last - first + 1, take = TG_MIN(span, fan);
+            if ((rc = pages_reserve(p, n + take)) < 0) return rc;
+            for (uint64_t j = 0; j < take; j++)
+                p->pages[n++] = first + j * span / take;
+        }
+    }
+    p->index_pages += (double)count_distinct(p->pages, n);
+    return 0;
+}
+
 /* One batch's figures: its rows by degree class, the neighbour lists its sampler reads (the
  * destinations of every layer that samples) and their index bytes, its operations. */
 static int prof_batch(prof_t *p, const tg_batch_t *bt)
@@ -217,11 +285,13 @@ static int prof_batch(prof_t *p, const tg_batch_t *bt)
             p->bins.lists[tg_cost_degree_bin(d)] += 1;
         }
     }
+    int rc = prof_pages(p, bt);
+    if (rc < 0) return rc;
     p->rows += bt->num_nodes;
     p->max_rows = TG_MAX(p->max_rows, (uint64_t)bt->num_nodes);
     p->max_dst0 = TG_MAX(p->max_dst0, bt->blocks[0].num_dst);
     tg_flops_t f;
-    int rc = tg_model_batch_flops(&p->cfg, bt, &f);
+    rc = tg_model_batch_flops(&p->cfg, bt, &f);
     if (rc < 0) return rc;
     p->flops += (double)tg_flops_total(&f);
     return 0;
@@ -555,6 +625,44 @@ static int measure_copy(tg_cost_machine_t *mc, double *spent)
     return 0;
 }
 
+/* features.bin read sequentially by one thread with buffered reads of BUFREAD_CHUNK, cold
+ * (the range dropped from the page cache first and after), BUFREAD_BYTES of its middle at most:
+ * what hier's loader reads at (graph/megabatch.c), whose synchronous reads wait on the page
+ * cache's read-ahead. On the planner's few workload its loads read 657 MiB an epoch in 1.14 s of
+ * waits (576 MB/s) where the probe's O_DIRECT reads, 1 MiB at depth 8, give 1.03 GB/s. */
+#define BUFREAD_BYTES ((uint64_t)32 << 20)
+#define BUFREAD_CHUNK ((size_t)4 << 20)
+static int measure_buffered(const prof_t *p, tg_cost_machine_t *mc, double *spent)
+{
+    char path[4096];
+    tg_dataset_path(p->ds, TG_FILE_FEATURES, path, sizeof path);
+    uint64_t size = tg_meta_expected_size(&p->ds->meta, TG_FILE_FEATURES);
+    uint64_t len = TG_MIN(size, BUFREAD_BYTES), off0 = (size - len) / 2 / 4096 * 4096;
+    if (len < BUFREAD_CHUNK) return 0; /* too small to time: not measured */
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return tg_err(-errno, "plan: %s: cannot open: %s", path, strerror(errno));
+    char *buf = malloc(BUFREAD_CHUNK);
+    int rc = buf ? 0 : tg_err(-ENOMEM, "plan: out of memory for reading %s", path);
+    (void)posix_fadvise(fd, (off_t)off0, (off_t)len, POSIX_FADV_DONTNEED);
+    double t0 = tg_now();
+    for (uint64_t off = off0; rc == 0 && off < off0 + len;) {
+        ssize_t n = pread(fd, buf, (size_t)TG_MIN(BUFREAD_CHUNK, off0 + len - off), (off_t)off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0)
+            rc = tg_err(n < 0 ? -errno : -EIO, "plan: %s: read at offset %llu: %s", path,
+                        (unsigned long long)off, n < 0 ? strerror(errno) : "end of file early");
+        else
+            off += (uint64_t)n;
+    }
+    double dt = tg_now() - t0;
+    (void)posix_fadvise(fd, (off_t)off0, (off_t)len, POSIX_FADV_DONTNEED);
+    free(buf);
+    close(fd);
+    *spent += dt;
+    if (rc == 0 && dt > 0) mc->buffered_bytes_per_s = (double)len / dt;
+    return rc;
+}
+
 /* The device under features.bin (the probe's cache when it has one). */
 static int measure_probe(const prof_t *p, const tg_cost_plan_opts_t *o, tg_cost_machine_t *mc,
                          tg_cost_profile_cost_t *cost)
@@ -608,7 +716,8 @@ static int own_inexact(const tg_cost_plan_opts_t *o)
     return !(o->own == TG_COST_OWN_NONE || (o->own == TG_COST_OWN_TAKEN && !o->allow_inexact));
 }
 
-/* The gather rates; hier's loader rates (its list walk, its copy out of the page cache) only
+/* The gather rates; hier's loader rates (its list walk, its copy out of the page cache, its
+ * buffered reads) only
  * where hier's own batches are measured: a run that cannot take hier spends no profile time
  * on them (its table row then leaves those terms out). */
 static int measure_machine(const prof_t *p, const tg_cost_plan_opts_t *o, tg_cost_inputs_t *in,
@@ -620,6 +729,7 @@ static int measure_machine(const prof_t *p, const tg_cost_plan_opts_t *o, tg_cos
     int rc = measure_gather(m, mc, &cost->gather_s);
     if (rc < 0 || !own_inexact(o)) return rc;
     if ((rc = measure_copy(mc, &cost->gather_s)) < 0) return rc;
+    if ((rc = measure_buffered(p, mc, &cost->gather_s)) < 0) return rc;
     return measure_filter(m->num_nodes, mc, &cost->gather_s);
 }
 
@@ -879,12 +989,15 @@ static void fill_run(const prof_t *p, const tg_cost_plan_opts_t *o, tg_cost_inpu
     if (!mem) mem = tg_phys_mem_bytes() / 4;
     uint64_t res = reserved_bytes(p);
     r->free_bytes = mem > res ? mem - res : 0;
+    r->cache_slack = cg > mem ? cg - mem : 0;
     r->disk_budget = o->disk_budget;
     tg_cost_profile_t *pr = &in->prof;
     pr->batches = p->plan.num_batches;
     pr->rows_per_batch = (double)p->rows / (double)profiled;
     pr->index_reads_per_batch = (double)p->lists / (double)profiled;
     pr->index_bytes_per_batch = p->index_bytes / (double)profiled;
+    pr->feat_pages_per_batch = p->feat_pages / (double)profiled;
+    pr->index_pages_per_batch = p->index_pages / (double)profiled;
     tg_cost_bins_curves(&p->bins, profiled, pr->batches, pr);
     /* gids ranks rows by reverse PageRank (derived/, when built): how often the samplers reach
      * a node, which its degree stands in for here (the ranking is not read) */

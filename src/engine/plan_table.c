@@ -323,15 +323,16 @@ void tg_cost_plan_print(const tg_cost_plan_t *pl, FILE *f)
             "profile: %.2f s (indices read ahead in %.2f s, %llu of %llu batches sampled in "
             "%.2f s, device probe %s, %s, a step at %.1f GFLOP/s on %.1f cores in %.2f s (x%.2f "
             "beside a gathering thread, which kept %.0f%% of its rate), gather in %.2f s, "
-            "strategies' own batches in %.2f s); %.0f rows per batch, %.0f distinct in the epoch, "
-            "%.0f MiB for matrices and caches, %d core(s)\n",
+            "strategies' own batches in %.2f s); %.0f rows per batch (%.0f feature "
+            "pages, %.0f index pages), %.0f distinct in the epoch, %.0f MiB for matrices and "
+            "caches, %d core(s)\n",
             c->total_s, c->warm_s, (unsigned long long)c->batches_profiled,
             (unsigned long long)in->prof.batches, c->sample_s,
             c->probe_cached ? "cached" : "measured", gemm, in->machine.step_flops_per_s / 1e9,
             in->machine.step_cpu_ratio, c->step_s, in->machine.step_shared,
             100 * in->machine.gather_shared, c->gather_s, c->own_s, in->prof.rows_per_batch,
-            in->prof.distinct_rows, (double)in->run.free_bytes / (1024.0 * 1024.0),
-            in->machine.cores);
+            in->prof.feat_pages_per_batch, in->prof.index_pages_per_batch, in->prof.distinct_rows,
+            (double)in->run.free_bytes / (1024.0 * 1024.0), in->machine.cores);
     if (pl->disk_budget_planned) {
         char a[32], b[32];
         fprintf(f,
@@ -360,6 +361,7 @@ static char *pred_json(const tg_cost_plan_t *pl, int i)
     tg_json_num(&j, "epoch_s", p->predicted ? p->epoch_s : NAN);
     tg_json_num(&j, "steady_s", p->predicted ? p->steady_s : NAN);
     tg_json_num(&j, "read_bytes", p->predicted ? p->read_bytes : NAN);
+    tg_json_num(&j, "reads", p->predicted && p->reads > 0 ? p->reads : NAN);
     tg_json_num(&j, "io_s", p->predicted ? p->io_s : NAN);
     tg_json_num(&j, "sample_s", p->predicted ? p->sample_s : NAN);
     tg_json_num(&j, "gather_s", p->predicted ? p->gather_s : NAN);
@@ -418,8 +420,11 @@ static char *profile_json(const tg_cost_plan_t *pl)
     tg_json_num(&j, "rows_per_batch", in->prof.rows_per_batch);
     tg_json_num(&j, "distinct_rows", in->prof.distinct_rows);
     tg_json_num(&j, "index_reads_per_batch", in->prof.index_reads_per_batch);
+    tg_json_num(&j, "feat_pages_per_batch", in->prof.feat_pages_per_batch);
+    tg_json_num(&j, "index_pages_per_batch", in->prof.index_pages_per_batch);
     tg_json_num(&j, "degree_skew", in->data.degree_skew);
     tg_json_uint(&j, "free_bytes", in->run.free_bytes);
+    tg_json_uint(&j, "cache_slack", in->run.cache_slack);
     tg_json_uint(&j, "disk_free", in->run.disk_free);
     tg_json_num(&j, "seq_bytes_per_s", in->machine.probe.seq_bytes_per_s);
     tg_json_num(&j, "gemm_flops_per_s", in->machine.gemm_flops_per_s);
@@ -427,6 +432,7 @@ static char *profile_json(const tg_cost_plan_t *pl)
     tg_json_num(&j, "gather_rows_per_s", in->machine.gather_rows_per_s);
     tg_json_num(&j, "filter_edges_per_s", in->machine.filter_edges_per_s);
     tg_json_num(&j, "copy_bytes_per_s", in->machine.copy_bytes_per_s);
+    tg_json_num(&j, "buffered_bytes_per_s", in->machine.buffered_bytes_per_s);
     tg_json_num(&j, "buffer_rows_per_s", in->machine.buffer_rows_per_s);
     tg_json_num(&j, "window_rows_per_s", in->machine.window_rows_per_s);
     tg_json_int(&j, "cores", in->machine.cores);

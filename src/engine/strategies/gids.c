@@ -737,10 +737,13 @@ static int gi_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
     /* one extractor gathers every row: the constant buffer's at the gather rate, the others
      * through the feature buffer, whose bookkeeping grows with the look-ahead's trace where
      * --window auto takes one (gi_window), and that extractor's gathering alone can bound the
-     * epoch (the ram workload: 1.7 CPU seconds an epoch on it) */
+     * epoch (the ram workload: 1.7 CPU seconds an epoch on it); it reads too, between its
+     * copies (tg_cost_reader_s: wide's 0.74M reads took 13.7 s at 54k/s, where the probe reads
+     * 71k/s at its 64 in flight and 85k/s at the samplers' and its depths summed) */
     p->gather_s = tg_cost_buffer_gather_s(in, acc * (1 - cover), W > 0) +
                   cover * acc / in->machine.gather_rows_per_s;
-    p->stage_s = p->stage_cpu_s = p->gather_s;
+    p->stage_cpu_s = p->gather_s;
+    p->stage_s = fmax(p->row_io_s, tg_cost_reader_s(in, p, depth)) + p->gather_s;
     tg_cost_overlap(in, p);
     snprintf(p->why, sizeof p->why,
              "constant buffer %.0fk rows serves %.0f%%, %s buffer %.0fk rows; misses %.2fM "

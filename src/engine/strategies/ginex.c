@@ -789,7 +789,13 @@ static int gx_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
     for (int k = 0, pct = 0; k <= 20; k++, pct += 5) {
         tg_cost_pred_t q = {.feasible = 1, .prep_s = pct ? prep : 0};
         double nb = caches * pct / 100, m = tg_cost_curve_at(&pr->belady, (caches - nb) / row);
-        double fill = fmin((caches - nb) / row, sb_rows), fr, fb;
+        double C = (caches - nb) / row, fr, fb;
+        /* a superbatch's fill loads the rows its initial state holds that the cache does not
+         * (the rest stay from the superbatch before); the rows it uses beyond the cache's size
+         * are missed batch by batch: of the epoch's Belady misses, a superbatch's share less
+         * those (narrow: superbatches of 13 batches used ~154k rows with a cache of 107k:
+         * 69k rows filled, 47k missed each) */
+        double fill = fmax(fmin(fmin(C, sb_rows), m / sbs - fmax(sb_rows - C, 0)), 0);
         /* a neighbour cache that holds every list (and its table) serves them all */
         double h = nb >= idx + 16 * (double)in->data.nodes
                        ? 1
@@ -798,11 +804,15 @@ static int gx_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
         tg_cost_merge(in, fill, &fr, &fb);
         double fill_s = tg_cost_random_s(&in->machine, sbs * fr, sbs * fb, depth);
         q.read_bytes += sbs * fb;
+        q.reads += sbs * fr;
         q.row_io_s += fill_s;
         q.io_s += fill_s;
         tg_cost_overlap(in, &q);
-        /* one executor thread reads the rows and copies them: its reads and gathering add */
-        q.steady_s = fmax(q.steady_s, q.row_io_s + q.gather_s);
+        /* one executor thread reads the rows and copies them: its reads and gathering add
+         * (tg_cost_reader_s: narrow's executor read and copied for 9.5 s of a 10.3 s epoch,
+         * 560k reads at 54.5k/s; its row reads alone at 32 in flight predicted 6.5 s) */
+        double exec_io = tg_cost_reader_s(in, &q, depth);
+        q.steady_s = fmax(q.steady_s, fmax(q.row_io_s, exec_io) + q.gather_s);
         q.epoch_s = q.steady_s + q.prep_s;
         at[k] = q, m_at[k] = m, h_at[k] = h;
         if (k == 0 || q.epoch_s < at[split].epoch_s) split = k;

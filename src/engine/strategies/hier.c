@@ -835,7 +835,9 @@ static int hier_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
     int have = (in->data.derived & TG_COST_HAVE_PARTS) != 0;
     double share = own->batches > 0 && own->load_share > 0 ? fmin(own->load_share, 1) : 1;
     p->read_bytes = (feat + idx) * share;
-    p->io_s = tg_cost_seq_s(m, p->read_bytes);
+    /* its buffered reads' rate where measured (the copy out of the page cache in it) */
+    int buffered = m->buffered_bytes_per_s > 0;
+    p->io_s = buffered ? p->read_bytes / m->buffered_bytes_per_s : tg_cost_seq_s(m, p->read_bytes);
     /* the mega-batches' row accesses and operations against the whole graph's */
     double acc = keep, ops = keep, all = tg_cost_accesses(in);
     if (own->batches > 0 && all > 0 && in->run.epoch_flops > 0) {
@@ -853,7 +855,7 @@ static int hier_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
         m->filter_edges_per_s > 0 ? (double)in->data.edges * share / m->filter_edges_per_s : 0;
     double copy = m->copy_bytes_per_s > 0 ? p->read_bytes / m->copy_bytes_per_s : 0;
     p->gather_s += filter + copy;
-    p->stage_s = p->io_s + filter + copy;
+    p->stage_s = p->io_s + filter + (buffered ? 0 : copy);
     p->stage_cpu_s = filter + copy;
     if (!have)
         p->prep_s = tg_cost_seq_s(m, HIER_STREAM_PASSES * idx + 2 * (feat + idx)) / in->run.epochs;

@@ -100,67 +100,126 @@ static int mmap_in_flight(const tg_strategy_opts_t *o)
     return tg_gather_pass_in_flight(o->sampler_threads, 1);
 }
 
-/* The cost model: every 4 KiB page a batch touches (its rows' pages, a page per neighbour list)
- * that the page cache does not hold is one synchronous read of that page alone (MADV_RANDOM: no
- * read-ahead; the shared bench and the planner's wide workload measured 4.0-4.1 KiB a read). A
- * fault blocks its thread, so the device sees about one read per sampler thread (bench/README.md,
- * "Ginex", the shared strategy bench: mmap's faults ran near the probe's depth-1 rate).
+/* The cost model: every 4 KiB page a batch touches (its rows' pages, its lists' pages: the
+ * profile counts them) that the page cache does not hold is one synchronous read of that page
+ * alone (MADV_RANDOM: no read-ahead; the shared bench and the planner's wide workload measured
+ * 4.0-4.1 KiB a read). A fault blocks its thread, so the device sees about one read per sampler
+ * thread (bench/README.md, "Ginex", the shared strategy bench: mmap's faults ran near the
+ * probe's depth-1 rate).
  *
- * The page cache is what the cgroup leaves beside the process: --mem after the budget plan's
- * process, model and activations, less the matrices in flight at the epoch's mean batch (the
- * budget reserves the largest with a margin, but the kernel gives the page cache what is not
- * in use), as many as the budget plan lets fit. It is an LRU over pages (mmap_page_misses): the
- * index pages first, which about every other batch touches and so stay, then the feature pages.
- * Counting it as a uniform share of the file's pages, with the budget's full reservation taken off,
- * predicted 1.46 GB read per epoch on the planner's wide workload (--mem 320M), where the run read
- * 0.78 GB (session 24). */
-static double mmap_page_misses(const tg_cost_inputs_t *in, double pages);
+ * The page cache is what the cgroup leaves beside the process's anonymous memory: --mem after
+ * the budget plan's process, model and activations (the step's arena stays mapped once
+ * touched), and the cgroup's margin beyond --mem, less the matrices that are filled. One batch
+ * gathers at a time (mmap_gather), its matrix half filled on average over its gather; the
+ * others wait for the pool with their matrices untouched. Where the steps are the slower stage,
+ * the gathered matrices queue full as well (all k of the budget plan's). On the planner's few
+ * workload (300M) the cgroup's page cache measured 184-231 MiB through the epoch, its anonymous
+ * memory 53-111 MiB; taking the k matrices full from --mem alone left 69 MiB (session 30).
+ * The cache is an LRU over pages, index and feature pages alike (mmap_faults). */
+
+/* Rows of the feature file t consecutive batches use: the profile's window (t >= 1; a share of
+ * one batch's below), else the epoch's distinct rows drawn at random. */
+static double window_rows(const tg_cost_inputs_t *in, double t)
+{
+    const tg_cost_profile_t *pr = &in->prof;
+    if (t < 1) return t * window_rows(in, 1);
+    if (pr->window_rows.n) return tg_cost_curve_at(&pr->window_rows, t);
+    double D = fmax(pr->distinct_rows, 1);
+    return D * (1 - pow(fmax(1 - pr->rows_per_batch / D, 0), t));
+}
+
+/* Feature pages holding `rows` rows drawn at random: rows up to a page share pages (a page is
+ * touched when any of its rows is: rows are placed by node id, unrelated to each other), longer
+ * rows have their own. */
+static double feat_pages_of(const tg_cost_inputs_t *in, double rows)
+{
+    const double page = 4096;
+    double N = (double)in->data.nodes, row = tg_cost_row_bytes(in);
+    double per_page = floor(page / row);
+    if (per_page < 1) return rows * ceil(row / page);
+    return ceil(tg_cost_feat_bytes(in) / page) * (1 - pow(fmax(1 - rows / N, 0), per_page));
+}
+
+/* Pages t consecutive batches touch: the feature pages of their rows, scaled to the pages the
+ * profile counted in a batch, and the index pages, each touched in a batch at the profile's
+ * share of them (its pages counted, else one a list). */
+static double pages_touched(const tg_cost_inputs_t *in, double t)
+{
+    const tg_cost_profile_t *pr = &in->prof;
+    double idx_pages = ceil((double)in->data.edges * in->data.index_bytes / 4096);
+    double feat = feat_pages_of(in, window_rows(in, t)),
+           one = feat_pages_of(in, window_rows(in, 1));
+    if (pr->feat_pages_per_batch > 0 && one > 0) feat *= pr->feat_pages_per_batch / one;
+    double idx_batch =
+        pr->index_pages_per_batch > 0 ? pr->index_pages_per_batch : pr->index_reads_per_batch;
+    double q = idx_pages > 0 ? fmin(idx_batch / idx_pages, 1) : 0;
+    /* within a batch, as for the rows: its pages are distinct requests */
+    double idx = t < 1 ? t * idx_pages * q : idx_pages * (1 - pow(1 - q, t));
+    return fmin(feat, ceil(tg_cost_feat_bytes(in) / 4096)) + idx;
+}
+
+/* Page faults of an epoch with a page cache of `cached` bytes: an LRU over the pages (Che's
+ * approximation, batches as its clock) holds the pages touched in the last T batches, where
+ * pages_touched(T) fills it; a request faults when its page was not among them, at the rate
+ * pages_touched grows at T (a batch's rows are requests in time: two rows of one page a batch
+ * apart fault twice when the cache holds less than a batch). Never fewer than the rows a steady
+ * epoch reads that the epoch before did not (a cache that holds what an epoch touches misses
+ * those alone). The shared bench (--mem 1200M, a page cache of 650-700 MiB measured) touches
+ * 46% of the feature pages in every batch: the run faulted 9.48M times, more than the 9.19M
+ * feature pages its batches touch; an LRU of rows, each cached page holding one, predicted
+ * 6.5M, whole batches as requests 6.8M (session 30). */
+static double mmap_faults(const tg_cost_inputs_t *in, double cached)
+{
+    const tg_cost_profile_t *pr = &in->prof;
+    double B = (double)pr->batches, C = fmax(cached, 0) / 4096;
+    double acc = tg_cost_accesses(in), N = (double)in->data.nodes;
+    double fresh = acc > 0 ? fmin(tg_cost_lru_misses(in, N) / acc, 1) * pages_touched(in, 1) : 0;
+    if (pages_touched(in, B) <= C) return fmax(fresh * B, 0);
+    double lo = 0, hi = B;
+    for (int it = 0; it < 60 && hi - lo > 1e-6; it++) {
+        double mid = (lo + hi) / 2;
+        if (pages_touched(in, mid) < C)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    const double h = 1e-3;
+    double per_batch = (pages_touched(in, lo + h) - pages_touched(in, lo)) / h;
+    return B * fmax(per_batch, fresh);
+}
 
 static int mmap_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
 {
     const double page = 4096;
-    const tg_cost_profile_t *pr = &in->prof;
     double feat_pages = ceil(tg_cost_feat_bytes(in) / page);
     double idx_pages = ceil((double)in->data.edges * in->data.index_bytes / page);
-    double per_page = fmax(1, floor(page / tg_cost_row_bytes(in)));
-    double q = fmin(pr->rows_per_batch / (double)in->data.nodes, 1);
-    double feat_touched = feat_pages * (1 - pow(1 - q, per_page)) * (double)pr->batches;
-    double idx_touched = pr->index_reads_per_batch * (double)pr->batches;
     /* the budget plan lowers the sampler threads until its matrices (the largest batch's, with
      * its margin) fit what --mem leaves: as many as fit, at least one */
     double free = (double)in->run.free_bytes, k = tg_cost_matrices(&tg_strategy_mmap, in);
     if (in->run.matrix_bytes) k = fmax(1, fmin(k, floor(free / (double)in->run.matrix_bytes)));
-    double cached = fmax(free - k * pr->rows_per_batch * tg_cost_row_bytes(in), 0) / page;
-    double idx_cached = fmin(cached, idx_pages);
-    double faults = idx_touched * (1 - idx_cached / fmax(idx_pages, 1)) +
-                    feat_touched * mmap_page_misses(in, cached - idx_cached);
-    p->read_bytes = faults * page;
-    p->io_s = tg_cost_random_s(&in->machine, faults, p->read_bytes, in->run.sampler_threads);
+    double matrix = in->prof.rows_per_batch * tg_cost_row_bytes(in);
+    double room = free + (double)in->run.cache_slack;
     p->sample_s = tg_cost_sample_s(in);
     p->gather_s = tg_cost_gather_s(in);
     p->compute_s = tg_cost_compute_s(in);
+    double cached = fmax(room - 0.5 * matrix, 0), faults = mmap_faults(in, cached);
+    double io_s = tg_cost_random_s(&in->machine, faults, faults * page, in->run.sampler_threads);
+    if (p->compute_s > io_s) { /* the steps are slower: gathered matrices queue full */
+        cached = fmax(room - k * matrix, 0);
+        faults = mmap_faults(in, cached);
+    }
+    p->read_bytes = faults * page;
+    p->reads = faults;
+    p->io_s = tg_cost_random_s(&in->machine, faults, p->read_bytes, in->run.sampler_threads);
+    /* a gathering thread copies a row once its fault is served: the pool's copies follow its
+     * waits rather than overlap them */
+    p->stage_cpu_s = p->gather_s / fmax(in->machine.cores, 1);
+    p->stage_s = p->io_s + p->stage_cpu_s;
     tg_cost_overlap(in, p);
     snprintf(p->why, sizeof p->why,
              "%.2fM page faults, a page cache of %.0f MiB (%.0f%% of the pages)", faults / 1e6,
-             cached * page / 1048576, 100 * fmin(cached / (feat_pages + idx_pages), 1));
+             cached / 1048576, 100 * fmin(cached / page / (feat_pages + idx_pages), 1));
     return 0;
-}
-
-/* The share of the feature pages a batch touches that a page cache of `pages` feature pages
- * misses. Each cached page is there for one row the LRU keeps (the profile's LRU of rows at as
- * many rows: tg_cost_lru_misses); a page's other rows are unrelated to it (rows are placed by
- * node id) and serve the misses as a uniform share of the file's rows. */
-static double mmap_page_misses(const tg_cost_inputs_t *in, double pages)
-{
-    double N = (double)in->data.nodes, acc = tg_cost_accesses(in);
-    if (!(pages > 0) || !(acc > 0)) return 1;
-    double per_page = fmax(1, floor(4096 / tg_cost_row_bytes(in)));
-    double rows = fmin(pages, N);
-    double lru = fmin(tg_cost_lru_misses(in, rows) / acc, 1);
-    /* never fewer than the rows a steady epoch reads that the epoch before did not: a page
-     * cache that holds the file misses those alone */
-    double fresh = fmin(tg_cost_lru_misses(in, N) / acc, 1);
-    return fmax(lru * (1 - fmin(1, (per_page - 1) * rows / N)), fresh);
 }
 
 const tg_strategy_i tg_strategy_mmap = {
