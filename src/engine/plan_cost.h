@@ -121,6 +121,9 @@ typedef struct tg_cost_own {
     double groups;          /* the units the strategy loads per epoch (hier: mega-batches) */
     double group_size;      /* each unit's size (hier: parts per mega-batch, N_d) */
     double load_share;      /* of its data, what an epoch loads (< 1: --batches-per-epoch) */
+    /* a training step on its largest measured batch, timed as the whole graph's (forward +
+     * backward operations per second); 0: not timed (the whole graph's rate) */
+    double step_flops_per_s;
 } tg_cost_own_t;
 
 /* A short profile: a few batches of the epoch sampled with the run's RNG, scaled to the epoch. */

@@ -641,12 +641,16 @@ static int measure_buffered(const prof_t *p, tg_cost_machine_t *mc, double *spen
     if (len < BUFREAD_CHUNK) return 0; /* too small to time: not measured */
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return tg_err(-errno, "plan: %s: cannot open: %s", path, strerror(errno));
-    char *buf = malloc(BUFREAD_CHUNK);
+    /* into a buffer as large as the read, touched first: a mega-batch's buffers are reused
+     * from one load to the next, larger than the CPU's caches */
+    char *buf = malloc(len);
     int rc = buf ? 0 : tg_err(-ENOMEM, "plan: out of memory for reading %s", path);
+    if (buf) memset(buf, 0, len);
     (void)posix_fadvise(fd, (off_t)off0, (off_t)len, POSIX_FADV_DONTNEED);
     double t0 = tg_now();
     for (uint64_t off = off0; rc == 0 && off < off0 + len;) {
-        ssize_t n = pread(fd, buf, (size_t)TG_MIN(BUFREAD_CHUNK, off0 + len - off), (off_t)off);
+        ssize_t n = pread(fd, buf + (off - off0), (size_t)TG_MIN(BUFREAD_CHUNK, off0 + len - off),
+                          (off_t)off);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0)
             rc = tg_err(n < 0 ? -errno : -EIO, "plan: %s: read at offset %llu: %s", path,
@@ -843,56 +847,91 @@ static int measure_shared(tg_model_t *pm, const tg_batch_t *b, const float *X, c
     return rc;
 }
 
-/* One training step of a scratch model (the run's configuration, Adam, the run's threads) on
- * the largest profiled batch with zero features: the arena it needs, and the rate the steps
- * achieve (its operations over its time; a second step when the first, which also allocates,
- * was short). */
+/* A model and a batch's inputs (random features, labels 0) to time steps with. */
+typedef struct {
+    tg_model_t *pm;
+    tg_pool_t *pool;
+    float *X;
+    int32_t *y;
+} step_t;
+
+static void step_free(step_t *st)
+{
+    tg_model_destroy(st->pm);
+    tg_pool_destroy(st->pool);
+    free(st->X);
+    free(st->y);
+}
+
+static int step_open(const prof_t *p, const tg_cost_plan_opts_t *o, const tg_batch_t *b, step_t *st)
+{
+    const tg_meta_t *m = &p->ds->meta;
+    tg_optim_config_t adam;
+    tg_optim_config_default(&adam, TG_OPTIM_ADAM);
+    size_t width = m->multi_label ? m->num_classes : 1;
+    memset(st, 0, sizeof *st);
+    st->X = calloc((size_t)b->num_nodes * m->feat_dim + 1, sizeof *st->X);
+    st->y = calloc((size_t)b->num_seeds * width + 1, sizeof *st->y);
+    int rc = st->X && st->y ? 0 : tg_err(-ENOMEM, "plan: out of memory for the step's batch");
+    /* features written, as a gathered matrix's are: untouched, X would read the one zero page,
+     * always in the CPU's cache (the planner's narrow workload: hier's 9k-row steps timed at
+     * 2.7 ms on a zero X, 5.2 ms in its run) */
+    tg_rng_t r;
+    tg_rng_seed(&r, 3);
+    for (size_t i = 0; rc == 0 && i < (size_t)b->num_nodes * m->feat_dim; i++)
+        st->X[i] = tg_rng_uniformf(&r) - 0.5f;
+    if (rc == 0 && o->threads > 1) rc = tg_pool_create(&st->pool, o->threads);
+    if (rc == 0) rc = tg_model_create(&st->pm, &p->cfg, 1);
+    if (rc == 0) rc = tg_model_set_optim(st->pm, &adam);
+    return rc;
+}
+
+/* The first step also allocates; of the STEP_TIMED after it, the fastest is taken (another
+ * process that takes a core for a moment lengthens a step, never shortens one), with its CPU
+ * seconds: the process runs nothing else meanwhile, so its CPU time over the step is the
+ * step's threads'. */
+static int step_time(step_t *st, const tg_batch_t *b, double *dt, double *cpu)
+{
+    double t0 = tg_now();
+    int rc = 0;
+    *dt = *cpu = 0;
+    for (int k = 0; rc == 0 && k <= STEP_TIMED; k++) {
+        tg_model_set_pool(st->pm, st->pool);
+        tg_step_stats_t ss;
+        double t1 = tg_now(), c1 = cpu_s(CLOCK_PROCESS_CPUTIME_ID);
+        rc = tg_model_train_step(st->pm, b, st->X, st->y, &ss);
+        if (rc == -ERANGE) rc = 0; /* zero features may give a degenerate loss */
+        double d = tg_now() - t1, c = cpu_s(CLOCK_PROCESS_CPUTIME_ID) - c1;
+        if (k == 0 || d < *dt) *dt = d, *cpu = c;
+        /* a first step of over a second is measure enough (as it always was) */
+        if ((k == 0 && d > 1.0) || (k >= 1 && tg_now() - t0 > STEP_MAX_S)) break;
+    }
+    return rc;
+}
+
+/* Training steps of a scratch model (the run's configuration, Adam, the run's threads) on the
+ * largest profiled batch: the arena it needs, and the rate the steps achieve (its operations
+ * over its time), alone and beside gathering threads. */
 static int measure_step(prof_t *p, const tg_cost_plan_opts_t *o, tg_cost_machine_t *mc,
                         double *spent)
 {
     const tg_batch_t *b = &p->largest;
     const tg_meta_t *m = &p->ds->meta;
-    tg_model_t *pm = NULL;
-    tg_pool_t *pool = NULL;
-    tg_optim_config_t adam;
-    tg_optim_config_default(&adam, TG_OPTIM_ADAM);
-    size_t width = m->multi_label ? m->num_classes : 1;
-    float *X = calloc((size_t)b->num_nodes * m->feat_dim + 1, sizeof *X);
-    int32_t *y = calloc((size_t)b->num_seeds * width + 1, sizeof *y);
-    int rc = X && y ? 0 : tg_err(-ENOMEM, "plan: out of memory for the step's batch");
-    if (rc == 0 && o->threads > 1) rc = tg_pool_create(&pool, o->threads);
-    if (rc == 0) rc = tg_model_create(&pm, &p->cfg, 1);
-    if (rc == 0) rc = tg_model_set_optim(pm, &adam);
-    /* the first step also allocates; of the STEP_TIMED after it, the fastest is taken (another
-     * process that takes a core for a moment lengthens a step, never shortens one), with its
-     * CPU seconds: the process runs nothing else meanwhile, so its CPU time over the step is
-     * the step's threads' */
+    step_t st;
     double t0 = tg_now(), dt = 0, cpu = 0;
-    for (int k = 0; rc == 0 && k <= STEP_TIMED; k++) {
-        tg_model_set_pool(pm, pool);
-        tg_step_stats_t st;
-        double t1 = tg_now(), c1 = cpu_s(CLOCK_PROCESS_CPUTIME_ID);
-        rc = tg_model_train_step(pm, b, X, y, &st);
-        if (rc == -ERANGE) rc = 0; /* zero features may give a degenerate loss */
-        double d = tg_now() - t1, c = cpu_s(CLOCK_PROCESS_CPUTIME_ID) - c1;
-        if (k == 0 || d < dt) dt = d, cpu = c;
-        /* a first step of over a second is measure enough (as it always was) */
-        if ((k == 0 && d > 1.0) || (k >= 1 && tg_now() - t0 > STEP_MAX_S)) break;
-    }
+    int rc = step_open(p, o, b, &st);
+    if (rc == 0) rc = step_time(&st, b, &dt, &cpu);
     *spent = tg_now() - t0;
     if (rc == 0) {
         tg_flops_t f;
         if ((rc = tg_model_batch_flops(&p->cfg, b, &f)) == 0 && dt > 0)
             mc->step_flops_per_s = (double)tg_flops_total(&f) / dt;
         mc->step_cpu_ratio = dt > 0 && cpu > 0 ? cpu / dt : 0;
-        p->act_bytes = tg_model_act_bytes(pm);
-        rc = measure_shared(pm, b, X, y, m,
+        p->act_bytes = tg_model_act_bytes(st.pm);
+        rc = measure_shared(st.pm, b, st.X, st.y, m,
                             o->sampler_threads < 0 ? o->threads : o->sampler_threads, dt, mc);
     }
-    tg_model_destroy(pm);
-    tg_pool_destroy(pool);
-    free(X);
-    free(y);
+    step_free(&st);
     /* the process as the budget plan will measure it, after a step has set up OpenBLAS: its
      * anonymous memory less what the profile itself still holds (the seed order, the batch),
      * its freed heap given back first (as the run does after the planner) */
@@ -1029,12 +1068,33 @@ static tg_cost_measure_t measure_ctx(const prof_t *p, const tg_cost_plan_opts_t 
         .act_bytes = (uint64_t)((double)p->act_bytes * SIZE_MARGIN)};
 }
 
+/* A step timed on a strategy's own largest batch (hier's come from a mega-batch's subgraph:
+ * on the planner's narrow workload, half the whole graph's rows with as many sampled edges, its
+ * steps took 0.63 s an epoch where the whole graph's rate per operation gave 0.32-0.50). */
+static int own_step(const prof_t *p, const tg_cost_plan_opts_t *o, const tg_batch_t *b,
+                    tg_cost_plan_t *pl)
+{
+    step_t st;
+    double t0 = tg_now(), dt = 0, cpu = 0;
+    int rc = step_open(p, o, b, &st);
+    if (rc == 0) rc = step_time(&st, b, &dt, &cpu);
+    tg_flops_t f;
+    if (rc == 0 && (rc = tg_model_batch_flops(&p->cfg, b, &f)) == 0 && dt > 0)
+        pl->in.prof.own.step_flops_per_s = (double)tg_flops_total(&f) / dt;
+    step_free(&st);
+    pl->cost.own_s += tg_now() - t0;
+    return rc < 0 ? tg_err_prefix(rc, "plan: timing a step on a strategy's own batch") : 0;
+}
+
 /* Each strategy's least working set on the dataset with the run's options (min_bytes), for the
  * choice to refuse those the run would refuse, and the measures of those with batches of their
  * own (plan_measure). */
 static int working_sets(const prof_t *p, const tg_cost_plan_opts_t *o, tg_cost_plan_t *pl)
 {
     tg_cost_measure_t mx = measure_ctx(p, o, &pl->in);
+    tg_batch_t own;
+    int kept = 0, rc = 0;
+    mx.keep = &own, mx.kept = &kept;
     for (int i = 0; i < tg_strategy_count() && i < TG_COST_MAX_STRATS; i++) {
         const tg_strategy_i *s = tg_strategy_at(i);
         void *cfg = calloc(1, s->info.config_size + 1);
@@ -1044,7 +1104,7 @@ static int working_sets(const prof_t *p, const tg_cost_plan_opts_t *o, tg_cost_p
         so.threads = o->threads;
         so.sampler_threads = o->sampler_threads < 0 ? o->threads : o->sampler_threads;
         so.cfg = cfg;
-        int rc = tg_strategy_parse(&s->info, o->strategy_args, o->num_strategy_args, cfg, 0);
+        rc = tg_strategy_parse(&s->info, o->strategy_args, o->num_strategy_args, cfg, 0);
         char why[512];
         if (rc == 0) pl->need[i] = (double)s->min_bytes(p->ds, &so, why, sizeof why);
         /* a batch-size-free run (whole graph) has no batches of its own to measure */
@@ -1057,9 +1117,11 @@ static int working_sets(const prof_t *p, const tg_cost_plan_opts_t *o, tg_cost_p
             pl->cost.own_s += tg_now() - t0;
         }
         free(cfg);
-        if (rc < 0) return rc;
+        if (rc < 0) break;
     }
-    return 0;
+    if (kept && rc == 0) rc = own_step(p, o, &own, pl);
+    if (kept) tg_batch_free(&own);
+    return rc;
 }
 
 static int check_opts(const tg_cost_plan_opts_t *o)

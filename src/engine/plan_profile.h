@@ -106,6 +106,10 @@ typedef struct tg_cost_measure {
     /* the whole graph's largest profiled batch: its input rows, and one step's arena on it
      * (with the budget plan's margin), which free_bytes has had taken off */
     uint64_t max_rows, act_bytes;
+    /* where the hook leaves the largest of its batches (owned by the profile after, which times
+     * a step on it: own.step_flops_per_s); NULL: not wanted */
+    tg_batch_t *keep;
+    int *kept; /* set to 1 when keep holds a batch */
 } tg_cost_measure_t;
 
 typedef struct tg_cost_plan {

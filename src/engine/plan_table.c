@@ -118,6 +118,9 @@ static double hot_share(const cls_t *c, int k, double R)
     return all > 0 ? got / all : 0;
 }
 
+/* The curves' points: shares of what every row (or every list) would take. */
+static const double frac[8] = {0, 1.0 / 64, 1.0 / 16, 1.0 / 8, 0.25, 0.5, 0.75, 1};
+
 /* The share of list reads a neighbour cache of each size serves (tiergnn/ncache.h: an address
  * table of a u32 per node, then each cached node's count and list, 4 bytes an entry). The cache
  * ranks nodes by out-degree over in-degree, ties by out-degree: on an undirected graph (every
@@ -126,7 +129,6 @@ static double hot_share(const cls_t *c, int k, double R)
  * The curve's points: the table alone, then shares of the array that every list would take. */
 static void ncache_curve(const tg_cost_bins_t *b, tg_cost_profile_t *p)
 {
-    static const double frac[8] = {0, 1.0 / 64, 1.0 / 16, 1.0 / 8, 0.25, 0.5, 0.75, 1};
     double N = 0, all = 0, reads = 0;
     for (int i = 0; i < TG_COST_BINS; i++)
         N += b->nodes[i], all += 4 * (b->nodes[i] + b->edges[i]), reads += b->lists[i];
@@ -150,7 +152,6 @@ static void ncache_curve(const tg_cost_bins_t *b, tg_cost_profile_t *p)
 void tg_cost_bins_curves(const tg_cost_bins_t *b, uint64_t profiled, uint64_t batches,
                          tg_cost_profile_t *p)
 {
-    static const double frac[8] = {0, 1.0 / 64, 1.0 / 16, 1.0 / 8, 0.25, 0.5, 0.75, 1};
     static const double hot[8] = {0, 0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1};
     cls_t c[TG_COST_BINS];
     p->lru.n = p->belady.n = p->hot_degree.n = p->window_rows.n = p->ncache_hit.n = 0;
@@ -441,6 +442,7 @@ static char *profile_json(const tg_cost_plan_t *pl)
     tg_json_num(&j, "own_s", c->own_s);
     tg_json_num(&j, "own_batches", own->batches);
     tg_json_num(&j, "own_rows_per_batch", own->rows_per_batch);
+    tg_json_num(&j, "own_step_flops_per_s", own->step_flops_per_s);
     tg_json_num(&j, "own_flops_per_batch", own->flops_per_batch);
     tg_json_num(&j, "induced_degree_frac", in->prof.induced_degree_frac);
     /* the epoch's curves the profile extrapolated: misses against cache rows, coverage */

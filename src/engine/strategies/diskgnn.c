@@ -1139,9 +1139,9 @@ static int dg_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
     /* store/pack's reader thread reads features.bin while the packer copies the rows already
      * read and writes them: the packing lasts its disk time or its copies, whichever is longer
      * (few: 0.78 s to read 614 MB and write 84 MB, whose copies alone take 0.2 s) */
-    double pack_cpu = tg_cost_sample_s(in) / in->run.sampler_threads + tg_cost_gather_s(in);
-    double pack = tg_cost_sample_s(in) / in->run.sampler_threads +
-                  fmax(tg_cost_seq_s(m, feat + need), tg_cost_gather_s(in));
+    double sample = tg_cost_sample_s(in) / in->run.sampler_threads, copies = tg_cost_gather_s(in);
+    double pack_cpu = sample + copies;
+    double pack = sample + fmax(tg_cost_seq_s(m, feat + need), copies);
     /* epoch 1 trains after packing its own (first); an epoch that packs the next lasts the
      * pair (pk: the packing and the training on one disk and the cores); the last trains
      * alone, after waiting for what the packing took beyond the epoch before. That epoch trains

@@ -848,7 +848,10 @@ static int hier_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
     /* each row looked up in the static cache's tier, then the mega-batch's: a feature buffer's
      * lookup before the copy (on the ram workload its gather took 1.3x memory's CPU) */
     p->gather_s = tg_cost_buffer_gather_s(in, all * acc, 0);
-    p->compute_s = tg_cost_compute_s(in) * ops;
+    /* its steps at the rate timed on its own batch where measured */
+    p->compute_s = own->step_flops_per_s > 0 && own->batches > 0
+                       ? own->batches * own->flops_per_batch / own->step_flops_per_s
+                       : tg_cost_compute_s(in) * ops;
     /* the loader: the copy of what it reads, every list entry walked once per epoch; its CPU is
      * the strategy's own, a gather */
     double filter =

@@ -247,7 +247,7 @@ static int pm_form(pm_t *q, uint64_t epoch, uint64_t nd)
 /* Its first batches (its training nodes shuffled as a pass shuffles them, or in part order):
  * rows and operations per batch, and the largest batch's rows. */
 static int pm_sample(pm_t *q, uint64_t epoch, int shuffled, uint64_t batches, double *rows,
-                     double *flops, uint64_t *max_rows)
+                     double *flops, uint64_t *max_rows, int keep)
 {
     const tg_cost_measure_t *mx = q->mx;
     uint64_t ns = 0;
@@ -284,6 +284,13 @@ static int pm_sample(pm_t *q, uint64_t epoch, int shuffled, uint64_t batches, do
             *rows += bt.num_nodes;
             *flops += (double)tg_flops_total(&f);
             *max_rows = TG_MAX(*max_rows, (uint64_t)bt.num_nodes);
+        }
+        /* the largest kept for the profile's step (mx->keep) */
+        if (rc == 0 && keep && mx->keep && (!*mx->kept || bt.num_nodes > mx->keep->num_nodes)) {
+            if (*mx->kept) tg_batch_free(mx->keep);
+            *mx->keep = bt;
+            *mx->kept = 1;
+            continue;
         }
         tg_batch_free(&bt);
     }
@@ -323,7 +330,8 @@ static int measure(pm_t *q, const tg_strategy_opts_t *so, tg_part_t *pt, tg_cost
          * a step's arena is reserved): the input matrices of the first two batches of a
          * mega-batch of all the room; a step's arena on them replaces the whole graph's */
         uint64_t prov = fit(q, room + (double)mx->act_bytes);
-        if ((rc = pm_form(q, 0, prov)) == 0) rc = pm_sample(q, 0, 0, 2, &rows, &flops, &max_rows);
+        if ((rc = pm_form(q, 0, prov)) == 0)
+            rc = pm_sample(q, 0, 0, 2, &rows, &flops, &max_rows, 0);
         double whole = (double)TG_MAX(mx->max_rows, (uint64_t)1);
         double arena = (double)mx->act_bytes * fmax(0, 1 - (double)max_rows / whole);
         double mats = tg_hier_in_flight(so) * (double)max_rows * mx->matrix_row_bytes;
@@ -331,7 +339,7 @@ static int measure(pm_t *q, const tg_strategy_opts_t *so, tg_part_t *pt, tg_cost
     }
     /* the steady epoch's first mega-batch's batches as a pass trains them */
     if (rc == 0) rc = pm_form(q, 1, nd);
-    if (rc == 0) rc = pm_sample(q, 1, 1, mx->batches, &rows, &flops, &max_rows);
+    if (rc == 0) rc = pm_sample(q, 1, 1, mx->batches, &rows, &flops, &max_rows, 1);
     if (rc < 0) return rc;
     /* the epoch's schedule: the parts N_d at a time, each mega-batch's batches; a cut epoch
      * (--batches-per-epoch) loads the mega-batches up to its last batch */
