@@ -595,12 +595,12 @@ TG_TEST(hier_own_batches)
     TG_CHECK(w->rows_per_batch <= a->in.prof.rows_per_batch * 1.05);
     TG_CHECK(a->in.prof.induced_degree_frac > 0.99 && a->in.prof.induced_degree_frac <= 1);
     TG_CHECK(a->cost.own_s > 0 && strstr(a->pred[h].why, "1 mega-batches of 8 parts") != NULL);
-    /* a step timed on its largest batch */
-    TG_CHECK(w->step_flops_per_s > 0);
-    /* the same inputs, the same batches (the step's rate is timed anew) */
+    /* a step timed on its largest batch, a mega-batch loaded */
+    TG_CHECK(w->step_flops_per_s > 0 && w->load_bytes_per_s > 0);
+    /* the same inputs, the same batches (the step and the load are timed anew) */
     TG_CHECK_OK(tg_cost_plan(&o, b));
     tg_cost_own_t x = a->in.prof.own, y = b->in.prof.own;
-    x.step_flops_per_s = y.step_flops_per_s = 0;
+    x.step_flops_per_s = y.step_flops_per_s = x.load_bytes_per_s = y.load_bytes_per_s = 0;
     TG_CHECK(!memcmp(&x, &y, sizeof x));
     /* --dynamic-parts 2: four mega-batches of a quarter of the nodes, fewer rows per batch and
      * a share of the in-degree */

@@ -270,6 +270,27 @@ TG_TEST(hier_loader)
     in.machine.copy_bytes_per_s *= 10;
     TG_CHECK_OK(tg_cost_choose(&in, 1, b, TG_COST_MAX_STRATS, &best));
     TG_CHECK_NEAR(b[h].steady_s, io + 1.0 + copy / 10, 1e-9);
+    /* its buffered reads at their measured rate, which includes the copy out of the page
+     * cache */
+    in.machine.buffered_bytes_per_s = 0.5e9;
+    TG_CHECK_OK(tg_cost_choose(&in, 1, b, TG_COST_MAX_STRATS, &best));
+    TG_CHECK_NEAR(b[h].io_s, bytes / 0.5e9, 1e-9);
+    TG_CHECK_NEAR(b[h].stage_s, bytes / 0.5e9 + 1.0, 1e-9);
+    /* a real load timed: its rate is the loader's */
+    in.prof.own = (tg_cost_own_t){.batches = (double)in.prof.batches,
+                                  .rows_per_batch = in.prof.rows_per_batch,
+                                  .flops_per_batch = in.run.epoch_flops / (double)in.prof.batches,
+                                  .groups = 20,
+                                  .group_size = 49,
+                                  .load_share = 1,
+                                  .load_bytes_per_s = 0.25e9};
+    TG_CHECK_OK(tg_cost_choose(&in, 1, b, TG_COST_MAX_STRATS, &best));
+    TG_CHECK_NEAR(b[h].stage_s, bytes / 0.25e9, 1e-9);
+    TG_CHECK_NEAR(b[h].steady_s, bytes / 0.25e9, 1e-9);
+    /* a step timed on its own batch: its steps at that rate */
+    in.prof.own.step_flops_per_s = in.machine.step_flops_per_s / 20;
+    TG_CHECK_OK(tg_cost_choose(&in, 1, b, TG_COST_MAX_STRATS, &best));
+    TG_CHECK_NEAR(b[h].compute_s, in.run.epoch_flops / in.prof.own.step_flops_per_s, 1e-6);
 }
 
 /* hier with its own batches measured (plan_measure): sampling and gathering follow the

@@ -124,6 +124,10 @@ typedef struct tg_cost_own {
     /* a training step on its largest measured batch, timed as the whole graph's (forward +
      * backward operations per second); 0: not timed (the whole graph's rate) */
     double step_flops_per_s;
+    /* its loader's bytes per second over one real load of a unit (hier: tg_mb_load of the
+     * measured mega-batch: its reads, the copy out of the page cache and the list walk);
+     * 0: not timed (the buffered read, copy and filter rates) */
+    double load_bytes_per_s;
 } tg_cost_own_t;
 
 /* A short profile: a few batches of the epoch sampled with the run's RNG, scaled to the epoch. */

@@ -443,6 +443,7 @@ static char *profile_json(const tg_cost_plan_t *pl)
     tg_json_num(&j, "own_batches", own->batches);
     tg_json_num(&j, "own_rows_per_batch", own->rows_per_batch);
     tg_json_num(&j, "own_step_flops_per_s", own->step_flops_per_s);
+    tg_json_num(&j, "own_load_bytes_per_s", own->load_bytes_per_s);
     tg_json_num(&j, "own_flops_per_batch", own->flops_per_batch);
     tg_json_num(&j, "induced_degree_frac", in->prof.induced_degree_frac);
     /* the epoch's curves the profile extrapolated: misses against cache rows, coverage */

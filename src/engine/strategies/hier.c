@@ -858,7 +858,9 @@ static int hier_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
         m->filter_edges_per_s > 0 ? (double)in->data.edges * share / m->filter_edges_per_s : 0;
     double copy = m->copy_bytes_per_s > 0 ? p->read_bytes / m->copy_bytes_per_s : 0;
     p->gather_s += filter + copy;
-    p->stage_s = p->io_s + filter + (buffered ? 0 : copy);
+    /* the loader's time: its measured load rate where a load was timed (prof.own) */
+    p->stage_s = own->load_bytes_per_s > 0 ? p->read_bytes / own->load_bytes_per_s
+                                           : p->io_s + filter + (buffered ? 0 : copy);
     p->stage_cpu_s = filter + copy;
     if (!have)
         p->prep_s = tg_cost_seq_s(m, HIER_STREAM_PASSES * idx + 2 * (feat + idx)) / in->run.epochs;
