@@ -145,8 +145,7 @@ typedef struct {
     uint64_t rows, lists, max_rows;
     double index_bytes, flops;
     double feat_pages, index_pages; /* distinct 4 KiB pages of the files a batch touches */
-    uint64_t *pages;                /* scratch for counting them (cap entries) */
-    size_t pages_cap;
+    uint64_t *pages;                /* a bitmap for counting them (prof_pages) */
     uint32_t max_dst0;
     tg_batch_t largest; /* the profiled batch with the most input rows (owned) */
     int have_largest;
@@ -205,52 +204,40 @@ static void prof_degrees(prof_t *p)
     }
 }
 
-static int cmp_u64(const void *a, const void *b)
+/* A page seen in this batch: 1 the first time (its bit set), else 0. */
+static int page_new(uint64_t *bits, uint64_t pg)
 {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* Distinct values among the n in v (sorted in place). */
-static uint64_t count_distinct(uint64_t *v, size_t n)
-{
-    qsort(v, n, sizeof *v, cmp_u64);
-    uint64_t d = 0;
-    for (size_t i = 0; i < n; i++)
-        d += i == 0 || v[i] != v[i - 1];
-    return d;
-}
-
-static int pages_reserve(prof_t *p, size_t n)
-{
-    if (n <= p->pages_cap) return 0;
-    size_t cap = TG_MAX(n, 2 * p->pages_cap);
-    uint64_t *q = realloc(p->pages, cap * sizeof *q);
-    if (!q) return tg_err(-ENOMEM, "plan: cannot allocate %zu page ids", cap);
-    p->pages = q;
-    p->pages_cap = cap;
-    return 0;
+    uint64_t m = 1ull << (pg & 63);
+    if (bits[pg >> 6] & m) return 0;
+    bits[pg >> 6] |= m;
+    return 1;
 }
 
 /* The distinct 4 KiB pages of the feature file and of the index file a batch touches, as a
  * memory map reads them: each input row's pages (rows lie by node id), and for each list the
  * sampler reads, the pages of the entries it can read: a list no longer than the fanout is read
- * whole; a longer one at fanout positions, taken as evenly spread over its pages. */
+ * whole; a longer one at fanout positions, taken as evenly spread over its pages. A bitmap of
+ * the larger file's pages (1 bit a page), cleared per batch. */
 static int prof_pages(prof_t *p, const tg_batch_t *bt)
 {
     const tg_meta_t *m = &p->ds->meta;
     uint64_t rb = m->feat_dim * tg_feat_dtype_size(m->feat_dtype);
     uint64_t ib = tg_index_dtype_size(m->index_dtype);
-    uint64_t per_row = (rb + 4095) / 4096 + 1;
-    int rc = pages_reserve(p, (size_t)bt->num_nodes * per_row);
-    if (rc < 0) return rc;
-    size_t n = 0;
+    uint64_t fpages = (m->num_nodes * rb + 4095) / 4096, ipages = (m->num_edges * ib + 4095) / 4096;
+    size_t words = (size_t)((TG_MAX(fpages, ipages) + 63) / 64) + 1;
+    if (!p->pages) {
+        p->pages = calloc(words, sizeof *p->pages);
+        if (!p->pages)
+            return tg_err(-ENOMEM, "plan: cannot allocate a bitmap of %zu pages", words * 64);
+    }
+    uint64_t n = 0;
     for (uint32_t i = 0; i < bt->num_nodes; i++) {
         uint64_t a = bt->nodes[i] * rb, z = a + rb - 1;
         for (uint64_t pg = a / 4096; pg <= z / 4096; pg++)
-            p->pages[n++] = pg;
+            n += (uint64_t)page_new(p->pages, pg);
     }
-    p->feat_pages += (double)count_distinct(p->pages, n);
+    p->feat_pages += (double)n;
+    memset(p->pages, 0, words * sizeof *p->pages);
     n = 0;
     for (int l = 0; l < bt->num_layers; l++) {
         if (p->fan[l] == 0) continue;
@@ -260,12 +247,12 @@ static int prof_pages(prof_t *p, const tg_batch_t *bt)
             if (end == beg) continue;
             uint64_t first = beg * ib / 4096, last = (end * ib - 1) / 4096;
             uint64_t span = last - first + 1, take = TG_MIN(span, fan);
-            if ((rc = pages_reserve(p, n + take)) < 0) return rc;
             for (uint64_t j = 0; j < take; j++)
-                p->pages[n++] = first + j * span / take;
+                n += (uint64_t)page_new(p->pages, first + j * span / take);
         }
     }
-    p->index_pages += (double)count_distinct(p->pages, n);
+    p->index_pages += (double)n;
+    memset(p->pages, 0, words * sizeof *p->pages);
     return 0;
 }
 
@@ -625,6 +612,23 @@ static int measure_copy(tg_cost_machine_t *mc, double *spent)
     return 0;
 }
 
+/* Bytes [off0, off0 + len) of fd read in reads of at most chunk bytes: into buf at their
+ * offset from off0 (fill), or each into buf's start. */
+static int read_span(int fd, const char *path, char *buf, size_t chunk, int fill, uint64_t off0,
+                     uint64_t len)
+{
+    for (uint64_t off = off0; off < off0 + len;) {
+        char *dst = fill ? buf + (off - off0) : buf;
+        ssize_t n = pread(fd, dst, (size_t)TG_MIN(chunk, off0 + len - off), (off_t)off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0)
+            return tg_err(n < 0 ? -errno : -EIO, "plan: %s: read at offset %llu: %s", path,
+                          (unsigned long long)off, n < 0 ? strerror(errno) : "end of file early");
+        off += (uint64_t)n;
+    }
+    return 0;
+}
+
 /* features.bin read sequentially by one thread with buffered reads of BUFREAD_CHUNK, cold
  * (the range dropped from the page cache first and after), BUFREAD_BYTES of its middle at most:
  * what hier's loader reads at (graph/megabatch.c), whose synchronous reads wait on the page
@@ -648,16 +652,7 @@ static int measure_buffered(const prof_t *p, tg_cost_machine_t *mc, double *spen
     if (buf) memset(buf, 0, len);
     (void)posix_fadvise(fd, (off_t)off0, (off_t)len, POSIX_FADV_DONTNEED);
     double t0 = tg_now();
-    for (uint64_t off = off0; rc == 0 && off < off0 + len;) {
-        ssize_t n = pread(fd, buf + (off - off0), (size_t)TG_MIN(BUFREAD_CHUNK, off0 + len - off),
-                          (off_t)off);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0)
-            rc = tg_err(n < 0 ? -errno : -EIO, "plan: %s: read at offset %llu: %s", path,
-                        (unsigned long long)off, n < 0 ? strerror(errno) : "end of file early");
-        else
-            off += (uint64_t)n;
-    }
+    if (rc == 0) rc = read_span(fd, path, buf, BUFREAD_CHUNK, 1, off0, len);
     double dt = tg_now() - t0;
     (void)posix_fadvise(fd, (off_t)off0, (off_t)len, POSIX_FADV_DONTNEED);
     free(buf);
@@ -698,15 +693,7 @@ static int warm_indices(const prof_t *p, const tg_cost_machine_t *mc, double *sp
     if (fd < 0) return tg_err(-errno, "plan: %s: cannot open: %s", path, strerror(errno));
     char *buf = malloc(WARM_CHUNK);
     int rc = buf ? 0 : tg_err(-ENOMEM, "plan: out of memory for reading %s", path);
-    for (uint64_t off = 0; rc == 0 && off < size;) {
-        ssize_t n = pread(fd, buf, WARM_CHUNK, (off_t)off);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0)
-            rc = tg_err(n < 0 ? -errno : -EIO, "plan: %s: read at offset %llu: %s", path,
-                        (unsigned long long)off, n < 0 ? strerror(errno) : "end of file early");
-        else
-            off += (uint64_t)n;
-    }
+    if (rc == 0) rc = read_span(fd, path, buf, WARM_CHUNK, 0, 0, size);
     free(buf);
     close(fd);
     *spent = tg_now() - t0;
@@ -847,7 +834,8 @@ static int measure_shared(tg_model_t *pm, const tg_batch_t *b, const float *X, c
     return rc;
 }
 
-/* A model and a batch's inputs (random features, labels 0) to time steps with. */
+/* A model and a batch's inputs (features written with a short pattern, labels 0) to time steps
+ * with. */
 typedef struct {
     tg_model_t *pm;
     tg_pool_t *pool;
@@ -876,10 +864,8 @@ static int step_open(const prof_t *p, const tg_cost_plan_opts_t *o, const tg_bat
     /* features written, as a gathered matrix's are: untouched, X would read the one zero page,
      * always in the CPU's cache (the planner's narrow workload: hier's 9k-row steps timed at
      * 2.7 ms on a zero X, 5.2 ms in its run) */
-    tg_rng_t r;
-    tg_rng_seed(&r, 3);
     for (size_t i = 0; rc == 0 && i < (size_t)b->num_nodes * m->feat_dim; i++)
-        st->X[i] = tg_rng_uniformf(&r) - 0.5f;
+        st->X[i] = (float)(i % 7) * 0.125f - 0.375f;
     if (rc == 0 && o->threads > 1) rc = tg_pool_create(&st->pool, o->threads);
     if (rc == 0) rc = tg_model_create(&st->pm, &p->cfg, 1);
     if (rc == 0) rc = tg_model_set_optim(st->pm, &adam);

@@ -30,7 +30,8 @@
 
 #include "hier-impl.h"
 
-#define CHUNK 256 /* list entries read at once */
+#define CHUNK 256                   /* list entries read at once */
+#define LOAD_BYTES (64.0 * 1048576) /* a timed load's bytes, about (time_load) */
 /* The static lists' entries walked for the parts' static pairs: all of them up to this, else
  * every k-th list (static nodes are in id order, not by degree), scaled by k */
 #define PAIRS_WALK ((uint64_t)1 << 20)
@@ -335,14 +336,20 @@ static int time_load(pm_t *q, const hier_cfg_t *c, tg_part_t *pt, uint64_t nd,
                       .num_train = mx->ntrain,
                       .who = "hier (the planner's load)"};
     if (rc == 0) rc = tg_mb_open(&L, &o);
+    /* of its parts, as many as hold about LOAD_BYTES (at least one): the rate, not the whole
+     * load (a mega-batch of the shared bench reads 190 MB) */
+    uint64_t k = nd;
     if (rc == 0) {
         tg_hier_fit_parts(L, nd, 0, 0, &t, &ed, &np);
+        double bytes = (double)t * (double)q->geo.row + (double)ed * 4;
+        if (bytes > LOAD_BYTES)
+            k = TG_MAX((uint64_t)1, (uint64_t)((double)nd * LOAD_BYTES / bytes));
         rc = tg_mb_alloc(L, &m, 1, t, ed, np);
     }
     if (rc == 0) {
         uint64_t rb = L->read_bytes;
         double s0 = L->load_s;
-        rc = tg_mb_load(L, &m, q->order, nd);
+        rc = tg_mb_load(L, &m, q->order, k);
         double dt = L->load_s - s0;
         if (rc == 0 && dt > 0) prof->own.load_bytes_per_s = (double)(L->read_bytes - rb) / dt;
     }
