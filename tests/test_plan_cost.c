@@ -608,6 +608,15 @@ TG_TEST(bad_inputs)
     in.machine.step_shared = -1;
     TG_CHECK_ERR(tg_cost_check(&in), "step_shared");
     in = shared_bench();
+    in.machine.buffered_bytes_per_s = -1;
+    TG_CHECK_ERR(tg_cost_check(&in), "buffered_bytes_per_s");
+    in = shared_bench();
+    in.prof.index_pages_per_batch = -1;
+    TG_CHECK_ERR(tg_cost_check(&in), "feat_pages_per_batch");
+    in = shared_bench();
+    in.prof.own.load_bytes_per_s = -1;
+    TG_CHECK_ERR(tg_cost_check(&in), "own.step_flops_per_s");
+    in = shared_bench();
     in.data.nodes = 0;
     TG_CHECK_ERR(tg_cost_check(&in), "data.nodes");
     in = shared_bench();

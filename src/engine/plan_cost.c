@@ -53,6 +53,7 @@ static int check_machine(const tg_cost_machine_t *m)
         return bad("machine.step_shared",
                    "(and sharers >= 0, gather_shared in 0..1: the step beside gathering) must be "
                    ">= 0");
+    if (m->buffered_bytes_per_s < 0) return bad("machine.buffered_bytes_per_s", "must be >= 0");
     if (m->cores < 1) return bad("machine.cores", "must be >= 1");
     return 0;
 }
@@ -71,6 +72,10 @@ static int check_profile(const tg_cost_profile_t *p)
     if (!(p->rows_per_batch > 0)) return bad("profile.rows_per_batch", "must be > 0");
     if (p->index_reads_per_batch < 0 || p->index_bytes_per_batch < 0)
         return bad("profile.index_reads_per_batch", "must be >= 0");
+    if (p->feat_pages_per_batch < 0 || p->index_pages_per_batch < 0)
+        return bad("profile.feat_pages_per_batch", "(and index_pages_per_batch) must be >= 0");
+    if (p->own.step_flops_per_s < 0 || p->own.load_bytes_per_s < 0)
+        return bad("profile.own.step_flops_per_s", "(and load_bytes_per_s) must be >= 0");
     int rc;
     if ((rc = check_curve(&p->belady, "profile.belady")) < 0 ||
         (rc = check_curve(&p->lru, "profile.lru")) < 0 ||

@@ -632,8 +632,8 @@ static int read_span(int fd, const char *path, char *buf, size_t chunk, int fill
 /* features.bin read sequentially by one thread with buffered reads of BUFREAD_CHUNK, cold
  * (the range dropped from the page cache first and after), BUFREAD_BYTES of its middle at most:
  * what hier's loader reads at (graph/megabatch.c), whose synchronous reads wait on the page
- * cache's read-ahead. On the planner's few workload its loads read 657 MiB an epoch in 1.14 s of
- * waits (576 MB/s) where the probe's O_DIRECT reads, 1 MiB at depth 8, give 1.03 GB/s. */
+ * cache's read-ahead (700-950 MB/s here, where the probe's O_DIRECT reads, 1 MiB at depth 8,
+ * give 1.03 GB/s). hier's predict takes a timed load's rate before it (prof.own). */
 #define BUFREAD_BYTES ((uint64_t)32 << 20)
 #define BUFREAD_CHUNK ((size_t)4 << 20)
 static int measure_buffered(const prof_t *p, tg_cost_machine_t *mc, double *spent)
@@ -862,8 +862,8 @@ static int step_open(const prof_t *p, const tg_cost_plan_opts_t *o, const tg_bat
     st->y = calloc((size_t)b->num_seeds * width + 1, sizeof *st->y);
     int rc = st->X && st->y ? 0 : tg_err(-ENOMEM, "plan: out of memory for the step's batch");
     /* features written, as a gathered matrix's are: untouched, X would read the one zero page,
-     * always in the CPU's cache (the planner's narrow workload: hier's 9k-row steps timed at
-     * 2.7 ms on a zero X, 5.2 ms in its run) */
+     * always in the CPU's cache (the narrow and ram workloads' steps timed 9-18% slower written:
+     * 29.8 against 32.7 GFLOP/s, 48.6 against 59.7) */
     for (size_t i = 0; rc == 0 && i < (size_t)b->num_nodes * m->feat_dim; i++)
         st->X[i] = (float)(i % 7) * 0.125f - 0.375f;
     if (rc == 0 && o->threads > 1) rc = tg_pool_create(&st->pool, o->threads);
@@ -1054,9 +1054,10 @@ static tg_cost_measure_t measure_ctx(const prof_t *p, const tg_cost_plan_opts_t 
         .act_bytes = (uint64_t)((double)p->act_bytes * SIZE_MARGIN)};
 }
 
-/* A step timed on a strategy's own largest batch (hier's come from a mega-batch's subgraph:
- * on the planner's narrow workload, half the whole graph's rows with as many sampled edges, its
- * steps took 0.63 s an epoch where the whole graph's rate per operation gave 0.32-0.50). */
+/* A step timed on a strategy's own largest batch (hier's come from a mega-batch's subgraph, of
+ * another shape than the whole graph's: on narrow half the rows with about as many sampled
+ * edges), rather than the whole graph's rate per operation taken for them (they came out alike
+ * there, 29.5 against 29.8 GFLOP/s; few 59.7 against 64.0). */
 static int own_step(const prof_t *p, const tg_cost_plan_opts_t *o, const tg_batch_t *b,
                     tg_cost_plan_t *pl)
 {

@@ -304,9 +304,10 @@ static int pm_sample(pm_t *q, uint64_t epoch, int shuffled, uint64_t batches, do
     return rc;
 }
 
-/* One real load of the steady epoch's first mega-batch (its nd parts) by the run's loader
- * (tg_mb_open with the run's static cache, then tg_mb_load, which drops what it reads from the
- * page cache): its bytes over its time. On the planner's few workload the loads took 1.37 s an
+/* One real load by the run's loader (tg_mb_open with the run's static cache, which builds
+ * partstat where the run would, then tg_mb_load, which drops what it reads from the page cache)
+ * of the steady epoch's first mega-batch, or of its first parts where it reads more than
+ * LOAD_BYTES: its bytes over its time. On the planner's few workload the loads took 1.37 s an
  * epoch for 657 MiB, where the buffered read, copy and list-walk rates summed gave 0.9 s: the
  * loader walks, checks and places every entry, and the kernel's copies into its buffers miss
  * the CPU's caches. */
