@@ -140,7 +140,7 @@ double tg_cost_random_s(const tg_cost_machine_t *m, double reads, double bytes, 
 
 double tg_cost_reader_s(const tg_cost_inputs_t *in, const tg_cost_pred_t *p, double depth)
 {
-    return tg_cost_random_s(&in->machine, p->reads, p->read_bytes, depth);
+    return fmax(p->row_io_s, tg_cost_random_s(&in->machine, p->reads, p->read_bytes, depth));
 }
 
 double tg_cost_seq_s(const tg_cost_machine_t *m, double bytes)

@@ -217,7 +217,8 @@ double tg_cost_best_depth(const tg_cost_machine_t *m);
  * takes about four 4 KiB reads' time on the shared bench's disk, not one). */
 double tg_cost_random_s(const tg_cost_machine_t *m, double reads, double bytes, double depth);
 /* A strategy's one reading thread (ginex's executor, gids's extractor) keeping depth reads in
- * flight: the disk time of all the epoch's reads (p->reads, p->read_bytes) at that depth. The
+ * flight: the disk time of all the epoch's reads (p->reads, p->read_bytes) at that depth, never
+ * less than its own reads' (p->row_io_s: tg_cost_random_s's transfer term taken apart). The
  * samplers' list reads queue on the same device and come a layer's lists at a time between their
  * sampling, adding few reads in flight: the planner's narrow workload read at 54.5k/s under
  * ginex, the probe's rate at about 24 in flight, against 85k/s at the depths summed. */

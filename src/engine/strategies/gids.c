@@ -743,7 +743,7 @@ static int gi_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
     p->gather_s = tg_cost_buffer_gather_s(in, acc * (1 - cover), W > 0) +
                   cover * acc / in->machine.gather_rows_per_s;
     p->stage_cpu_s = p->gather_s;
-    p->stage_s = fmax(p->row_io_s, tg_cost_reader_s(in, p, depth)) + p->gather_s;
+    p->stage_s = tg_cost_reader_s(in, p, depth) + p->gather_s;
     tg_cost_overlap(in, p);
     snprintf(p->why, sizeof p->why,
              "constant buffer %.0fk rows serves %.0f%%, %s buffer %.0fk rows; misses %.2fM "

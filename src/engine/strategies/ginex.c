@@ -811,8 +811,7 @@ static int gx_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
         /* one executor thread reads the rows and copies them: its reads and gathering add
          * (tg_cost_reader_s: narrow's executor read and copied for 9.5 s of a 10.3 s epoch,
          * 560k reads at 54.5k/s; its row reads alone at 32 in flight predicted 6.5 s) */
-        double exec_io = tg_cost_reader_s(in, &q, depth);
-        q.steady_s = fmax(q.steady_s, fmax(q.row_io_s, exec_io) + q.gather_s);
+        q.steady_s = fmax(q.steady_s, tg_cost_reader_s(in, &q, depth) + q.gather_s);
         q.epoch_s = q.steady_s + q.prep_s;
         at[k] = q, m_at[k] = m, h_at[k] = h;
         if (k == 0 || q.epoch_s < at[split].epoch_s) split = k;

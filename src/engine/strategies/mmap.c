@@ -203,14 +203,14 @@ static int mmap_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
     p->gather_s = tg_cost_gather_s(in);
     p->compute_s = tg_cost_compute_s(in);
     double cached = fmax(room - 0.5 * matrix, 0), faults = mmap_faults(in, cached);
-    double io_s = tg_cost_random_s(&in->machine, faults, faults * page, in->run.sampler_threads);
-    if (p->compute_s > io_s) { /* the steps are slower: gathered matrices queue full */
+    p->io_s = tg_cost_random_s(&in->machine, faults, faults * page, in->run.sampler_threads);
+    if (p->compute_s > p->io_s) { /* the steps are slower: gathered matrices queue full */
         cached = fmax(room - k * matrix, 0);
         faults = mmap_faults(in, cached);
+        p->io_s = tg_cost_random_s(&in->machine, faults, faults * page, in->run.sampler_threads);
     }
     p->read_bytes = faults * page;
     p->reads = faults;
-    p->io_s = tg_cost_random_s(&in->machine, faults, p->read_bytes, in->run.sampler_threads);
     /* a gathering thread copies a row once its fault is served: the pool's copies follow its
      * waits rather than overlap them */
     p->stage_cpu_s = p->gather_s / fmax(in->machine.cores, 1);
