@@ -2,15 +2,18 @@
  * budgets and profiles with the strategy expected), inexact strategies only when allowed, a
  * strategy without a cost model listed and skipped, the same choice and table for the same
  * inputs, the degree-class arithmetic that extrapolates a few batches to an epoch, the
- * profile's bound (its share of the epoch's batches, its time limit) on a small dataset, and
- * `tiergnn plan` and `train --strategy auto` on the command line with their error paths. */
+ * profile's bound (its share of the epoch's batches, its time limit) on a small dataset, its
+ * reads' errors, and `tiergnn plan` and `train --strategy auto` on the command line with their
+ * error paths. */
 #include "test_engine_common.h"
 
 #include <math.h>
 
 #include "engine/engine-impl.h"
 #include "engine/plan_profile.h"
+#include "tiergnn/derived.h"
 #include "tiergnn/engine.h"
+#include "tiergnn/io.h"
 #include "tiergnn/partition.h"
 
 #define MIB 1048576.0
@@ -630,6 +633,18 @@ TG_TEST(hier_own_batches)
     TG_CHECK_OK(tg_cost_plan(&o, b));
     TG_CHECK(b->in.prof.own.batches == 0);
     o.own = TG_COST_OWN_ALL;
+    /* a read of the timed load failing (the partitioned features' rows, past the header that
+     * opening the partition checks): the plan fails, naming the file and the offset */
+    tg_io_fault_t ft = {.op = TG_IO_FAULT_READ,
+                        .file = "partfeat-",
+                        .lo = TG_DERIVED_PAYLOAD_OFFSET,
+                        .hi = UINT64_MAX,
+                        .err = EIO};
+    TG_CHECK_OK(tg_io_fault_add(&ft));
+    TG_CHECK_ERR(tg_cost_plan(&o, b), "partfeat-");
+    TG_CHECK(strstr(tg_errmsg(), "hier: measuring a mega-batch's batches") &&
+             strstr(tg_errmsg(), "read at offset"));
+    tg_io_fault_clear();
     /* the partition's map damaged: unmeasured (the run rebuilds it), the plan made */
     char params[256];
     TG_CHECK_OK(tg_part_params(&bo.assign, TG_PART_STREAM, params, sizeof params));
@@ -647,6 +662,36 @@ TG_TEST(hier_own_batches)
 out:
     free(a);
     free(b);
+}
+
+/* The profile's own reads failing (indices.bin read ahead of its sampling, the middle of
+ * features.bin read buffered for hier's loader rate): the plan fails, the message naming the
+ * file and the offset. */
+TG_TEST(profile_read_errors)
+{
+    char dir[4300];
+    snprintf(dir, sizeof dir, "%s/ds-reads", root);
+    synth_opts_t so;
+    synth_default(&so);
+    so.nodes = 8000;
+    so.dim = 160; /* 5.1 MB of features: the buffered read times 4 MiB or more */
+    synth_write(dir, &so);
+    tg_cost_plan_opts_t o;
+    plan_opts(&o);
+    o.dataset = dir;
+    o.allow_inexact = 1;
+    tg_cost_plan_t *pl = malloc(sizeof *pl);
+    TG_CHECK_OK(tg_cost_plan(&o, pl));
+    TG_CHECK(pl->in.machine.buffered_bytes_per_s > 0);
+    static const char *const files[] = {"indices.bin", "features.bin"};
+    for (int i = 0; i < 2; i++) {
+        tg_io_fault_t f = {.op = TG_IO_FAULT_READ, .file = files[i], .hi = UINT64_MAX, .err = EIO};
+        TG_CHECK_OK(tg_io_fault_add(&f));
+        TG_CHECK_ERR(tg_cost_plan(&o, pl), files[i]);
+        TG_CHECK(strncmp(tg_errmsg(), "plan: ", 6) == 0 && strstr(tg_errmsg(), "read at offset"));
+        tg_io_fault_clear();
+    }
+    free(pl);
 }
 
 /* ---------------------------------------------------------------- the command line */
@@ -760,6 +805,7 @@ int main(void)
     TG_RUN(profile_bound);
     TG_RUN(profile_measures);
     TG_RUN(hier_own_batches);
+    TG_RUN(profile_read_errors);
     TG_RUN(cli_plan);
     TG_RUN(train_auto_records_the_plan);
     TG_RUN(train_falls_back_to_the_fixed_rule);

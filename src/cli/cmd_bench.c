@@ -34,7 +34,7 @@ static const char bench_usage[] =
     "                         ../shared/tools/membudget from the current directory, then from\n"
     "                         the binary's directory and its parents)\n"
     "  --no-evict             do not drop the dataset from the page cache before each run\n"
-    "  --probe-time S         seconds of the device probe for the bandwidth (default 1.5)\n"
+    "  --probe-time S         seconds of the device probe for the bandwidth (default 2)\n"
     "  --gemm-time S          seconds timing the GEMM rate of the compute bound (default 1)\n"
     "  --help-strategy NAME   the options of strategy NAME (as 'tiergnn strategies NAME')\n"
     "train options passed to every run (see 'tiergnn train --help'):\n"
@@ -125,7 +125,7 @@ int tg_cmd_bench(int argc, char **argv)
     double probe = 0, gemm = 0;
     if (tg_args_size(&a, "mem", 0, &o.mem_bytes) < 0 ||
         tg_args_uint(&a, "epochs", 3, 1, UINT64_MAX, &o.epochs) < 0 || parse_sampling(&a, &o) < 0 ||
-        tg_args_double(&a, "probe-time", 1.5, &probe) < 0 ||
+        tg_args_double(&a, "probe-time", 2.0, &probe) < 0 ||
         tg_args_double(&a, "gemm-time", 1.0, &gemm) < 0)
         return tg_cli_fail();
     if (!(probe > 0 && probe <= 60) || !(gemm > 0 && gemm <= 60)) {

@@ -613,20 +613,17 @@ static int measure_copy(tg_cost_machine_t *mc, double *spent)
 }
 
 /* Bytes [off0, off0 + len) of fd read in reads of at most chunk bytes: into buf at their
- * offset from off0 (fill), or each into buf's start. */
+ * offset from off0 (fill), or each into buf's start. tg_pread_full's reads: an error names the
+ * path and the offset, and the fault rules (TIERGNN_IO_FAULT) reach them. */
 static int read_span(int fd, const char *path, char *buf, size_t chunk, int fill, uint64_t off0,
                      uint64_t len)
 {
-    for (uint64_t off = off0; off < off0 + len;) {
+    int rc = 0;
+    for (uint64_t off = off0; rc == 0 && off < off0 + len; off += chunk) {
         char *dst = fill ? buf + (off - off0) : buf;
-        ssize_t n = pread(fd, dst, (size_t)TG_MIN(chunk, off0 + len - off), (off_t)off);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0)
-            return tg_err(n < 0 ? -errno : -EIO, "plan: %s: read at offset %llu: %s", path,
-                          (unsigned long long)off, n < 0 ? strerror(errno) : "end of file early");
-        off += (uint64_t)n;
+        rc = tg_pread_full(fd, dst, (size_t)TG_MIN(chunk, off0 + len - off), off, path);
     }
-    return 0;
+    return rc < 0 ? tg_err_prefix(rc, "plan") : 0;
 }
 
 /* features.bin read sequentially by one thread with buffered reads of BUFREAD_CHUNK, cold

@@ -103,9 +103,9 @@ static int mmap_in_flight(const tg_strategy_opts_t *o)
 /* The cost model: every 4 KiB page a batch touches (its rows' pages, its lists' pages: the
  * profile counts them) that the page cache does not hold is one synchronous read of that page
  * alone (MADV_RANDOM: no read-ahead; the shared bench and the planner's wide workload measured
- * 4.0-4.1 KiB a read). A fault blocks its thread, so the device sees about one read per sampler
- * thread (bench/README.md, "Ginex", the shared strategy bench: mmap's faults ran near the
- * probe's depth-1 rate).
+ * 4.0-4.1 KiB a read). A fault blocks its thread: the device sees about half the threads that
+ * fault (mmap_predict; bench/README.md, "Ginex", the shared strategy bench: mmap's faults ran
+ * near the probe's depth-1 rate).
  *
  * The page cache is what the cgroup leaves beside the process's anonymous memory: --mem after
  * the budget plan's process, model and activations (the step's arena stays mapped once
@@ -197,17 +197,29 @@ static int mmap_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
      * its margin) fit what --mem leaves: as many as fit, at least one */
     double free = (double)in->run.free_bytes, k = tg_cost_matrices(&tg_strategy_mmap, in);
     if (in->run.matrix_bytes) k = fmax(1, fmin(k, floor(free / (double)in->run.matrix_bytes)));
+    /* ... and the sampler threads with them (each holds its matrices, mmap_in_flight) */
+    int threads = TG_MAX(in->run.sampler_threads, 1);
+    while (threads > 1 && tg_gather_pass_in_flight(threads, 1) > k)
+        threads--;
+    /* Faults in flight: half the threads that fault. One batch gathers at a time, on the pool
+     * (its default: a thread a core), whose threads fault together until the first runs out of
+     * rows; the other sampler threads sample meanwhile, faulting on their lists while they
+     * sample and not while they wait for the pool. wide (320M) leaves one sampler thread: its
+     * runs faulted at the probe's rate at 1.2-1.6 reads in flight (session 31; at the two
+     * sampler threads taken before, the predictions came out 39-47% short); few and narrow, two
+     * sampler threads, about two. */
+    double depth = 0.5 * (threads + fmax(in->machine.cores, 1));
     double matrix = in->prof.rows_per_batch * tg_cost_row_bytes(in);
     double room = free + (double)in->run.cache_slack;
     p->sample_s = tg_cost_sample_s(in);
     p->gather_s = tg_cost_gather_s(in);
     p->compute_s = tg_cost_compute_s(in);
     double cached = fmax(room - 0.5 * matrix, 0), faults = mmap_faults(in, cached);
-    p->io_s = tg_cost_random_s(&in->machine, faults, faults * page, in->run.sampler_threads);
+    p->io_s = tg_cost_random_s(&in->machine, faults, faults * page, depth);
     if (p->compute_s > p->io_s) { /* the steps are slower: gathered matrices queue full */
         cached = fmax(room - k * matrix, 0);
         faults = mmap_faults(in, cached);
-        p->io_s = tg_cost_random_s(&in->machine, faults, faults * page, in->run.sampler_threads);
+        p->io_s = tg_cost_random_s(&in->machine, faults, faults * page, depth);
     }
     p->read_bytes = faults * page;
     p->reads = faults;
@@ -217,8 +229,10 @@ static int mmap_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
     p->stage_s = p->io_s + p->stage_cpu_s;
     tg_cost_overlap(in, p);
     snprintf(p->why, sizeof p->why,
-             "%.2fM page faults, a page cache of %.0f MiB (%.0f%% of the pages)", faults / 1e6,
-             cached / 1048576, 100 * fmin(cached / page / (feat_pages + idx_pages), 1));
+             "%.2fM page faults, %.1f in flight (%d sampler thread%s), a page cache of %.0f MiB "
+             "(%.0f%% of the pages)",
+             faults / 1e6, depth, threads, threads > 1 ? "s" : "", cached / 1048576,
+             100 * fmin(cached / page / (feat_pages + idx_pages), 1));
     return 0;
 }
 
