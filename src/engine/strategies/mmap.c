@@ -201,13 +201,14 @@ static int mmap_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
     int threads = TG_MAX(in->run.sampler_threads, 1);
     while (threads > 1 && tg_gather_pass_in_flight(threads, 1) > k)
         threads--;
-    /* Faults in flight: half the threads that fault. One batch gathers at a time, on the pool
-     * (its default: a thread a core), whose threads fault together until the first runs out of
-     * rows; the other sampler threads sample meanwhile, faulting on their lists while they
-     * sample and not while they wait for the pool. wide (320M) leaves one sampler thread: its
-     * runs faulted at the probe's rate at 1.2-1.6 reads in flight (session 31; at the two
-     * sampler threads taken before, the predictions came out 39-47% short); few and narrow, two
-     * sampler threads, about two. */
+    /* Faults in flight, as the probe's curve reads them: half the threads that fault. One batch
+     * gathers at a time, on the pool (its default: a thread a core); the other sampler threads
+     * sample meanwhile, faulting on their lists while they sample. Session 31's runs: on wide
+     * (320M: one sampler thread left) the device held 1.1 reads in flight (diskstats) and
+     * served 17.4-19.8 k/s, the probe's rate at 1.2-1.6 (a fault's read completes sooner than
+     * the probe's O_DIRECT read at the same depth); at the two sampler threads taken before,
+     * the predictions came out 39-47% short. few and narrow, two sampler threads: 1.3 and 1.6
+     * in flight on the device, 19.1 and 24.9 k/s. */
     double depth = 0.5 * (threads + fmax(in->machine.cores, 1));
     double matrix = in->prof.rows_per_batch * tg_cost_row_bytes(in);
     double room = free + (double)in->run.cache_slack;
