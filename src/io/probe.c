@@ -23,8 +23,9 @@
 
 static const unsigned probe_depths[] = {1, 4, 16, 64, 128};
 static const double probe_weights[] = {3, 1, 1, 1, 1};
-#define WEIGHTS_SUM 7.0
 #define NDEPTHS (sizeof probe_depths / sizeof probe_depths[0])
+_Static_assert(sizeof probe_weights / sizeof probe_weights[0] == NDEPTHS,
+               "a weight for each probed depth");
 #define MAX_PROBE_DEPTH 128u
 
 typedef struct probe {
@@ -195,10 +196,12 @@ static int measure(const char *path, double time_s, tg_budget_t *budget, tg_io_p
     unsigned nd = p.uring ? (unsigned)NDEPTHS : 1;
     /* without io_uring, depth 1 alone (pread), in the random reads' whole share */
     double t_start = tg_now(), t_rand = time_s * RAND_SHARE, t_seq = time_s - t_rand;
-    double best = 0, bps, lat;
+    double best = 0, bps, lat, wsum = 0;
+    for (unsigned d = 0; d < nd; d++)
+        wsum += probe_weights[d];
     for (unsigned d = 0; d < nd; d++) {
         out->depth[d] = probe_depths[d];
-        double t = nd > 1 ? t_rand * probe_weights[d] / WEIGHTS_SUM : t_rand;
+        double t = t_rand * probe_weights[d] / wsum;
         rc = phase(&p, probe_depths[d], p.bs, 0, t, &out->iops[d], &out->lat_us[d], &bps);
         if (rc < 0) goto out;
         best = TG_MAX(best, out->iops[d]);
