@@ -579,6 +579,46 @@ TG_TEST(mmap_page_cache)
     TG_CHECK(none > f && none <= 12 * (26581 + 4340) * 1.01);
 }
 
+/* The sampler threads the budget plan leaves mmap (each holds two matrices, the trainer one
+ * more: 2s + 1): wide at 320M fits three of its matrices, one sampler thread; its faults then
+ * read the probe at 1.5 in flight (half of one sampler thread and a pool of two), slower than
+ * at two where five fit. */
+TG_TEST(mmap_sampler_threads)
+{
+    tg_cost_inputs_t in = shared_bench();
+    in.data.nodes = 300000;
+    in.data.edges = 6000000;
+    in.data.feat_dim = 512;
+    in.data.derived = 0;
+    in.run.sampler_threads = 2;
+    in.prof.batches = 47;
+    in.prof.rows_per_batch = 27086;
+    in.prof.index_reads_per_batch = 4450;
+    in.prof.distinct_rows = 251303;
+    TG_CHECK_EQ_U64((uint64_t)tg_cost_sampler_threads(&tg_strategy_mmap, &in, 5), 2);
+    TG_CHECK_EQ_U64((uint64_t)tg_cost_sampler_threads(&tg_strategy_mmap, &in, 4), 1);
+    TG_CHECK_EQ_U64((uint64_t)tg_cost_sampler_threads(&tg_strategy_mmap, &in, 3), 1);
+    TG_CHECK_EQ_U64((uint64_t)tg_cost_sampler_threads(&tg_strategy_mmap, &in, 1), 1);
+    in.run.sampler_threads = 4;
+    TG_CHECK_EQ_U64((uint64_t)tg_cost_sampler_threads(&tg_strategy_mmap, &in, 6), 2);
+    /* a pass of two batches holds two matrices whatever its threads: none lowered for it */
+    in.prof.batches = 2;
+    TG_CHECK_EQ_U64((uint64_t)tg_cost_sampler_threads(&tg_strategy_mmap, &in, 2), 4);
+    in.prof.batches = 47;
+    in.run.sampler_threads = 2;
+    in.run.matrix_bytes = 63795000; /* 61 MiB with the budget's margin */
+    in.run.free_bytes = 3 * in.run.matrix_bytes + 1000;
+    tg_cost_pred_t one, two;
+    memset(&one, 0, sizeof one), memset(&two, 0, sizeof two);
+    TG_CHECK_OK(tg_strategy_mmap.predict(&in, &one));
+    TG_CHECK(strstr(one.why, "1.5 in flight (1 sampler thread)") != NULL);
+    in.run.free_bytes = 5 * in.run.matrix_bytes + 1000;
+    TG_CHECK_OK(tg_strategy_mmap.predict(&in, &two));
+    TG_CHECK(strstr(two.why, "2.0 in flight (2 sampler threads)") != NULL);
+    /* more room faults less, and at more in flight each fault takes less */
+    TG_CHECK(two.reads <= one.reads && two.io_s / two.reads < one.io_s / one.reads);
+}
+
 TG_TEST(bad_inputs)
 {
     tg_cost_pred_t pred[TG_COST_MAX_STRATS];
@@ -733,5 +773,6 @@ int main(void)
     TG_RUN(fake_rows);
     TG_RUN(bad_inputs);
     TG_RUN(mmap_page_cache);
+    TG_RUN(mmap_sampler_threads);
     return tg_test_done();
 }

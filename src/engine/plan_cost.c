@@ -200,7 +200,9 @@ double tg_cost_cache_bytes(const tg_cost_inputs_t *in, int matrices)
     return left > 0 ? left : 0;
 }
 
-int tg_cost_matrices(const tg_strategy_i *s, const tg_cost_inputs_t *in)
+/* Strategy s's batches_in_flight with its default options at `threads` sampler threads (2
+ * where it has none to ask). */
+static int in_flight_at(const tg_strategy_i *s, const tg_cost_inputs_t *in, int threads)
 {
     union {
         unsigned char bytes[1024];
@@ -211,12 +213,31 @@ int tg_cost_matrices(const tg_strategy_i *s, const tg_cost_inputs_t *in)
     tg_strategy_opts_t o;
     tg_strategy_opts_default(&o);
     o.threads = in->machine.cores;
-    o.sampler_threads = in->run.sampler_threads;
+    o.sampler_threads = threads;
     o.cfg = cfg.bytes;
-    /* a pass holds no more matrices than it has batches (a whole-graph epoch: one) */
-    int k = s->batches_in_flight(&o);
-    if (in->prof.batches && (uint64_t)k > in->prof.batches) k = (int)in->prof.batches;
-    return k;
+    return s->batches_in_flight(&o);
+}
+
+/* A pass holds no more matrices than it has batches (a whole-graph epoch: one). */
+static int capped(const tg_cost_inputs_t *in, int k)
+{
+    return in->prof.batches && (uint64_t)k > in->prof.batches ? (int)in->prof.batches : k;
+}
+
+int tg_cost_matrices(const tg_strategy_i *s, const tg_cost_inputs_t *in)
+{
+    return capped(in, in_flight_at(s, in, in->run.sampler_threads));
+}
+
+int tg_cost_sampler_threads(const tg_strategy_i *s, const tg_cost_inputs_t *in, double fit)
+{
+    /* as the budget plan's fit_step: a thread fewer while the matrices do not fit and one fewer
+     * holds fewer (engine/budget.c) */
+    int t = TG_MAX(in->run.sampler_threads, 1);
+    while (t > 1 && capped(in, in_flight_at(s, in, t)) > fit &&
+           in_flight_at(s, in, t - 1) < in_flight_at(s, in, t))
+        t--;
+    return t;
 }
 
 /* The hole (in rows) store/extract reads through: the bytes the disk transfers in the time of

@@ -257,6 +257,9 @@ struct tg_strategy_i;
  * threads (its batches_in_flight), at most the epoch's batches: what the budget plan reserves
  * before its caches. */
 int tg_cost_matrices(const struct tg_strategy_i *s, const tg_cost_inputs_t *in);
+/* The sampler threads the budget plan leaves strategy s where only `fit` of its matrices fit:
+ * it lowers the run's (left at their default) while that lowers the matrices in flight. */
+int tg_cost_sampler_threads(const struct tg_strategy_i *s, const tg_cost_inputs_t *in, double fit);
 /* The reads a strategy's extraction keeps in flight: store/extract's plan for its extractors
  * (featbuf: with a feature buffer; depth_hint: tg_extract_plan_opts_t's) at the avail bytes the
  * budget leaves it, from the profile's probe (a tight budget lowers the depth), times the

@@ -198,9 +198,7 @@ static int mmap_predict(const tg_cost_inputs_t *in, tg_cost_pred_t *p)
     double free = (double)in->run.free_bytes, k = tg_cost_matrices(&tg_strategy_mmap, in);
     if (in->run.matrix_bytes) k = fmax(1, fmin(k, floor(free / (double)in->run.matrix_bytes)));
     /* ... and the sampler threads with them (each holds its matrices, mmap_in_flight) */
-    int threads = TG_MAX(in->run.sampler_threads, 1);
-    while (threads > 1 && tg_gather_pass_in_flight(threads, 1) > k)
-        threads--;
+    int threads = tg_cost_sampler_threads(&tg_strategy_mmap, in, k);
     /* Faults in flight, as the probe's curve reads them: half the threads that fault. One batch
      * gathers at a time, on the pool (its default: a thread a core); the other sampler threads
      * sample meanwhile, faulting on their lists while they sample. Session 31's runs: on wide
