@@ -342,7 +342,7 @@ static int time_load(pm_t *q, const hier_cfg_t *c, tg_part_t *pt, uint64_t nd,
     uint64_t k = nd;
     if (rc == 0) {
         tg_hier_fit_parts(L, nd, 0, 0, &t, &ed, &np);
-        double bytes = (double)t * (double)q->geo.row + (double)ed * 4;
+        double bytes = (double)t * (double)q->geo.row + (double)ed * pt->index_bytes;
         if (bytes > LOAD_BYTES)
             k = TG_MAX((uint64_t)1, (uint64_t)((double)nd * LOAD_BYTES / bytes));
         rc = tg_mb_alloc(L, &m, 1, t, ed, np);
